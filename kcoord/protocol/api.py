@@ -1,0 +1,53 @@
+"""Registry of APIs and cached generated codecs.
+
+Codecs are generated on first use of an (api, version) and cached, so
+start-up stays fast; `warm_up()` generates all of them ahead of time.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+from .codegen import build_codec
+from .messages import APIS, SCHEMAS
+from .schema import ApiDef, Schema
+
+__all__ = ["APIS", "SCHEMAS", "request_codec", "response_codec", "schema_codec",
+           "warm_up", "is_flexible"]
+
+
+@lru_cache(maxsize=None)
+def _codec(sch_name: str, key: int | None, is_request: bool, version: int):
+    if key is None:
+        sch = SCHEMAS[sch_name]
+    else:
+        api = APIS[key]
+        sch = api.request if is_request else api.response
+    return build_codec(sch, version)
+
+
+def request_codec(key: int, version: int) -> tuple[Callable, Callable]:
+    return _codec("", key, True, version)
+
+
+def response_codec(key: int, version: int) -> tuple[Callable, Callable]:
+    return _codec("", key, False, version)
+
+
+def schema_codec(name: str, version: int) -> tuple[Callable, Callable]:
+    """Codec of a standalone schema (embedded protocol, coordinator records)."""
+    return _codec(name, None, False, version)
+
+
+def is_flexible(key: int, version: int) -> bool:
+    return APIS[key].request.is_flexible(version)
+
+
+def warm_up() -> None:
+    for key, api in APIS.items():
+        for v in range(api.min_version, api.max_version + 1):
+            request_codec(key, v)
+            response_codec(key, v)
+    for name, sch in SCHEMAS.items():
+        for v in range(sch.versions.low, sch.versions.high + 1):
+            schema_codec(name, v)
