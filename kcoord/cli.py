@@ -1,0 +1,34 @@
+"""The `kcoord` command."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka-protocol group coordinator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the Kafka protocol")
+    serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT (port 0 picks one)")
+    serve.add_argument("--data-dir", default="./data")
+    serve.add_argument("--config", help="properties file with Kafka's key names")
+    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one config key (repeatable)")
+    serve.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        from .server.app import run
+        from .server.config import build_config
+        try:
+            config = build_config(args.listen, args.data_dir, args.config, args.set)
+        except (ValueError, OSError) as exc:
+            parser.error(str(exc))
+        run(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

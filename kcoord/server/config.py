@@ -1,0 +1,134 @@
+"""Server configuration with Apache Kafka's key names.
+
+Values come from defaults, then a properties file (--config), then
+--set key=value overrides.  Unknown keys are kept and logged, as Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("kcoord.config")
+
+INT_MAX = 2**31 - 1
+
+# key -> (type, default)
+DEFAULTS: dict[str, tuple[type, Any]] = {
+    "node.id": (int, 0),
+    "advertised.listeners": (str, ""),
+    "socket.request.max.bytes": (int, 104857600),
+    "message.max.bytes": (int, 1048588),
+    "auto.create.topics.enable": (bool, True),
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "log.segment.bytes": (int, 1073741824),
+    "log.retention.ms": (int, 604800000),
+    "log.retention.bytes": (int, -1),
+    "log.retention.check.interval.ms": (int, 300000),
+    "log.flush.interval.messages": (int, 2**63 - 1),
+    "log.cleaner.delete.retention.ms": (int, 86400000),
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.topic.segment.bytes": (int, 104857600),
+    "offsets.retention.minutes": (int, 10080),
+    "offsets.retention.check.interval.ms": (int, 600000),
+    "offsets.commit.timeout.ms": (int, 5000),
+    "offset.metadata.max.bytes": (int, 4096),
+    "group.min.session.timeout.ms": (int, 6000),
+    "group.max.session.timeout.ms": (int, 1800000),
+    "group.initial.rebalance.delay.ms": (int, 3000),
+    "group.max.size": (int, INT_MAX),
+    "group.coordinator.rebalance.protocols": (list, ["classic", "consumer"]),
+    "group.coordinator.append.linger.ms": (int, 10),
+    "group.consumer.session.timeout.ms": (int, 45000),
+    "group.consumer.min.session.timeout.ms": (int, 45000),
+    "group.consumer.max.session.timeout.ms": (int, 60000),
+    "group.consumer.heartbeat.interval.ms": (int, 5000),
+    "group.consumer.min.heartbeat.interval.ms": (int, 5000),
+    "group.consumer.max.heartbeat.interval.ms": (int, 15000),
+    "group.consumer.max.size": (int, INT_MAX),
+    "group.consumer.assignors": (list, ["uniform", "range"]),
+    "cluster.id": (str, "kcoord-cluster-0000000"),
+}
+
+
+def _convert(kind: type, raw: str) -> Any:
+    raw = raw.strip()
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {raw!r}")
+        return raw.lower() == "true"
+    if kind is int:
+        return int(raw)
+    if kind is list:
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties subset: key=value or key: value, # and ! comments."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ValueError(f"not a key=value line: {line!r}")
+        out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+
+
+@dataclass
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: Path = Path("./data")
+    values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def set(self, key: str, raw: Any) -> None:
+        # Kafka accepts log.retention.hours/minutes as coarser forms of log.retention.ms
+        coarse = {"log.retention.hours": 3600000, "log.retention.minutes": 60000}
+        if key in coarse:
+            self.values["log.retention.ms"] = int(raw) * coarse[key]
+            return
+        if key in DEFAULTS:
+            kind = DEFAULTS[key][0]
+            value = _convert(kind, raw) if isinstance(raw, str) else raw
+        else:
+            log.warning("unknown config key %s kept as a string", key)
+            value = raw
+        self.values[key] = value
+
+    def update(self, pairs: dict[str, Any]) -> None:
+        for k, v in pairs.items():
+            self.set(k, v)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """Host and port clients should connect to (from advertised.listeners if set)."""
+        spec = self.values.get("advertised.listeners") or ""
+        if spec:
+            first = spec.split(",")[0]
+            hostport = first.split("://", 1)[-1]
+            host, _, port = hostport.rpartition(":")
+            return host or self.host, int(port)
+        return self.host, self.port
+
+
+def build_config(listen: str, data_dir: str, config_file: str | None,
+                 overrides: list[str]) -> Config:
+    host, _, port = listen.rpartition(":")
+    cfg = Config(host=host or "127.0.0.1", port=int(port), data_dir=Path(data_dir))
+    if config_file:
+        cfg.update(parse_properties(Path(config_file).read_text()))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        cfg.set(key.strip(), value)
+    return cfg
