@@ -4,7 +4,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
+from ..broker.catalogue import Catalogue
+from ..broker.data_handlers import DataPlane
+from ..broker.topic_handlers import TopicAdmin
+from ..log.group_sync import GroupSync
 from .config import Config
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
@@ -19,9 +24,38 @@ class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.dispatcher = Dispatcher()
-        self.meta = MetaHandlers(config, self.dispatcher)
-        self.meta.register()
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.catalogue = Catalogue(config.data_dir, config.values)
+        self.group_sync = GroupSync()
+        self.data = DataPlane(self.catalogue, config, self.group_sync)
+        self.topic_admin = TopicAdmin(self.catalogue, config)
+        self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
+        self._register()
         self._server: asyncio.base_events.Server | None = None
+        self._retention: asyncio.TimerHandle | None = None
+
+    def _register(self) -> None:
+        d = self.dispatcher
+        self.meta.register()
+        d.register(0, self.data.produce)
+        d.register(1, self.data.fetch)
+        d.register(2, self.data.list_offsets)
+        d.register(19, self.topic_admin.create_topics)
+        d.register(20, self.topic_admin.delete_topics)
+        d.register(37, self.topic_admin.create_partitions)
+
+    def _retention_tick(self) -> None:
+        now = int(time.time() * 1000)
+        for plog in list(self.catalogue.all_logs()):
+            try:
+                plog.apply_retention(now)
+            except OSError:
+                log.exception("retention failed for %s", plog.path)
+        self._schedule_retention()
+
+    def _schedule_retention(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000.0
+        self._retention = asyncio.get_running_loop().call_later(interval, self._retention_tick)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -32,13 +66,17 @@ class Server:
             self.config.host, self.config.port, reuse_address=True, backlog=1024)
         # port 0 binds an ephemeral port: advertise the real one
         self.config.port = self._server.sockets[0].getsockname()[1]
+        self._schedule_retention()
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
     async def stop(self) -> None:
+        if self._retention is not None:
+            self._retention.cancel()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        self.catalogue.close()
         log.info("kcoord stopped")
 
 

@@ -8,7 +8,7 @@ from ..protocol.api import APIS
 
 # A handler returns a response dict, an awaitable of one, or NO_RESPONSE
 # (Produce with acks=0 is the only request Kafka never answers).
-NO_RESPONSE = object()
+NO_RESPONSE = None
 
 
 @dataclass(slots=True)

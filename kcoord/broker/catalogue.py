@@ -1,0 +1,177 @@
+"""The topic catalogue: which topics exist, their ids, partitions and configs.
+
+Persisted as one JSON file in the data dir, replaced atomically (write,
+fsync, rename, fsync dir) so a crash leaves the old or the new catalogue,
+never a torn one.  Partition logs live beside it in <topic>-<partition>/.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..log import LogConfig, PartitionLog
+
+log = logging.getLogger("kcoord.catalogue")
+
+CATALOGUE_FILE = "kcoord-topics.json"
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = {"__consumer_offsets"}
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Kafka's Topic.validate rules; None when the name is legal."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.match(name):
+        return "topic name has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: bytes
+    partitions: list[PartitionLog]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class Catalogue:
+    def __init__(self, data_dir: Path, defaults: dict[str, object]) -> None:
+        self.data_dir = Path(data_dir)
+        self.defaults = defaults  # broker-level Kafka config (log.* keys)
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[bytes, Topic] = {}
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._load()
+
+    # ------------------------------------------------------------- storage
+    def _path(self) -> Path:
+        return self.data_dir / CATALOGUE_FILE
+
+    def _load(self) -> None:
+        path = self._path()
+        if not path.exists():
+            return
+        doc = json.loads(path.read_text())
+        for entry in doc["topics"]:
+            self._open(entry["name"], bytes.fromhex(entry["id"]), entry["partitions"],
+                       entry.get("configs", {}))
+        log.info("loaded %d topics", len(self.topics))
+
+    def _save(self) -> None:
+        doc = {"topics": [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions),
+                           "configs": t.configs} for t in self.topics.values()]}
+        tmp = self._path().with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path())
+        dir_fd = os.open(self.data_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def log_config(self, configs: dict[str, str]) -> LogConfig:
+        merged = {k: v for k, v in self.defaults.items() if k.startswith("log.")}
+        merged.update(configs)
+        if merged.get("log.flush.interval.messages", 0) >= 2**62:
+            merged.pop("log.flush.interval.messages")  # Kafka's "never" default
+        return LogConfig.from_properties(merged)
+
+    def _open(self, name: str, topic_id: bytes, count: int, configs: dict[str, str]) -> Topic:
+        cfg = self.log_config(configs)
+        logs = [PartitionLog(self.data_dir / f"{name}-{p}", cfg) for p in range(count)]
+        topic = Topic(name, topic_id, logs, dict(configs))
+        self.topics[name] = topic
+        self.by_id[topic_id] = topic
+        return topic
+
+    # ---------------------------------------------------------- operations
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, index: int) -> PartitionLog | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+               validate_only: bool = False) -> Topic | None:
+        problem = topic_name_problem(name)
+        if problem:
+            raise TopicError(17, problem)  # INVALID_TOPIC_EXCEPTION
+        if name in self.topics:
+            raise TopicError(36, f"topic '{name}' already exists")  # TOPIC_ALREADY_EXISTS
+        if partitions < 1:
+            raise TopicError(37, "number of partitions must be at least 1")  # INVALID_PARTITIONS
+        configs = {k: str(v) for k, v in (configs or {}).items()}
+        try:
+            self.log_config(configs)
+        except (ValueError, TypeError) as exc:
+            raise TopicError(40, f"invalid config: {exc}")  # INVALID_CONFIG
+        if validate_only:
+            return None
+        topic = self._open(name, uuid.uuid4().bytes, partitions, configs)
+        self._save()
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(3, f"topic '{name}' does not exist")
+        current = len(topic.partitions)
+        if total <= current:
+            raise TopicError(37, f"topic has {current} partitions; cannot change to {total}")
+        if validate_only:
+            return
+        cfg = self.log_config(topic.configs)
+        for p in range(current, total):
+            topic.partitions.append(PartitionLog(self.data_dir / f"{name}-{p}", cfg))
+        self._save()
+
+    def delete(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise TopicError(3, f"topic '{name}' does not exist")
+        del self.by_id[topic.topic_id]
+        self._save()
+        for plog in topic.partitions:
+            plog.close()
+            shutil.rmtree(plog.path, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def all_logs(self):
+        for topic in self.topics.values():
+            yield from topic.partitions
+
+    def close(self) -> None:
+        for plog in self.all_logs():
+            plog.close()

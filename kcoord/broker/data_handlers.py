@@ -1,0 +1,209 @@
+"""Produce, Fetch and ListOffsets on the partition logs."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..log import OffsetOutOfRange
+from ..log.group_sync import GroupSync
+from ..protocol.errors import CorruptRecordError, Err
+from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
+from .catalogue import Catalogue
+
+log = logging.getLogger("kcoord.broker")
+
+NO_RESPONSE_ACKS = 0
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AppendNotifier:
+    """Wakes long-polling fetches when any partition grows."""
+
+    def __init__(self) -> None:
+        self._waiters: set[asyncio.Future] = set()
+
+    def wait(self) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.add(fut)
+        fut.add_done_callback(self._waiters.discard)
+        return fut
+
+    def notify(self) -> None:
+        if self._waiters:
+            for fut in list(self._waiters):
+                if not fut.done():
+                    fut.set_result(None)
+
+
+class DataPlane:
+    def __init__(self, catalogue: Catalogue, config, group_sync: GroupSync) -> None:
+        self.catalogue = catalogue
+        self.config = config
+        self.sync = group_sync
+        self.appended = AppendNotifier()
+
+    # ------------------------------------------------------------- Produce
+    def produce(self, ctx, req: dict):
+        acks = req["acks"]
+        if acks not in (0, 1, -1):
+            responses = [{"name": t["name"], "partition_responses": [
+                self._part_error(p["index"], Err.INVALID_REQUIRED_ACKS) for p in t["partition_data"]]}
+                for t in req["topic_data"]]
+            return {"responses": responses, "throttle_time_ms": 0}
+        touched = []
+        responses = []
+        for tdata in req["topic_data"]:
+            parts = []
+            for pdata in tdata["partition_data"]:
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"])
+                parts.append(result)
+                if plog is not None:
+                    touched.append(plog)
+            responses.append({"name": tdata["name"], "partition_responses": parts})
+        if touched:
+            self.appended.notify()
+        response = {"responses": responses, "throttle_time_ms": 0}
+        if acks == NO_RESPONSE_ACKS:
+            return None  # Kafka never answers acks=0
+        if acks == -1 and touched:
+            return self._after_sync(touched, response)
+        return response
+
+    async def _after_sync(self, logs, response):
+        await self.sync.sync(logs)
+        return response
+
+    @staticmethod
+    def _part_error(index: int, code: int, message: str | None = None) -> dict:
+        return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+                "log_start_offset": -1, "error_message": message}
+
+    def _append(self, topic_name: str, index: int, records):
+        topic = self.catalogue.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
+        plog = topic.partitions[index]
+        if not records:
+            return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
+        max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
+        try:
+            count = 0
+            end = 0
+            for pos, header in iter_batches(records):
+                validate_batch(records, pos)
+                if LOG_OVERHEAD + header.batch_length > max_bytes:
+                    return self._part_error(index, Err.MESSAGE_TOO_LARGE,
+                                            f"batch larger than {max_bytes} bytes"), None
+                end = pos + LOG_OVERHEAD + header.batch_length
+                count += 1
+            if count == 0 or end != len(records):
+                raise CorruptRecordError("record set holds a partial batch")
+        except CorruptRecordError as exc:
+            return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        append_time = -1
+        if topic.configs.get("message.timestamp.type") == "LogAppendTime":
+            append_time = now_ms()
+            records = bytearray(records)
+            for pos, _ in iter_batches(records):
+                set_log_append_time(records, pos, append_time)
+        base, _last = plog.append(records)
+        return {"index": index, "error_code": Err.NONE, "base_offset": base,
+                "log_append_time_ms": append_time, "log_start_offset": plog.log_start_offset,
+                "error_message": None}, plog
+
+    # --------------------------------------------------------------- Fetch
+    async def fetch(self, ctx, req: dict) -> dict:
+        deadline = asyncio.get_running_loop().time() + max(req["max_wait_ms"], 0) / 1000.0
+        min_bytes = req["min_bytes"]
+        while True:
+            waiter = self.appended.wait()  # armed before reading, so no append is missed
+            response, size, errors = self._fetch_once(ctx.api_version, req)
+            remaining = deadline - asyncio.get_running_loop().time()
+            if size >= min_bytes or errors or remaining <= 0:
+                waiter.cancel()
+                return response
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def _fetch_once(self, version: int, req: dict):
+        budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
+        total = 0
+        errors = False
+        responses = []
+        by_id = version >= 13
+        for treq in req["topics"]:
+            topic = (self.catalogue.by_id.get(treq["topic_id"]) if by_id
+                     else self.catalogue.get(treq["topic"]))
+            parts = []
+            for preq in treq["partitions"]:
+                index = preq["partition"]
+                entry = {"partition_index": index, "error_code": Err.NONE, "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1,
+                         "aborted_transactions": None, "preferred_read_replica": -1,
+                         "records": b""}
+                parts.append(entry)
+                if topic is None or not 0 <= index < len(topic.partitions):
+                    entry["error_code"] = (Err.UNKNOWN_TOPIC_ID if by_id
+                                           else Err.UNKNOWN_TOPIC_OR_PARTITION)
+                    errors = True
+                    continue
+                plog = topic.partitions[index]
+                hw = plog.log_end_offset
+                entry["high_watermark"] = entry["last_stable_offset"] = hw
+                entry["log_start_offset"] = plog.log_start_offset
+                limit = min(preq["partition_max_bytes"], budget - total)
+                try:
+                    data = plog.read(preq["fetch_offset"], max(limit, 0), min_one=(total == 0))
+                except OffsetOutOfRange:
+                    entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
+                    errors = True
+                    continue
+                entry["records"] = data
+                total += len(data)
+            responses.append({"topic": treq.get("topic", ""), "topic_id": treq.get("topic_id"),
+                              "partitions": parts})
+        response = {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
+                    "responses": responses}
+        return response, total, errors
+
+    # ---------------------------------------------------------- ListOffsets
+    def list_offsets(self, ctx, req: dict) -> dict:
+        topics = []
+        for treq in req["topics"]:
+            topic = self.catalogue.get(treq["name"])
+            parts = []
+            for preq in treq["partitions"]:
+                index = preq["partition_index"]
+                entry = {"partition_index": index, "error_code": Err.NONE, "timestamp": -1,
+                         "offset": -1, "leader_epoch": -1}
+                parts.append(entry)
+                if topic is None or not 0 <= index < len(topic.partitions):
+                    entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                plog = topic.partitions[index]
+                ts = preq["timestamp"]
+                if ts == LATEST:
+                    entry["offset"] = plog.log_end_offset
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    entry["offset"] = plog.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    found = plog.max_timestamp_offset()
+                    if found is not None:
+                        entry["offset"], entry["timestamp"] = found
+                elif ts >= 0:
+                    found = plog.offset_for_timestamp(ts)
+                    if found is not None:
+                        entry["offset"], entry["timestamp"] = found
+                else:
+                    entry["error_code"] = Err.INVALID_REQUEST
+                if entry["offset"] >= 0:
+                    entry["leader_epoch"] = 0
+            topics.append({"name": treq["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}

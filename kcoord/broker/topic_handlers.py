@@ -1,0 +1,110 @@
+"""CreateTopics, DeleteTopics, CreatePartitions and Metadata's topic list."""
+from __future__ import annotations
+
+from ..protocol.errors import Err
+from .catalogue import Catalogue, TopicError, topic_name_problem
+
+AUTH_OPS_NOT_REQUESTED = -(2**31)
+ZERO_UUID = bytes(16)
+
+
+class TopicAdmin:
+    def __init__(self, catalogue: Catalogue, config) -> None:
+        self.catalogue = catalogue
+        self.config = config
+
+    def create_topics(self, ctx, req: dict) -> dict:
+        results = []
+        for t in req["topics"]:
+            name = t["name"]
+            result = {"name": name, "topic_id": ZERO_UUID, "error_code": Err.NONE,
+                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                      "configs": None}
+            results.append(result)
+            count = t["num_partitions"]
+            if t["assignments"]:
+                count = len(t["assignments"])
+            elif count == -1:
+                count = self.config["num.partitions"]
+            rf = t["replication_factor"]
+            if rf not in (-1, 1) and not t["assignments"]:
+                result["error_code"] = Err.INVALID_REPLICATION_FACTOR
+                result["error_message"] = "replication factor must be 1 on a single-node cluster"
+                continue
+            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            try:
+                topic = self.catalogue.create(name, count, configs, req["validate_only"])
+            except TopicError as exc:
+                result["error_code"], result["error_message"] = exc.code, exc.message
+                continue
+            result["num_partitions"], result["replication_factor"] = count, 1
+            if topic is not None:
+                result["topic_id"] = topic.topic_id
+        return {"throttle_time_ms": 0, "topics": results}
+
+    def delete_topics(self, ctx, req: dict) -> dict:
+        targets = [(name, None) for name in req.get("topic_names") or ()]
+        for t in req.get("topics") or ():  # v6+: by name or by id
+            targets.append((t["name"], t["topic_id"]))
+        results = []
+        for name, topic_id in targets:
+            if name is None and topic_id is not None:
+                topic = self.catalogue.by_id.get(topic_id)
+                name = topic.name if topic else None
+            result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": Err.NONE,
+                      "error_message": None}
+            results.append(result)
+            if name is None:
+                result["error_code"] = Err.UNKNOWN_TOPIC_ID
+                continue
+            topic = self.catalogue.get(name)
+            if topic is not None:
+                result["topic_id"] = topic.topic_id
+            try:
+                self.catalogue.delete(name)
+            except TopicError as exc:
+                result["error_code"], result["error_message"] = exc.code, exc.message
+        return {"throttle_time_ms": 0, "responses": results}
+
+    def create_partitions(self, ctx, req: dict) -> dict:
+        results = []
+        for t in req["topics"]:
+            result = {"name": t["name"], "error_code": Err.NONE, "error_message": None}
+            results.append(result)
+            try:
+                self.catalogue.add_partitions(t["name"], t["count"], req["validate_only"])
+            except TopicError as exc:
+                result["error_code"], result["error_message"] = exc.code, exc.message
+        return {"throttle_time_ms": 0, "results": results}
+
+    # ------------------------------------------------------------- Metadata
+    def metadata_topics(self, names: list[str] | None, allow_auto_create: bool,
+                        version: int) -> list[dict]:
+        node_id = self.config["node.id"]
+        if names is None:
+            chosen = list(self.catalogue.topics)
+        else:
+            chosen = names
+        out = []
+        for name in chosen:
+            topic = self.catalogue.get(name)
+            if topic is None and allow_auto_create and self.config["auto.create.topics.enable"] \
+                    and topic_name_problem(name) is None:
+                try:
+                    topic = self.catalogue.create(name, self.config["num.partitions"])
+                except TopicError:
+                    topic = self.catalogue.get(name)
+            if topic is None:
+                code = (Err.INVALID_TOPIC_EXCEPTION if topic_name_problem(name)
+                        else Err.UNKNOWN_TOPIC_OR_PARTITION)
+                out.append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
+                            "is_internal": False, "partitions": [],
+                            "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
+                continue
+            partitions = [{"error_code": Err.NONE, "partition_index": p, "leader_id": node_id,
+                           "leader_epoch": 0, "replica_nodes": [node_id], "isr_nodes": [node_id],
+                           "offline_replicas": []} for p in range(len(topic.partitions))]
+            out.append({"error_code": Err.NONE, "name": topic.name, "topic_id": topic.topic_id,
+                        "is_internal": topic.internal, "partitions": partitions,
+                        "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
+        return out

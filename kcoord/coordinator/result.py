@@ -1,0 +1,47 @@
+"""What a core handler returns: records to append, replies, timer changes.
+
+The core never performs I/O.  A reply is addressed by the token the
+runtime gave the request, so a handler can answer requests that were parked
+earlier (a JoinGroup completed by another member's join, or by a timer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class Record(NamedTuple):
+    """One __consumer_offsets record: a key and a value (None = tombstone)."""
+    type: int          # record type (the key's version): 1 offset commit, 2 group metadata, ...
+    key: dict
+    value: dict | None
+    value_version: int = 0
+
+
+class Timer(NamedTuple):
+    """Arm (deadline_ms set) or cancel (deadline_ms None) the timer named key."""
+    key: tuple
+    deadline_ms: int | None
+
+
+@dataclass
+class Result:
+    records: list[Record] = field(default_factory=list)
+    replies: list[tuple[Any, dict]] = field(default_factory=list)  # (token, response)
+    timers: list[Timer] = field(default_factory=list)
+
+    def reply(self, token: Any, response: dict) -> "Result":
+        self.replies.append((token, response))
+        return self
+
+    def arm(self, key: tuple, deadline_ms: int) -> None:
+        self.timers.append(Timer(key, deadline_ms))
+
+    def cancel(self, key: tuple) -> None:
+        self.timers.append(Timer(key, None))
+
+    def merge(self, other: "Result") -> "Result":
+        self.records.extend(other.records)
+        self.replies.extend(other.replies)
+        self.timers.extend(other.timers)
+        return self
