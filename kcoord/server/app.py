@@ -8,9 +8,12 @@ import time
 
 from ..broker.catalogue import Catalogue
 from ..broker.data_handlers import DataPlane
+from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..log.group_sync import GroupSync
 from .config import Config
+from .coordinator_runtime import CoordinatorRuntime
+from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
@@ -30,6 +33,8 @@ class Server:
         self.data = DataPlane(self.catalogue, config, self.group_sync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
+        self.coordinator = CoordinatorRuntime(self.catalogue, config)
+        self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self._register()
         self._server: asyncio.base_events.Server | None = None
         self._retention: asyncio.TimerHandle | None = None
@@ -43,6 +48,8 @@ class Server:
         d.register(19, self.topic_admin.create_topics)
         d.register(20, self.topic_admin.delete_topics)
         d.register(37, self.topic_admin.create_partitions)
+        d.register(22, ProducerIds().init_producer_id)
+        self.groups.register(d)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -67,6 +74,7 @@ class Server:
         # port 0 binds an ephemeral port: advertise the real one
         self.config.port = self._server.sockets[0].getsockname()[1]
         self._schedule_retention()
+        self.coordinator.start()
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
@@ -76,6 +84,7 @@ class Server:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        self.coordinator.stop()
         self.catalogue.close()
         log.info("kcoord stopped")
 

@@ -12,7 +12,8 @@ import importlib
 from ..schema import ApiDef, Schema
 
 _MODULES = ["api_versions", "metadata", "topics", "produce_fetch", "group", "offsets",
-            "admin_groups", "consumer_group", "consumer_protocol", "coordinator_records"]
+            "admin_groups", "consumer_group", "consumer_protocol", "coordinator_records",
+            "producer_id"]
 
 
 def _collect():

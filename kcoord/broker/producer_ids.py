@@ -1,0 +1,28 @@
+"""InitProducerId for idempotent (non-transactional) producers."""
+from __future__ import annotations
+
+import time
+
+from ..protocol.errors import Err
+
+
+class ProducerIds:
+    def __init__(self) -> None:
+        # ids stay unique across restarts without persisting a counter:
+        # the start time in ms leaves room for 1000 ids per ms of uptime
+        self._next = int(time.time() * 1000) * 1000
+
+    def init_producer_id(self, ctx, req: dict) -> dict:
+        if req["transactional_id"] is not None:
+            # transactions need a transaction coordinator, which kcoord does not run
+            return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                    "producer_id": -1, "producer_epoch": -1}
+        if req.get("producer_id", -1) >= 0:
+            # an idempotent producer bumping its epoch keeps its id
+            return {"throttle_time_ms": 0, "error_code": Err.NONE,
+                    "producer_id": req["producer_id"],
+                    "producer_epoch": (req["producer_epoch"] + 1) & 0x7FFF}
+        pid = self._next
+        self._next += 1
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": pid,
+                "producer_epoch": 0}

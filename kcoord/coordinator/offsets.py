@@ -1,0 +1,115 @@
+"""Committed offsets of one shard (OffsetMetadataManager.java).
+
+State changes only through `replay`; handlers build OffsetCommit records
+(type 1) and tombstones, and answer from the replayed state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol.errors import Err
+from .result import Record
+
+OFFSET_COMMIT = 1  # record type Kafka writes for offset commits (0 is the legacy type)
+
+
+@dataclass(slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None
+
+
+def offset_record(group: str, topic: str, partition: int, value: OffsetValue) -> Record:
+    """Kafka writes value v3, or v1 when an expire timestamp is set (v2-4 retention)."""
+    if value.expire_timestamp is not None:
+        body = {"offset": value.offset, "metadata": value.metadata,
+                "commit_timestamp": value.commit_timestamp,
+                "expire_timestamp": value.expire_timestamp}
+        version = 1
+    else:
+        body = {"offset": value.offset, "leader_epoch": value.leader_epoch,
+                "metadata": value.metadata, "commit_timestamp": value.commit_timestamp}
+        version = 3
+    return Record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition},
+                  body, version)
+
+
+def offset_tombstone(group: str, topic: str, partition: int) -> Record:
+    return Record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition}, None)
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self.by_group: dict[str, dict[tuple[str, int], OffsetValue]] = {}
+
+    # -------------------------------------------------------------- replay
+    def replay(self, key: dict, value: dict | None, version: int) -> None:
+        group = key["group"]
+        tp = (key["topic"], key["partition"])
+        if value is None:
+            offsets = self.by_group.get(group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.by_group[group]
+            return
+        expire = value.get("expire_timestamp", -1) if version == 1 else -1
+        self.by_group.setdefault(group, {})[tp] = OffsetValue(
+            value["offset"], value.get("leader_epoch", -1) if version >= 3 else -1,
+            value["metadata"] or "", value["commit_timestamp"],
+            None if expire is None or expire < 0 else expire)
+
+    # --------------------------------------------------------------- reads
+    def group_offsets(self, group: str) -> dict[tuple[str, int], OffsetValue]:
+        return self.by_group.get(group, {})
+
+    def has_offsets(self, group: str) -> bool:
+        return bool(self.by_group.get(group))
+
+    def fetch(self, group: str, topics: list[dict] | None) -> list[dict]:
+        """OffsetFetch's topics list; topics None means every committed partition."""
+        offsets = self.by_group.get(group, {})
+        if topics is None:
+            by_topic: dict[str, list[int]] = {}
+            for (topic, partition) in offsets:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [{"name": t, "partition_indexes": sorted(ps)} for t, ps in sorted(by_topic.items())]
+        out = []
+        for t in topics:
+            parts = []
+            for p in t["partition_indexes"]:
+                v = offsets.get((t["name"], p))
+                if v is None:
+                    parts.append({"partition_index": p, "committed_offset": -1,
+                                  "committed_leader_epoch": -1, "metadata": "",
+                                  "error_code": Err.NONE})
+                else:
+                    parts.append({"partition_index": p, "committed_offset": v.offset,
+                                  "committed_leader_epoch": v.leader_epoch,
+                                  "metadata": v.metadata, "error_code": Err.NONE})
+            out.append({"name": t["name"], "partitions": parts})
+        return out
+
+    def expired(self, group: str, now_ms: int, retention_ms: int, base_ms: int | None,
+                subscribed: set[str] | None) -> list[tuple[str, int]]:
+        """Partitions whose offsets expire now (OffsetExpirationConditionImpl).
+
+        base_ms None means "use each offset's commit timestamp"."""
+        out = []
+        for (topic, partition), v in self.by_group.get(group, {}).items():
+            if subscribed and topic in subscribed:
+                continue
+            if v.expire_timestamp is not None:
+                if now_ms >= v.expire_timestamp:
+                    out.append((topic, partition))
+            elif now_ms - (v.commit_timestamp if base_ms is None else base_ms) >= retention_ms:
+                out.append((topic, partition))
+        return out
+
+    def snapshot(self) -> dict:
+        return {g: {tp: (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                    for tp, v in offs.items()}
+                for g, offs in self.by_group.items() if offs}

@@ -1,0 +1,255 @@
+"""The runtime that drives the deterministic coordinator core.
+
+Per shard (one __consumer_offsets partition): load by replaying the log,
+then for each core result replay its records, group them with every other
+result of the same loop iteration into one batch, append and fsync that
+batch once, and only then release the replies.  A reply never shows state
+that is not yet durable: a result without records waits for the writes
+queued before it.  Timers are data from the core, armed on the loop here.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from ..coordinator.partitioner import partition_for
+from ..coordinator.result import Record, Result
+from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
+from ..log import PartitionLog
+from ..protocol.errors import ProtocolError
+from ..protocol.messages.coordinator_records import (RECORD_TYPES, decode_record_key,
+                                                     decode_record_value, encode_record_key,
+                                                     encode_record_value)
+from ..protocol.records import build_batch, decode_batch, iter_batches
+
+log = logging.getLogger("kcoord.coordinator")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 4 << 20
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def encode_record(record: Record) -> tuple[bytes, bytes | None]:
+    key = encode_record_key(record.type, record.key)
+    value = None if record.value is None else encode_record_value(
+        record.type, record.value_version, record.value)
+    return key, value
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record:
+    rtype, key_msg = decode_record_key(key)
+    if value is None:
+        return Record(rtype, key_msg, None)
+    version, value_msg = decode_record_value(rtype, value)
+    return Record(rtype, key_msg, value_msg, version)
+
+
+class ShardRuntime:
+    def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
+                 linger_ms: int) -> None:
+        self.index = index
+        self.plog = plog
+        self.config = config
+        self.core = CoordinatorShard(index, config)
+        self.loaded = False
+        self.linger = linger_ms / 1000.0
+        self._pending: list[Record] = []
+        self._waiters: list[asyncio.Future] = []
+        self._scheduled = False
+        self._last_write: asyncio.Future | None = None
+        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self.records_loaded = 0
+        self.load_errors = 0
+
+    # ------------------------------------------------------------- loading
+    async def load(self) -> None:
+        start = time.monotonic()
+        offset = self.plog.log_start_offset
+        end = self.plog.log_end_offset
+        while offset < end:
+            chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
+            if not chunk:
+                break
+            for pos, header in iter_batches(chunk):
+                offset = header.base_offset + header.last_offset_delta + 1
+                if header.attributes & 0x20:  # control batch: no group records
+                    continue
+                _, records = decode_batch(chunk, pos)
+                for rec in records:
+                    self._replay_raw(rec.key, rec.value)
+            await asyncio.sleep(0)  # let other shards and requests run
+        self.loaded = True
+        took = time.monotonic() - start
+        if self.records_loaded:
+            log.info("loaded shard %d: %d records in %.2fs", self.index, self.records_loaded, took)
+
+    def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            self.load_errors += 1
+            return
+        try:
+            record = decode_record(key, value)
+        except ProtocolError as exc:
+            self.load_errors += 1
+            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+            return
+        if record.type not in RECORD_TYPES:
+            return
+        self.core.replay(record)
+        self.records_loaded += 1
+
+    # -------------------------------------------------------------- writes
+    def write(self, records: list[Record]) -> asyncio.Future | None:
+        """Replay records now, append them durably soon; the future says when.
+
+        With no records, returns the future of the last write still in
+        flight (or None), so replies keep their order behind writes."""
+        if not records:
+            if self._last_write is not None and not self._last_write.done():
+                return self._last_write
+            return None
+        for record in records:
+            self.core.replay(record)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending.extend(records)
+        self._waiters.append(fut)
+        self._last_write = fut
+        if not self._scheduled:
+            self._scheduled = True
+            if self.linger > 0:
+                loop.call_later(self.linger, self._flush)
+            else:
+                loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        records, waiters = self._pending, self._waiters
+        self._pending, self._waiters, self._scheduled = [], [], False
+        now = wall_ms()
+        try:
+            batch = build_batch([(*encode_record(r), [], now) for r in records])
+            self.plog.append(batch)
+            self.plog.flush()
+        except Exception as exc:
+            log.exception("shard %d: append failed; reloading the shard from its log", self.index)
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(exc)
+            self.reload()
+            return
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def reload(self) -> None:
+        """Throw away memory that may be ahead of the log and replay the log again."""
+        self.core = CoordinatorShard(self.index, self.config)
+        self.loaded = False
+        asyncio.get_running_loop().create_task(self.load())
+
+    async def apply(self, result: Result) -> None:
+        """Write a result's records, arm its timers, then deliver its replies."""
+        fut = self.write(result.records)
+        self.arm_timers(result.timers)
+        if result.replies:
+            if fut is not None:
+                try:
+                    await fut
+                except Exception as exc:
+                    for token, _ in result.replies:
+                        if isinstance(token, asyncio.Future) and not token.done():
+                            token.set_exception(exc)
+                    return
+            for token, response in result.replies:
+                if isinstance(token, asyncio.Future) and not token.done():
+                    token.set_result(response)
+
+    # -------------------------------------------------------------- timers
+    def arm_timers(self, timers) -> None:
+        if not timers:
+            return
+        loop = asyncio.get_running_loop()
+        now = wall_ms()
+        for key, deadline in timers:
+            handle = self._timers.pop(key, None)
+            if handle is not None:
+                handle.cancel()
+            if deadline is not None:
+                delay = max(deadline - now, 0) / 1000.0
+                self._timers[key] = loop.call_later(delay, self._fire, key)
+
+    def _fire(self, key: tuple) -> None:
+        self._timers.pop(key, None)
+        handler: Callable[[tuple, int], Result] | None = getattr(self.core, "on_timer", None)
+        if handler is None or not self.loaded:
+            return
+        result = handler(key, wall_ms())
+        asyncio.get_running_loop().create_task(self.apply(result))
+
+    def cancel_all_timers(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+
+class CoordinatorRuntime:
+    def __init__(self, catalogue, config) -> None:
+        self.catalogue = catalogue
+        self.config = config
+        self.core_config = CoordinatorConfig.from_values(config.values)
+        wanted = config["offsets.topic.num.partitions"]
+        topic = catalogue.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = catalogue.create(OFFSETS_TOPIC, wanted, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+        elif len(topic.partitions) != wanted:
+            log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
+                        OFFSETS_TOPIC, len(topic.partitions), wanted)
+        linger = config["group.coordinator.append.linger.ms"]
+        self.shards = [ShardRuntime(i, plog, self.core_config, linger)
+                       for i, plog in enumerate(topic.partitions)]
+        self._tasks: list[asyncio.Task] = []
+        self._cleanup: asyncio.TimerHandle | None = None
+
+    def shard_for(self, group_id: str) -> ShardRuntime:
+        return self.shards[partition_for(group_id, len(self.shards))]
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
+        self._tasks = [loop.create_task(s.load()) for s in self.shards]
+        self._schedule_cleanup()
+
+    async def wait_loaded(self) -> None:
+        await asyncio.gather(*self._tasks)
+
+    def _schedule_cleanup(self) -> None:
+        interval = self.core_config.offsets_retention_check_interval_ms / 1000.0
+        self._cleanup = asyncio.get_running_loop().call_later(interval, self._run_cleanup)
+
+    def _run_cleanup(self) -> None:
+        now = wall_ms()
+        for shard in self.shards:
+            if shard.loaded:
+                records = shard.core.cleanup(now)
+                if records:
+                    log.info("shard %d: expiring %d records", shard.index, len(records))
+                    shard.write(records)
+        self._schedule_cleanup()
+
+    def stop(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for shard in self.shards:
+            shard.cancel_all_timers()
+            if shard._pending:
+                shard._flush()

@@ -1,0 +1,174 @@
+"""Group and offset APIs: route each group to its shard and run the core there.
+
+Checks that need the rest of the broker (does a topic partition exist?) are
+made here, so the core stays free of anything but its own state.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import Err
+from .coordinator_runtime import CoordinatorRuntime, wall_ms
+from .dispatch import Dispatcher, RequestContext
+
+KEY_TYPE_GROUP = 0
+
+
+class GroupHandlers:
+    def __init__(self, runtime: CoordinatorRuntime, catalogue, config) -> None:
+        self.runtime = runtime
+        self.catalogue = catalogue
+        self.config = config
+
+    def register(self, d: Dispatcher) -> None:
+        d.register(10, self.find_coordinator)
+        d.register(8, self.offset_commit)
+        d.register(9, self.offset_fetch)
+        d.register(47, self.offset_delete)
+        d.register(15, self.describe_groups)
+        d.register(16, self.list_groups)
+        d.register(42, self.delete_groups)
+
+    def _ready_shard(self, group_id: str):
+        """(shard, error): the group's shard, or why it cannot answer yet."""
+        shard = self.runtime.shard_for(group_id)
+        if not shard.loaded:
+            return None, Err.COORDINATOR_LOAD_IN_PROGRESS
+        return shard, Err.NONE
+
+    # ------------------------------------------------------ FindCoordinator
+    def find_coordinator(self, ctx: RequestContext, req: dict) -> dict:
+        host, port = self.config.advertised
+        node = self.config["node.id"]
+
+        def locate(key: str) -> dict:
+            if req.get("key_type", 0) != KEY_TYPE_GROUP:
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                        "error_message": "only group coordinators are served"}
+            return {"key": key, "node_id": node, "host": host, "port": port,
+                    "error_code": Err.NONE, "error_message": None}
+
+        if ctx.api_version >= 4:
+            return {"throttle_time_ms": 0,
+                    "coordinators": [locate(k) for k in req["coordinator_keys"]]}
+        found = locate(req["key"])
+        return {"throttle_time_ms": 0, "error_code": found["error_code"],
+                "error_message": found["error_message"], "node_id": found["node_id"],
+                "host": found["host"], "port": found["port"]}
+
+    # --------------------------------------------------------- OffsetCommit
+    def _mark_unknown_partitions(self, topics: list[dict]) -> None:
+        for t in topics:
+            topic = self.catalogue.get(t["name"])
+            for p in t["partitions"]:
+                if topic is None or not 0 <= p["partition_index"] < len(topic.partitions):
+                    p["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+
+    @staticmethod
+    def _commit_error(req: dict, code: int) -> dict:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code}
+                for p in t["partitions"]]} for t in req["topics"]]}
+
+    async def offset_commit(self, ctx: RequestContext, req: dict) -> dict:
+        if not req["group_id"]:
+            return self._commit_error(req, Err.INVALID_GROUP_ID)
+        shard, error = self._ready_shard(req["group_id"])
+        if error:
+            return self._commit_error(req, error)
+        self._mark_unknown_partitions(req["topics"])
+        response, records = shard.core.offset_commit(req, ctx.api_version, wall_ms())
+        fut = shard.write(records)
+        if fut is not None:
+            await fut
+        return response
+
+    # ---------------------------------------------------------- OffsetFetch
+    async def _fetch_group(self, group_id: str, topics) -> dict:
+        if not group_id:
+            return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
+        shard, error = self._ready_shard(group_id)
+        if error:
+            return {"group_id": group_id, "topics": [], "error_code": error}
+        pending = shard.write([])  # answer only from durable state
+        if pending is not None:
+            await pending
+        code, out = shard.core.offset_fetch(group_id, topics)
+        return {"group_id": group_id, "topics": out, "error_code": code}
+
+    async def offset_fetch(self, ctx: RequestContext, req: dict) -> dict:
+        if ctx.api_version >= 8:
+            groups = [await self._fetch_group(g["group_id"], g["topics"]) for g in req["groups"]]
+            return {"throttle_time_ms": 0, "groups": groups}
+        topics = req["topics"]
+        if ctx.api_version < 2 and not topics:
+            topics = None if topics is None else []
+        result = await self._fetch_group(req["group_id"], topics)
+        code = result["error_code"]
+        out_topics = result["topics"]
+        if code and ctx.api_version < 2:
+            # v0-1 have no top-level error: report it on every requested partition
+            out_topics = [{"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                 "metadata": "", "error_code": code} for p in t["partition_indexes"]]}
+                for t in (req["topics"] or [])]
+        return {"throttle_time_ms": 0, "topics": out_topics, "error_code": code}
+
+    # --------------------------------------------------------- OffsetDelete
+    async def offset_delete(self, ctx: RequestContext, req: dict) -> dict:
+        if not req["group_id"]:
+            return {"error_code": Err.INVALID_GROUP_ID, "throttle_time_ms": 0, "topics": []}
+        shard, error = self._ready_shard(req["group_id"])
+        if error:
+            return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+        self._mark_unknown_partitions(req["topics"])
+        response, records = shard.core.offset_delete(req)
+        fut = shard.write(records)
+        if fut is not None:
+            await fut
+        return response
+
+    # ------------------------------------------------------------ group admin
+    async def list_groups(self, ctx: RequestContext, req: dict) -> dict:
+        groups = []
+        error = Err.NONE
+        for shard in self.runtime.shards:
+            if not shard.loaded:
+                error = Err.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            groups.extend(shard.core.list_groups(req.get("states_filter") or [],
+                                                 req.get("types_filter") or []))
+        return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
+
+    async def delete_groups(self, ctx: RequestContext, req: dict) -> dict:
+        results = []
+        waits = []
+        for group_id in req["groups_names"]:
+            if not group_id:
+                results.append({"group_id": group_id, "error_code": Err.INVALID_GROUP_ID})
+                continue
+            shard, error = self._ready_shard(group_id)
+            if not error:
+                error, records = shard.core.delete_group(group_id)
+                fut = shard.write(records)
+                if fut is not None:
+                    waits.append(fut)
+            results.append({"group_id": group_id, "error_code": error})
+        for fut in waits:
+            await fut
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def describe_groups(self, ctx: RequestContext, req: dict) -> dict:
+        groups = []
+        for group_id in req["groups"]:
+            shard, error = self._ready_shard(group_id)
+            if error:
+                groups.append({"error_code": error, "group_id": group_id, "group_state": "",
+                               "protocol_type": "", "protocol_data": "", "members": [],
+                               "authorized_operations": -(2**31)})
+                continue
+            pending = shard.write([])
+            if pending is not None:
+                await pending
+            groups.append(shard.core.describe_group(group_id))
+        return {"throttle_time_ms": 0, "groups": groups}
