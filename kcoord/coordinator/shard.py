@@ -292,5 +292,9 @@ class CoordinatorShard:
     # ================================================================ state
     def snapshot(self) -> dict:
         """Durable state, for checking replayed state against live state."""
-        return {"groups": {g: grp.snapshot() for g, grp in self.groups.items()},
+        # a simple group with no offsets left is not durable: it exists only
+        # until the next cleanup, and a reload does not bring it back
+        return {"groups": {g: grp.snapshot() for g, grp in self.groups.items()
+                           if grp.protocol_type is not None or grp.members
+                           or self.offsets.has_offsets(g)},
                 "offsets": self.offsets.snapshot()}

@@ -1,0 +1,166 @@
+"""The offsets core with a fake clock: handlers, expiry, and replay == live."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kcoord.coordinator.result import Record
+from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
+from kcoord.protocol.errors import Err
+from kcoord.server.coordinator_runtime import decode_record, encode_record
+
+HOUR = 3600_000
+
+
+def commit_req(group, topic, parts, *, generation=-1, metadata="", retention=-1, epoch=-1):
+    return {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": retention,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": off, "committed_leader_epoch": epoch,
+                 "committed_metadata": metadata} for p, off in parts]}]}
+
+
+class Harness:
+    """A shard plus its log as a list of encoded records, the way the runtime keeps them."""
+
+    def __init__(self, config: CoordinatorConfig | None = None) -> None:
+        self.shard = CoordinatorShard(0, config or CoordinatorConfig())
+        self.log: list[tuple[bytes, bytes | None, int]] = []  # key, value, timestamp
+        self.now = 1_700_000_000_000
+
+    def write(self, records: list[Record]) -> None:
+        for r in records:
+            self.shard.replay(r)
+            key, value = encode_record(r)
+            self.log.append((key, value, self.now))
+
+    def commit(self, req, version=8):
+        response, records = self.shard.offset_commit(req, version, self.now)
+        self.write(records)
+        return response
+
+    def replayed(self, log=None) -> CoordinatorShard:
+        fresh = CoordinatorShard(0, self.shard.config)
+        for key, value, _ in (self.log if log is None else log):
+            fresh.replay(decode_record(key, value))
+        return fresh
+
+
+def compact(log, now, delete_retention_ms):
+    """Kafka's compaction semantics: latest record per key; old tombstones dropped."""
+    latest = {key: i for i, (key, _, _) in enumerate(log)}
+    return [(k, v, ts) for i, (k, v, ts) in enumerate(log)
+            if latest[k] == i and (v is not None or now - ts < delete_retention_ms)]
+
+
+def codes(response):
+    return [p["error_code"] for t in response["topics"] for p in t["partitions"]]
+
+
+def test_commit_then_fetch_and_replay():
+    h = Harness()
+    resp = h.commit(commit_req("g", "t", [(0, 5), (1, 7)], metadata="m", epoch=3))
+    assert codes(resp) == [0, 0]
+    code, topics = h.shard.offset_fetch("g", [{"name": "t", "partition_indexes": [0, 1, 2]}])
+    assert code == 0
+    parts = topics[0]["partitions"]
+    assert [(p["committed_offset"], p["committed_leader_epoch"], p["metadata"]) for p in parts] == \
+        [(5, 3, "m"), (7, 3, "m"), (-1, -1, "")]
+    assert h.replayed().snapshot() == h.shard.snapshot()
+    assert h.shard.list_groups([], [])[0]["group_state"] == "Empty"
+
+
+def test_metadata_too_large_fails_only_that_partition():
+    h = Harness(CoordinatorConfig(offset_metadata_max_bytes=10))
+    req = commit_req("g", "t", [(0, 1)], metadata="x" * 11)
+    req["topics"][0]["partitions"].append({"partition_index": 1, "committed_offset": 2,
+                                           "committed_leader_epoch": -1, "committed_metadata": "ok"})
+    assert codes(h.commit(req)) == [Err.OFFSET_METADATA_TOO_LARGE, 0]
+    assert h.shard.offsets.snapshot() == {"g": {("t", 1): (2, -1, "ok", h.now, None)}}
+
+
+def test_unknown_group_with_generation():
+    h = Harness()
+    assert codes(h.commit(commit_req("g", "t", [(0, 1)], generation=3), version=9)) == \
+        [Err.GROUP_ID_NOT_FOUND]
+    assert codes(h.commit(commit_req("g", "t", [(0, 1)], generation=3), version=8)) == \
+        [Err.ILLEGAL_GENERATION]
+    assert codes(h.commit(commit_req("", "t", [(0, 1)]))) == [Err.INVALID_GROUP_ID]
+    assert h.log == []
+
+
+def test_retention_time_sets_expire_timestamp_and_expires():
+    h = Harness()
+    h.commit(commit_req("g", "t", [(0, 1)], retention=1000), version=2)
+    assert h.shard.offsets.by_group["g"][("t", 0)].expire_timestamp == h.now + 1000
+    h.now += 999
+    assert h.shard.cleanup(h.now) == []
+    h.now += 1
+    records = h.shard.cleanup(h.now)
+    h.write(records)
+    assert "g" not in h.shard.groups and h.shard.offsets.snapshot() == {}
+    assert h.replayed().snapshot() == h.shard.snapshot()
+
+
+def test_default_retention_from_commit_time():
+    h = Harness(CoordinatorConfig(offsets_retention_ms=HOUR))
+    h.commit(commit_req("g", "t", [(0, 1)]))
+    h.now += HOUR // 2
+    h.commit(commit_req("g", "t", [(1, 1)]))
+    h.now += HOUR // 2
+    h.write(h.shard.cleanup(h.now))
+    assert set(h.shard.offsets.group_offsets("g")) == {("t", 1)}
+    h.now += HOUR // 2
+    h.write(h.shard.cleanup(h.now))
+    assert "g" not in h.shard.groups
+
+
+def test_offset_delete_and_delete_groups():
+    h = Harness()
+    h.commit(commit_req("g", "t", [(0, 1), (1, 2)]))
+    resp, records = h.shard.offset_delete({"group_id": "g", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0}]}]})
+    h.write(records)
+    assert resp["error_code"] == 0 and set(h.shard.offsets.group_offsets("g")) == {("t", 1)}
+    resp, _ = h.shard.offset_delete({"group_id": "nope", "topics": []})
+    assert resp["error_code"] == Err.GROUP_ID_NOT_FOUND
+    code, records = h.shard.delete_group("g")
+    h.write(records)
+    assert code == 0 and "g" not in h.shard.groups and h.shard.offsets.snapshot() == {}
+    assert h.shard.delete_group("g")[0] == Err.GROUP_ID_NOT_FOUND
+    assert h.replayed().snapshot() == h.shard.snapshot()
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_random_schedules_replay_equals_live(seed):
+    """Any sequence of commits, deletes, expiries and compactions: replay == live."""
+    rng = random.Random(seed)
+    h = Harness(CoordinatorConfig(offsets_retention_ms=rng.choice([HOUR, 10 * HOUR])))
+    delete_retention = rng.choice([0, HOUR, 24 * HOUR])
+    groups = [f"g{i}" for i in range(rng.randint(1, 4))]
+    topics = ["a", "b"]
+    for _ in range(rng.randint(20, 80)):
+        h.now += rng.randint(0, HOUR)
+        op = rng.random()
+        group = rng.choice(groups)
+        if op < 0.55:
+            parts = [(p, rng.randint(0, 10_000)) for p in rng.sample(range(4), rng.randint(1, 3))]
+            version = rng.choice([1, 2, 3, 5, 8, 9])
+            retention = rng.choice([-1, -1, HOUR]) if 2 <= version <= 4 else -1
+            h.commit(commit_req(group, rng.choice(topics), parts, retention=retention,
+                                metadata=rng.choice(["", "m", "x" * 50])), version)
+        elif op < 0.65:
+            resp, records = h.shard.offset_delete({"group_id": group, "topics": [
+                {"name": rng.choice(topics), "partitions": [{"partition_index": rng.randrange(4)}]}]})
+            h.write(records)
+        elif op < 0.72:
+            _, records = h.shard.delete_group(group)
+            h.write(records)
+        elif op < 0.9:
+            h.write(h.shard.cleanup(h.now))
+        else:
+            h.log = compact(h.log, h.now, delete_retention)
+        live = h.shard.snapshot()
+        assert h.replayed().snapshot() == live, f"seed {seed}: replay differs from live state"
+        assert h.replayed(compact(h.log, h.now, delete_retention)).snapshot() == live
