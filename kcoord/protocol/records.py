@@ -1,0 +1,521 @@
+"""Kafka record batches, message format v2 (magic 2): build, decode, validate, patch.
+
+Batch layout (big-endian), offsets from the start of the batch:
+
+     0 baseOffset int64          12 partitionLeaderEpoch int32   16 magic int8
+    17 crc uint32 (CRC-32C over byte 21 to the end)               21 attributes int16
+    23 lastOffsetDelta int32     27 baseTimestamp int64          35 maxTimestamp int64
+    43 producerId int64          51 producerEpoch int16          53 baseSequence int32
+    57 recordsCount int32        61 records (compressed as a whole if attributes & 7)
+
+Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta
+varint, key (varint length, -1 = null), value (same), header count varint, then
+per header a key (varint length + UTF-8) and a value (varint length, -1 = null).
+Varints are zigzag-encoded base-128, as in protobuf's sint32/sint64.
+
+The CRC starts at attributes on purpose: the broker rewrites baseOffset and
+partitionLeaderEpoch on every append without touching the CRC.
+"""
+import struct
+from typing import List, NamedTuple, Optional, Tuple
+
+import crc32c as _crc32c
+
+from kcoord.protocol.compression import compress, decompress
+from kcoord.protocol.errors import CorruptRecordError
+
+LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
+HEADER_SIZE = 61
+MAGIC_V2 = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_LOG_APPEND = 0x08
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+
+# Field offsets inside a batch, for in-place patching.
+_PLE_OFFSET = 12
+_MAGIC_OFFSET = 16
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_BASE_TIMESTAMP_OFFSET = 27
+_MAX_TIMESTAMP_OFFSET = 35
+_RECORDS_OFFSET = HEADER_SIZE
+# batchLength counts from partitionLeaderEpoch, so a batch with no records has this length.
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == HEADER_SIZE
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+_crc = _crc32c.crc32c
+_tuple_new = tuple.__new__
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL)
+
+    @property
+    def timestamp_type_log_append(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, LOG_OVERHEAD included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: List[Tuple[str, Optional[bytes]]]
+
+
+# ------------------------------------------------------------------ header
+
+
+def read_batch_header(buf, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"record batch header truncated at {pos}")
+    h = _tuple_new(BatchHeader, _HEADER.unpack_from(buf, pos))
+    if h[3] != MAGIC_V2:
+        raise CorruptRecordError(f"unsupported record batch magic {h[3]} at {pos}")
+    if h[1] < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"record batch length {h[1]} too small at {pos}")
+    return h
+
+
+def batch_crc_ok(buf, pos: int, header: BatchHeader) -> bool:
+    end = pos + LOG_OVERHEAD + header.batch_length
+    if len(buf) < end:
+        return False
+    # memoryview: no copy of the (possibly large) batch just to checksum it.
+    return _crc(memoryview(buf)[pos + _ATTRIBUTES_OFFSET:end]) == header.crc
+
+
+def iter_batches(buf, pos: int = 0):
+    """Yield (pos, header) for each whole batch; stop quietly at a partial tail.
+
+    A partial tail is what a crash mid-write or a size-limited fetch leaves,
+    so it is not an error; a header that cannot be right is.
+    """
+    n = len(buf)
+    unpack_len = _INT32.unpack_from
+    while n - pos >= LOG_OVERHEAD:
+        (length,) = unpack_len(buf, pos + 8)
+        if length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {length} too small at {pos}")
+        if n - pos - LOG_OVERHEAD < length:
+            return
+        yield pos, read_batch_header(buf, pos)
+        pos += LOG_OVERHEAD + length
+
+
+def validate_batch(buf, pos: int = 0) -> BatchHeader:
+    """Cheap checks for the Produce path: header, CRC, codec, record count. No decompression."""
+    h = read_batch_header(buf, pos)
+    if len(buf) - pos - LOG_OVERHEAD < h.batch_length:
+        raise CorruptRecordError(f"record batch truncated at {pos}")
+    if not batch_crc_ok(buf, pos, h):
+        raise CorruptRecordError(f"record batch CRC mismatch at {pos}")
+    if h.attributes & COMPRESSION_MASK > 4:
+        raise CorruptRecordError(f"unknown compression codec {h.attributes & COMPRESSION_MASK}")
+    count = h.records_count
+    if count < 0 or (count > 0 and h.last_offset_delta != count - 1):
+        raise CorruptRecordError(
+            f"record count {count} inconsistent with last offset delta {h.last_offset_delta}")
+    return h
+
+
+# ----------------------------------------------------------- in-place edits
+
+
+def assign_offsets(batch: bytearray, pos: int, base_offset: int) -> None:
+    _INT64.pack_into(batch, pos, base_offset)
+
+
+def set_partition_leader_epoch(batch: bytearray, pos: int, epoch: int) -> None:
+    _INT32.pack_into(batch, pos + _PLE_OFFSET, epoch)
+
+
+def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
+    """Mark the batch LogAppendTime with time `ts`, as Kafka's broker does in place.
+
+    Like Kafka (DefaultRecordBatch.setMaxTimestamp), only the type bit and
+    maxTimestamp change: readers give every record maxTimestamp under
+    LogAppendTime, and baseTimestamp keeps the producer's create times.
+    """
+    (attrs,) = _INT16.unpack_from(batch, pos + _ATTRIBUTES_OFFSET)
+    _INT16.pack_into(batch, pos + _ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_LOG_APPEND)
+    _INT64.pack_into(batch, pos + _MAX_TIMESTAMP_OFFSET, ts)
+    (length,) = _INT32.unpack_from(batch, pos + 8)
+    end = pos + LOG_OVERHEAD + length
+    _UINT32.pack_into(batch, pos + _CRC_OFFSET, _crc(memoryview(batch)[pos + _ATTRIBUTES_OFFSET:end]))
+
+
+# ----------------------------------------------------------------- varints
+
+# Encoded bytes for every zigzag value that fits in one byte (-64..63): lengths,
+# offset deltas, null markers and header counts nearly always land here.
+_VARINT_1 = [bytes((z,)) for z in range(128)]
+
+
+def _varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return _VARINT_1[z]
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _read_varint_slow(data, pos: int, bits: int):
+    """Varint of any length at pos -> (value, new pos); bits is 32 (varint) or 64 (varlong)."""
+    z = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > bits:  # 5 bytes for a varint, 10 for a varlong, as Kafka allows
+            raise CorruptRecordError("varint too long")
+    # The last byte can carry more bits than the type holds; no correct
+    # writer sets them, so treat them as corruption.
+    if z >> bits:
+        raise CorruptRecordError("varint overflows its type")
+    return (z >> 1) ^ -(z & 1), pos
+
+
+# Zigzag decoding of every one-byte varint, precomputed.
+_ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
+
+
+# ------------------------------------------------------------------- build
+
+
+def build_batch(
+    records,
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    base_timestamp: Optional[int] = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type_log_append: bool = False,
+) -> bytes:
+    """Encode (key, value, headers, timestamp) tuples as one v2 batch, offset deltas 0..n-1.
+
+    A record timestamp of None means base_timestamp; a base_timestamp of None
+    means the first record's timestamp (or 0). Header keys are str, values
+    bytes or None.
+    """
+    if base_timestamp is None:
+        base_timestamp = 0
+        if records and records[0][3] is not None:
+            base_timestamp = records[0][3]
+    max_ts = None
+    body = bytearray()
+    rec = bytearray()  # one record's bytes after its length prefix, reused
+    varint = _varint
+    v1 = _VARINT_1
+    # Small non-negative n encodes as the single byte 2n: that covers most
+    # lengths and offset deltas without a function call.
+    for delta, (key, value, headers, ts) in enumerate(records):
+        if ts is None:
+            ts = base_timestamp
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        rec.clear()
+        rec.append(0)  # record attributes: unused
+        d = ts - base_timestamp
+        rec += v1[d << 1] if 0 <= d < 64 else varint(d)
+        rec += v1[delta << 1] if delta < 64 else varint(delta)
+        if key is None:
+            rec.append(1)  # zigzag(-1): null
+        else:
+            n = len(key)
+            rec += v1[n << 1] if n < 64 else varint(n)
+            rec += key
+        if value is None:
+            rec.append(1)
+        else:
+            n = len(value)
+            rec += v1[n << 1] if n < 64 else varint(n)
+            rec += value
+        if headers:
+            rec += varint(len(headers))
+            for hk, hv in headers:
+                hk = hk.encode("utf-8")
+                rec += varint(len(hk))
+                rec += hk
+                if hv is None:
+                    rec.append(1)
+                else:
+                    rec += varint(len(hv))
+                    rec += hv
+        else:
+            rec.append(0)
+        n = len(rec)
+        body += v1[n << 1] if n < 64 else varint(n)
+        body += rec
+    count = len(records)
+    if max_ts is None:  # empty batch: Kafka writes the same time in both fields
+        max_ts = base_timestamp
+
+    if compression:
+        body = compress(compression, body)
+    attributes = compression & COMPRESSION_MASK
+    if timestamp_type_log_append:
+        attributes |= TIMESTAMP_TYPE_LOG_APPEND
+    if transactional:
+        attributes |= TRANSACTIONAL
+    if control:
+        attributes |= CONTROL
+
+    out = bytearray(HEADER_SIZE)
+    out += body
+    _HEADER.pack_into(
+        out, 0,
+        base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, max(count - 1, 0), base_timestamp, max_ts,
+        producer_id, producer_epoch, base_sequence, count,
+    )
+    _UINT32.pack_into(out, _CRC_OFFSET, _crc(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+# ------------------------------------------------------------------ decode
+
+
+def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True):
+    """-> (BatchHeader, [Record]); CorruptRecordError on anything malformed."""
+    h = read_batch_header(buf, pos)
+    end = pos + LOG_OVERHEAD + h[1]
+    if len(buf) < end:
+        raise CorruptRecordError(f"record batch truncated at {pos}")
+    if verify_crc and _crc(memoryview(buf)[pos + _ATTRIBUTES_OFFSET:end]) != h[4]:
+        raise CorruptRecordError(f"record batch CRC mismatch at {pos}")
+    codec = h[5] & COMPRESSION_MASK
+    if codec:
+        data = decompress(codec, memoryview(buf)[pos + _RECORDS_OFFSET:end])
+    else:
+        # bytes, not a memoryview: indexing and slicing bytes is the fastest
+        # way to walk varints and yields the key/value objects directly.
+        data = bytes(memoryview(buf)[pos + _RECORDS_OFFSET:end])
+    return h, _decode_records(data, h)
+
+
+def _decode_records(data: bytes, h: BatchHeader) -> list:
+    count = h[12]
+    # Every record takes at least 7 bytes; reject absurd counts before looping.
+    if count < 0 or count * 7 > len(data):
+        raise CorruptRecordError(f"record count {count} impossible for {len(data)} bytes")
+    base_offset = h[0]
+    base_ts = h[7]
+    log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
+    # Under LogAppendTime every record's timestamp is the batch's maxTimestamp.
+    if log_append:
+        base_ts = h[8]
+    zz1 = _ZZ1
+    slow = _read_varint_slow
+    new = _tuple_new
+    rec_cls = Record
+    out = []
+    append = out.append
+    dlen = len(data)
+    pos = 0
+    # Varints are read inline: one byte is the common case (small lengths and
+    # deltas), two bytes the next (values up to 8 KB, deltas up to 8191);
+    # only longer ones pay for a function call.
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = slow(data, pos, 32)
+            rec_end = pos + length
+            if length < 0 or rec_end > dlen:
+                raise CorruptRecordError(f"record length {length} out of range")
+            pos += 1  # record attributes: unused in v2
+
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                ts_delta = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                ts_delta, pos = slow(data, pos, 64)
+
+            b = data[pos]
+            if b < 0x80:
+                off_delta = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                off_delta = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                off_delta, pos = slow(data, pos, 32)
+
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                n, pos = slow(data, pos, 32)
+            if n < 0:
+                if n != -1:
+                    raise CorruptRecordError(f"record key length {n}")
+                key = None
+            else:
+                if pos + n > rec_end:
+                    raise CorruptRecordError("record key overruns the record")
+                key = data[pos:pos + n]
+                pos += n
+
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                n, pos = slow(data, pos, 32)
+            if n < 0:
+                if n != -1:
+                    raise CorruptRecordError(f"record value length {n}")
+                value = None
+            else:
+                if pos + n > rec_end:
+                    raise CorruptRecordError("record value overruns the record")
+                value = data[pos:pos + n]
+                pos += n
+
+            b = data[pos]
+            if b < 0x80:
+                nh = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                nh = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                nh, pos = slow(data, pos, 32)
+            headers = []
+            if nh:
+                # Each header takes at least 2 bytes.
+                if nh < 0 or nh * 2 > rec_end - pos:
+                    raise CorruptRecordError(f"record header count {nh} out of range")
+                for _ in range(nh):
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz1[b]
+                        pos += 1
+                    else:
+                        n, pos = slow(data, pos, 32)
+                    if n < 0 or pos + n > rec_end:
+                        raise CorruptRecordError(f"record header key length {n} out of range")
+                    hk = data[pos:pos + n].decode("utf-8")
+                    pos += n
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz1[b]
+                        pos += 1
+                    else:
+                        n, pos = slow(data, pos, 32)
+                    if n < 0:
+                        if n != -1:
+                            raise CorruptRecordError(f"record header value length {n}")
+                        hv = None
+                    else:
+                        if pos + n > rec_end:
+                            raise CorruptRecordError("record header value overruns the record")
+                        hv = data[pos:pos + n]
+                        pos += n
+                    headers.append((hk, hv))
+
+            # Kafka insists each record's length prefix is exact.
+            if pos != rec_end:
+                raise CorruptRecordError(
+                    f"record length says {length} bytes, fields take {length + pos - rec_end}")
+            append(new(rec_cls, (
+                base_offset + off_delta,
+                base_ts if log_append else base_ts + ts_delta,
+                key, value, headers)))
+    except IndexError:
+        raise CorruptRecordError("record truncated") from None
+    except UnicodeDecodeError:
+        raise CorruptRecordError("record header key is not UTF-8") from None
+    if pos != dlen:
+        raise CorruptRecordError(f"{dlen - pos} bytes left over after {count} records")
+    return out
+
+
+def decode_all(buf) -> list:
+    """Every record of every whole batch in buf (control batches included), in order."""
+    out = []
+    for pos, _ in iter_batches(buf):
+        out.extend(decode_batch(buf, pos)[1])
+    return out
