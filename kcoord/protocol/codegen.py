@@ -136,7 +136,14 @@ class _Gen:
             d = self.const(fd.default)
             out.append(f"v = m.get({fd.name!r}, {d})")
             # a tagged field equal to its default is left out (empty arrays too)
-            cond = "v" if fd.type.startswith("[]") and fd.default is not None else f"v != {d}"
+            if fd.type.startswith("[]") and fd.default is not None:
+                cond = "v"
+            elif fd.type == "{}":
+                # Kafka compares with a default-built struct: all-default means absent
+                defs = self.const({x.name: x.default for x in fd.fields if self.v in x.versions})
+                cond = f"v is not None and any(v.get(k, dv) != dv for k, dv in {defs}.items())"
+            else:
+                cond = f"v != {d}"
             out.append(f"if {cond}:")
             out.append("    t = b")
             out.append("    b = bytearray()")
@@ -195,7 +202,10 @@ class _Gen:
                 inner.append(f"for e in {var}: {sub}(e, b)")
             elif et in FIXED_FORMATS:
                 fmt = FIXED_FORMATS[et]
-                inner.append(f"b += struct.pack('>%d{fmt}' % len({var}), *{var})")
+                if len(fmt) == 1:
+                    inner.append(f"b += struct.pack('>%d{fmt}' % len({var}), *{var})")
+                else:  # multi-char formats like 16s cannot take a count prefix
+                    inner.append(f"b += struct.pack('>' + '{fmt}' * len({var}), *{var})")
             elif et == "string":
                 lens = ["if n < 128: b.append(n)", "else: b += _uvb(n)"]
                 inner.append(f"for e in {var}:")
@@ -316,7 +326,7 @@ class _Gen:
             out.append("else:")
             out.append("    end = pos + n")
             out.append("    if end > blen: raise _trunc()")
-            out.append(f"    {var} = buf[pos:end].decode()")
+            out.append(f"    {var} = str(buf[pos:end], 'utf-8')")
             out.append("    pos = end")
             return out
         if t in ("bytes", "records"):
@@ -347,7 +357,8 @@ class _Gen:
             elif et in FIXED_FORMATS:
                 fmt = FIXED_FORMATS[et]
                 size = struct.calcsize(">" + fmt)
-                out.append(f"    {var} = list(struct.unpack_from('>%d{fmt}' % n, buf, pos))")
+                count_fmt = f"'>%d{fmt}' % n" if len(fmt) == 1 else f"'>' + '{fmt}' * n"
+                out.append(f"    {var} = list(struct.unpack_from({count_fmt}, buf, pos))")
                 out.append(f"    pos += n * {size}")
             elif et == "string":
                 out.append(f"    {var} = []")
@@ -358,7 +369,7 @@ class _Gen:
                     out += ["        k, = _H16.unpack_from(buf, pos)", "        pos += 2"]
                 out.append("        end = pos + k")
                 out.append("        if k < 0 or end > blen: raise _trunc()")
-                out.append(f"        {var}.append(buf[pos:end].decode())")
+                out.append(f"        {var}.append(str(buf[pos:end], 'utf-8'))")
                 out.append("        pos = end")
             else:
                 raise ValueError(f"unsupported array element type {et}")
