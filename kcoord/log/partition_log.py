@@ -1,0 +1,383 @@
+"""PartitionLog: one partition's append-only log, a directory of segments.
+
+Layout (Kafka's): `<data-dir>/<topic>-<partition>/<20-digit base>.log` with
+`.index` and `.timeindex` beside each.  The last segment is the active one;
+all others are sealed (immutable, fsynced with their indexes when sealed).
+
+Durability: appends go to the page cache; flush() fsyncs the active segment
+(and the directory if segments were created or removed).  The broker calls
+flush() before answering acks=-1; flush_interval_messages adds a count-based
+flush.  On open only the active segment can hold unsynced bytes, so only it
+is verified batch by batch and cut at the first torn or corrupt batch.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from kcoord.protocol.records import assign_offsets, decode_batch
+
+from .config import LogConfig
+from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
+from .index import INT32_MAX
+from .scan import memory_batches
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment
+
+log = logging.getLogger(__name__)
+
+
+def _base_offset_of(path: Path) -> int | None:
+    stem = path.stem
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+class PartitionLog:
+    def __init__(self, path: Path, config: LogConfig | None = None):
+        self.path = Path(path)
+        self._config = config or LogConfig()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []   # base offsets, parallel to _segments, for bisect
+        self._size = 0
+        self._unflushed_messages = 0
+        self._dir_dirty = False       # segment files created/removed since the last flush
+        self._closed = False
+        self._open_segments()
+
+    # ------------------------------------------------------------ opening
+
+    def _open_segments(self) -> None:
+        bases = set()
+        for entry in self.path.iterdir():
+            if entry.suffix == LOG_SUFFIX:
+                base = _base_offset_of(entry)
+                if base is None:
+                    log.warning("%s: ignoring unexpected file", entry)
+                else:
+                    bases.add(base)
+        # Index files whose log is gone: left by a crash in the middle of a
+        # segment deletion.
+        for entry in self.path.iterdir():
+            if entry.suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                base = _base_offset_of(entry)
+                if base is not None and base not in bases:
+                    entry.unlink()
+        ordered = sorted(bases) or [0]
+        for base in ordered[:-1]:
+            seg = Segment(self.path, base, self.config)
+            seg.load_sealed()
+            self._segments.append(seg)
+        active = Segment(self.path, ordered[-1], self.config)
+        active.recover()  # logs a warning with the bytes dropped, if any
+        self._segments.append(active)
+        self._bases = [s.base_offset for s in self._segments]
+        self._size = sum(s.size for s in self._segments)
+
+    # --------------------------------------------------------- properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """Topic configs can change at runtime (AlterConfigs); new values
+        apply from the next append or retention pass."""
+        self._config = config
+        for seg in self._segments:
+            seg.config = config
+
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign (the high watermark: one node, no
+        replication lag)."""
+        return self.active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    # ------------------------------------------------------------- append
+
+    def append(self, batches) -> tuple[int, int]:
+        """Append whole v2 batches (CRC already checked by the caller),
+        assigning offsets from log_end_offset.  -> (first offset, last offset)."""
+        data = bytearray(batches)  # our own copy: baseOffset is patched in place
+        parsed = self._parse(data)
+        first = next_offset = self.log_end_offset
+        for i, (pos, header) in enumerate(parsed):
+            assign_offsets(data, pos, next_offset)
+            parsed[i] = (pos, header._replace(base_offset=next_offset))
+            next_offset += header.last_offset_delta + 1
+        self._write(data, parsed, first, next_offset - 1)
+        return first, next_offset - 1
+
+    def append_raw(self, batches) -> tuple[int, int]:
+        """Append whole batches keeping their offsets (replica fetches,
+        compaction rewrites).  Offsets must increase and start at or after
+        log_end_offset; gaps are allowed.  -> (first offset, last offset)."""
+        parsed = self._parse(batches)
+        expected = self.log_end_offset
+        for _, header in parsed:
+            if header.base_offset < expected:
+                raise InvalidAppend(
+                    f"batch base offset {header.base_offset} below expected {expected}")
+            expected = header.base_offset + header.last_offset_delta + 1
+        first = parsed[0][1].base_offset
+        self._write(batches, parsed, first, expected - 1)
+        return first, expected - 1
+
+    @staticmethod
+    def _parse(data) -> list:
+        try:
+            parsed = memory_batches(data)
+        except CorruptSegmentError as exc:
+            raise InvalidAppend(f"not a run of whole v2 batches: {exc}") from None
+        if not parsed:
+            raise InvalidAppend("no batches to append")
+        return parsed
+
+    def _write(self, data, parsed, first: int, last: int) -> None:
+        self._check_open()
+        if last - first > INT32_MAX:
+            raise InvalidAppend(f"offsets {first}..{last} span more than one segment can index")
+        active = self.active
+        if active.size == 0 and not active.fits_offsets(last):
+            # An empty segment is never rolled, but one whose base offset is
+            # too far behind for int32 relative offsets is replaced.
+            self._drop_segment(self._segments.pop())
+            self._bases.pop()
+            self._add_segment(first)
+        elif self._should_roll(len(data), last):
+            self._roll(first)
+        self.active.append(data, parsed)
+        self._size += len(data)
+        if self.config.flush_interval_messages is not None:
+            self._unflushed_messages += sum(h.records_count for _, h in parsed)
+            if self._unflushed_messages >= self.config.flush_interval_messages:
+                self.flush()
+
+    def _should_roll(self, size: int, last_offset: int) -> bool:
+        active = self.active
+        if active.size == 0:
+            return False  # rolling would only leave an empty segment behind
+        if active.size + size > self.config.segment_bytes:
+            return True
+        if not active.fits_offsets(last_offset):
+            return True
+        segment_ms = self.config.segment_ms
+        if segment_ms is not None:
+            # Kafka measures a segment's age from its first batch's timestamp,
+            # or from its creation when the batch has none.
+            since = active.first_timestamp
+            if since is None or since < 0:
+                since = active.created_ms
+            return time.time() * 1000 - since > segment_ms
+        return False
+
+    def _roll(self, new_base: int) -> None:
+        self.active.seal()
+        self._add_segment(new_base)
+
+    def _add_segment(self, base: int) -> None:
+        seg = Segment(self.path, base, self.config)
+        seg.recover()  # normally a fresh, empty file: this just sets its state
+        self._segments.append(seg)
+        self._bases.append(base)
+        self._size += seg.size
+        self._dir_dirty = True
+
+    # --------------------------------------------------------------- read
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> bytes:
+        """Whole batches starting with the one containing `offset`, up to
+        max_bytes (at least one batch if min_one).  Batches may start before
+        `offset`: as with Kafka, the reader skips records it did not ask for.
+        Reads stay within one segment; the caller asks again for more."""
+        self._check_open()
+        start, end = self.log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRange(offset, start, end)
+        if offset == end:
+            return b""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i:]:
+            data = seg.read(offset, max_bytes, min_one)
+            if data is not None:
+                return data
+            # `offset` fell in a gap at the end of a segment (compaction or a
+            # replica's gap): the next segment's first batch is the answer.
+        return b""
+
+    # ---------------------------------------------------------- timestamps
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >=
+        `timestamp` (ListOffsets), or None if there is none."""
+        self._check_open()
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp:
+                continue  # every batch in it is older; no need to look inside
+            found = seg.find_timestamp(timestamp)
+            if found is None:
+                continue
+            position, header = found
+            if header.timestamp_type_log_append:
+                return header.base_offset, header.max_timestamp
+            # Only this one candidate batch is decoded.
+            _, records = decode_batch(seg.pread(position, header.size), 0)
+            for record in records:
+                if record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+            return header.base_offset, header.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp, the
+        earliest one on ties (ListOffsets -3); (-1, -1) if no record has a
+        timestamp."""
+        self._check_open()
+        best = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        found = best.locate(best.offset_of_max_timestamp)
+        if found is None:
+            return -1, -1
+        position, header = found
+        if header.timestamp_type_log_append:
+            return header.base_offset, header.max_timestamp
+        _, records = decode_batch(best.pread(position, header.size), 0)
+        for record in records:
+            if record.timestamp == header.max_timestamp:
+                return record.offset, record.timestamp
+        return header.base_offset + header.last_offset_delta, header.max_timestamp
+
+    # ------------------------------------------------------- durability
+
+    def flush(self) -> None:
+        """fsync the active segment, and the directory if segment files were
+        created or removed (sealed segments were fsynced when sealed)."""
+        self._check_open()
+        self.active.flush()
+        if self._dir_dirty:
+            self._fsync_dir()
+        self._unflushed_messages = 0
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dir_dirty = False
+
+    # ---------------------------------------------------- retention, truncation
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest sealed segments that are past retention_ms or
+        that take the log beyond retention_bytes (keeping at least
+        retention_bytes, as Kafka does).  Never the active segment.
+        Returns the number of segments deleted."""
+        self._check_open()
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms is not None and retention_ms >= 0:
+            while (len(self._segments) > 1
+                   and now_ms - self._segments[0].retention_timestamp() > retention_ms):
+                self._delete_oldest()
+                deleted += 1
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes is not None and retention_bytes >= 0:
+            excess = self._size - retention_bytes
+            while len(self._segments) > 1 and excess - self._segments[0].size >= 0:
+                excess -= self._segments[0].size
+                self._delete_oldest()
+                deleted += 1
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        self._drop_segment(seg)
+
+    def _drop_segment(self, seg: Segment) -> None:
+        self._size -= seg.size
+        seg.delete()
+        self._dir_dirty = True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding offsets >= `offset`.  A batch that
+        straddles `offset` is removed whole, so log_end_offset becomes that
+        batch's base offset.  If `offset` is before the log start, the log is
+        emptied and restarts at `offset`."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        # Newest first: a crash midway leaves a shorter but consistent log.
+        while len(self._segments) > 1 and self._bases[-1] >= offset:
+            self._drop_segment(self._segments.pop())
+            self._bases.pop()
+        seg = self.active
+        if seg.base_offset > offset:
+            self._drop_segment(self._segments.pop())
+            self._bases.pop()
+            self._add_segment(offset)
+        else:
+            # Truncating at the end when nothing is found still reindexes:
+            # a formerly sealed segment becomes the active one.
+            found = seg.locate(offset)
+            position = found[0] if found is not None else seg.size
+            self._size -= seg.size - position
+            seg.truncate_at(position)
+        self.flush()
+
+    # ---------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition's directory."""
+        if not self._closed:
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.path}: log is closed")
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({str(self.path)!r}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")

@@ -1,0 +1,270 @@
+"""One segment: `<base>.log` plus its `<base>.index` and `<base>.timeindex`.
+
+A segment knows its batches only through headers; it never decodes records.
+All reads are os.pread on a file descriptor kept open for the segment's
+lifetime, so reads cost no seeks and no buffered-file state.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from kcoord.protocol.records import LOG_OVERHEAD, batch_crc_ok
+
+from .config import LogConfig
+from .errors import CorruptSegmentError
+from .index import INT32_MAX, OffsetIndex, TimeIndex
+from .scan import file_batches, pread_exact, whole_batches_prefix
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX = ".log", ".index", ".timeindex"
+
+
+def file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def _pwrite_all(fd: int, data, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, position)
+        view, position = view[n:], position + n
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig):
+        """Open (creating if missing) the files of one segment.  Callers must
+        then call recover() or load_sealed() to set the in-memory state."""
+        stem = file_stem(base_offset)
+        self.base_offset = base_offset
+        self.config = config
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        index_path = directory / (stem + INDEX_SUFFIX)
+        time_path = directory / (stem + TIMEINDEX_SUFFIX)
+        # A missing index file next to a non-empty log means the index was
+        # lost, not that it is empty: remember that for the sanity check.
+        self._indexes_existed = index_path.exists() and time_path.exists()
+        self.index = OffsetIndex(index_path, base_offset)
+        self.time_index = TimeIndex(time_path, base_offset)
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self.next_offset = self.base_offset      # one past the last batch's last offset
+        self.max_timestamp = -1                  # largest batch maxTimestamp seen
+        self.offset_of_max_timestamp = -1        # last offset of the batch that set it
+        self.first_timestamp: int | None = None  # for time-based rolls (log.roll.ms)
+        self.created_ms = int(time.time() * 1000)
+        self._bytes_since_index = 0
+
+    # ----------------------------------------------------------- indexing
+
+    def _track(self, position: int, header) -> None:
+        """Account one batch written at `position`: indexes and summaries.
+
+        As in Kafka, an index entry is added once more than
+        index_interval_bytes were written since the previous one; the entry
+        names the batch's last offset, so lookup(X) lands at or before the
+        batch containing X.
+        """
+        last = header.base_offset + header.last_offset_delta
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = last
+        if self.first_timestamp is None:
+            self.first_timestamp = header.max_timestamp
+        if self._bytes_since_index > self.config.index_interval_bytes:
+            self.index.append(last, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += LOG_OVERHEAD + header.batch_length
+        self.next_offset = last + 1
+
+    def _reindex(self, *, verify: bool) -> int:
+        """Rebuild both indexes and the summaries from the .log file.
+
+        With verify=True (the active segment after a possible crash) every
+        batch's CRC and offset order are checked and the file is cut at the
+        first bad batch.  Returns the number of bytes dropped.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self._reset_state()
+        end, reason = 0, None
+        try:
+            for batch in file_batches(self._fd, 0, self.size, bodies=verify):
+                header = batch.header
+                if verify:
+                    if header.base_offset < self.next_offset:
+                        raise CorruptSegmentError(
+                            batch.position,
+                            f"base offset {header.base_offset} below {self.next_offset}")
+                    if not batch_crc_ok(batch.buf, batch.offset, header):
+                        raise CorruptSegmentError(batch.position, "CRC mismatch")
+                self._track(batch.position, header)
+                end = batch.position + LOG_OVERHEAD + header.batch_length
+        except CorruptSegmentError as exc:
+            reason = exc
+        if reason is None:
+            return 0
+        dropped = self.size - end
+        if verify:
+            log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
+            os.ftruncate(self._fd, end)
+            os.fsync(self._fd)
+            self.size = end
+        else:
+            # Sealed data is never cut (later segments depend on it); reads
+            # that reach the bad bytes will raise.
+            log.error("%s: %s; indexed only the first %d bytes", self.log_path, reason, end)
+        return dropped
+
+    def recover(self) -> int:
+        """Open as the active segment: verify every batch, cut a torn or
+        corrupt tail.  Returns the bytes dropped."""
+        return self._reindex(verify=True)
+
+    def load_sealed(self) -> None:
+        """Open as a sealed segment: trust its indexes if they look sane
+        (they were fsynced when the segment was sealed), else rebuild them."""
+        sane = (self.index.sane(self.size) and self.time_index.sane()
+                and (self._indexes_existed or self.size == 0)
+                and self._load_tail())
+        if not sane:
+            log.warning("%s: index files missing or damaged; rebuilding", self.log_path)
+            self._reindex(verify=False)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.index.flush()
+            self.time_index.flush()
+            return
+        # Sealing wrote a final time-index entry, so the last entry is the
+        # segment's max timestamp.
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+
+    def _load_tail(self) -> bool:
+        """Walk the headers after the newest offset-index entry (about an
+        index interval of bytes) to find next_offset.  The walk doubles as a
+        sanity check: the entry must point at a batch holding its offset,
+        and the bytes after it must be whole batches."""
+        last = self.index.last()
+        position = last[1] if last else 0
+        try:
+            for i, batch in enumerate(self._header_walk(position)):
+                header = batch.header
+                if i == 0 and last and header.base_offset + header.last_offset_delta != (
+                        self.base_offset + last[0]):
+                    return False
+                self.next_offset = header.base_offset + header.last_offset_delta + 1
+        except CorruptSegmentError:
+            return False
+        return True
+
+    def seal(self) -> None:
+        """Called when the segment stops being active: record its max
+        timestamp in the time index and make everything durable, so that a
+        reopen can trust this segment without scanning it."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        os.fsync(self._fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    # -------------------------------------------------------------- writes
+
+    def fits_offsets(self, last_offset: int) -> bool:
+        """Relative offsets are int32 in both indexes."""
+        return last_offset - self.base_offset <= INT32_MAX
+
+    def append(self, data, batches) -> None:
+        """Write whole batches `data` (with (pos, header) list `batches`,
+        offsets already final) at the end of the file."""
+        start = self.size
+        _pwrite_all(self._fd, data, start)
+        self.size += len(data)
+        for pos, header in batches:
+            self._track(start + pos, header)
+
+    def truncate_at(self, position: int) -> None:
+        """Drop everything from `position` (a batch boundary) on."""
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self._reindex(verify=False)
+        os.fsync(self._fd)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    # --------------------------------------------------------------- reads
+
+    def _header_walk(self, position: int):
+        # Headers only; the chunk covers an index interval so that finding a
+        # batch from its index entry usually costs a single pread.
+        chunk = max(8192, 2 * self.config.index_interval_bytes)
+        return file_batches(self._fd, position, self.size, bodies=False, chunk=chunk)
+
+    def locate(self, offset: int):
+        """(position, header) of the first batch whose last offset >= offset,
+        or None if the segment ends before it."""
+        for batch in self._header_walk(self.index.lookup(offset)):
+            if batch.header.base_offset + batch.header.last_offset_delta >= offset:
+                return batch.position, batch.header
+        return None
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes | None:
+        """Whole batches from the one containing `offset`, at most max_bytes
+        (but the first batch regardless if min_one).  None if this segment
+        holds nothing at or after `offset`."""
+        found = self.locate(offset)
+        if found is None:
+            return None
+        position, header = found
+        first = LOG_OVERHEAD + header.batch_length
+        if first > max_bytes:
+            return self.pread(position, first) if min_one else b""
+        data = self.pread(position, min(max_bytes, self.size - position))
+        end = whole_batches_prefix(data)
+        return data if end == len(data) else data[:end]
+
+    def find_timestamp(self, timestamp: int):
+        """(position, header) of the first batch with maxTimestamp >=
+        timestamp, or None."""
+        start = self.time_index.lookup(timestamp)
+        position = 0 if start is None else self.index.lookup(start)
+        for batch in self._header_walk(position):
+            if batch.header.max_timestamp >= timestamp:
+                return batch.position, batch.header
+        return None
+
+    def pread(self, position: int, size: int) -> bytes:
+        return pread_exact(self._fd, size, position)
+
+    def retention_timestamp(self) -> int:
+        """The segment's newest timestamp for time retention; like Kafka, the
+        file's mtime when no batch carries a timestamp."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    # ----------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        # The .log goes first: a crash midway leaves orphan index files,
+        # which the next open removes, never a log without its place.
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path.name}, size={self.size})"

@@ -1,0 +1,250 @@
+"""Reopening a log after crashes: torn tails, corrupt batches, lost indexes."""
+import logging
+import os
+
+import pytest
+
+from kcoord.log import LogConfig
+from kcoord.protocol.records import build_batch, decode_all, iter_batches, read_batch_header
+
+CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=200)
+
+
+def batch(n, ts, **kw):
+    return build_batch([(b"key", b"value-%d" % i, [("h", b"x")], ts + i) for i in range(n)], **kw)
+
+
+def populate(open_log, batches=60):
+    log = open_log(CONFIG)
+    for i in range(batches):
+        log.append(batch(i % 4 + 1, ts=1000 + 10 * i))
+    return log
+
+
+def records(log):
+    out, pos = [], log.log_start_offset
+    while pos < log.log_end_offset:
+        recs = [r for r in decode_all(log.read(pos, 4096)) if r.offset >= pos]
+        out += recs
+        pos = recs[-1].offset + 1
+    return out
+
+
+def active_file(log):
+    return log.path / f"{log.segment_base_offsets[-1]:020d}.log"
+
+
+def batches_of(path):
+    data = path.read_bytes()
+    return data, list(iter_batches(data))
+
+
+def reopen_after(open_log, log, damage):
+    """Close cleanly, damage the files, reopen; returns (old records, new log)."""
+    before = records(log)
+    log.close()
+    damage()
+    return before, open_log(CONFIG)
+
+
+def expect_last_batch_dropped(before, log, path, last_header):
+    assert log.log_end_offset == last_header.base_offset
+    assert records(log) == [r for r in before if r.offset < last_header.base_offset]
+    # Appends continue right where the surviving batches end.
+    assert log.append(batch(2, ts=5)) == (last_header.base_offset, last_header.base_offset + 1)
+    assert records(log)[-1].value == b"value-1"
+
+
+@pytest.mark.parametrize("cut", [1, 3, 20, 61, "all-but-header", "all-but-1"])
+def test_torn_tail_is_cut_at_the_last_whole_batch(open_log, cut, caplog):
+    log = populate(open_log)
+    path = active_file(log)
+    data, batches = batches_of(path)
+    last_pos, last = batches[-1]
+    size = last.size
+    cut = {"all-but-header": size - 61, "all-but-1": size - 1}.get(cut, cut)
+
+    def damage():
+        os.truncate(path, len(data) - cut)
+
+    with caplog.at_level(logging.WARNING, logger="kcoord.log"):
+        before, log = reopen_after(open_log, log, damage)
+    assert path.stat().st_size == last_pos
+    assert f"{size - cut} bytes" in caplog.text
+    expect_last_batch_dropped(before, log, path, last)
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00" * 100,                 # a zero-filled tail, as some filesystems leave
+    b"\x00" * 7,                   # shorter than a header
+    os.urandom(500),
+    b"\x00" * 8 + b"\x7f\xff\xff\xff" + b"\x00" * 60,   # huge batchLength
+])
+def test_garbage_after_the_last_batch_is_dropped(open_log, garbage):
+    log = populate(open_log)
+    path = active_file(log)
+    end = log.log_end_offset
+    size = path.stat().st_size
+
+    def damage():
+        with open(path, "ab") as f:
+            f.write(garbage)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert path.stat().st_size == size
+    assert log.log_end_offset == end
+    assert records(log) == before
+    assert log.append(batch(1, ts=5)) == (end, end)
+
+
+def test_flipped_byte_in_last_batch_fails_crc(open_log):
+    log = populate(open_log)
+    path = active_file(log)
+    data, batches = batches_of(path)
+    last_pos, last = batches[-1]
+
+    def damage():
+        flipped = bytearray(data)
+        flipped[last_pos + last.size - 3] ^= 0x40   # inside a record value
+        path.write_bytes(flipped)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert path.stat().st_size == last_pos
+    expect_last_batch_dropped(before, log, path, last)
+
+
+def test_corruption_mid_segment_keeps_everything_before_it(open_log):
+    log = populate(open_log)
+    path = active_file(log)
+    data, batches = batches_of(path)
+    assert len(batches) >= 4
+    pos, bad = batches[1]
+
+    def damage():
+        flipped = bytearray(data)
+        flipped[pos + 30] ^= 0xFF    # lastOffsetDelta/baseTimestamp: CRC covers it
+        path.write_bytes(flipped)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert path.stat().st_size == pos
+    assert log.log_end_offset == bad.base_offset
+    assert records(log) == [r for r in before if r.offset < bad.base_offset]
+    # The sealed segments before it were not touched.
+    assert len(log.segment_base_offsets) > 1
+
+
+def test_offsets_going_backwards_are_corruption(open_log):
+    log = populate(open_log)
+    path = active_file(log)
+    end = log.log_end_offset
+    stale = build_batch([(None, b"old", [], 1)], base_offset=end - 3)  # valid CRC
+
+    def damage():
+        with open(path, "ab") as f:
+            f.write(stale)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert log.log_end_offset == end
+    assert records(log) == before
+
+
+def test_partial_append_after_a_crash(open_log):
+    log = populate(open_log)
+    path = active_file(log)
+    end = log.log_end_offset
+    half = batch(3, ts=1)[:40]
+
+    def damage():
+        with open(path, "ab") as f:
+            f.write(half)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert records(log) == before
+    assert log.append(batch(3, ts=1)) == (end, end + 2)
+
+
+def test_everything_corrupt_leaves_an_empty_active_segment(open_log):
+    log = populate(open_log)
+    path = active_file(log)
+    base = log.segment_base_offsets[-1]
+
+    def damage():
+        path.write_bytes(b"\xff" * path.stat().st_size)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert log.log_end_offset == base
+    assert records(log) == [r for r in before if r.offset < base]
+    assert log.append(batch(1, ts=1)) == (base, base)
+
+
+def test_crash_right_after_a_roll(open_log):
+    log = open_log(LogConfig(segment_bytes=100))
+    log.append(batch(1, ts=1))
+    log.close()
+    # The new segment file was created, nothing written to it yet.
+    (log.path / f"{1:020d}.log").write_bytes(b"")
+    log = open_log(LogConfig(segment_bytes=100))
+    assert log.segment_base_offsets == [0, 1]
+    assert (log.log_start_offset, log.log_end_offset) == (0, 1)
+    assert log.append(batch(1, ts=1)) == (1, 1)
+    assert [r.offset for r in records(log)] == [0, 1]
+
+
+@pytest.mark.parametrize("damage_kind", [
+    "odd-size", "missing", "empty", "bogus-position", "mid-batch-position"])
+def test_damaged_sealed_indexes_are_rebuilt(open_log, damage_kind):
+    log = populate(open_log, batches=100)
+    bases = log.segment_base_offsets
+    assert len(bases) >= 3
+    stamps = [r.timestamp for r in records(log)]
+    answers = {ts: log.offset_for_timestamp(ts) for ts in range(990, max(stamps) + 2, 7)}
+    index = log.path / f"{bases[0]:020d}.index"
+    timeindex = index.with_suffix(".timeindex")
+    assert index.stat().st_size > 0
+
+    def damage():
+        if damage_kind == "odd-size":
+            with open(index, "ab") as f:
+                f.write(b"\x01\x02\x03")
+        elif damage_kind == "missing":
+            index.unlink()
+            timeindex.unlink()
+        elif damage_kind == "empty":
+            os.truncate(timeindex, 0)
+            index.unlink()
+        elif damage_kind == "bogus-position":
+            with open(index, "ab") as f:
+                f.write(b"\x00\x00\x00\x05\x7f\x00\x00\x00")
+        else:
+            raw = bytearray(index.read_bytes())
+            raw[-1] ^= 0x01   # still inside the file, no longer a batch start
+            index.write_bytes(raw)
+
+    before, log = reopen_after(open_log, log, damage)
+    assert records(log) == before
+    for offset in range(log.log_end_offset):
+        h = read_batch_header(log.read(offset, 1))
+        assert h.base_offset <= offset <= h.base_offset + h.last_offset_delta
+    assert {ts: log.offset_for_timestamp(ts) for ts in answers} == answers
+    assert index.stat().st_size % 8 == 0 and timeindex.stat().st_size % 12 == 0
+
+
+def test_active_index_is_rebuilt_on_open(open_log):
+    log = populate(open_log)
+    index = active_file(log).with_suffix(".index")
+    before = records(log)
+    log.close()
+    index.write_bytes(b"\x00\x00\x00\x09\x00\x00\x00\x03" * 10)  # positions that are lies
+    log = open_log(CONFIG)
+    assert records(log) == before
+
+
+def test_orphan_index_files_are_removed(open_log):
+    log = populate(open_log)
+    log.close()
+    orphan = log.path / f"{10**9:020d}.index"
+    orphan.write_bytes(b"")
+    (log.path / f"{10**9:020d}.timeindex").write_bytes(b"")
+    log = open_log(CONFIG)
+    assert not orphan.exists()
+    assert log.segment_base_offsets[-1] < 10**9
