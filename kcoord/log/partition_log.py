@@ -350,6 +350,43 @@ class PartitionLog:
             seg.truncate_at(position)
         self.flush()
 
+    # ---------------------------------------------------------- compaction
+
+    def sealed_segments(self) -> list[Segment]:
+        return self._segments[:-1]
+
+    def replace_sealed(self, base: int, data: bytes) -> None:
+        """Swap a sealed segment's contents for `data` (whole batches that keep
+        their original offsets, all within the old segment's range).
+
+        The new file is written and fsynced beside the old one, the old
+        indexes are removed, then a rename swaps the files: a crash at any
+        point leaves either segment whole, and missing indexes are rebuilt
+        on open."""
+        self._check_open()
+        i = self._bases.index(base)
+        if i == len(self._segments) - 1:
+            raise InvalidAppend("the active segment cannot be replaced")
+        old = self._segments[i]
+        tmp = old.log_path.with_name(old.log_path.name + ".cleaned")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        old.close()
+        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            old.log_path.with_suffix(suffix).unlink(missing_ok=True)
+        os.replace(tmp, old.log_path)
+        self._fsync_dir()
+        seg = Segment(self.path, base, self.config)
+        seg.load_sealed()
+        self._segments[i] = seg
+        self._size += seg.size - old.size
+
     # ---------------------------------------------------------- lifecycle
 
     def close(self) -> None:

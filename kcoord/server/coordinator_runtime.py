@@ -18,6 +18,7 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.result import Record, Result
 from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
+from ..log.compaction import compact
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import (RECORD_TYPES, decode_record_key,
                                                      decode_record_value, encode_record_key,
@@ -65,6 +66,7 @@ class ShardRuntime:
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
         self.records_loaded = 0
         self.load_errors = 0
+        self.compacted_upto = -1  # active segment base at the last compaction
 
     # ------------------------------------------------------------- loading
     async def load(self) -> None:
@@ -236,12 +238,23 @@ class CoordinatorRuntime:
 
     def _run_cleanup(self) -> None:
         now = wall_ms()
+        delete_retention = self.config["log.cleaner.delete.retention.ms"]
         for shard in self.shards:
-            if shard.loaded:
-                records = shard.core.cleanup(now)
-                if records:
-                    log.info("shard %d: expiring %d records", shard.index, len(records))
-                    shard.write(records)
+            if not shard.loaded:
+                continue
+            records = shard.core.cleanup(now)
+            if records:
+                log.info("shard %d: expiring %d records", shard.index, len(records))
+                shard.write(records)
+            # compact once per newly sealed segment; records stay replayable
+            # (latest per key), so live and reloaded state stay equal
+            plog = shard.plog
+            if plog.sealed_segments() and plog.active.base_offset > shard.compacted_upto:
+                try:
+                    compact(plog, now, delete_retention)
+                except Exception:
+                    log.exception("shard %d: compaction failed", shard.index)
+                shard.compacted_upto = plog.active.base_offset
         self._schedule_cleanup()
 
     def stop(self) -> None:
