@@ -12,6 +12,8 @@ from typing import Any
 
 from ..protocol.errors import Err
 from .classic_group import DEAD, EMPTY, ClassicGroup, ClassicMember
+from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
+from .consumer_protocol_handlers import ConsumerGroupManager
 from .offsets import OFFSET_COMMIT, OffsetStore, OffsetValue, offset_record, offset_tombstone
 from .result import Record, Result
 
@@ -28,6 +30,11 @@ class CoordinatorConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2**31 - 1
+    # KIP-848 consumer groups (group.consumer.*)
+    consumer_group_session_timeout_ms: int = 45000
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_max_size: int = 2**31 - 1
+    consumer_group_assignors: tuple = ("uniform", "range")
 
     @classmethod
     def from_values(cls, v: dict) -> "CoordinatorConfig":
@@ -39,6 +46,10 @@ class CoordinatorConfig:
             group_max_session_timeout_ms=v["group.max.session.timeout.ms"],
             group_initial_rebalance_delay_ms=v["group.initial.rebalance.delay.ms"],
             group_max_size=v["group.max.size"],
+            consumer_group_session_timeout_ms=v.get("group.consumer.session.timeout.ms", 45000),
+            consumer_group_heartbeat_interval_ms=v.get("group.consumer.heartbeat.interval.ms", 5000),
+            consumer_group_max_size=v.get("group.consumer.max.size", 2**31 - 1),
+            consumer_group_assignors=tuple(v.get("group.consumer.assignors", ("uniform", "range"))),
         )
 
 
@@ -67,6 +78,7 @@ class CoordinatorShard:
         self.config = config or CoordinatorConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
+        self.consumer = ConsumerGroupManager(self.config, self.groups)  # KIP-848 consumer groups
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
@@ -74,10 +86,12 @@ class CoordinatorShard:
             self.offsets.replay(record.key, record.value, record.value_version)
             if record.value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
-                self.groups.setdefault(record.key["group"], ClassicGroup(record.key["group"]))
+                if record.key["group"] not in self.consumer.groups:
+                    self.groups.setdefault(record.key["group"], ClassicGroup(record.key["group"]))
         elif record.type == GROUP_METADATA:
             self._replay_group_metadata(record.key["group"], record.value)
-        # record types of other group kinds are routed here as they are built
+        elif record.type in CONSUMER_GROUP_RECORDS:
+            self.consumer.replay(record)
 
     def _replay_group_metadata(self, group_id: str, value: dict | None) -> None:
         if value is None:
@@ -146,6 +160,9 @@ class CoordinatorShard:
                          generation: int, version: int) -> int:
         if not group_id:
             return Err.INVALID_GROUP_ID
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.validate_offset_commit(consumer_group, member_id, generation, version)
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
@@ -165,9 +182,16 @@ class CoordinatorShard:
             return Err.ILLEGAL_GENERATION
         return Err.NONE
 
-    def offset_fetch(self, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
+    def offset_fetch(self, group_id: str, topics: list[dict] | None, member_id: str | None = None,
+                     member_epoch: int = -1) -> tuple[int, list[dict]]:
         if not group_id:
             return Err.INVALID_GROUP_ID, []
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:  # v9: validated by member epoch
+            error = self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
+            if error:
+                return error, []
+            return Err.NONE, self.offsets.fetch(group_id, topics)
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             if topics is None:
@@ -176,6 +200,9 @@ class CoordinatorShard:
 
     def offset_delete(self, req: dict) -> tuple[dict, list[Record]]:
         group_id = req["group_id"]
+        if group_id in self.consumer.groups:
+            return self.consumer.offset_delete(self.consumer.groups[group_id], req,
+                                               self.offsets.group_offsets(group_id))
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
@@ -227,9 +254,16 @@ class CoordinatorShard:
                 continue
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                         "group_state": group.state, "group_type": "classic"})
+        out.extend(self.consumer.list_groups(wanted_states, wanted_types))
         return out
 
     def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
+        if group_id in self.consumer.groups:
+            error, group_records = self.consumer.delete_group(self.consumer.groups[group_id])
+            if error:
+                return error, []
+            return Err.NONE, [offset_tombstone(group_id, t, p) for (t, p)
+                              in self.offsets.group_offsets(group_id)] + group_records
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             return Err.GROUP_ID_NOT_FOUND, []
@@ -277,6 +311,7 @@ class CoordinatorShard:
             remaining = len(self.offsets.group_offsets(group_id)) - len(expired)
             if remaining == 0 and group.is_empty and group.state == EMPTY:
                 records.append(group_tombstone(group_id))
+        records.extend(self.consumer.cleanup(now, self.offsets, self.config.offsets_retention_ms))
         return records
 
     def _expiry_base(self, group: ClassicGroup):
@@ -297,4 +332,27 @@ class CoordinatorShard:
         return {"groups": {g: grp.snapshot() for g, grp in self.groups.items()
                            if grp.protocol_type is not None or grp.members
                            or self.offsets.has_offsets(g)},
-                "offsets": self.offsets.snapshot()}
+                "offsets": self.offsets.snapshot(),
+                "consumer_groups": self.consumer.snapshot()}
+
+    # ================================================== KIP-848 consumer groups
+    def on_timer(self, key: tuple, now: int) -> Result:
+        if isinstance(key[0], str) and key[0].startswith("cg"):
+            return self.consumer.on_timer(key, now)
+        return Result()
+
+    def on_loaded(self, now: int) -> Result:
+        return self.consumer.on_loaded(now)
+
+    def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
+                                 client_host: str, now: int, topics=None) -> Result:
+        """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id, partitions))."""
+        return self.consumer.heartbeat(token, req, version, client_id or "", client_host, now, topics)
+
+    def consumer_group_describe(self, group_ids: list[str],
+                                include_authorized_operations: bool = False) -> list[dict]:
+        return self.consumer.describe(group_ids, include_authorized_operations)
+
+    def on_topics_changed(self, topics, now: int) -> Result:
+        """Topics were created, deleted or grew: update consumer group targets."""
+        return self.consumer.on_topics_changed(topics, now)

@@ -1,0 +1,687 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe in the deterministic core
+(Kafka's GroupMetadataManager consumerGroupHeartbeat path, KAFKA_REFERENCE
+section 2).
+
+Every entry point takes `now` and returns a Result: records to append (state
+changes only when the runtime replays them), replies addressed to the
+caller's token, and timers as data.  Timer keys start with "cg":
+
+    ("cg-session", group_id, member_id)    session expiry: fence the member
+    ("cg-rebalance", group_id, member_id)  revocation deadline: fence the member
+                                           if it is still at the epoch it had
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from typing import Any, Callable, Mapping
+
+from ..protocol.errors import Err
+from . import consumer_group as cg
+from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
+from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                             UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, TopicInfo)
+from .result import Record, Result
+
+log = logging.getLogger("kcoord.consumer_group")
+
+SESSION_TIMER = "cg-session"
+REBALANCE_TIMER = "cg-rebalance"
+GROUP_METADATA_RECORD = 2
+# Kafka's group ACL operations when authorization is not restricted:
+# READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+AUTH_OPS_NOT_REQUESTED = -(2**31)
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def random_member_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): URL-safe base64 of 16 random bytes."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def as_topic_info(info) -> TopicInfo:
+    return info if isinstance(info, TopicInfo) else TopicInfo(info[0], info[1])
+
+
+def compute_subscription_metadata(members, topics: Mapping[str, Any]) -> dict[str, TopicInfo]:
+    """The topics the members subscribe to (by name or regex) that exist in `topics`."""
+    names: set[str] = set()
+    regexes: set[str] = set()
+    for m in members:
+        names.update(m.subscribed_topic_names)
+        if m.subscribed_topic_regex:
+            regexes.add(m.subscribed_topic_regex)
+    out: dict[str, TopicInfo] = {}
+    for n in names:
+        info = topics.get(n)
+        if info is not None:
+            out[n] = as_topic_info(info)
+    for rx in sorted(regexes):
+        for n in cg.regex_matches(rx, topics):
+            out[n] = as_topic_info(topics[n])
+    return out
+
+
+class ConsumerGroupManager:
+    """The consumer groups of one shard and the handlers that change them."""
+
+    def __init__(self, config, classic_groups: dict | None = None,
+                 new_member_id: Callable[[], str] | None = None) -> None:
+        self.config = config
+        self.classic_groups = classic_groups if classic_groups is not None else {}
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.topics: Mapping[str, Any] = {}
+        self.new_member_id = new_member_id or random_member_id
+        # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
+        self._rebalance_epochs: dict[tuple, int] = {}
+
+    # ------------------------------------------------------------- config
+    @property
+    def assignor_names(self) -> list[str]:
+        names = getattr(self.config, "consumer_group_assignors", None) or ["uniform", "range"]
+        return [n for n in names if n in ASSIGNORS] or ["uniform"]
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return getattr(self.config, "consumer_group_session_timeout_ms", 45000)
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return getattr(self.config, "consumer_group_heartbeat_interval_ms", 5000)
+
+    @property
+    def max_size(self) -> int:
+        return getattr(self.config, "consumer_group_max_size", 2**31 - 1)
+
+    # ------------------------------------------------------------- replay
+    def replay(self, record: Record) -> None:
+        cg.replay(self.groups, record, self._on_group_created)
+
+    def _on_group_created(self, group_id: str) -> None:
+        # A simple group (created by offset commits) is replaced by the consumer group.
+        classic = self.classic_groups.get(group_id)
+        if classic is not None and classic.protocol_type is None and not classic.members:
+            del self.classic_groups[group_id]
+
+    # ------------------------------------------------------------- validation
+    def validate_heartbeat(self, req: dict, version: int) -> HeartbeatError | None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService)."""
+        epoch = req["member_epoch"]
+        if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not req["member_id"]:
+                return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
+        if not req["group_id"]:
+            return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
+        if req.get("instance_id") == "":
+            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
+        if req.get("rack_id") == "":
+            return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
+        if epoch == 0:
+            if req.get("rebalance_timeout_ms", -1) == -1:
+                return HeartbeatError(Err.INVALID_REQUEST,
+                                      "RebalanceTimeoutMs must be provided in first request.")
+            owned = req.get("topic_partitions")
+            if owned is None or len(owned) > 0:
+                return HeartbeatError(Err.INVALID_REQUEST,
+                                      "TopicPartitions must be empty when (re-)joining.")
+            if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
+                return HeartbeatError(Err.INVALID_REQUEST,
+                                      "Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                                      "non-null when (re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.get("instance_id") is None:
+                return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
+        assignor = req.get("server_assignor")
+        if assignor is not None and assignor not in self.assignor_names:
+            return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
+                                  f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                                  f"{', '.join(self.assignor_names)}.")
+        return None
+
+    # ------------------------------------------------------------- heartbeat
+    def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
+                  now: int, topics: Mapping[str, Any] | None = None) -> Result:
+        """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
+        if topics is not None and topics is not self.topics:
+            self._set_topics(topics)
+        error = self.validate_heartbeat(req, version)
+        if error is None:
+            try:
+                epoch = req["member_epoch"]
+                if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                    return self._leave(token, req)
+                return self._heartbeat(token, req, client_id or "", client_host or "", now)
+            except HeartbeatError as exc:
+                error = exc
+        return Result().reply(token, self._error_response(error.code, error.message))
+
+    @staticmethod
+    def _error_response(code: int, message: str | None) -> dict:
+        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+                "assignment": None}
+
+    def _get_or_create_group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.classic_groups.get(group_id)
+        if classic is not None and (classic.members or classic.state == "Dead"):
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if classic is not None:
+            # an empty classic group is replaced: delete it with a tombstone first
+            records.append(Record(GROUP_METADATA_RECORD, {"group": group_id}, None))
+        return ConsumerGroup(group_id)  # materialized when its records are replayed
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, received: int, owned: list[dict] | None) -> None:
+        if received > member.member_epoch:
+            raise HeartbeatError(
+                Err.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                f"all its partitions and rejoin.")
+        if received < member.member_epoch:
+            # a lost response: the previous epoch with owned partitions we still assign is fine
+            if received != member.previous_member_epoch or not cg.is_subset(owned, member.assigned):
+                raise HeartbeatError(
+                    Err.FENCED_MEMBER_EPOCH,
+                    f"The consumer group member has a smaller member epoch ({received}) than the "
+                    f"one known by the group coordinator ({member.member_epoch}). The member must "
+                    f"abandon all its partitions and rejoin.")
+
+    def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int) -> Result:
+        res = Result()
+        records = res.records
+        group_id = req["group_id"]
+        member_id = req["member_id"]
+        epoch = req["member_epoch"]
+        instance_id = req.get("instance_id")
+        owned = req.get("topic_partitions")
+        create = epoch == 0
+
+        group = self._get_or_create_group(group_id, create, records)
+        if len(group.members) >= self.max_size and (not member_id or member_id not in group.members):
+            raise HeartbeatError(Err.GROUP_MAX_SIZE_REACHED,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self.max_size} members.")
+        if not member_id:
+            member_id = self.new_member_id()
+
+        replaced: ConsumerMember | None = None  # a departed static member this one replaces
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not create:
+                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
+                                         f"Member {member_id} is not a member of group {group_id}.")
+                member = ConsumerMember(member_id)
+            self._check_epoch(member, epoch, owned)
+        else:
+            existing = group.static_member(instance_id)
+            if create:
+                if existing is None:
+                    member = group.members.get(member_id) or ConsumerMember(member_id)
+                else:
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        raise HeartbeatError(
+                            Err.UNRELEASED_INSTANCE_ID,
+                            f"Static member {member_id} with instance id {instance_id} cannot join "
+                            f"the group because the instance id is owned by {existing.member_id} member.")
+                    replaced = existing
+                    member = existing.copy(member_id=member_id, member_epoch=0,
+                                           previous_member_epoch=0)
+                    records.extend(cg.member_tombstones(group_id, existing.member_id))
+                    records.append(cg.member_metadata_record(group_id, member))
+                    records.append(cg.target_member_record(
+                        group_id, member_id, group.target.get(existing.member_id, EMPTY)))
+                    records.append(cg.current_assignment_record(group_id, member))
+            else:
+                if existing is None:
+                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise HeartbeatError(
+                        Err.FENCED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {instance_id} was fenced by "
+                        f"member {existing.member_id}.")
+                self._check_epoch(existing, epoch, owned)
+                member = existing
+
+        # 1. Update the member; a subscription change bumps the group epoch.
+        names = req.get("subscribed_topic_names")
+        regex = req.get("subscribed_topic_regex")
+        updated = member
+        changes: dict[str, Any] = {}
+        if instance_id is not None and instance_id != member.instance_id:
+            changes["instance_id"] = instance_id
+        rack = req.get("rack_id")
+        if rack is not None and rack != member.rack_id:
+            changes["rack_id"] = rack
+        rebalance_timeout = req.get("rebalance_timeout_ms", -1)
+        if rebalance_timeout != -1 and rebalance_timeout != member.rebalance_timeout_ms:
+            changes["rebalance_timeout_ms"] = rebalance_timeout
+        assignor = req.get("server_assignor")
+        if assignor is not None and assignor != member.server_assignor:
+            changes["server_assignor"] = assignor
+        if names is not None:
+            fs = frozenset(names)
+            if fs != member.subscribed_topic_names:
+                changes["subscribed_topic_names"] = fs
+        if regex is not None and regex != member.subscribed_topic_regex:
+            changes["subscribed_topic_regex"] = regex
+        if client_id != member.client_id:
+            changes["client_id"] = client_id
+        if client_host != member.client_host:
+            changes["client_host"] = client_host
+        if member.classic_member_metadata is not None:
+            changes["classic_member_metadata"] = None
+        subscription_changed = False
+        if changes or member.member_id not in group.members and replaced is None:
+            updated = member.copy(**changes)
+            records.append(cg.member_metadata_record(group_id, updated))
+            if "subscribed_topic_regex" in changes and updated.subscribed_topic_regex:
+                try:
+                    cg.compile_regex(updated.subscribed_topic_regex)
+                except cg.InvalidRegex as exc:
+                    raise HeartbeatError(
+                        Err.INVALID_REGULAR_EXPRESSION,
+                        f"SubscribedTopicRegex `{updated.subscribed_topic_regex}` is not a valid "
+                        f"regular expression: {exc}.") from None
+            subscription_changed = ("subscribed_topic_names" in changes
+                                    or "subscribed_topic_regex" in changes)
+
+        group_epoch = group.group_epoch
+        metadata = group.subscription_metadata
+        if subscription_changed or group.metadata_refresh:
+            after = self._members_after(group, updated, replaced)
+            metadata = compute_subscription_metadata(after.values(), self.topics)
+            bump = subscription_changed
+            if metadata != group.subscription_metadata:
+                records.append(cg.subscription_metadata_record(group_id, metadata))
+                bump = True
+            if bump:
+                group_epoch += 1
+                records.append(cg.group_epoch_record(group_id, group_epoch))
+            group.metadata_refresh = False
+
+        # 2. A new target assignment when the group epoch moved past the assignment epoch.
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target(group, group_epoch, updated, replaced, metadata, records)
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+            target = group.target_of(updated.member_id, updated.instance_id)
+
+        # 3. Reconcile the member towards its target.
+        if not updated.is_reconciled_to(target_epoch):
+            try:
+                reconciled = cg.reconcile(updated, target_epoch, target,
+                                          group.current_partition_epoch, owned)
+            except cg.FencedError as exc:
+                raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
+            if reconciled is not updated:
+                records.append(cg.current_assignment_record(group_id, reconciled))
+                key = (REBALANCE_TIMER, group_id, member_id)
+                if reconciled.state == UNREVOKED_PARTITIONS:
+                    self._rebalance_epochs[key] = reconciled.member_epoch
+                    res.arm(key, now + max(reconciled.rebalance_timeout_ms, 0))
+                elif key in self._rebalance_epochs:
+                    del self._rebalance_epochs[key]
+                    res.cancel(key)
+            updated = reconciled
+
+        res.arm((SESSION_TIMER, group_id, member_id), now + self.session_timeout_ms)
+
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "member_id": updated.member_id, "member_epoch": updated.member_epoch,
+                    "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+        full = epoch == 0 or (rebalance_timeout != -1 and owned is not None
+                              and (names is not None or regex is not None))
+        if full or not cg.assignment_equal(member.assigned, updated.assigned):
+            response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
+        return res.reply(token, response)
+
+    @staticmethod
+    def _members_after(group: ConsumerGroup, updated: ConsumerMember | None,
+                       replaced: ConsumerMember | None) -> dict[str, ConsumerMember]:
+        members = group.members
+        if replaced is not None or (updated is not None and
+                                    members.get(updated.member_id) is not updated):
+            members = dict(members)
+            if replaced is not None:
+                members.pop(replaced.member_id, None)
+            if updated is not None:
+                members[updated.member_id] = updated
+        return members
+
+    # ------------------------------------------------------------- target assignment
+    def preferred_assignor(self, members) -> str:
+        counts: dict[str, int] = {}
+        for m in members:
+            if m.server_assignor is not None:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        names = self.assignor_names
+        if counts:
+            best = max(counts.items(), key=lambda kv: (kv[1], -names.index(kv[0])
+                                                        if kv[0] in names else -len(names)))
+            if best[0] in ASSIGNORS:
+                return best[0]
+        return names[0]
+
+    def _update_target(self, group: ConsumerGroup, group_epoch: int,
+                       updated: ConsumerMember | None, replaced: ConsumerMember | None,
+                       metadata: Mapping[str, TopicInfo], records: list[Record]) -> dict:
+        members = self._members_after(group, updated, replaced)
+        assignor = self.preferred_assignor(members.values())
+        partitions = {info[0]: info[1] for info in metadata.values()}
+        subscription_cache: dict[tuple, frozenset] = {}
+        specs: dict[str, MemberSpec] = {}
+        for mid, m in members.items():
+            key = (m.subscribed_topic_names, m.subscribed_topic_regex)
+            subscribed = subscription_cache.get(key)
+            if subscribed is None:
+                ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
+                ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)]
+                subscribed = subscription_cache[key] = frozenset(ids)
+            current = group.target.get(mid)
+            if current is None:
+                current = group.target.get(replaced.member_id, EMPTY) \
+                    if replaced is not None and m is updated else EMPTY
+            specs[mid] = MemberSpec(subscribed, current, m.instance_id, m.rack_id)
+        try:
+            result = ASSIGNORS[assignor](GroupSpec(specs, is_homogeneous(specs)), partitions)
+        except AssignorError as exc:
+            raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
+                                 f"Failed to compute a new target assignment for epoch "
+                                 f"{group_epoch}: {exc}") from None
+        gid = group.group_id
+        for mid in specs:
+            new = result.get(mid, EMPTY)
+            old = group.target.get(mid)
+            if old is None or not cg.assignment_equal(old, cg.normalize(new)):
+                records.append(cg.target_member_record(gid, mid, new))
+        records.append(cg.target_epoch_record(gid, group_epoch))
+        if updated is None:
+            return EMPTY
+        return cg.normalize(result.get(updated.member_id, EMPTY))
+
+    # ------------------------------------------------------------- leave and fence
+    def _leave(self, token: Any, req: dict) -> Result:
+        group_id, member_id = req["group_id"], req["member_id"]
+        epoch, instance_id = req["member_epoch"], req.get("instance_id")
+        group = self.groups.get(group_id)
+        if group is None:
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "member_id": member_id, "member_epoch": epoch, "heartbeat_interval_ms": 0,
+                    "assignment": None}
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group_id}.")
+            return self.fence(group, member).reply(token, response)
+        member = group.static_member(instance_id)
+        if member is None:
+            raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if member.member_id != member_id:
+            raise HeartbeatError(Err.FENCED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {instance_id} was "
+                                 f"fenced by member {member.member_id}.")
+        if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # a temporary leave: the member keeps its assignment for a rejoin; no epoch bump
+            leaving = member.copy(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            res = Result(records=[cg.current_assignment_record(group_id, leaving)])
+            response["member_id"] = member.member_id
+            return res.reply(token, response)
+        return self.fence(group, member).reply(token, response)
+
+    def fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
+        """Remove the member, recompute the subscription metadata, bump the group epoch."""
+        gid = group.group_id
+        res = Result(records=cg.member_tombstones(gid, member.member_id))
+        remaining = [m for m in group.members.values() if m.member_id != member.member_id]
+        metadata = compute_subscription_metadata(remaining, self.topics)
+        if metadata != group.subscription_metadata:
+            res.records.append(cg.subscription_metadata_record(gid, metadata))
+        res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
+        self._cancel_timers(res, gid, member.member_id)
+        return res
+
+    def _cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
+        res.cancel((SESSION_TIMER, group_id, member_id))
+        key = (REBALANCE_TIMER, group_id, member_id)
+        if self._rebalance_epochs.pop(key, None) is not None:
+            res.cancel(key)
+
+    # ------------------------------------------------------------- timers
+    def on_timer(self, key: tuple, now: int) -> Result:
+        kind, group_id, member_id = key[0], key[1], key[2]
+        group = self.groups.get(group_id)
+        if kind == REBALANCE_TIMER:
+            armed_epoch = self._rebalance_epochs.pop(key, None)
+            if group is None or armed_epoch is None:
+                return Result()
+            member = group.members.get(member_id)
+            if member is None or member.member_epoch != armed_epoch:
+                return Result()
+            log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
+                     group_id, member_id, member.rebalance_timeout_ms)
+            return self.fence(group, member)
+        if kind == SESSION_TIMER:
+            if group is None:
+                return Result()
+            member = group.members.get(member_id)
+            if member is None:
+                return Result()
+            log.info("group %s: member %s fenced: its session expired", group_id, member_id)
+            return self.fence(group, member)
+        return Result()
+
+    def on_loaded(self, now: int) -> Result:
+        """After loading: session timers for every member, rebalance timers where revoking."""
+        res = Result()
+        for gid, group in self.groups.items():
+            group.metadata_refresh = True
+            for mid, m in group.members.items():
+                res.arm((SESSION_TIMER, gid, mid), now + self.session_timeout_ms)
+                if m.state == UNREVOKED_PARTITIONS:
+                    key = (REBALANCE_TIMER, gid, mid)
+                    self._rebalance_epochs[key] = m.member_epoch
+                    res.arm(key, now + max(m.rebalance_timeout_ms, 0))
+        return res
+
+    # ------------------------------------------------------------- topic metadata
+    def _set_topics(self, topics: Mapping[str, Any]) -> set[str]:
+        """Install new topic metadata; returns the names whose metadata changed."""
+        old = self.topics
+        self.topics = topics
+        changed = {n for n in old if n not in topics}
+        for n, info in topics.items():
+            prev = old.get(n)
+            if prev is None or tuple(prev) != tuple(info):
+                changed.add(n)
+        if changed:
+            for group in self.groups.values():
+                group.metadata_refresh = True
+        return changed
+
+    def on_topics_changed(self, topics: Mapping[str, Any], now: int) -> Result:
+        """Topics were created, deleted or grew: bring the affected groups' targets up to date."""
+        res = Result()
+        changed = self._set_topics(topics)
+        if not changed:
+            return res
+        for group in list(self.groups.values()):
+            if not group.members:
+                continue
+            if not (changed & group.subscribed_topic_names(topics) or changed & set(group.subscription_metadata)):
+                continue
+            self._refresh(group, res.records)
+        return res
+
+    def _refresh(self, group: ConsumerGroup, records: list[Record]) -> None:
+        metadata = compute_subscription_metadata(group.members.values(), self.topics)
+        group.metadata_refresh = False
+        if metadata == group.subscription_metadata:
+            return
+        gid = group.group_id
+        records.append(cg.subscription_metadata_record(gid, metadata))
+        epoch = group.group_epoch + 1
+        records.append(cg.group_epoch_record(gid, epoch))
+        try:
+            self._update_target(group, epoch, None, None, metadata, records)
+        except HeartbeatError as exc:  # the next heartbeat tries again
+            log.error("group %s: %s", gid, exc.message)
+
+    # ------------------------------------------------------------- describe
+    def topic_name(self, topic_id: bytes, group: ConsumerGroup) -> str | None:
+        for name, info in group.subscription_metadata.items():
+            if info[0] == topic_id:
+                return name
+        for name, info in self.topics.items():
+            if info[0] == topic_id:
+                return name
+        return None
+
+    def _described_assignment(self, assignment: Mapping, names: dict[bytes, str]) -> dict:
+        return {"topic_partitions": [
+            {"topic_id": t, "topic_name": names[t], "partitions": sorted(p)}
+            for t, p in sorted(assignment.items()) if p and t in names]}
+
+    def describe(self, group_ids: list[str], include_authorized_operations: bool = False) -> list[dict]:
+        out = []
+        for gid in group_ids:
+            if not gid:
+                out.append(self._describe_error(gid, Err.INVALID_GROUP_ID, None))
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                out.append(self._describe_error(gid, Err.GROUP_ID_NOT_FOUND,
+                                                f"Group {gid} not found."))
+                continue
+            names = {info[0]: n for n, info in self.topics.items()}
+            names.update({info[0]: n for n, info in group.subscription_metadata.items()})
+            members = []
+            for m in group.members.values():
+                members.append({
+                    "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                    "member_epoch": m.member_epoch, "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "subscribed_topic_names": sorted(m.subscribed_topic_names),
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "assignment": self._described_assignment(m.assigned, names),
+                    "target_assignment": self._described_assignment(group.target.get(m.member_id, EMPTY),
+                                                                    names)})
+            out.append({"error_code": 0, "error_message": None, "group_id": gid,
+                        "group_state": group.state, "group_epoch": group.group_epoch,
+                        "assignment_epoch": group.assignment_epoch,
+                        "assignor_name": self.preferred_assignor(group.members.values()),
+                        "members": members,
+                        "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
+                        if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
+        return out
+
+    @staticmethod
+    def _describe_error(gid: str, code: int, message: str | None) -> dict:
+        return {"error_code": int(code), "error_message": message, "group_id": gid,
+                "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+
+    # ------------------------------------------------------------- offsets and admin
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
+                               version: int, transactional: bool = False) -> int:
+        """ConsumerGroup.validateOffsetCommit."""
+        if epoch < 0 and not group.members:
+            return Err.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return Err.UNKNOWN_MEMBER_ID
+        if not transactional and member.classic_member_metadata is None and version < 9:
+            return Err.UNSUPPORTED_VERSION
+        if epoch != member.member_epoch:
+            if member.classic_member_metadata is not None:
+                return Err.ILLEGAL_GENERATION
+            return Err.ILLEGAL_GENERATION if transactional else Err.STALE_MEMBER_EPOCH
+        return Err.NONE
+
+    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, epoch: int) -> int:
+        """ConsumerGroup.validateOffsetFetch."""
+        if member_id is None and epoch < 0:
+            return Err.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return Err.UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            if member.classic_member_metadata is not None:
+                return Err.ILLEGAL_GENERATION
+            return Err.STALE_MEMBER_EPOCH
+        return Err.NONE
+
+    def list_groups(self, states: set[str], types: set[str]) -> list[dict]:
+        if types and "consumer" not in types:
+            return []
+        out = []
+        for gid, group in self.groups.items():
+            state = group.state
+            if states and state.lower() not in states:
+                continue
+            out.append({"group_id": gid, "protocol_type": "consumer", "group_state": state,
+                        "group_type": "consumer"})
+        return out
+
+    def delete_group(self, group: ConsumerGroup) -> tuple[int, list[Record]]:
+        if group.members:
+            return Err.NON_EMPTY_GROUP, []
+        return Err.NONE, cg.group_tombstones(group)
+
+    def offset_delete(self, group: ConsumerGroup, req: dict,
+                      committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
+        """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
+        from .offsets import offset_tombstone
+        subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
+        records: list[Record] = []
+        topics = []
+        for t in req["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                code = p.get("error_code")
+                if code is None:
+                    if t["name"] in subscribed:
+                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
+                    else:
+                        code = Err.NONE
+                        if (t["name"], p["partition_index"]) in committed:
+                            records.append(offset_tombstone(group.group_id, t["name"],
+                                                            p["partition_index"]))
+                parts.append({"partition_index": p["partition_index"], "error_code": code})
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+
+    def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
+        """Expire offsets of unsubscribed topics (base: commit time); delete a group
+        left empty with no offsets (Kafka's cleanupGroupMetadata)."""
+        from .offsets import offset_tombstone
+        records: list[Record] = []
+        for gid, group in list(self.groups.items()):
+            subscribed = group.subscribed_topic_names(self.topics) if group.members else None
+            expired = offsets.expired(gid, now, retention_ms, None, subscribed)
+            records.extend(offset_tombstone(gid, t, p) for t, p in expired)
+            if not group.members and len(offsets.group_offsets(gid)) == len(expired):
+                records.extend(cg.group_tombstones(group))
+        return records
+
+    def snapshot(self) -> dict:
+        return {gid: g.snapshot() for gid, g in self.groups.items()}
