@@ -65,6 +65,8 @@ class Catalogue:
         self.defaults = defaults  # broker-level Kafka config (log.* keys)
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[bytes, Topic] = {}
+        self.version = 0  # bumped whenever a topic is created, grows or is deleted
+        self.listeners: list = []  # called (no arguments) after each such change
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
 
@@ -141,6 +143,7 @@ class Catalogue:
         topic = self._open(name, uuid.uuid4().bytes, partitions, configs)
         self._save()
         log.info("created topic %s with %d partitions", name, partitions)
+        self._changed()
         return topic
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
@@ -156,6 +159,7 @@ class Catalogue:
         for p in range(current, total):
             topic.partitions.append(PartitionLog(self.data_dir / f"{name}-{p}", cfg))
         self._save()
+        self._changed()
 
     def delete(self, name: str) -> None:
         topic = self.topics.pop(name, None)
@@ -167,6 +171,15 @@ class Catalogue:
             plog.close()
             shutil.rmtree(plog.path, ignore_errors=True)
         log.info("deleted topic %s", name)
+        self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        for listener in list(self.listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("topic change listener failed")
 
     def all_logs(self):
         for topic in self.topics.values():

@@ -26,6 +26,8 @@ class GroupHandlers:
         d.register(15, self.describe_groups)
         d.register(16, self.list_groups)
         d.register(42, self.delete_groups)
+        from .consumer_group_handlers import ConsumerGroupApi  # KIP-848: APIs 68 and 69
+        ConsumerGroupApi(self.runtime, self.catalogue, self.config).register(d)
 
     def _ready_shard(self, group_id: str):
         """(shard, error): the group's shard, or why it cannot answer yet."""
@@ -84,7 +86,8 @@ class GroupHandlers:
         return response
 
     # ---------------------------------------------------------- OffsetFetch
-    async def _fetch_group(self, group_id: str, topics) -> dict:
+    async def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
+                           member_epoch: int = -1) -> dict:
         if not group_id:
             return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
         shard, error = self._ready_shard(group_id)
@@ -93,12 +96,13 @@ class GroupHandlers:
         pending = shard.write([])  # answer only from durable state
         if pending is not None:
             await pending
-        code, out = shard.core.offset_fetch(group_id, topics)
+        code, out = shard.core.offset_fetch(group_id, topics, member_id, member_epoch)
         return {"group_id": group_id, "topics": out, "error_code": code}
 
     async def offset_fetch(self, ctx: RequestContext, req: dict) -> dict:
         if ctx.api_version >= 8:
-            groups = [await self._fetch_group(g["group_id"], g["topics"]) for g in req["groups"]]
+            groups = [await self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
+                                              g.get("member_epoch", -1)) for g in req["groups"]]
             return {"throttle_time_ms": 0, "groups": groups}
         topics = req["topics"]
         if ctx.api_version < 2 and not topics:

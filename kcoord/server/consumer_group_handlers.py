@@ -1,0 +1,136 @@
+"""ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): the KIP-848 APIs.
+
+Served only when group.coordinator.rebalance.protocols contains "consumer"
+(Kafka's isConsumerGroupProtocolEnabled); otherwise they are not advertised
+and a request for them gets UNSUPPORTED_VERSION from the dispatcher.
+
+The core learns the topics from here: every heartbeat carries the current
+TopicMetadata (name -> (topic id, partitions), internal topics left out),
+and a change in the catalogue (create, delete, add partitions) is pushed to
+every loaded shard through `on_topics_changed`, so targets follow at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..coordinator.consumer_group import TopicInfo
+from ..protocol.errors import Err
+from .coordinator_runtime import CoordinatorRuntime, wall_ms
+from .dispatch import Dispatcher, RequestContext
+
+log = logging.getLogger("kcoord.consumer_groups")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+AUTH_OPS_NOT_REQUESTED = -(2**31)
+
+
+def _client_host(ctx: RequestContext) -> str:
+    # Kafka stores InetAddress.toString() of the peer: "/127.0.0.1"
+    return "/" + ctx.client_host if ctx.client_host else ""
+
+
+def _heartbeat_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+class ConsumerGroupApi:
+    def __init__(self, runtime: CoordinatorRuntime, catalogue, config) -> None:
+        self.runtime = runtime
+        self.catalogue = catalogue
+        self.config = config
+        self._topics: dict[str, TopicInfo] = {}
+        self._topics_version: object = None
+        listeners = getattr(catalogue, "listeners", None)
+        if listeners is not None and self.enabled:
+            listeners.append(self._on_catalogue_change)
+
+    @property
+    def enabled(self) -> bool:
+        protocols = self.config["group.coordinator.rebalance.protocols"]
+        return "consumer" in [p.strip().lower() for p in protocols]
+
+    def register(self, d: Dispatcher) -> None:
+        if self.enabled:
+            d.register(68, self.consumer_group_heartbeat)
+            d.register(69, self.consumer_group_describe)
+
+    # ------------------------------------------------------------ topics
+    def topic_metadata(self) -> dict[str, TopicInfo]:
+        """The catalogue as TopicMetadata, rebuilt only when the catalogue changed."""
+        version = getattr(self.catalogue, "version", None)
+        if version is None or version != self._topics_version:
+            self._topics = {name: TopicInfo(t.topic_id, len(t.partitions))
+                            for name, t in self.catalogue.topics.items()
+                            if name not in INTERNAL_TOPICS}
+            self._topics_version = version
+        return self._topics
+
+    def _on_catalogue_change(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving (a tool or a test using the catalogue)
+            return
+        topics = self.topic_metadata()
+        now = wall_ms()
+        for shard in self.runtime.shards:
+            if not shard.loaded:
+                continue
+            try:
+                result = shard.core.on_topics_changed(topics, now)
+            except Exception:  # never let one shard break topic administration
+                log.exception("shard %d: on_topics_changed failed", shard.index)
+                continue
+            if result.records or result.timers:
+                loop.create_task(shard.apply(result))
+
+    # ------------------------------------------------------------ heartbeat
+    async def consumer_group_heartbeat(self, ctx: RequestContext, req: dict) -> dict:
+        group_id = req["group_id"]
+        if group_id:
+            shard = self.runtime.shard_for(group_id)
+            if not shard.loaded:
+                return _heartbeat_error(Err.COORDINATOR_LOAD_IN_PROGRESS)
+        else:  # the core answers INVALID_REQUEST
+            shard = self.runtime.shards[0]
+        token = asyncio.get_running_loop().create_future()
+        result = shard.core.consumer_group_heartbeat(
+            token, req, ctx.api_version, ctx.client_id, _client_host(ctx), wall_ms(),
+            self.topic_metadata())
+        fut = shard.write(result.records)
+        shard.arm_timers(result.timers)
+        try:
+            if fut is not None:
+                await fut
+        except Exception as exc:  # the append failed: the shard reloads from its log
+            log.warning("consumer group heartbeat write failed: %s", exc)
+            return _heartbeat_error(Err.COORDINATOR_NOT_AVAILABLE)
+        for tok, response in result.replies:
+            if tok is token:
+                return response
+        return _heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
+
+    # ------------------------------------------------------------ describe
+    async def consumer_group_describe(self, ctx: RequestContext, req: dict) -> dict:
+        include = bool(req.get("include_authorized_operations"))
+        groups = []
+        for group_id in req["group_ids"]:
+            if not group_id:
+                groups.extend(self.runtime.shards[0].core.consumer_group_describe([group_id], include))
+                continue
+            shard = self.runtime.shard_for(group_id)
+            if not shard.loaded:
+                groups.append({"error_code": Err.COORDINATOR_LOAD_IN_PROGRESS, "error_message": None,
+                               "group_id": group_id, "group_state": "", "group_epoch": 0,
+                               "assignment_epoch": 0, "assignor_name": "", "members": [],
+                               "authorized_operations": AUTH_OPS_NOT_REQUESTED})
+                continue
+            pending = shard.write([])  # answer from durable state only
+            if pending is not None:
+                try:
+                    await pending
+                except Exception:
+                    pass
+            groups.extend(shard.core.consumer_group_describe([group_id], include))
+        return {"throttle_time_ms": 0, "groups": groups}
