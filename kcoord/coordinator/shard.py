@@ -7,17 +7,19 @@ records are durable.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..protocol.errors import Err
-from .classic_group import DEAD, EMPTY, ClassicGroup, ClassicMember
+from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
+from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
+                            ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
 from .offsets import OFFSET_COMMIT, OffsetStore, OffsetValue, offset_record, offset_tombstone
 from .result import Record, Result
 
-GROUP_METADATA = 2
 LEGACY_OFFSET_COMMIT = 0
 
 
@@ -53,31 +55,20 @@ class CoordinatorConfig:
         )
 
 
-def group_metadata_record(group: ClassicGroup, now_ms: int) -> Record:
-    """GroupMetadataValue v3, as Kafka writes it."""
-    members = [{
-        "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-        "client_id": m.client_id, "client_host": m.client_host,
-        "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
-        "subscription": m.metadata_for(group.protocol_name) if group.protocol_name else b"",
-        "assignment": m.assignment,
-    } for m in group.members.values()]
-    value = {"protocol_type": group.protocol_type or "", "generation": group.generation_id,
-             "protocol": group.protocol_name, "leader": group.leader_id,
-             "current_state_timestamp": now_ms, "members": members}
-    return Record(GROUP_METADATA, {"group": group.group_id}, value, 3)
-
-
 def group_tombstone(group_id: str) -> Record:
     return Record(GROUP_METADATA, {"group": group_id}, None)
 
 
-class CoordinatorShard:
-    def __init__(self, partition: int, config: CoordinatorConfig | None = None) -> None:
+class CoordinatorShard(ClassicGroupHandlers):
+    def __init__(self, partition: int, config: CoordinatorConfig | None = None,
+                 new_uuid: Callable[[], str] | None = None) -> None:
         self.partition = partition
         self.config = config or CoordinatorConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
+        self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
+        self.deadlines: dict[tuple, int] = {}       # timers the core has armed
+        self._live_records: dict[int, tuple] = {}  # emitted records the model already holds
         self.consumer = ConsumerGroupManager(self.config, self.groups)  # KIP-848 consumer groups
 
     # ================================================================ replay
@@ -89,6 +80,8 @@ class CoordinatorShard:
                 if record.key["group"] not in self.consumer.groups:
                     self.groups.setdefault(record.key["group"], ClassicGroup(record.key["group"]))
         elif record.type == GROUP_METADATA:
+            if self._live_records and self.replay_live_group_metadata(record):
+                return  # emitted by this core: the live group already holds it
             self._replay_group_metadata(record.key["group"], record.value)
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
@@ -97,44 +90,43 @@ class CoordinatorShard:
         if value is None:
             self.groups.pop(group_id, None)
             return
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id)
-        group.protocol_type = value["protocol_type"] or None
-        group.protocol_name = value["protocol"]
-        group.generation_id = value["generation"]
-        group.leader_id = value["leader"]
-        group.state_timestamp_ms = value.get("current_state_timestamp", -1)
-        members = {}
-        static = {}
+        # loading (or a fresh shard): the record replaces the group, as in Kafka
+        protocol_type = value["protocol_type"] or None
+        ts = value.get("current_state_timestamp", -1)
+        group = ClassicGroup(group_id, state=STABLE if value["members"] else EMPTY,
+                             state_timestamp_ms=None if ts == -1 else ts,
+                             protocol_type=protocol_type, protocol_name=value["protocol"],
+                             generation_id=value["generation"], leader_id=value["leader"])
         for m in value["members"]:
-            member = group.members.get(m["member_id"])
-            if member is None:  # loading: rebuild the member from the record
-                member = ClassicMember(
-                    m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
-                    m.get("rebalance_timeout", m["session_timeout"]), m["session_timeout"],
-                    group.protocol_type or "", [(group.protocol_name or "", m["subscription"])])
-            # live: the in-memory member keeps its parked requests; durable fields follow the record
-            member.assignment = m["assignment"]
-            member.session_timeout_ms = m["session_timeout"]
-            member.rebalance_timeout_ms = m.get("rebalance_timeout", m["session_timeout"])
-            members[m["member_id"]] = member
-            if m["group_instance_id"]:
-                static[m["group_instance_id"]] = m["member_id"]
-        group.members = members
-        group.static_members = static
-        if not members:
-            group.state = EMPTY
-        elif group.state in (EMPTY, DEAD):
-            group.state = "Stable"
+            rebalance = m.get("rebalance_timeout", -1)
+            group.add(ClassicMember(
+                m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+                m["session_timeout"] if rebalance == -1 else rebalance, m["session_timeout"],
+                value["protocol_type"] or "", [(value["protocol"] or "", bytes(m["subscription"]))],
+                bytes(m["assignment"])))
+        group.protocol_type = protocol_type
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.persisted = persisted_view(value)
+        self.groups[group_id] = group
 
     # ================================================================ offsets
     def offset_commit(self, req: dict, version: int, now: int) -> tuple[dict, list[Record]]:
-        """Commit the partitions the runtime found valid; returns (response, records)."""
+        """Commit the partitions the runtime found valid; returns (response, records).
+
+        The runtime uses `offset_commit_result`, which also refreshes the
+        committing member's session timer."""
+        response, result = self.offset_commit_result(req, version, now)
+        return response, result.records
+
+    def offset_commit_result(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         group_id = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
-        error = self._validate_commit(group_id, req.get("member_id", ""),
-                                      req.get("group_instance_id"), generation, version)
+        member_id = req.get("member_id", "") or ""
+        instance_id = req.get("group_instance_id") if version >= 7 else None
+        error = self._validate_commit(group_id, member_id, instance_id, generation, version)
+        result = Result()
+        if error == Err.NONE and group_id in self.groups:
+            self.refresh_session_on_commit(result, self.groups[group_id], member_id, now)
         retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
         records: list[Record] = []
         topics = []
@@ -154,7 +146,8 @@ class CoordinatorShard:
                         records.append(offset_record(group_id, t["name"], p["partition_index"], value))
                 parts.append({"partition_index": p["partition_index"], "error_code": code})
             topics.append({"name": t["name"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}, records
+        result.records.extend(records)
+        return {"throttle_time_ms": 0, "topics": topics}, result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
                          generation: int, version: int) -> int:
@@ -171,15 +164,24 @@ class CoordinatorShard:
         return self.validate_classic_commit(group, member_id, instance_id, generation)
 
     def validate_classic_commit(self, group: ClassicGroup, member_id: str,
-                                instance_id: str | None, generation: int) -> int:
+                                instance_id: str | None, generation: int,
+                                transactional: bool = False) -> int:
+        """ClassicGroup.validateOffsetCommit."""
         if group.state == DEAD:
             return Err.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.state == EMPTY:
-            return Err.NONE
-        if member_id not in group.members:
+            return Err.NONE  # admin client or a consumer without group management
+        if generation >= 0 or member_id or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation_id:
+                return Err.ILLEGAL_GENERATION
+        elif not transactional and group.state != EMPTY:
+            # no member id and no generation: only an empty group takes the commit
             return Err.UNKNOWN_MEMBER_ID
-        if generation != group.generation_id:
-            return Err.ILLEGAL_GENERATION
+        if not transactional and group.state == COMPLETING_REBALANCE:
+            return Err.REBALANCE_IN_PROGRESS
         return Err.NONE
 
     def offset_fetch(self, group_id: str, topics: list[dict] | None, member_id: str | None = None,
@@ -208,7 +210,6 @@ class CoordinatorShard:
             return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
         if not group.is_empty and group.protocol_type != "consumer":
             return {"error_code": Err.NON_EMPTY_GROUP, "throttle_time_ms": 0, "topics": []}, []
-        subscribed = self.subscribed_topics(group)
         records = []
         topics = []
         for t in req["topics"]:
@@ -216,7 +217,7 @@ class CoordinatorShard:
             for p in t["partitions"]:
                 code = p.get("error_code")
                 if code is None:
-                    if subscribed is not None and t["name"] in subscribed:
+                    if group.is_subscribed_to(t["name"]):
                         code = Err.GROUP_SUBSCRIBED_TO_TOPIC
                     else:
                         code = Err.NONE
@@ -227,18 +228,9 @@ class CoordinatorShard:
         return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
 
     def subscribed_topics(self, group: ClassicGroup) -> set[str] | None:
-        """Topics the group's members subscribe to (consumer protocol), or None if empty."""
-        if group.is_empty or group.protocol_type != "consumer" or not group.protocol_name:
-            return None
-        from ..protocol.messages.consumer_protocol import decode_subscription
-        topics: set[str] = set()
-        for m in group.members.values():
-            try:
-                _, sub = decode_subscription(m.metadata_for(group.protocol_name))
-            except Exception:  # unparseable metadata: treat as subscribed to nothing
-                continue
-            topics.update(sub.get("topics") or ())
-        return topics
+        """The topics the group's consumer-protocol members subscribe to, as computed
+        when the generation started or the group loaded (None: not known)."""
+        return group.subscribed_topics
 
     # ============================================================ group admin
     def list_groups(self, states: list[str], types: list[str]) -> list[dict]:
@@ -267,7 +259,7 @@ class CoordinatorShard:
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             return Err.GROUP_ID_NOT_FOUND, []
-        if not group.is_empty or group.state != EMPTY:
+        if group.state != EMPTY:
             return Err.NON_EMPTY_GROUP, []
         records = [offset_tombstone(group_id, t, p) for (t, p) in self.offsets.group_offsets(group_id)]
         records.append(group_tombstone(group_id))
@@ -284,15 +276,15 @@ class CoordinatorShard:
         if group is None:
             return base
         base.update(group_state=group.state, protocol_type=group.protocol_type or "")
-        stable = group.state == "Stable"
+        stable = group.state == STABLE
         if stable:
             base["protocol_data"] = group.protocol_name or ""
         for m in group.members.values():
             base["members"].append({
                 "member_id": m.member_id, "group_instance_id": m.group_instance_id,
                 "client_id": m.client_id, "client_host": m.client_host,
-                "member_metadata": m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
-                "member_assignment": m.assignment if stable else b""})
+                "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment})
         return base
 
     # ============================================================ expiration
@@ -320,18 +312,18 @@ class CoordinatorShard:
             return None  # simple group: each offset's commit time
         if group.state == EMPTY:
             return group.state_timestamp_ms if group.state_timestamp_ms is not None else None
-        if group.state == "Stable" and group.protocol_type == "consumer":
+        if (group.state == STABLE and group.protocol_type == "consumer"
+                and group.subscribed_topics is not None):
             return None
         return False
 
     # ================================================================ state
     def snapshot(self) -> dict:
         """Durable state, for checking replayed state against live state."""
-        # a simple group with no offsets left is not durable: it exists only
-        # until the next cleanup, and a reload does not bring it back
+        # a group no GroupMetadata record describes and with no offsets left is
+        # not durable: a reload does not bring it back
         return {"groups": {g: grp.snapshot() for g, grp in self.groups.items()
-                           if grp.protocol_type is not None or grp.members
-                           or self.offsets.has_offsets(g)},
+                           if grp.persisted is not None or self.offsets.has_offsets(g)},
                 "offsets": self.offsets.snapshot(),
                 "consumer_groups": self.consumer.snapshot()}
 
@@ -339,10 +331,10 @@ class CoordinatorShard:
     def on_timer(self, key: tuple, now: int) -> Result:
         if isinstance(key[0], str) and key[0].startswith("cg"):
             return self.consumer.on_timer(key, now)
-        return Result()
+        return ClassicGroupHandlers.on_timer(self, key, now)
 
     def on_loaded(self, now: int) -> Result:
-        return self.consumer.on_loaded(now)
+        return ClassicGroupHandlers.on_loaded(self, now).merge(self.consumer.on_loaded(now))
 
     def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
                                  client_host: str, now: int, topics=None) -> Result:

@@ -89,6 +89,9 @@ class ShardRuntime:
         took = time.monotonic() - start
         if self.records_loaded:
             log.info("loaded shard %d: %d records in %.2fs", self.index, self.records_loaded, took)
+        on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
+        if on_loaded is not None:  # e.g. restart the sessions of loaded group members
+            await self.apply(on_loaded(wall_ms()))
 
     def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:

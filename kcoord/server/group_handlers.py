@@ -5,11 +5,33 @@ made here, so the core stays free of anything but its own state.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+
+from ..coordinator.classic_group import join_error, sync_response
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime, wall_ms
 from .dispatch import Dispatcher, RequestContext
 
 KEY_TYPE_GROUP = 0
+
+log = logging.getLogger("kcoord.groups")
+
+
+def _client_host(ctx: RequestContext) -> str:
+    # Kafka stores InetAddress.toString() of the peer: "/127.0.0.1"
+    return "/" + ctx.client_host if ctx.client_host else ""
+
+
+def _join_for_version(resp: dict, version: int) -> dict:
+    """JoinGroupResponse: ProtocolName is "" below v7 and null (never "") from v7."""
+    name = resp.get("protocol_name")
+    if version < 7:
+        if name is None:
+            resp = {**resp, "protocol_name": ""}
+    elif name == "":
+        resp = {**resp, "protocol_name": None}
+    return resp
 
 
 class GroupHandlers:
@@ -28,6 +50,10 @@ class GroupHandlers:
         d.register(42, self.delete_groups)
         from .consumer_group_handlers import ConsumerGroupApi  # KIP-848: APIs 68 and 69
         ConsumerGroupApi(self.runtime, self.catalogue, self.config).register(d)
+        d.register(11, self.join_group)
+        d.register(12, self.heartbeat)
+        d.register(13, self.leave_group)
+        d.register(14, self.sync_group)
 
     def _ready_shard(self, group_id: str):
         """(shard, error): the group's shard, or why it cannot answer yet."""
@@ -79,10 +105,8 @@ class GroupHandlers:
         if error:
             return self._commit_error(req, error)
         self._mark_unknown_partitions(req["topics"])
-        response, records = shard.core.offset_commit(req, ctx.api_version, wall_ms())
-        fut = shard.write(records)
-        if fut is not None:
-            await fut
+        response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
+        await self._apply(shard, result)  # the records, and a refreshed member session
         return response
 
     # ---------------------------------------------------------- OffsetFetch
@@ -176,3 +200,104 @@ class GroupHandlers:
                 await pending
             groups.append(shard.core.describe_group(group_id))
         return {"throttle_time_ms": 0, "groups": groups}
+
+    # ---------------------------------------------------- classic membership
+    @staticmethod
+    async def _apply(shard, result) -> None:
+        """Like ShardRuntime.apply, but always waits until the records (and any
+        write queued before them) are durable, and raises if that failed."""
+        fut = shard.write(result.records)
+        shard.arm_timers(result.timers)
+        try:
+            if fut is not None:
+                await fut
+        except Exception as exc:
+            for token, _ in result.replies:
+                if isinstance(token, asyncio.Future) and not token.done():
+                    token.set_exception(exc)
+            raise
+        for token, response in result.replies:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_result(response)
+
+    async def _parked(self, shard, run, error_response) -> dict:
+        """Run a core handler that answers through a token, possibly much later
+        (a JoinGroup waiting for the rebalance, a SyncGroup for the leader)."""
+        token = asyncio.get_running_loop().create_future()
+        result = run(token)
+        try:
+            await self._apply(shard, result)
+            return await token
+        except Exception as exc:  # the write failed: the shard is reloading
+            log.warning("group write failed: %s", exc)
+            return error_response
+
+    async def join_group(self, ctx: RequestContext, req: dict) -> dict:
+        version = ctx.api_version
+        group_id = req["group_id"]
+        if group_id:
+            shard, error = self._ready_shard(group_id)
+            if error:
+                return _join_for_version(join_error(error, req["member_id"]), version)
+        else:  # the core answers INVALID_GROUP_ID
+            shard = self.runtime.shards[0]
+        resp = await self._parked(
+            shard, lambda token: shard.core.join_group(
+                req, version, ctx.client_id, _client_host(ctx), token, wall_ms()),
+            join_error(Err.COORDINATOR_NOT_AVAILABLE, req["member_id"]))
+        return _join_for_version(resp, version)
+
+    async def sync_group(self, ctx: RequestContext, req: dict) -> dict:
+        group_id = req["group_id"]
+        if ctx.api_version >= 5 and (req["protocol_type"] is None or req["protocol_name"] is None):
+            return sync_response(Err.INCONSISTENT_GROUP_PROTOCOL)  # checked before anything else
+        if group_id:
+            shard, error = self._ready_shard(group_id)
+            if error:
+                return sync_response(error)
+        else:
+            shard = self.runtime.shards[0]
+        return await self._parked(
+            shard, lambda token: shard.core.sync_group(req, ctx.api_version, token, wall_ms()),
+            sync_response(Err.COORDINATOR_NOT_AVAILABLE))
+
+    def heartbeat(self, ctx: RequestContext, req: dict):
+        """Answered at once unless writes are in flight (then after them)."""
+        group_id = req["group_id"]
+        if not group_id:
+            return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
+        shard, error = self._ready_shard(group_id)
+        if error:
+            # Kafka answers a heartbeat to a loading coordinator with NONE
+            code = Err.NONE if error == Err.COORDINATOR_LOAD_IN_PROGRESS else error
+            return {"throttle_time_ms": 0, "error_code": code}
+        response, result = shard.core.heartbeat(req, ctx.api_version, wall_ms())
+        shard.arm_timers(result.timers)
+        pending = shard.write([])
+        if pending is None:
+            return response
+        return self._after(pending, response)
+
+    @staticmethod
+    async def _after(pending, response: dict) -> dict:
+        try:
+            await pending
+        except Exception:
+            return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE}
+        return response
+
+    async def leave_group(self, ctx: RequestContext, req: dict) -> dict:
+        group_id = req["group_id"]
+        if group_id:
+            shard, error = self._ready_shard(group_id)
+            if error:
+                return {"throttle_time_ms": 0, "error_code": error, "members": []}
+        else:
+            shard = self.runtime.shards[0]
+        response, result = shard.core.leave_group(req, ctx.api_version, wall_ms())
+        try:
+            await self._apply(shard, result)
+        except Exception:
+            return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                    "members": []}
+        return response
