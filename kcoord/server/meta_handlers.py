@@ -32,6 +32,22 @@ class MetaHandlers:
         return {"error_code": Err.NONE, "api_keys": self.dispatcher.api_versions(),
                 "throttle_time_ms": 0}
 
+    def _topics_by_id(self, topic_ids: list[bytes], version: int) -> list[dict]:
+        catalogue = getattr(self.topics, "catalogue", None)
+        known = [] if catalogue is None else [catalogue.by_id.get(i) for i in topic_ids]
+        names = [t.name for t in known if t is not None]
+        found = {t["topic_id"]: t for t in self.topics.metadata_topics(names, False, version)} \
+            if names else {}
+        out = []
+        for topic_id in topic_ids:
+            if topic_id in found:
+                out.append(found[topic_id])
+            else:
+                out.append({"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
+                            "is_internal": False, "partitions": [],
+                            "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
+        return out
+
     def metadata(self, ctx: RequestContext, req: dict) -> dict:
         host, port = self.config.advertised
         node_id = self.config["node.id"]
@@ -40,9 +56,17 @@ class MetaHandlers:
         if requested is not None and (requested or ctx.api_version >= 1):
             # v0 uses an empty list for "all topics"; v1+ uses null
             names = [t["name"] for t in requested if t.get("name") is not None]
+        by_id: list[bytes] = []
+        if requested and ctx.api_version >= 10:
+            # v10+: a topic may be asked for by id alone (KIP-848 consumers resolve
+            # the topic ids of their assignment this way)
+            by_id = [t["topic_id"] for t in requested
+                     if t.get("name") is None and t.get("topic_id") not in (None, bytes(16))]
         if self.topics is not None:
             topics = self.topics.metadata_topics(
                 names, req.get("allow_auto_topic_creation", True), ctx.api_version)
+            if by_id:
+                topics += self._topics_by_id(by_id, ctx.api_version)
         else:
             topics = [{"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "name": n,
                        "partitions": [], "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED}
