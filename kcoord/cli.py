@@ -16,7 +16,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config key (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    from .pipeline.cli import add_parser as add_pipeline_parser
+    add_pipeline_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "pipeline":
+        from .pipeline.cli import main as pipeline_main
+        return pipeline_main(args)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":

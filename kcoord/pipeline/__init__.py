@@ -1,0 +1,18 @@
+"""PySpark analytics over the coordinator's log: consumer lag and group health.
+
+Modules (Spark is imported only where it is needed):
+
+  schema       row schemas of the data sources
+  decode       __consumer_offsets segments -> Arrow batches (no Spark)
+  logend       user topics' log ends from a data dir or over ListOffsets (no Spark)
+  source       the Spark Python data sources `kcoord_offsets` and `kcoord_log_ends`
+  burrow       Burrow's evaluation rules (no Spark)
+  generations  group records -> one row per generation / epoch (no Spark)
+  jobs         the batch pipeline writing the Parquet tables
+  stream       the Structured Streaming pipeline keeping lag and status current
+  report       the HTML report with inline SVG plots
+  generate     a synthetic workload with known answers
+  cli          `kcoord pipeline run | stream | generate`
+
+See docs/pipeline.md.
+"""

@@ -1,0 +1,787 @@
+"""Decoding __consumer_offsets segment files straight into Arrow batches.
+
+No Spark here: the data source's readers call this in executors, and the
+benchmark and tests call it directly.
+
+A segment is walked batch by batch in chunks (a segment can be a gigabyte).
+Each record becomes one row of `schema.RECORDS`.  Keys and values are
+decoded with kcoord's own codec (`coordinator_records`), with two shortcuts
+that do not change a result:
+
+* keys repeat (one group commits the same partitions over and over), so a
+  key is decoded once and remembered by its bytes;
+* an OffsetCommitValue v3 with empty metadata (what Kafka and kcoord write
+  for almost every commit) has a fixed 24-byte layout, so those values are
+  collected and unpacked together with numpy; any other value goes through
+  the codec.
+
+Bad input never raises.  It becomes a row with `error` set:
+
+    crc_mismatch            batch CRC-32C wrong; the batch is skipped, the walk goes on
+    corrupt_batch           a header or record structure that cannot be right; a bad
+                            header ends the segment (the next batch cannot be found)
+    truncated_tail          a partial batch at the end of a segment (a torn write)
+    unknown_record_type     a key type this codec does not know (share groups, 9+)
+    unknown_record_version  a value version outside its record's known range
+    undecodable_key / undecodable_value
+"""
+from __future__ import annotations
+
+import base64
+from array import array
+import os
+import re
+import struct
+from pathlib import Path
+
+import crc32c as _crc32c_mod
+import numpy as np
+import pyarrow as pa
+
+from kcoord.protocol.compression import decompress
+from kcoord.protocol.errors import ProtocolError
+from kcoord.protocol.messages.coordinator_records import (
+    UnknownRecordTypeError,
+    UnknownRecordVersionError,
+    decode_record_key,
+    decode_record_value,
+)
+from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
+
+from .schema import RECORD_FIELDS, arrow_schema
+
+OFFSETS_TOPIC = "__consumer_offsets"
+SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_crc32c = _crc32c_mod.crc32c
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_CONTROL = 0x20
+_TRANSACTIONAL = 0x10
+_LOG_APPEND_TIME = 0x08
+_ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
+_ZERO24 = bytes(24)
+# OffsetCommitValue v3: version, offset, leader epoch, metadata length, commit time.
+_V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">i4"),
+                      ("mlen", ">i2"), ("commit_ts", ">i8")])
+assert _V3_DTYPE.itemsize == 24
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_BATCH_ROWS = 1 << 17
+
+
+class _Corrupt(Exception):
+    """Record structure inside a batch that cannot be right."""
+
+
+# ------------------------------------------------------------------ files
+
+
+def partition_dirs(data_dir, topic: str = OFFSETS_TOPIC) -> list[tuple[int, Path]]:
+    """(partition, directory) of every partition of `topic` in data_dir, by partition."""
+    out = []
+    prefix = topic + "-"
+    try:
+        entries = list(os.scandir(data_dir))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir() and name.startswith(prefix) and name[len(prefix):].isdigit():
+            out.append((int(name[len(prefix):]), Path(entry.path)))
+    return sorted(out)
+
+
+def segment_files(partition_dir) -> list[tuple[int, Path]]:
+    """(base offset, path) of each segment file, in offset order."""
+    out = []
+    for entry in os.scandir(partition_dir):
+        m = SEGMENT_RE.match(entry.name)
+        if m and entry.is_file():
+            out.append((int(m.group(1)), Path(entry.path)))
+    return sorted(out)
+
+
+def uuid_str(raw) -> str | None:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
+    if raw is None:
+        return None
+    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+
+
+# ------------------------------------------------------------ the builder
+
+
+class RecordBatchBuilder:
+    """Collects decoded rows for one (log partition, segment) and emits Arrow batches.
+
+    Rows are kept as a few flat arrays: per record only its key id and the
+    end position of its value in the concatenated batch bodies; offsets and
+    timestamps come from per-batch bases plus the (rare) records whose
+    deltas are not the plain 0, 1, 2, ... and 0.
+    """
+
+    def __init__(self, topic_names: dict | None = None) -> None:
+        self.schema = arrow_schema("records")
+        self._ckeys: dict[bytes, int] = {}    # raw offset-commit key -> key id
+        self._okeys: dict[bytes, int] = {}    # raw key of any other record type -> key id
+        self._k_type: list = []
+        self._k_group: list = []
+        self._k_topic: list = []
+        self._k_partition: list = []
+        self._k_member: list = []
+        self._k_arrays = None  # Arrow versions of the key tables, rebuilt when they grow
+        self.topic_names = topic_names if topic_names is not None else {}  # topic id -> name
+        self.log_partition = 0
+        self.segment = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.kids = array("i")         # key id per row, -1 when the row has no decoded key
+        self.ends = array("q")         # fast rows: end of the record in the bodies; else -1
+        self.bodies: list[bytes] = []  # batch bodies the ends point into
+        self.body_base = 0
+        # per batch (or per error row): first row, rows, base offset/timestamp, producer
+        self.b_start: list[int] = []
+        self.b_count: list[int] = []
+        self.b_offset: list[int] = []
+        self.b_ts: list[int] = []
+        self.b_pid: list = []
+        self.b_txn: list = []
+        self.off_exc: list[tuple[int, int]] = []   # (row, offset delta - index in batch)
+        self.ts_exc: list[tuple[int, int]] = []    # (row, timestamp delta)
+        self.null_offset_rows: list[int] = []
+        self.slow: dict[int, tuple] = {}  # row -> ("value", version, dict) / ("error", ...) / ...
+        self.tomb_rows: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.kids)
+
+    # ------------------------------------------------------------ keys
+    def _key(self, key: bytes, raw_key: bytes) -> tuple[int, int]:
+        """-> (record type, key id), decoding the key with kcoord's codec.
+
+        Remembered by `raw_key`: the key with its varint length prefix."""
+        rtype, msg = decode_record_key(key)
+        kid = len(self._k_group)
+        self._k_type.append(rtype)
+        self._k_group.append(msg.get("group", msg.get("group_id")))
+        self._k_topic.append(msg.get("topic"))
+        self._k_partition.append(msg.get("partition"))
+        self._k_member.append(msg.get("member_id"))
+        self._k_arrays = None
+        (self._ckeys if rtype <= 1 else self._okeys)[bytes(raw_key)] = kid
+        return rtype, kid
+
+    # ------------------------------------------------------------ rows
+    def _begin(self, offset, timestamp, pid, txn) -> None:
+        self.b_start.append(len(self.kids))
+        self.b_count.append(0)
+        self.b_offset.append(offset)
+        self.b_ts.append(timestamp)
+        self.b_pid.append(pid)
+        self.b_txn.append(txn)
+
+    def _end(self) -> None:
+        self.b_count[-1] = len(self.kids) - self.b_start[-1]
+
+    def add_error(self, kind: str, detail: str, offset=None, timestamp=None,
+                  record_type=None) -> None:
+        row = len(self.kids)
+        self._begin(-1 if offset is None else offset, -1 if timestamp is None else timestamp,
+                    None, None)
+        if offset is None:
+            self.null_offset_rows.append(row)
+        self.kids.append(-1)
+        self.ends.append(-1)
+        self.slow[row] = ("error", kind, detail, record_type)
+        self._end()
+
+    def add_batch(self, buf, pos: int, h, *, verify_crc: bool = True) -> None:
+        """Decode the batch at buf[pos:] whose header tuple is h (its length already checked)."""
+        end = pos + LOG_OVERHEAD + h[1]
+        if verify_crc and _crc32c(memoryview(buf)[pos + 21:end]) != h[4]:
+            self.add_error("crc_mismatch",
+                           f"batch at offset {h[0]} (log partition {self.log_partition}, segment "
+                           f"{self.segment}) fails its CRC", offset=h[0], timestamp=h[8])
+            return
+        attrs = h[5]
+        codec = attrs & 7
+        try:
+            if codec:
+                data = decompress(codec, memoryview(buf)[pos + HEADER_SIZE:end])
+            else:
+                data = buf[pos + HEADER_SIZE:end]
+            if type(data) is not bytes:
+                data = bytes(data)
+        except Exception as exc:  # a codec error is corruption of this batch
+            self.add_error("corrupt_batch", f"batch at offset {h[0]}: cannot decompress: {exc}",
+                           offset=h[0], timestamp=h[8])
+            return
+        start_rows = len(self.kids)
+        marks = (len(self.off_exc), len(self.ts_exc), len(self.tomb_rows), len(self.b_start))
+        self._begin(h[0], h[8] if attrs & _LOG_APPEND_TIME else h[7], h[9],
+                    bool(attrs & _TRANSACTIONAL))
+        try:
+            if attrs & _CONTROL:
+                self._control_records(data, h, start_rows)
+            else:
+                self._records(data, h, start_rows)
+        except (_Corrupt, IndexError) as exc:
+            # Drop whatever this batch added: the batch as a whole is unreadable.
+            self._rollback(start_rows, marks)
+            self.add_error("corrupt_batch", f"batch at offset {h[0]}: {exc or 'record truncated'}",
+                           offset=h[0], timestamp=h[8])
+            return
+        self._end()
+        self.bodies.append(data)
+        self.body_base += len(data)
+
+    def _rollback(self, rows: int, marks) -> None:
+        del self.kids[rows:]
+        del self.ends[rows:]
+        for r in [r for r in self.slow if r >= rows]:
+            del self.slow[r]
+        del self.off_exc[marks[0]:]
+        del self.ts_exc[marks[1]:]
+        del self.tomb_rows[marks[2]:]
+        for lst in (self.b_start, self.b_count, self.b_offset, self.b_ts, self.b_pid, self.b_txn):
+            del lst[marks[3]:]
+
+    def _control_records(self, data: bytes, h, row: int) -> None:
+        for i, (off_delta, ts_delta, key, value) in enumerate(_walk(data, h)):
+            if off_delta != i:
+                self.off_exc.append((row, off_delta - i))
+            if ts_delta:
+                self.ts_exc.append((row, ts_delta))
+            self.kids.append(-1)
+            self.ends.append(-1)
+            ctype = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else None
+            self.slow[row] = ("control", ctype)
+            row += 1
+
+    def _records(self, data: bytes, h, row: int) -> None:
+        """The hot loop: one pass over the records of an uncompressed batch body."""
+        count = h[12]
+        dlen = len(data)
+        if count < 0 or count * 7 > dlen:
+            raise _Corrupt(f"record count {count} impossible for {dlen} bytes")
+        log_append = h[5] & _LOG_APPEND_TIME
+        zz1 = _ZZ1
+        varint = _varint
+        ckeys_get = self._ckeys.get
+        kids_append = self.kids.append
+        ends_append = self.ends.append
+        off_exc = self.off_exc
+        ts_exc = self.ts_exc
+        dbase = self.body_base
+        pos = 0
+        for i in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = varint(data, pos)
+            rec_end = pos + length
+            b = data[pos + 1]  # after the attributes byte
+            if b == 0:
+                pos += 2
+            else:
+                if b < 0x80:
+                    ts_delta = zz1[b]
+                    pos += 2
+                else:
+                    ts_delta, pos = varint(data, pos + 1)
+                if not log_append:
+                    ts_exc.append((row + i, ts_delta))
+            b = data[pos]
+            if b < 0x80:
+                off_delta = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                off_delta = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                off_delta, pos = varint(data, pos)
+            if off_delta != i:
+                off_exc.append((row + i, off_delta - i))
+            # The common record: a known commit key, a 24-byte value and no
+            # headers.  The key is looked up by its raw bytes (length prefix
+            # included) as registered by a full parse of the same bytes, so a
+            # hit is exact.
+            if data[rec_end - 1] == 0 and data[rec_end - 26] == 48 and rec_end <= dlen:
+                kid = ckeys_get(data[pos:rec_end - 26])
+                if kid is not None:
+                    kids_append(kid)
+                    ends_append(dbase + rec_end)
+                    pos = rec_end
+                    continue
+            self._general_record(data, pos, rec_end, length, row + i, dbase)
+            pos = rec_end
+        if pos != dlen:
+            raise _Corrupt(f"{dlen - pos} bytes left over after {count} records")
+
+    def _general_record(self, data: bytes, pos: int, rec_end: int, length: int, row: int,
+                        dbase: int) -> None:
+        """Any record the fast path does not take: parse key and value in full."""
+        if length < 6 or rec_end > len(data):
+            raise _Corrupt(f"record length {length} out of range")
+        kstart = pos
+        n, pos = _varint(data, pos)
+        if n >= 0:
+            key = data[pos:pos + n]
+            pos += n
+        else:
+            key = None
+        raw_key = data[kstart:pos]
+        vlen, pos = _varint(data, pos)
+        vstart = pos
+        if vlen > 0:
+            pos += vlen
+        if pos >= rec_end:
+            raise _Corrupt("record fields overrun the record")
+        no_headers = data[pos] == 0 and pos + 1 == rec_end
+        if not no_headers:
+            _skip_headers(data, pos, rec_end)  # coordinator records carry none
+        if key is None:
+            self.kids.append(-1)
+            self.ends.append(-1)
+            self.slow[row] = ("error", "undecodable_key", "record with a null key", None)
+            return
+        kid = self._ckeys.get(raw_key)
+        if kid is not None:
+            rtype = self._k_type[kid]
+        else:
+            kid = self._okeys.get(raw_key)
+            if kid is not None:
+                rtype = self._k_type[kid]
+            else:
+                try:
+                    rtype, kid = self._key(key, raw_key)
+                except UnknownRecordTypeError as exc:
+                    self.kids.append(-1)
+                    self.ends.append(-1)
+                    self.slow[row] = ("error", "unknown_record_type", str(exc), exc.record_type)
+                    return
+                except ProtocolError as exc:
+                    self.kids.append(-1)
+                    self.ends.append(-1)
+                    self.slow[row] = ("error", "undecodable_key", str(exc), None)
+                    return
+        self.kids.append(kid)
+        if vlen < 0:
+            self.ends.append(-1)
+            self.tomb_rows.append(row)
+        elif rtype <= 1 and vlen == 24 and no_headers:
+            self.ends.append(dbase + rec_end)
+        else:
+            self.ends.append(-1)
+            self.slow[row] = self._slow_value(rtype, data[vstart:vstart + vlen])
+
+    @staticmethod
+    def _slow_value(rtype: int, value: bytes):
+        try:
+            version, msg = decode_record_value(rtype, value)
+        except UnknownRecordVersionError as exc:
+            version = struct.unpack_from(">h", value)[0] if len(value) >= 2 else None
+            return ("error", "unknown_record_version", str(exc), rtype, version)
+        except ProtocolError as exc:
+            return ("error", "undecodable_value", str(exc), rtype)
+        return ("value", version, msg)
+
+    # ------------------------------------------------------------ output
+    def _key_arrays(self):
+        if self._k_arrays is None:
+            self._k_arrays = (
+                np.array(self._k_type + [-1], dtype=np.int16),
+                pa.array(self._k_group + [None], pa.string()),
+                pa.array(self._k_topic + [None], pa.string()),
+                pa.array(self._k_partition + [None], pa.int32()),
+                pa.array(self._k_member + [None], pa.string()),
+                any(m is not None for m in self._k_member),
+            )
+        return self._k_arrays
+
+    def flush(self) -> pa.RecordBatch | None:
+        n = len(self.kids)
+        if n == 0:
+            self._reset()
+            return None
+        slow = self.slow
+        k_type, k_group, k_topic, k_partition, k_member, any_member = self._key_arrays()
+        kid = np.frombuffer(self.kids, dtype=np.int32).astype(np.int64)
+        kid[kid < 0] = len(k_type) - 1
+        types = k_type[kid]
+
+        # offsets and timestamps: per-batch bases, the index in the batch, exceptions
+        counts = np.array(self.b_count, dtype=np.int64)
+        starts = np.repeat(np.array(self.b_start, dtype=np.int64), counts)
+        offsets = np.repeat(np.array(self.b_offset, dtype=np.int64), counts)
+        offsets += np.arange(n, dtype=np.int64) - starts
+        for row, delta in self.off_exc:
+            offsets[row] += delta
+        timestamps = np.repeat(np.array(self.b_ts, dtype=np.int64), counts)
+        for row, delta in self.ts_exc:
+            timestamps[row] += delta
+        pid_valid = np.repeat(np.array([p is not None for p in self.b_pid], dtype=bool), counts)
+        pids = np.repeat(np.array([-1 if p is None else p for p in self.b_pid], dtype=np.int64),
+                         counts)
+        txn = np.repeat(np.array([bool(t) for t in self.b_txn], dtype=bool), counts)
+
+        # 24-byte commit values: gathered with one numpy take and checked for v3 layout
+        ends = np.frombuffer(self.ends, dtype=np.int64)
+        fast = ends >= 0
+        raw = np.zeros(n, dtype="V24")
+        big = None
+        if fast.any():
+            big = b"".join(self.bodies)
+            # a view with one 24-byte item starting at every byte position
+            items = np.ndarray(shape=(len(big) - 23,), dtype=np.dtype("V24"), buffer=big,
+                               strides=(1,))
+            raw[fast] = items[ends[fast] - 25]
+        vals = raw.view(_V3_DTYPE)
+        good = fast & (vals["version"] == 3) & (vals["mlen"] == 0)
+        for row in np.flatnonzero(fast & ~good).tolist():
+            p = int(ends[row]) - 25
+            slow[row] = self._slow_value(int(types[row]), big[p:p + 24])
+
+        tomb = np.zeros(n, dtype=bool)
+        if self.tomb_rows:
+            tomb[self.tomb_rows] = True
+        has_value = good.copy()
+        version = np.where(good, 3, 0).astype(np.int16)
+        version_valid = good.copy()
+        committed = vals["offset"].astype(np.int64)
+        leader_epoch = vals["leader_epoch"].astype(np.int32)
+        commit_ts = vals["commit_ts"].astype(np.int64)
+        expire = np.full(n, -1, dtype=np.int64)
+        has_expire = np.zeros(n, dtype=bool)
+        is_err = np.zeros(n, dtype=bool)
+        metadata = error = detail = control = None
+        gm_rows: dict[int, dict] = {}
+        cg_rows: dict[int, dict] = {}
+        for row, item in slow.items():
+            kind = item[0]
+            if kind == "value":
+                _, ver, msg = item
+                rtype = int(types[row])
+                version[row] = ver
+                version_valid[row] = True
+                if rtype <= 1:
+                    has_value[row] = True
+                    committed[row] = msg["offset"]
+                    leader_epoch[row] = msg.get("leader_epoch", -1) if ver >= 3 else -1
+                    commit_ts[row] = msg["commit_timestamp"]
+                    if ver == 1:
+                        expire[row] = msg.get("expire_timestamp", -1)
+                        has_expire[row] = True
+                    if msg.get("metadata"):
+                        if metadata is None:
+                            metadata = {}
+                        metadata[row] = msg["metadata"]
+                elif rtype == 2:
+                    gm_rows[row] = msg
+                else:
+                    cg_rows[row] = self._consumer_group(rtype, msg)
+            elif kind == "control":
+                if control is None:
+                    control = [None] * n
+                control[row] = item[1]
+            else:  # error
+                if error is None:
+                    error, detail = [None] * n, [None] * n
+                is_err[row] = True
+                error[row] = item[1]
+                detail[row] = item[2]
+                if len(item) > 3 and item[3] is not None:
+                    types[row] = item[3]
+                if len(item) > 4 and item[4] is not None:
+                    version[row] = item[4]
+                    version_valid[row] = True
+        known_type = types >= 0
+        kid_pa = pa.array(kid)
+        off_null = None
+        if self.null_offset_rows:
+            off_null = np.zeros(n, dtype=bool)
+            off_null[self.null_offset_rows] = True
+        no_value = ~has_value  # Arrow masks: True = null
+
+        cols = {
+            "log_partition": pa.array(np.full(n, self.log_partition, dtype=np.int32)),
+            "segment": pa.array(np.full(n, self.segment, dtype=np.int64)),
+            "offset": pa.array(offsets, mask=off_null),
+            "timestamp": pa.array(timestamps, mask=off_null),
+            "record_type": pa.array(types, mask=~known_type),
+            "value_version": pa.array(version, mask=~version_valid),
+            "tombstone": pa.array(tomb, mask=~known_type | is_err),
+            "producer_id": pa.array(pids, mask=~pid_valid),
+            "transactional": pa.array(txn, mask=~pid_valid),
+            "control_type": (pa.array(control, pa.int16()) if control is not None
+                             else pa.nulls(n, pa.int16())),
+            "group": k_group.take(kid_pa),
+            "topic": k_topic.take(kid_pa),
+            "partition": k_partition.take(kid_pa),
+            "member_id": k_member.take(kid_pa) if any_member else pa.nulls(n, pa.string()),
+            "committed_offset": pa.array(committed, mask=no_value),
+            "leader_epoch": pa.array(leader_epoch, mask=no_value),
+            "metadata": _metadata_array(metadata, has_value, n),
+            "commit_timestamp": pa.array(commit_ts, mask=no_value),
+            "expire_timestamp": pa.array(expire, mask=~has_expire),
+            "group_metadata": _sparse_struct(gm_rows, n, self.schema.field("group_metadata").type,
+                                             _group_metadata_row),
+            "consumer_group": _sparse_struct(cg_rows, n, self.schema.field("consumer_group").type,
+                                             lambda m: m),
+            "error": pa.array(error, pa.string()) if error is not None else pa.nulls(n, pa.string()),
+            "error_detail": (pa.array(detail, pa.string()) if detail is not None
+                             else pa.nulls(n, pa.string())),
+        }
+        self._reset()
+        return pa.RecordBatch.from_arrays([cols[name] for name, _ in RECORD_FIELDS],
+                                          schema=self.schema)
+
+    def _consumer_group(self, rtype: int, msg: dict) -> dict:
+        names = self.topic_names
+
+        def tps(items):
+            return [{"topic_id": uuid_str(tp["topic_id"]),
+                     "topic": names.get(uuid_str(tp["topic_id"])),
+                     "partitions": list(tp["partitions"])} for tp in items or []]
+
+        if rtype == 3:
+            return {"epoch": msg["epoch"]}
+        if rtype == 4:
+            out = []
+            for t in msg["topics"]:
+                tid = uuid_str(t["topic_id"])
+                names.setdefault(tid, t["topic_name"])
+                out.append({"topic_id": tid, "topic": t["topic_name"],
+                            "num_partitions": t["num_partitions"]})
+            return {"topics": out}
+        if rtype == 5:
+            classic = msg.get("classic_member_metadata")
+            return {"instance_id": msg["instance_id"], "rack_id": msg["rack_id"],
+                    "client_id": msg["client_id"], "client_host": msg["client_host"],
+                    "subscribed_topic_names": list(msg["subscribed_topic_names"]),
+                    "subscribed_topic_regex": msg["subscribed_topic_regex"],
+                    "rebalance_timeout_ms": msg["rebalance_timeout_ms"],
+                    "server_assignor": msg["server_assignor"],
+                    "classic_session_timeout_ms": classic["session_timeout_ms"] if classic else None}
+        if rtype == 6:
+            return {"assignment_epoch": msg["assignment_epoch"]}
+        if rtype == 7:
+            return {"assigned": tps(msg["topic_partitions"])}
+        if rtype == 8:
+            return {"member_epoch": msg["member_epoch"],
+                    "previous_member_epoch": msg["previous_member_epoch"],
+                    "state": msg["state"],
+                    "assigned": tps(msg["assigned_partitions"]),
+                    "pending_revocation": tps(msg["partitions_pending_revocation"])}
+        return {}
+
+
+def _metadata_array(metadata: dict | None, has_value, n: int):
+    """Metadata strings: "" for every commit unless a row says otherwise."""
+    if metadata is None:
+        validity = pa.array(has_value).buffers()[1]
+        offsets = pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
+        return pa.StringArray.from_buffers(n, offsets, pa.py_buffer(b""), validity)
+    items = np.empty(n, dtype=object)
+    items[:] = ""
+    for row, text in metadata.items():
+        items[row] = text
+    return pa.array(items, pa.string(), mask=~has_value)
+
+
+def _group_metadata_row(msg: dict) -> dict:
+    return {
+        "protocol_type": msg["protocol_type"], "generation": msg["generation"],
+        "protocol": msg["protocol"], "leader": msg["leader"],
+        "current_state_timestamp": msg.get("current_state_timestamp", -1),
+        "members": [{
+            "member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+            "client_id": m["client_id"], "client_host": m["client_host"],
+            "rebalance_timeout": m.get("rebalance_timeout", -1),
+            "session_timeout": m["session_timeout"],
+            "subscription": bytes(m["subscription"]), "assignment": bytes(m["assignment"]),
+        } for m in msg["members"]],
+    }
+
+
+def _sparse_struct(rows: dict, n: int, typ, convert):
+    if not rows:
+        return pa.nulls(n, typ)
+    items = [None] * n
+    for row, msg in rows.items():
+        items[row] = convert(msg)
+    return pa.array(items, typ)
+
+
+def _varint(data, pos: int):
+    """Zigzag varint at pos -> (value, new pos); 5 bytes at most."""
+    z = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise _Corrupt("varint too long")
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def _skip_headers(data, pos: int, rec_end: int) -> None:
+    nh, pos = _varint(data, pos)
+    if nh < 0:
+        raise _Corrupt(f"header count {nh}")
+    for _ in range(nh):
+        n, pos = _varint(data, pos)
+        if n < 0:
+            raise _Corrupt("header key length")
+        pos += n
+        n, pos = _varint(data, pos)
+        if n > 0:
+            pos += n
+    if pos != rec_end:
+        raise _Corrupt("record headers do not match the record length")
+
+
+def _walk(data: bytes, h):
+    """(offset delta, timestamp delta, key, value) of each record: the plain path."""
+    count = h[12]
+    if count < 0 or count * 7 > len(data):
+        raise _Corrupt(f"record count {count} impossible for {len(data)} bytes")
+    log_append = h[5] & _LOG_APPEND_TIME
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(data, pos)
+        rec_end = pos + length
+        if length < 6 or rec_end > len(data):
+            raise _Corrupt(f"record length {length} out of range")
+        pos += 1
+        ts_delta, pos = _varint(data, pos)
+        off_delta, pos = _varint(data, pos)
+        n, pos = _varint(data, pos)
+        key = None if n < 0 else data[pos:pos + n]
+        pos += max(n, 0)
+        n, pos = _varint(data, pos)
+        value = None if n < 0 else data[pos:pos + n]
+        pos += max(n, 0)
+        _skip_headers(data, pos, rec_end)
+        pos = rec_end
+        yield off_delta, 0 if log_append else ts_delta, key, value
+    if pos != len(data):
+        raise _Corrupt(f"{len(data) - pos} bytes left over after {count} records")
+
+
+# --------------------------------------------------------------- segments
+
+
+def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = None, *,
+                 start_position: int = 0, min_offset: int = -1, max_offset: int = 1 << 62,
+                 verify_crc: bool = True, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 batch_rows: int = DEFAULT_BATCH_ROWS):
+    """Yield Arrow RecordBatches of the records in one segment file.
+
+    Records with offsets outside [min_offset, max_offset] are left out
+    (streaming reads a range); batches wholly past max_offset end the walk.
+    """
+    path = Path(path)
+    base = int(path.stem)
+    if builder is None:
+        builder = RecordBatchBuilder()
+    builder.log_partition = log_partition
+    builder.segment = base
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fpos = start_position      # file position of buf[0]
+        fh.seek(fpos)
+        buf = b""
+        pos = 0
+        while True:
+            avail = len(buf) - pos
+            left = size - fpos - pos  # bytes from here to the end of the file
+            if left <= 0:
+                break
+            length = _peek_len(buf, pos) if avail >= LOG_OVERHEAD else None
+            if length is not None and length < _MIN_BATCH_LENGTH:
+                builder.add_error("corrupt_batch",
+                                  f"{path.name}: batch length {length} at file position "
+                                  f"{fpos + pos}; {left} bytes not read")
+                break
+            if length is not None and LOG_OVERHEAD + length > left:
+                builder.add_error("truncated_tail",
+                                  f"{path.name}: partial batch of {left} bytes at file "
+                                  f"position {fpos + pos} (batch length {length})")
+                break
+            if length is None or avail < LOG_OVERHEAD + length:
+                need = LOG_OVERHEAD if length is None else LOG_OVERHEAD + length
+                more = fh.read(max(chunk_bytes, need - avail))
+                if not more:
+                    builder.add_error("truncated_tail",
+                                      f"{path.name}: {left} bytes of a partial batch at "
+                                      f"file position {fpos + pos}")
+                    break
+                buf = buf[pos:] + more
+                fpos += pos
+                pos = 0
+                continue
+            h = _HEADER.unpack_from(buf, pos)
+            if h[3] != MAGIC_V2 or h[6] < 0:
+                builder.add_error("corrupt_batch",
+                                  f"{path.name}: bad batch header (magic {h[3]}, last offset "
+                                  f"delta {h[6]}) at file position {fpos + pos}; "
+                                  f"{left} bytes not read", offset=h[0])
+                break
+            if h[0] > max_offset:
+                break
+            if h[0] + h[6] >= min_offset:
+                builder.add_batch(buf, pos, h, verify_crc=verify_crc)
+            pos += LOG_OVERHEAD + length
+            if len(builder) >= batch_rows:
+                out = builder.flush()
+                if out is not None:
+                    yield out
+    out = builder.flush()
+    if out is not None:
+        yield out
+
+
+def _peek_len(buf, pos: int) -> int:
+    if len(buf) - pos < LOG_OVERHEAD:
+        return 0
+    return struct.unpack_from(">i", buf, pos + 8)[0]
+
+
+def segment_end(path, start_position: int = 0, start_offset: int | None = None):
+    """Walk batch headers only: -> (next offset, file position after the last whole batch)."""
+    next_offset = start_offset if start_offset is not None else int(Path(path).stem)
+    pos = start_position
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        while size - pos >= HEADER_SIZE:
+            fh.seek(pos)
+            head = fh.read(HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                break
+            h = _HEADER.unpack(head)
+            if h[1] < _MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
+                break
+            next_offset = h[0] + h[6] + 1
+            pos += LOG_OVERHEAD + h[1]
+    return next_offset, pos
+
+
+def read_partition(partition_dir, log_partition: int, **kw):
+    """Every segment of one partition, in order."""
+    builder = RecordBatchBuilder(kw.pop("topic_names", None))
+    for _, path in segment_files(partition_dir):
+        yield from read_segment(path, log_partition, builder, **kw)

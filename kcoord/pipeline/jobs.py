@@ -1,0 +1,402 @@
+"""The batch pipeline: __consumer_offsets records -> Parquet tables.
+
+Tables (Parquet, partitioned by `date`, UTC):
+
+  commits            every offset commit (date of its commit timestamp); transactional
+                     commits say whether their transaction committed, aborted or is open
+  offsets            the latest offset per (group, topic, partition) with tombstones and
+                     transaction markers applied: what the coordinator loads (as-of date)
+  group_generations  one row per classic generation / KIP-848 assignment epoch (its date)
+  lag                per live (group, topic, partition): committed offset, log end, lag
+                     in records, lag in seconds at the consumer's recent rate (as-of date)
+  status             Burrow's evaluation per partition and per group (as-of date)
+
+Snapshot tables (offsets, lag, status) are written for the evaluation time
+`as_of` (default: the newest timestamp in the data); a rerun replaces the
+partitions for the dates it writes and leaves other dates alone.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import burrow
+from .generations import GENERATION_FIELDS, generation_rows
+from .schema import ddl
+
+TABLES = ["commits", "offsets", "group_generations", "lag", "status"]
+
+EVAL_FIELDS = [
+    ("scope", "string"),            # "partition" or "group"
+    ("group", "string"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("live", "boolean"),            # false: the latest event is a tombstone
+    ("committed_offset", "bigint"),
+    ("leader_epoch", "int"),
+    ("metadata", "string"),
+    ("commit_timestamp", "bigint"),
+    ("expire_timestamp", "bigint"),
+    ("log_partition", "int"),
+    ("log_offset", "bigint"),
+    ("log_end_offset", "bigint"),
+    ("lag", "bigint"),
+    ("lag_seconds", "double"),
+    ("status", "string"),
+    ("complete", "double"),
+    ("window_commits", "int"),
+    ("start_offset", "bigint"),
+    ("start_timestamp", "bigint"),
+    ("end_offset", "bigint"),
+    ("end_timestamp", "bigint"),
+    ("partitions", "int"),
+    ("max_lag_topic", "string"),
+    ("max_lag_partition", "int"),
+]
+
+EVENT_COLUMNS = ["group", "topic", "partition", "log_partition", "offset", "tombstone",
+                 "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                 "expire_timestamp"]
+
+
+class Settings:
+    def __init__(self, intervals: int = burrow.DEFAULT_INTERVALS,
+                 refresh_ms: int = burrow.DEFAULT_REFRESH_MS, allowed_lag: int = 0,
+                 minimum_complete: float = 0.0) -> None:
+        self.intervals = intervals
+        self.refresh_ms = refresh_ms
+        self.allowed_lag = allowed_lag
+        self.minimum_complete = minimum_complete
+
+
+# ----------------------------------------------------------------- inputs
+
+
+def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = True):
+    return (spark.read.format("kcoord_offsets").option("split", split)
+            .option("verifyCrc", str(verify_crc).lower()).load(str(data_dir)))
+
+
+def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
+    reader = spark.read.format("kcoord_log_ends")
+    if bootstrap:
+        return reader.option("bootstrap", bootstrap).load()
+    return reader.load(str(data_dir))
+
+
+def log_end_observations(log_ends_df) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """{(topic, partition): [(log end, timestamp)]}, collected to the driver."""
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    table = log_ends_df.toArrow()
+    for t, p, end, ts in zip(*(table.column(c).to_pylist() for c in
+                               ("topic", "partition", "log_end_offset", "timestamp"))):
+        out.setdefault((t, p), []).append((end, ts))
+    return out
+
+
+# ----------------------------------------------------------------- stages
+
+
+def commit_events(records):
+    """Offset commit records (values and tombstones), transactions resolved.
+
+    Adds `txn`: null for a plain commit, else committed / aborted / open,
+    from the first control record of the same producer after it in the same
+    log partition (Kafka's loader applies only committed transactional offsets).
+    """
+    from pyspark.sql import functions as F
+    base = records.filter(F.col("error").isNull() & F.col("record_type").isin(0, 1))
+    plain = base.filter(~F.coalesce(F.col("transactional"), F.lit(False))) \
+        .withColumn("txn", F.lit(None).cast("string"))
+    txn = base.filter(F.col("transactional"))
+    markers = records.filter(F.col("control_type").isNotNull()).select(
+        F.col("log_partition").alias("m_lp"), F.col("producer_id").alias("m_pid"),
+        F.col("offset").alias("m_off"), F.col("control_type").alias("m_type"))
+    keys = txn.select("log_partition", "producer_id", "offset")
+    first = keys.join(markers, (keys.log_partition == markers.m_lp)
+                      & (keys.producer_id == markers.m_pid) & (markers.m_off > keys["offset"])) \
+        .groupBy("log_partition", "offset").agg(F.min_by("m_type", "m_off").alias("m_type"))
+    resolved = txn.join(first, ["log_partition", "offset"], "left").withColumn(
+        "txn", F.when(F.col("m_type") == 1, "committed").when(F.col("m_type") == 0, "aborted")
+        .otherwise("open")).drop("m_type")
+    return plain.unionByName(resolved)
+
+
+def commits_table(events):
+    from pyspark.sql import functions as F
+    return events.filter(~F.col("tombstone")).select(
+        F.to_date(F.timestamp_millis("commit_timestamp")).alias("date"),
+        "group", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+        "commit_timestamp", "expire_timestamp", "log_partition",
+        F.col("offset").alias("log_offset"), F.col("timestamp").alias("record_timestamp"),
+        "value_version", F.col("record_type").alias("key_type"), "txn")
+
+
+def window_events(events, intervals: int):
+    """The last `intervals` applied events (commits and tombstones) per key."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    applied = events.filter(F.col("txn").isNull() | (F.col("txn") == "committed"))
+    w = Window.partitionBy("group", "topic", "partition").orderBy(
+        F.col("offset").desc(), F.col("log_partition").desc())
+    return applied.select(*EVENT_COLUMNS).withColumn("rn", F.row_number().over(w)) \
+        .filter(F.col("rn") <= intervals).drop("rn")
+
+
+def evaluate(window_df, observations_bc, as_of: int, settings: Settings, partitions: int):
+    """Burrow per partition and per group, from the window rows (mapInArrow, by group)."""
+    from pyspark.sql import functions as F
+    schema = ddl(EVAL_FIELDS)
+    arrow_fields = EVAL_FIELDS
+
+    def run(batches):
+        obs = observations_bc.value
+        histories: dict = {}
+        rows: dict = {}
+        for b in batches:
+            for r in b.to_pylist():
+                rows.setdefault((r["group"], r["topic"], r["partition"]), []).append(r)
+        out = evaluate_keys(rows, obs, histories, as_of, settings)
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=_arrow(arrow_fields))
+
+    return window_df.repartition(partitions, "group").mapInArrow(run, schema)
+
+
+def _arrow(fields):
+    from .schema import _arrow_type
+    return pa.schema([pa.field(n, _arrow_type(t)) for n, t in fields])
+
+
+def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
+                  settings: Settings) -> list[dict]:
+    """Plain-Python core of `evaluate`: {key: [event rows]} -> partition and group rows."""
+    by_group: dict[str, list[dict]] = {}
+    for key in sorted(rows, key=lambda k: (k[0], k[1], k[2])):
+        evs = sorted(rows[key], key=lambda r: (r["offset"], r["log_partition"]))
+        group, topic, partition = key
+        latest = evs[-1]
+        hist = histories.get((topic, partition))
+        if hist is None and (topic, partition) in obs:
+            hist = histories[(topic, partition)] = burrow.LogEndHistory(obs[(topic, partition)])
+        row = {"scope": "partition", "group": group, "topic": topic, "partition": partition,
+               "live": not latest["tombstone"], "log_partition": latest["log_partition"],
+               "log_offset": latest["offset"]}
+        if latest["tombstone"]:
+            by_group.setdefault(group, []).append(row)
+            continue
+        for c in ("committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                  "expire_timestamp"):
+            row[c] = latest[c]
+        window = []
+        for r in evs:
+            if r["tombstone"]:
+                window = []
+                continue
+            end = hist.at(r["commit_timestamp"]) if hist else None
+            window.append(burrow.Commit(
+                r["committed_offset"], r["commit_timestamp"],
+                None if end is None else max(0, end - r["committed_offset"])))
+        window = window[-settings.intervals:]
+        log_end = hist.at(as_of) if hist else None
+        lag = None if log_end is None else max(0, log_end - latest["committed_offset"])
+        samples = hist.samples(as_of, settings.intervals, settings.refresh_ms) if hist else []
+        status, complete = burrow.evaluate_partition(
+            window, samples, lag or 0, as_of, settings.intervals, settings.allowed_lag,
+            settings.minimum_complete)
+        row.update({"log_end_offset": log_end, "lag": lag,
+                    "lag_seconds": burrow.lag_seconds(window, lag),
+                    "status": burrow.STATUS_NAMES[status], "complete": complete,
+                    "window_commits": len(window),
+                    "start_offset": window[0].offset, "start_timestamp": window[0].timestamp,
+                    "end_offset": window[-1].offset, "end_timestamp": window[-1].timestamp})
+        by_group.setdefault(group, []).append(row)
+    out = []
+    for group, prow in by_group.items():
+        out.extend(prow)
+        live = [r for r in prow if r["live"]]
+        if not live:
+            continue
+        codes = [burrow.STATUS_NAMES.index(r["status"]) for r in live]
+        worst = max(live, key=lambda r: r["lag"] or 0)  # ties: the first in key order
+        out.append({
+            "scope": "group", "group": group, "live": True,
+            "status": burrow.STATUS_NAMES[burrow.group_status(codes)],
+            "complete": sum(1 for r in live if r["complete"] == 1.0) / len(live),
+            "lag": sum(r["lag"] or 0 for r in live), "partitions": len(live),
+            "max_lag_topic": worst["topic"], "max_lag_partition": worst["partition"],
+            "end_timestamp": max(r["end_timestamp"] for r in live),
+            "commit_timestamp": max(r["commit_timestamp"] for r in live)})
+    return out
+
+
+def generations(records, partitions: int):
+    from pyspark.sql import functions as F
+    cols = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
+            "offset", "group_metadata", "consumer_group"]
+    fields = GENERATION_FIELDS
+    src = records.filter(F.col("error").isNull() & F.col("record_type").between(2, 8)) \
+        .select(*cols).repartition(partitions, "group") \
+        .sortWithinPartitions("group", "log_partition", "offset")
+
+    def run(batches):
+        def rows():
+            for b in batches:
+                yield from b.to_pylist()
+        out = list(generation_rows(rows()))
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=_arrow(fields))
+
+    df = src.mapInArrow(run, ddl(fields))
+    return df.withColumn("date", F.to_date(F.timestamp_millis("timestamp")))
+
+
+# -------------------------------------------------------------------- run
+
+
+def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
+                 bootstrap: str | None = None, split: str = "partition",
+                 settings: Settings | None = None, report: bool = True,
+                 partitions: int | None = None, log=print) -> dict:
+    """Read the data dir, write every table under out_dir, return the run summary."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    settings = settings or Settings()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    timings: dict[str, float] = {}
+    partitions = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+    def step(name, t0):
+        timings[name] = round(time.time() - t0, 3)
+        log(f"[pipeline] {name}: {timings[name]:.1f}s")
+
+    t0 = time.time()
+    records = load_records(spark, data_dir, split).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = records.groupBy("record_type", "tombstone", "error", "control_type").agg(
+        F.count(F.lit(1)).alias("n"), F.max("commit_timestamp").alias("max_commit"),
+        F.max("timestamp").alias("max_ts")).collect()
+    step("decode", t0)
+
+    t0 = time.time()
+    obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap))
+    step("log ends", t0)
+
+    if as_of is None:
+        stamps = [r["max_commit"] for r in counts if r["max_commit"] is not None]
+        stamps += [r["max_ts"] for r in counts if r["max_ts"] is not None and r["error"] is None]
+        stamps += [ts for series in obs.values() for _, ts in series[-1:]]
+        as_of = max(stamps) if stamps else int(time.time() * 1000)
+    as_of_date = time.strftime("%Y-%m-%d", time.gmtime(as_of / 1000))
+
+    t0 = time.time()
+    events = commit_events(records).persist(StorageLevel.MEMORY_AND_DISK)
+    commits = commits_table(events)
+    _write(commits, out_dir / "commits")
+    step("commits", t0)
+
+    t0 = time.time()
+    bc = spark.sparkContext.broadcast(obs)
+    ev = evaluate(window_events(events, settings.intervals), bc, as_of, settings, partitions) \
+        .withColumn("date", F.lit(as_of_date).cast("date")) \
+        .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
+    part = ev.filter((F.col("scope") == "partition") & F.col("live"))
+    offsets = part.select("date", "group", "topic", "partition", "committed_offset",
+                          "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+                          "log_partition", "log_offset")
+    _write(offsets, out_dir / "offsets")
+    lag = part.select("date", "as_of", "group", "topic", "partition", "committed_offset",
+                      "commit_timestamp", "log_end_offset", "lag", "lag_seconds")
+    _write(lag, out_dir / "lag")
+    status = ev.filter(F.col("live")).select(
+        "date", "as_of", "scope", "group", "topic", "partition", "status", "complete",
+        F.col("lag").alias("current_lag"), "window_commits", "start_offset", "start_timestamp",
+        "end_offset", "end_timestamp", "partitions", "max_lag_topic", "max_lag_partition")
+    _write(status, out_dir / "status")
+    step("offsets, lag, status", t0)
+
+    t0 = time.time()
+    gens = generations(records, partitions).select(
+        "date", *[n for n, _ in GENERATION_FIELDS])
+    _write(gens, out_dir / "group_generations")
+    step("group_generations", t0)
+
+    summary = _summary(spark, records, counts, out_dir, as_of, data_dir, obs)
+    status_rows = [r.asDict() for r in status.collect()]
+    summary["statuses"] = {
+        "groups": _tally(r["status"] for r in status_rows if r["scope"] == "group"),
+        "partitions": _tally(r["status"] for r in status_rows if r["scope"] == "partition")}
+    if report:
+        t0 = time.time()
+        from .report import write_report
+        write_report(spark, out_dir, events, obs, status_rows, gens, summary, as_of)
+        step("report", t0)
+    summary["timings_s"] = timings
+    summary["elapsed_s"] = round(time.time() - started, 3)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    bc.unpersist()
+    ev.unpersist()
+    events.unpersist()
+    records.unpersist()
+    return summary
+
+
+def _write(df, path: Path) -> None:
+    df.write.mode("overwrite").partitionBy("date").parquet(str(path))
+
+
+def _tally(items) -> dict:
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items()))
+
+
+RECORD_NAMES = {0: "offset_commit_v0_key", 1: "offset_commit", 2: "group_metadata",
+                3: "consumer_group_metadata", 4: "consumer_group_partition_metadata",
+                5: "consumer_group_member_metadata", 6: "consumer_group_target_assignment_metadata",
+                7: "consumer_group_target_assignment_member",
+                8: "consumer_group_current_member_assignment"}
+
+
+def _summary(spark, records, counts, out_dir: Path, as_of: int, data_dir, obs) -> dict:
+    from pyspark.sql import functions as F
+    by_type: dict[str, int] = {}
+    tombstones = 0
+    errors: dict[str, int] = {}
+    control = 0
+    total = 0
+    for r in counts:
+        n = r["n"]
+        if r["error"] is not None:
+            errors[r["error"]] = errors.get(r["error"], 0) + n
+            continue
+        total += n
+        if r["control_type"] is not None:
+            control += n
+            continue
+        name = RECORD_NAMES.get(r["record_type"], f"type_{r['record_type']}")
+        by_type[name] = by_type.get(name, 0) + n
+        if r["tombstone"]:
+            tombstones += n
+    details = []
+    if errors:
+        for r in records.filter(F.col("error").isNotNull()).select(
+                "log_partition", "segment", "offset", "error", "error_detail").limit(100).collect():
+            details.append(r.asDict())
+    rows = {}
+    for t in TABLES:
+        rows[t] = spark.read.parquet(str(out_dir / t)).count()
+    return {
+        "data_dir": str(data_dir), "out_dir": str(out_dir), "as_of": as_of,
+        "as_of_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(as_of / 1000)),
+        "records": total, "records_by_type": dict(sorted(by_type.items())),
+        "tombstones": tombstones, "control_records": control,
+        "bad_input": dict(sorted(errors.items())), "bad_input_total": sum(errors.values()),
+        "bad_input_details": details, "user_partitions": len(obs), "table_rows": rows,
+    }
