@@ -233,6 +233,38 @@ def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
     return out
 
 
+def write_snapshots(window_df, observations_bc, as_of: int, settings: Settings, partitions: int,
+                    out_dir: Path, tables=("offsets", "lag", "status")):
+    """Evaluate the window rows and write the snapshot tables for as_of's date.
+
+    -> the evaluated rows, persisted (the caller unpersists them)."""
+    from pyspark.sql import functions as F
+    as_of_date = time.strftime("%Y-%m-%d", time.gmtime(as_of / 1000))
+    ev = evaluate(window_df, observations_bc, as_of, settings, partitions) \
+        .withColumn("date", F.lit(as_of_date).cast("date")) \
+        .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
+    part = ev.filter((F.col("scope") == "partition") & F.col("live"))
+    if "offsets" in tables:
+        _write(part.select("date", "group", "topic", "partition", "committed_offset",
+                           "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+                           "log_partition", "log_offset"), out_dir / "offsets")
+    if "lag" in tables:
+        _write(part.select("date", "as_of", "group", "topic", "partition", "committed_offset",
+                           "commit_timestamp", "log_end_offset", "lag", "lag_seconds"),
+               out_dir / "lag")
+    if "status" in tables:
+        _write(status_view(ev), out_dir / "status")
+    return ev
+
+
+def status_view(ev):
+    from pyspark.sql import functions as F
+    return ev.filter(F.col("live")).select(
+        "date", "as_of", "scope", "group", "topic", "partition", "status", "complete",
+        F.col("lag").alias("current_lag"), "window_commits", "start_offset", "start_timestamp",
+        "end_offset", "end_timestamp", "partitions", "max_lag_topic", "max_lag_partition")
+
+
 def generations(records, partitions: int):
     from pyspark.sql import functions as F
     cols = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
@@ -290,9 +322,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     if as_of is None:
         stamps = [r["max_commit"] for r in counts if r["max_commit"] is not None]
         stamps += [r["max_ts"] for r in counts if r["max_ts"] is not None and r["error"] is None]
-        stamps += [ts for series in obs.values() for _, ts in series[-1:]]
-        as_of = max(stamps) if stamps else int(time.time() * 1000)
-    as_of_date = time.strftime("%Y-%m-%d", time.gmtime(as_of / 1000))
+        as_of = data_time(stamps, obs)
 
     t0 = time.time()
     events = commit_events(records).persist(StorageLevel.MEMORY_AND_DISK)
@@ -302,22 +332,9 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 
     t0 = time.time()
     bc = spark.sparkContext.broadcast(obs)
-    ev = evaluate(window_events(events, settings.intervals), bc, as_of, settings, partitions) \
-        .withColumn("date", F.lit(as_of_date).cast("date")) \
-        .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
-    part = ev.filter((F.col("scope") == "partition") & F.col("live"))
-    offsets = part.select("date", "group", "topic", "partition", "committed_offset",
-                          "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
-                          "log_partition", "log_offset")
-    _write(offsets, out_dir / "offsets")
-    lag = part.select("date", "as_of", "group", "topic", "partition", "committed_offset",
-                      "commit_timestamp", "log_end_offset", "lag", "lag_seconds")
-    _write(lag, out_dir / "lag")
-    status = ev.filter(F.col("live")).select(
-        "date", "as_of", "scope", "group", "topic", "partition", "status", "complete",
-        F.col("lag").alias("current_lag"), "window_commits", "start_offset", "start_timestamp",
-        "end_offset", "end_timestamp", "partitions", "max_lag_topic", "max_lag_partition")
-    _write(status, out_dir / "status")
+    ev = write_snapshots(window_events(events, settings.intervals), bc, as_of, settings,
+                         partitions, out_dir)
+    status = status_view(ev)
     step("offsets, lag, status", t0)
 
     t0 = time.time()
@@ -344,6 +361,12 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     events.unpersist()
     records.unpersist()
     return summary
+
+
+def data_time(stamps, obs: dict) -> int:
+    """The default evaluation time: the newest timestamp in the data."""
+    stamps = list(stamps) + [max(ts for _, ts in series) for series in obs.values() if series]
+    return max(stamps) if stamps else int(time.time() * 1000)
 
 
 def _write(df, path: Path) -> None:

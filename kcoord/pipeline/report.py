@@ -47,10 +47,11 @@ def lag_series(spark, events, obs: dict, groups: list[str]) -> dict[str, list[tu
         by_group.setdefault(r["group"], {}).setdefault(int(r["b"]), []).append(
             ((r["topic"], r["partition"]), r["c"]))
     out = {}
+    nb = (hi - lo) // width + 1
     for g, buckets in by_group.items():
         last: dict = {}
         series = []
-        for b in range(0, max(buckets) + 1):
+        for b in range(0, nb):  # past a group's last commit too: a stopped group's lag grows
             for tp, c in buckets.get(b, []):
                 last[tp] = c
             if not last:
@@ -97,7 +98,7 @@ def _fmt_num(v: float) -> str:
         return f"{v / 1e6:.1f}M"
     if abs(v) >= 1e3:
         return f"{v / 1e3:.1f}k"
-    return f"{v:.0f}"
+    return f"{v:.0f}" if v == int(v) else f"{v:.1f}"
 
 
 def _nice_max(v: float) -> float:
@@ -160,7 +161,7 @@ def line_chart(series: dict[str, list[tuple[int, float]]], title: str, width: in
 
 def bar_chart(series: list[tuple[int, int]], width_ms: int, title: str, width: int = 860,
               height: int = 260) -> str:
-    pad_l, pad_r, pad_t, pad_b = 70, 30, 30, 40
+    pad_l, pad_r, pad_t, pad_b = 70, 50, 30, 40
     if not series:
         return f"<p><em>{html.escape(title)}: no generations in the log</em></p>"
     x0 = series[0][0]
