@@ -138,7 +138,7 @@ class CoordinatorShard(ClassicGroupHandlers):
                     code = error
                 if code == Err.NONE:
                     meta = p.get("committed_metadata") or ""
-                    if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                    if len(meta.encode('utf-16-le')) // 2 > self.config.offset_metadata_max_bytes:
                         code = Err.OFFSET_METADATA_TOO_LARGE
                     else:
                         value = OffsetValue(p["committed_offset"], p.get("committed_leader_epoch", -1),

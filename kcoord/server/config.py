@@ -53,6 +53,26 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
 }
 
 
+# smallest accepted values, as Kafka's ConfigDef validators have them
+MINIMUMS = {
+    "socket.request.max.bytes": 1,
+    "message.max.bytes": 0,
+    "num.partitions": 1,
+    "log.segment.bytes": 14,
+    "log.retention.check.interval.ms": 1,
+    "log.flush.interval.messages": 1,
+    "offsets.topic.num.partitions": 1,
+    "offsets.topic.segment.bytes": 1,
+    "offsets.retention.minutes": 1,
+    "offsets.retention.check.interval.ms": 1,
+    "offset.metadata.max.bytes": 0,
+    "group.min.session.timeout.ms": 0,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.max.size": 1,
+    "group.coordinator.append.linger.ms": 0,
+}
+
+
 def _convert(kind: type, raw: str) -> Any:
     raw = raw.strip()
     if kind is bool:
@@ -98,7 +118,13 @@ class Config:
             return
         if key in DEFAULTS:
             kind = DEFAULTS[key][0]
-            value = _convert(kind, raw) if isinstance(raw, str) else raw
+            try:
+                value = _convert(kind, raw) if isinstance(raw, str) else raw
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+            low = MINIMUMS.get(key)
+            if low is not None and value < low:
+                raise ValueError(f"{key}: {value} is below the minimum {low}")
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw

@@ -93,45 +93,54 @@ class GroupHandlers:
 
     @staticmethod
     def _commit_error(req: dict, code: int) -> dict:
+        """Every partition gets `code`, except those already refused (unknown topics)."""
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": code}
+                {"partition_index": p["partition_index"], "error_code": p.get("error_code", code)}
                 for p in t["partitions"]]} for t in req["topics"]]}
 
     async def offset_commit(self, ctx: RequestContext, req: dict) -> dict:
+        # Kafka answers unknown topics before it asks the group coordinator
+        self._mark_unknown_partitions(req["topics"])
         if not req["group_id"]:
             return self._commit_error(req, Err.INVALID_GROUP_ID)
         shard, error = self._ready_shard(req["group_id"])
         if error:
             return self._commit_error(req, error)
-        self._mark_unknown_partitions(req["topics"])
         response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
         await self._apply(shard, result)  # the records, and a refreshed member session
         return response
 
     # ---------------------------------------------------------- OffsetFetch
-    async def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
-                           member_epoch: int = -1) -> dict:
+    def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
+                     member_epoch: int = -1):
+        """(answer, pending write or None). The answer is read now, in request
+        order; it is sent only once the writes it may show are durable."""
         if not group_id:
-            return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
+            return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}, None
         shard, error = self._ready_shard(group_id)
         if error:
-            return {"group_id": group_id, "topics": [], "error_code": error}
-        pending = shard.write([])  # answer only from durable state
-        if pending is not None:
-            await pending
+            return {"group_id": group_id, "topics": [], "error_code": error}, None
         code, out = shard.core.offset_fetch(group_id, topics, member_id, member_epoch)
-        return {"group_id": group_id, "topics": out, "error_code": code}
+        return {"group_id": group_id, "topics": out, "error_code": code}, shard.write([])
+
+    @staticmethod
+    async def _when_durable(pending: list) -> None:
+        for fut in pending:
+            if fut is not None:
+                await fut
 
     async def offset_fetch(self, ctx: RequestContext, req: dict) -> dict:
         if ctx.api_version >= 8:
-            groups = [await self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
-                                              g.get("member_epoch", -1)) for g in req["groups"]]
-            return {"throttle_time_ms": 0, "groups": groups}
+            answers = [self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
+                                         g.get("member_epoch", -1)) for g in req["groups"]]
+            await self._when_durable([p for _, p in answers])
+            return {"throttle_time_ms": 0, "groups": [a for a, _ in answers]}
         topics = req["topics"]
         if ctx.api_version < 2 and not topics:
             topics = None if topics is None else []
-        result = await self._fetch_group(req["group_id"], topics)
+        result, pending = self._fetch_group(req["group_id"], topics)
+        await self._when_durable([pending])
         code = result["error_code"]
         out_topics = result["topics"]
         if code and ctx.api_version < 2:
@@ -188,6 +197,7 @@ class GroupHandlers:
 
     async def describe_groups(self, ctx: RequestContext, req: dict) -> dict:
         groups = []
+        waits = []
         for group_id in req["groups"]:
             shard, error = self._ready_shard(group_id)
             if error:
@@ -195,10 +205,9 @@ class GroupHandlers:
                                "protocol_type": "", "protocol_data": "", "members": [],
                                "authorized_operations": -(2**31)})
                 continue
-            pending = shard.write([])
-            if pending is not None:
-                await pending
             groups.append(shard.core.describe_group(group_id))
+            waits.append(shard.write([]))
+        await self._when_durable(waits)
         return {"throttle_time_ms": 0, "groups": groups}
 
     # ---------------------------------------------------- classic membership

@@ -81,6 +81,9 @@ class KafkaConnection(asyncio.Protocol):
     def close(self, reason: str) -> None:
         if not self.closed:
             log.warning("closing connection %s: %s", self.peer, reason)
+            # answer the requests before the bad one that are already done,
+            # as Kafka would have before reading the bad frame
+            self.flush()
             self.closed = True
             self.pending.clear()
             self.transport.close()
