@@ -1,9 +1,11 @@
 """Generate straight-line encode/decode functions for one (schema, version).
 
 The generated code packs runs of fixed-width fields with one precompiled
-struct, inlines the one-byte varint case, and never loops over a schema at
-run time.  Decoders return (dict, next_pos) and are wrapped so that any
-failure surfaces as ProtocolError.
+struct (bound pack/unpack_from), inlines the one-byte varint case, the
+zero-tagged-fields case and every nested struct (one function per message,
+no call per array element), uses precompiled structs for arrays of numbers,
+and never loops over a schema at run time.  Decoders return (dict,
+next_pos) and are wrapped so that any failure surfaces as ProtocolError.
 """
 from __future__ import annotations
 
@@ -58,26 +60,56 @@ def _truncated():
     return ProtocolError("truncated message")
 
 
+STRICT_MISSES = 16  # KeyErrors after which a codec encodes leniently only
+_ARRAY_CACHE = 64  # element counts with a precompiled array Struct
+_ARRAYS: dict[str, tuple[tuple, tuple, tuple]] = {}  # shared by every codec
+
+
+def _array_structs(fmt: str) -> tuple[tuple, tuple, tuple]:
+    """For k < _ARRAY_CACHE, bound methods of precompiled structs: pack of
+    '>{k}{fmt}', pack of '>i{k}{fmt}' (int32 count first) and unpack_from
+    of '>{k}{fmt}'."""
+    ks = range(_ARRAY_CACHE)
+    return (tuple(struct.Struct(f">{k}{fmt}").pack for k in ks),
+            tuple(struct.Struct(f">i{k}{fmt}").pack for k in ks),
+            tuple(struct.Struct(f">{k}{fmt}").unpack_from for k in ks))
+
+
 _RUNTIME = {
     "struct": struct,
     "ProtocolError": ProtocolError,
     "_uvb": uvarint_bytes,
     "_ruv": read_uvarint,
     "_trunc": _truncated,
-    "_H16": struct.Struct(">h"),
-    "_H32": struct.Struct(">i"),
+    "_p16": struct.Struct(">h").pack,
+    "_u16": struct.Struct(">h").unpack_from,
+    "_p32": struct.Struct(">i").pack,
+    "_u32": struct.Struct(">i").unpack_from,
 }
 
 
-class _Gen:
-    """Accumulates the source of one module-like namespace of functions."""
+def _indent(lines: list[str], by: str = "    ") -> list[str]:
+    return [by + line for line in lines]
 
-    def __init__(self, version: int, flexible: bool):
+
+class _Gen:
+    """Builds one encode and one decode function for a (schema, version).
+
+    Nested structs and struct arrays are inlined into the one function (no
+    call per element); temporaries that live across nested code carry the
+    nesting depth in their name, the others are used at once."""
+
+    def __init__(self, version: int, flexible: bool, views: bool = False,
+                 strict: bool = False):
         self.v = version
         self.flex = flexible
+        self.strict = strict  # encode reads m[name]: faster, KeyError if a field is missing
+        self.views = views  # decoding memoryviews (which have no .decode)
+        self._prefetched = False  # the next compact length's first byte is in n
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {}
         self.counter = 0
+        self._arrays: dict[str, tuple[str, str]] = {}
 
     def const(self, value: Any, prefix: str = "_c") -> str:
         self.counter += 1
@@ -85,249 +117,346 @@ class _Gen:
         self.consts[name] = value
         return name
 
-    def struct_const(self, fmt: str) -> str:
-        return self.const(struct.Struct(">" + fmt), "_st")
+    def packer(self, fmt: str) -> str:
+        return self.const(struct.Struct(">" + fmt).pack, "_pk")
 
-    def fn_name(self, path: str) -> str:
-        return path.replace(".", "_")
+    def unpacker(self, fmt: str) -> str:
+        return self.const(struct.Struct(">" + fmt).unpack_from, "_up")
 
-    # ---------------------------------------------------------------- encode
-    def encoder(self, path: str, fields: list[Field]) -> str:
-        """Emit `def enc_<path>(m, b)` that appends m's encoding to bytearray b."""
-        name = "enc_" + self.fn_name(path)
+    def array_structs(self, fmt: str) -> tuple[str, str, str]:
+        if fmt not in self._arrays:
+            if fmt not in _ARRAYS:
+                _ARRAYS[fmt] = _array_structs(fmt)
+            pa, pca, ua = _ARRAYS[fmt]
+            self._arrays[fmt] = (self.const(pa, "_pa"), self.const(pca, "_pca"),
+                                 self.const(ua, "_ua"))
+        return self._arrays[fmt]
+
+    def present(self, fields: list[Field]):
         present = [fd for fd in fields if self.v in fd.versions]
         plain = [fd for fd in present if fd.tag is None or not self.flex]
         tagged = sorted((fd for fd in present if fd.tag is not None and self.flex),
                         key=lambda fd: fd.tag)
-        # nested struct encoders first
-        for fd in present:
-            if fd.fields is not None:
-                self.encoder(f"{path}.{fd.name}", fd.fields)
+        return present, plain, tagged
+
+    # ---------------------------------------------------------------- encode
+    def encoder(self, name: str, fields: list[Field]) -> str:
+        """Emit `def <name>(m, b)` that appends m's encoding to bytearray b."""
+        body = self.encode_body(fields, "m", 0)
+        self.lines.append(f"def {name}(m, b):")
+        self.lines.extend(_indent(body or ["pass"]))
+        return name
+
+    def encode_body(self, fields: list[Field], mv: str, d: int) -> list[str]:
+        _, plain, tagged = self.present(fields)
         body: list[str] = []
         run: list[Field] = []
+        var = f"v{d}"
 
-        def flush_run():
-            if run:
-                st = self.struct_const("".join(FIXED_FORMATS[x.type] for x in run))
-                args = ", ".join(f"m.get({x.name!r}, {self.const(x.default)})" for x in run)
-                body.append(f"b += {st}.pack({args})")
-                run.clear()
+        def pack_run(extra: str | None = None) -> str:
+            """`b += pack(run fields)`, with one more unsigned byte `extra`."""
+            fmt = "".join(FIXED_FORMATS[x.type] for x in run)
+            args = [self.field(mv, x) for x in run]
+            if extra is not None:
+                fmt += "B"
+                args.append(extra)
+            return f"b += {self.packer(fmt)}({', '.join(args)})"
 
         for fd in plain:
             if fd.type in FIXED_FORMATS:
                 run.append(fd)
                 continue
-            flush_run()
-            body.append(f"v = m.get({fd.name!r}, {self.const(fd.default)})")
-            body.extend(self.encode_value(fd, path, "v"))
-        flush_run()
+            if run and self.counted_array(fd):
+                # the array's one-byte count goes out with the fixed fields before it
+                body.append(f"{var} = {self.field(mv, fd)}")
+                body.append(f"n = len({var})")
+                body.append(f"if n < 127: {pack_run('n + 1')}")
+                body.append("else:")
+                body.append(f"    {pack_run()}")
+                body.append("    b += _uvb(n + 1)")
+                run.clear()
+                body.extend(self.encode_value(fd, var, d, counted=True))
+                continue
+            if run:
+                body.append(pack_run())
+                run.clear()
+            body.append(f"{var} = {self.field(mv, fd)}")
+            body.extend(self.encode_value(fd, var, d))
+        if self.flex and not tagged:
+            # no tagged fields: the empty tag section is one zero byte
+            body.append(pack_run("0") if run else "b.append(0)")
+            return body
+        if run:
+            body.append(pack_run())
         if self.flex:
-            if not tagged:
-                body.append("b.append(0)")
-            else:
-                body.extend(self.encode_tagged(path, tagged))
-        self.lines.append(f"def {name}(m, b):")
-        self.lines.extend("    " + line for line in (body or ["pass"]))
-        return name
+            body.extend(self.encode_tagged(tagged, mv, d))
+        return body
 
-    def encode_tagged(self, path: str, tagged: list[Field]) -> list[str]:
-        out = ["tags = []"]
+    def counted_array(self, fd: Field) -> bool:
+        """A flexible non-null array whose count encode_body can write itself."""
+        et = fd.element_type
+        return (self.flex and fd.type.startswith("[]") and self.v not in fd.nullable
+                and (fd.type == "[]" or (et in FIXED_FORMATS and len(FIXED_FORMATS[et]) == 1)))
+
+    def field(self, mv: str, fd: Field) -> str:
+        """A field's value to encode: the message's, or the field's default."""
+        if self.strict:
+            return f"{mv}[{fd.name!r}]"
+        return f"{mv}.get({fd.name!r}, {self.const(fd.default)})"
+
+    def encode_tagged(self, tagged: list[Field], mv: str, d: int) -> list[str]:
+        var, tags, saved = f"v{d}", f"tg{d}", f"t{d}"
+        out = [f"{tags} = None"]
         for fd in tagged:
-            d = self.const(fd.default)
-            out.append(f"v = m.get({fd.name!r}, {d})")
+            dflt = self.const(fd.default)
+            out.append(f"{var} = {mv}.get({fd.name!r}, {dflt})")
             # a tagged field equal to its default is left out (empty arrays too)
             if fd.type.startswith("[]") and fd.default is not None:
-                cond = "v"
+                cond = var
             elif fd.type == "{}":
                 # Kafka compares with a default-built struct: all-default means absent
                 defs = self.const({x.name: x.default for x in fd.fields if self.v in x.versions})
-                cond = f"v is not None and any(v.get(k, dv) != dv for k, dv in {defs}.items())"
+                cond = (f"{var} is not None and any({var}.get(k, dv) != dv "
+                        f"for k, dv in {defs}.items())")
             else:
-                cond = f"v != {d}"
+                cond = f"{var} != {dflt}"
             out.append(f"if {cond}:")
-            out.append("    t = b")
+            out.append(f"    {saved} = b")
             out.append("    b = bytearray()")
-            out.extend("    " + line for line in self.encode_value(fd, path, "v"))
-            out.append(f"    tags.append(({fd.tag}, b))")
-            out.append("    b = t")
-        out.append("b += _uvb(len(tags))")
-        out.append("for tag, data in tags:")
-        out.append("    b += _uvb(tag)")
-        out.append("    b += _uvb(len(data))")
-        out.append("    b += data")
+            out.extend(_indent(self.encode_value(fd, var, d)))
+            out.append(f"    if {tags} is None: {tags} = []")
+            out.append(f"    {tags}.append(({fd.tag}, b))")
+            out.append(f"    b = {saved}")
+        out.append(f"if {tags} is None:")
+        out.append("    b.append(0)")
+        out.append("else:")
+        out.append(f"    b += _uvb(len({tags}))")
+        out.append(f"    for tag, data in {tags}:")
+        out.append("        b += _uvb(tag)")
+        out.append("        b += _uvb(len(data))")
+        out.append("        b += data")
         return out
 
-    def encode_len(self, expr: str, null: bool = False) -> list[str]:
-        """Length prefix for string/bytes/array (-1/0 for null)."""
+    def encode_count(self, expr: str) -> list[str]:
+        """Length prefix of a non-null string/bytes/array of length expr."""
         if self.flex:
-            if null:
-                return ["b.append(0)"]
-            return [f"n = {expr} + 1", "if n < 128: b.append(n)", "else: b += _uvb(n)"]
-        return ["b += _H32.pack(-1)"] if null else [f"b += _H32.pack({expr})"]
+            return [f"n = {expr}", "if n < 127: b.append(n + 1)", "else: b += _uvb(n + 1)"]
+        return [f"b += _p32({expr})"]
 
-    def encode_value(self, fd: Field, path: str, var: str) -> list[str]:
+    def encode_null(self) -> list[str]:
+        return ["b.append(0)"] if self.flex else ["b += b'\\xff\\xff\\xff\\xff'"]
+
+    def encode_value(self, fd: Field, var: str, d: int, counted: bool = False) -> list[str]:
+        """Lines that append var's encoding; `counted`: an array's count
+        (in n) has been written already."""
         nullable = self.v in fd.nullable
         out: list[str] = []
         t = fd.type
         if t in FIXED_FORMATS:  # only reached for tagged fields
-            return [f"b += {self.struct_const(FIXED_FORMATS[t])}.pack({var})"]
+            return [f"b += {self.packer(FIXED_FORMATS[t])}({var})"]
         if t == "{}":
-            sub = "enc_" + self.fn_name(f"{path}.{fd.name}")
+            inner = self.encode_body(fd.fields, var, d + 1)
             if nullable:
                 out.append(f"if {var} is None: b.append(255)")
                 out.append("else:")
                 out.append("    b.append(1)")
-                out.append(f"    {sub}({var}, b)")
+                out.extend(_indent(inner or ["pass"]))
             else:
-                out.append(f"{sub}({var} if {var} is not None else {{}}, b)")
+                out.append(f"if {var} is None: {var} = {{}}")
+                out.extend(inner)
             return out
         inner: list[str] = []
         if t == "string":
             inner.append(f"{var} = {var}.encode()")
             if self.flex:
-                inner.extend(self.encode_len(f"len({var})"))
+                inner.extend(self.encode_count(f"len({var})"))
             else:
-                inner.append(f"b += _H16.pack(len({var}))")
+                inner.append(f"b += _p16(len({var}))")
             inner.append(f"b += {var}")
             null_line = ["b.append(0)"] if self.flex else ["b += b'\\xff\\xff'"]
         elif t in ("bytes", "records"):
-            inner.extend(self.encode_len(f"len({var})"))
+            inner.extend(self.encode_count(f"len({var})"))
             inner.append(f"b += {var}")
-            null_line = self.encode_len("", null=True)
+            null_line = self.encode_null()
         elif t.startswith("[]"):
-            inner.extend(self.encode_len(f"len({var})"))
             et = fd.element_type
-            if et is None:
-                sub = "enc_" + self.fn_name(f"{path}.{fd.name}")
-                inner.append(f"for e in {var}: {sub}(e, b)")
-            elif et in FIXED_FORMATS:
+            if et in FIXED_FORMATS and len(FIXED_FORMATS[et]) == 1:
                 fmt = FIXED_FORMATS[et]
-                if len(fmt) == 1:
-                    inner.append(f"b += struct.pack('>%d{fmt}' % len({var}), *{var})")
-                else:  # multi-char formats like 16s cannot take a count prefix
-                    inner.append(f"b += struct.pack('>' + '{fmt}' * len({var}), *{var})")
-            elif et == "string":
-                lens = ["if n < 128: b.append(n)", "else: b += _uvb(n)"]
-                inner.append(f"for e in {var}:")
-                inner.append("    e = e.encode()")
+                pa, pca, _ = self.array_structs(fmt)
+                if not counted:
+                    inner.append(f"n = len({var})")
                 if self.flex:
-                    inner.append("    n = len(e) + 1")
-                    inner.extend("    " + x for x in lens)
+                    if not counted:
+                        inner.append("if n < 127: b.append(n + 1)")
+                        inner.append("else: b += _uvb(n + 1)")
+                    inner.append(f"if n: b += {pa}[n](*{var}) if n < {_ARRAY_CACHE} "
+                                 f"else struct.pack('>%d{fmt}' % n, *{var})")
+                else:  # int32 count and elements in one precompiled pack
+                    inner.append(f"if n < {_ARRAY_CACHE}: b += {pca}[n](n, *{var})")
+                    inner.append(f"else: b += struct.pack('>i%d{fmt}' % n, n, *{var})")
+                if nullable:
+                    out.append(f"if {var} is None:")
+                    out.extend(_indent(self.encode_null()))
+                    out.append("else:")
+                    out.extend(_indent(inner))
                 else:
-                    inner.append("    b += _H16.pack(len(e))")
-                inner.append("    b += e")
+                    out.extend(inner)
+                return out
+            if not counted:
+                inner.extend(self.encode_count(f"len({var})"))
+            if et is None:
+                e = f"e{d + 1}"
+                inner.append(f"for {e} in {var}:")
+                inner.extend(_indent(self.encode_body(fd.fields, e, d + 1) or ["pass"]))
+            elif et in FIXED_FORMATS:  # multi-char formats like 16s take no count prefix
+                inner.append(f"b += struct.pack('>' + '{FIXED_FORMATS[et]}' * len({var}), *{var})")
+            elif et == "string":
+                inner.append(f"for s in {var}:")
+                inner.append("    s = s.encode()")
+                if self.flex:
+                    inner.extend(_indent(self.encode_count("len(s)")))
+                else:
+                    inner.append("    b += _p16(len(s))")
+                inner.append("    b += s")
             else:
                 raise ValueError(f"unsupported array element type {et}")
-            null_line = self.encode_len("", null=True)
+            null_line = self.encode_null()
         else:
             raise ValueError(f"unsupported type {t}")
         if nullable:
             out.append(f"if {var} is None:")
-            out.extend("    " + x for x in null_line)
+            out.extend(_indent(null_line))
             out.append("else:")
-            out.extend("    " + x for x in inner)
+            out.extend(_indent(inner))
         else:
             out.extend(inner)
         return out
 
     # ---------------------------------------------------------------- decode
-    def decoder(self, path: str, fields: list[Field]) -> str:
-        """Emit `def dec_<path>(buf, pos)` returning (dict, pos)."""
-        name = "dec_" + self.fn_name(path)
-        present = [fd for fd in fields if self.v in fd.versions]
-        tagged = [fd for fd in present if fd.tag is not None and self.flex]
-        plain = [fd for fd in present if fd.tag is None or not self.flex]
-        plain_ids = {id(fd) for fd in plain}
-        for fd in present:
-            if fd.fields is not None:
-                self.decoder(f"{path}.{fd.name}", fd.fields)
-        body: list[str] = ["blen = len(buf)"]
-        run: list[Field] = []
-        local = {fd.name: f"f_{i}" for i, fd in enumerate(fields)}
+    def decoder(self, name: str, fields: list[Field]) -> str:
+        """Emit `def <name>(buf, pos)` returning (dict, pos)."""
+        body, expr = self.decode_body(fields, 0)
+        self.lines.append(f"def {name}(buf, pos):")
+        self.lines.append("    blen = len(buf)")
+        self.lines.extend(_indent(body))
+        self.lines.append("    if pos > blen: raise _trunc()")
+        self.lines.append(f"    return {expr}, pos")
+        return name
 
-        def flush_run():
+    def decode_body(self, fields: list[Field], d: int) -> tuple[list[str], str]:
+        """Lines that decode a struct into locals f<d>_<i>; and the dict expression."""
+        _, plain, tagged = self.present(fields)
+        plain_ids = {id(fd) for fd in plain}
+        tagged_ids = {id(fd) for fd in tagged}
+        body: list[str] = []
+        run: list[Field] = []
+        local = {fd.name: f"f{d}_{i}" for i, fd in enumerate(fields)}
+
+        def flush_run(then: str | None = None):
+            """Unpack the run; with `then`, also the one byte after it (the
+            first byte of the next compact length, or the tag count)."""
             if run:
                 fmt = "".join(FIXED_FORMATS[x.type] for x in run)
-                st = self.struct_const(fmt)
-                targets = ", ".join(local[x.name] for x in run)
-                body.append(f"{targets}, = {st}.unpack_from(buf, pos)")
+                targets = [local[x.name] for x in run]
+                if then:
+                    fmt += "B"
+                    targets.append(then)
+                body.append(f"{', '.join(targets)}, = {self.unpacker(fmt)}(buf, pos)")
                 body.append(f"pos += {struct.calcsize('>' + fmt)}")
                 run.clear()
+                return True
+            return False
 
         for fd in plain:
             if fd.type in FIXED_FORMATS:
                 run.append(fd)
                 continue
-            flush_run()
-            body.extend(self.decode_value(fd, path, local[fd.name]))
-        flush_run()
+            prefixed = self.flex and fd.type != "{}"  # starts with a compact length
+            self._prefetched = flush_run("n" if prefixed else None) and prefixed
+            body.extend(self.decode_value(fd, local[fd.name], d))
+            self._prefetched = False
+        tags_read = flush_run("ntag" if self.flex else None) and self.flex
         for fd in fields:
-            if id(fd) not in plain_ids:
-                # absent in this version, or tagged: start from the default
+            if id(fd) in plain_ids:
+                continue
+            if id(fd) in tagged_ids:  # tagged: starts from the default, may be read below
                 body.append(f"{local[fd.name]} = {self.const(fd.default)}")
+            else:  # absent in this version: the default goes straight into the dict
+                local[fd.name] = self.const(fd.default)
         if self.flex:
-            body.extend(self.decode_tagged(path, tagged, local))
-        items = ", ".join(f"{fd.name!r}: {local[fd.name]}" for fd in fields)
-        body.append(f"return {{{items}}}, pos")
-        self.lines.append(f"def {name}(buf, pos):")
-        self.lines.extend("    " + line for line in body)
-        return name
+            body.extend(self.decode_tagged(tagged, local, d, tags_read))
+        expr = "{" + ", ".join(f"{fd.name!r}: {local[fd.name]}" for fd in fields) + "}"
+        return body, expr
 
-    def decode_tagged(self, path: str, tagged: list[Field], local: dict[str, str]) -> list[str]:
-        out = ["ntag = buf[pos]; pos += 1",
-               "if ntag > 127: ntag, pos = _ruv(buf, pos - 1)",
-               "for _ in range(ntag):",
-               "    tag, pos = _ruv(buf, pos)",
-               "    size, pos = _ruv(buf, pos)",
-               "    tend = pos + size",
-               "    if tend > blen: raise _trunc()"]
+    def decode_tagged(self, tagged: list[Field], local: dict[str, str], d: int,
+                      count_read: bool = False) -> list[str]:
+        tag, tend = f"tag{d}", f"tend{d}"
+        loop = [f"for _ in range(ntag):",
+                f"    {tag}, pos = _ruv(buf, pos)",
+                "    size, pos = _ruv(buf, pos)",
+                f"    {tend} = pos + size",
+                f"    if {tend} > blen: raise _trunc()"]
         first = True
         for fd in tagged:
             kw = "if" if first else "elif"
             first = False
-            out.append(f"    {kw} tag == {fd.tag}:")
-            out.extend("        " + x for x in self.decode_value(fd, path, local[fd.name]))
-        out.append("    pos = tend")
-        return out
+            loop.append(f"    {kw} {tag} == {fd.tag}:")
+            loop.extend(_indent(self.decode_value(fd, local[fd.name], d), "        "))
+        loop.append(f"    pos = {tend}")
+        # the usual case is no tagged fields at all: one zero byte
+        return ([] if count_read else ["ntag = buf[pos]; pos += 1"]) + [
+                "if ntag:",
+                "    if ntag > 127: ntag, pos = _ruv(buf, pos - 1)"] + _indent(loop)
+
+    def text(self, expr: str) -> str:
+        """UTF-8 text of a slice of buf (bytes.decode is the fast way)."""
+        return f"str({expr}, 'utf-8')" if self.views else f"{expr}.decode()"
 
     def decode_len(self, var: str) -> list[str]:
         """Read a length prefix into var (-1 means null)."""
         if self.flex:
+            if self._prefetched:  # its first byte came with the fixed fields before it
+                self._prefetched = False
+                return [f"if {var} > 127: {var}, pos = _ruv(buf, pos - 1)", f"{var} -= 1"]
             return [f"{var} = buf[pos]; pos += 1",
                     f"if {var} > 127: {var}, pos = _ruv(buf, pos - 1)",
                     f"{var} -= 1"]
-        return [f"{var}, = _H32.unpack_from(buf, pos)", "pos += 4"]
+        return [f"{var}, = _u32(buf, pos)", "pos += 4"]
 
-    def decode_value(self, fd: Field, path: str, var: str) -> list[str]:
+    def decode_value(self, fd: Field, var: str, d: int) -> list[str]:
         nullable = self.v in fd.nullable
         t = fd.type
         out: list[str] = []
         null_err = f"raise ProtocolError('null for non-nullable field {fd.name}')"
         if t in FIXED_FORMATS:  # only reached for tagged fields
             fmt = FIXED_FORMATS[t]
-            return [f"{var}, = {self.struct_const(fmt)}.unpack_from(buf, pos)",
+            return [f"{var}, = {self.unpacker(fmt)}(buf, pos)",
                     f"pos += {struct.calcsize('>' + fmt)}"]
         if t == "{}":
-            sub = "dec_" + self.fn_name(f"{path}.{fd.name}")
+            inner, expr = self.decode_body(fd.fields, d + 1)
             if nullable:
                 out.append("flag = buf[pos]; pos += 1")
                 out.append(f"if flag == 255: {var} = None")
-                out.append(f"else: {var}, pos = {sub}(buf, pos)")
+                out.append("else:")
+                out.extend(_indent(inner))
+                out.append(f"    {var} = {expr}")
             else:
-                out.append(f"{var}, pos = {sub}(buf, pos)")
+                out.extend(inner)
+                out.append(f"{var} = {expr}")
             return out
         if t == "string":
             if self.flex:
                 out.extend(self.decode_len("n"))
             else:
-                out += ["n, = _H16.unpack_from(buf, pos)", "pos += 2"]
-            out.append("if n < 0:")
-            out.append(f"    {var} = None" if nullable else "    " + null_err)
-            out.append("else:")
+                out += ["n, = _u16(buf, pos)", "pos += 2"]
+            # no bounds check here: a string running past the end makes pos
+            # pass blen, which the decoder's final check turns into an error
+            out.append("if n > 0:")
             out.append("    end = pos + n")
-            out.append("    if end > blen: raise _trunc()")
-            out.append(f"    {var} = str(buf[pos:end], 'utf-8')")
+            out.append(f"    {var} = {self.text('buf[pos:end]')}")
             out.append("    pos = end")
+            out.append(f"elif n == 0: {var} = ''")
+            out.append(f"else: {var} = None" if nullable else "else: " + null_err)
             return out
         if t in ("bytes", "records"):
             out.extend(self.decode_len("n"))
@@ -348,28 +477,34 @@ class _Gen:
             out.append("    if n > blen - pos: raise _trunc()")
             et = fd.element_type
             if et is None:
-                sub = "dec_" + self.fn_name(f"{path}.{fd.name}")
+                app = f"app{d}"
+                inner, expr = self.decode_body(fd.fields, d + 1)
                 out.append(f"    {var} = []")
-                out.append(f"    app = {var}.append")
+                out.append(f"    {app} = {var}.append")
                 out.append("    for _ in range(n):")
-                out.append(f"        e, pos = {sub}(buf, pos)")
-                out.append("        app(e)")
+                out.extend(_indent(inner, "        "))
+                out.append(f"        {app}({expr})")
             elif et in FIXED_FORMATS:
                 fmt = FIXED_FORMATS[et]
                 size = struct.calcsize(">" + fmt)
-                count_fmt = f"'>%d{fmt}' % n" if len(fmt) == 1 else f"'>' + '{fmt}' * n"
-                out.append(f"    {var} = list(struct.unpack_from({count_fmt}, buf, pos))")
+                if len(fmt) == 1:
+                    _, _, ua = self.array_structs(fmt)
+                    out.append(f"    if not n: {var} = []")
+                    out.append(f"    elif n < {_ARRAY_CACHE}: {var} = list({ua}[n](buf, pos))")
+                    out.append(f"    else: {var} = list(struct.unpack_from('>%d{fmt}' % n, buf, pos))")
+                else:
+                    out.append(f"    {var} = list(struct.unpack_from('>' + '{fmt}' * n, buf, pos))")
                 out.append(f"    pos += n * {size}")
             elif et == "string":
                 out.append(f"    {var} = []")
                 out.append("    for _ in range(n):")
                 if self.flex:
-                    out.extend("        " + x for x in self.decode_len("k"))
+                    out.extend(_indent(self.decode_len("k"), "        "))
                 else:
-                    out += ["        k, = _H16.unpack_from(buf, pos)", "        pos += 2"]
+                    out += ["        k, = _u16(buf, pos)", "        pos += 2"]
                 out.append("        end = pos + k")
                 out.append("        if k < 0 or end > blen: raise _trunc()")
-                out.append(f"        {var}.append(str(buf[pos:end], 'utf-8'))")
+                out.append(f"        {var}.append({self.text('buf[pos:end]')})")
                 out.append("        pos = end")
             else:
                 raise ValueError(f"unsupported array element type {et}")
@@ -377,29 +512,61 @@ class _Gen:
         raise ValueError(f"unsupported type {t}")
 
 
-def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
-    """Return (encode(msg) -> bytearray, decode(buf, pos=0) -> (msg, pos))."""
-    if version not in sch.versions:
-        raise ValueError(f"{sch.name} has no version {version}")
-    gen = _Gen(version, sch.is_flexible(version))
-    root = sch.name
-    enc = gen.encoder(root, sch.fields)
-    dec = gen.decoder(root, sch.fields)
-    source = "\n".join(gen.lines)
+def _compile(gen: _Gen, sch: Schema, version: int, *names: str) -> list[Callable]:
     namespace: dict[str, Any] = dict(_RUNTIME)
     namespace.update(gen.consts)
-    code = compile(source, f"<kcoord codec {sch.name} v{version}>", "exec")
+    code = compile("\n".join(gen.lines), f"<kcoord codec {sch.name} v{version}>", "exec")
     exec(code, namespace)
-    enc_fn = namespace[enc]
-    dec_fn = namespace[dec]
+    return [namespace[name] for name in names]
+
+
+def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
+    """Return (encode(msg) -> bytearray, decode(buf, pos=0) -> (msg, pos)).
+
+    decode reads text with bytes.decode from bytes and bytearray; any other
+    buffer (a memoryview) goes to a second decoder, generated on its first
+    use, that reads text with str()."""
+    if version not in sch.versions:
+        raise ValueError(f"{sch.name} has no version {version}")
+    flexible = sch.is_flexible(version)
+    gen = _Gen(version, flexible)
+    enc = gen.encoder("enc_" + sch.name, sch.fields)
+    dec = gen.decoder("dec_" + sch.name, sch.fields)
+    source = "\n".join(gen.lines)
+    enc_fn, dec_fn = _compile(gen, sch, version, enc, dec)
+    view_fn = None
+    # The strict encoder reads every non-tagged field as m[name], which is
+    # faster than m.get(name, default); a message that leaves a field out
+    # raises KeyError there and is encoded again by the lenient encoder.  A
+    # codec whose messages keep leaving fields out stops trying.
+    sgen = _Gen(version, flexible, strict=True)
+    strict_fn, = _compile(sgen, sch, version, sgen.encoder(enc, sch.fields))
+    misses = 0
 
     def encode(msg: dict) -> bytearray:
+        nonlocal strict_fn, misses
         b = bytearray()
+        if strict_fn is not None:
+            try:
+                strict_fn(msg, b)
+                return b
+            except KeyError:
+                misses += 1
+                if misses >= STRICT_MISSES:
+                    strict_fn = None
+                b = bytearray()
         enc_fn(msg, b)
         return b
 
     def decode(buf, pos: int = 0):
+        nonlocal view_fn
         try:
+            cls = buf.__class__
+            if cls is not bytes and cls is not bytearray:  # memoryview and other buffers
+                if view_fn is None:
+                    vgen = _Gen(version, flexible, views=True)
+                    view_fn, = _compile(vgen, sch, version, vgen.decoder(dec, sch.fields))
+                return view_fn(buf, pos)
             return dec_fn(buf, pos)
         except ProtocolError:
             raise
