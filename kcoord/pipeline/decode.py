@@ -315,7 +315,8 @@ class RecordBatchBuilder:
             # headers.  The key is looked up by its raw bytes (length prefix
             # included) as registered by a full parse of the same bytes, so a
             # hit is exact.
-            if data[rec_end - 1] == 0 and data[rec_end - 26] == 48 and rec_end <= dlen:
+            if rec_end - 26 >= pos and rec_end <= dlen and data[rec_end - 1] == 0 \
+                    and data[rec_end - 26] == 48:
                 kid = ckeys_get(data[pos:rec_end - 26])
                 if kid is not None:
                     kids_append(kid)
