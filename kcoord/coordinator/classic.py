@@ -27,7 +27,7 @@ from ..protocol.errors import Err
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
-from .result import Record, Result
+from .result import Record, Result, Timer
 
 GROUP_METADATA = 2
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
@@ -153,6 +153,17 @@ class ClassicGroupHandlers:
             "client_id": client_id or "", "client_host": client_host,
             "version": version, "token": token,
         }
+        consumer = getattr(self, "consumer", None)  # KIP-848 groups of this shard
+        if consumer is not None and group_id in consumer.groups:
+            consumer_group = consumer.groups[group_id]
+            if consumer_group.members:
+                # Kafka lets classic members join a consumer group (the upgrade and
+                # downgrade interop); kcoord does not implement that path
+                return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
+            _, tombstones = consumer.delete_group(consumer_group)
+            res.records.extend(tombstones)
+        before = len(res.records)
         group = self.groups.get(group_id)
         is_new_group = group is None
         unknown = member_id == ""
@@ -167,7 +178,7 @@ class ClassicGroupHandlers:
             self._join_new_member(res, group, join, now)
         else:
             self._join_existing_member(res, group, member_id, join, now)
-        if is_new_group and not res.records:
+        if is_new_group and len(res.records) == before:
             # persist the new group, as Kafka does
             self._emit(res, group, empty_group_metadata_record(group))
         return res
@@ -509,29 +520,36 @@ class ClassicGroupHandlers:
 
     # ========================================================= Heartbeat
     def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
-        res = Result()
+        response, timer = self.heartbeat_fast(req, version, now)
+        return response, Result(timers=[timer] if timer is not None else [])
+
+    def heartbeat_fast(self, req: dict, version: int, now: int) -> tuple[dict, Timer | None]:
+        """(response, the session timer to arm or None): the hot path, kept short."""
         group_id = req["group_id"]
         if not group_id:
-            return _hb(Err.INVALID_GROUP_ID), res
+            return _hb(Err.INVALID_GROUP_ID), None
         group = self.groups.get(group_id)
         if group is None:
-            return _hb(Err.UNKNOWN_MEMBER_ID), res
+            return _hb(Err.UNKNOWN_MEMBER_ID), None
         if group.state == DEAD:
-            return _hb(Err.COORDINATOR_NOT_AVAILABLE), res
+            return _hb(Err.COORDINATOR_NOT_AVAILABLE), None
         member_id = req["member_id"]
         instance_id = req.get("group_instance_id") if version >= 3 else None
-        error = group.validate_member(member_id, instance_id)
-        if error:
-            return _hb(error), res
+        member = group.members.get(member_id)
+        if instance_id is not None or member is None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return _hb(error), None
         if req["generation_id"] != group.generation_id:
-            return _hb(Err.ILLEGAL_GENERATION), res
+            return _hb(Err.ILLEGAL_GENERATION), None
         if group.state == EMPTY:
-            return _hb(Err.UNKNOWN_MEMBER_ID), res
-        member = group.members[member_id]
-        self._arm_heartbeat(res, group, member_id, member.session_timeout_ms, now)
+            return _hb(Err.UNKNOWN_MEMBER_ID), None
+        key = (HEARTBEAT, group_id, member_id)
+        deadline = now + member.session_timeout_ms
+        self.deadlines[key] = deadline  # as _arm_heartbeat, inlined
         if group.state == PREPARING_REBALANCE:
-            return _hb(Err.REBALANCE_IN_PROGRESS), res
-        return _hb(Err.NONE), res
+            return _HB_REBALANCING, Timer(key, deadline)
+        return _HB_OK, Timer(key, deadline)
 
     # ======================================================== LeaveGroup
     def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
@@ -597,6 +615,11 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
 
 def _hb(code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code}
+
+
+# shared heartbeat responses: never mutated (the codec only reads them)
+_HB_OK = _hb(Err.NONE)
+_HB_REBALANCING = _hb(Err.REBALANCE_IN_PROGRESS)
 
 
 def _left(member_id: str, instance_id: str | None, code: int) -> dict:

@@ -14,6 +14,7 @@ from .coordinator_runtime import CoordinatorRuntime, wall_ms
 from .dispatch import Dispatcher, RequestContext
 
 KEY_TYPE_GROUP = 0
+PARKED_CHECK_S = 1.0  # how often a parked JoinGroup/SyncGroup checks its shard is still there
 
 log = logging.getLogger("kcoord.groups")
 
@@ -229,14 +230,22 @@ class GroupHandlers:
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(response)
 
-    async def _parked(self, shard, run, error_response) -> dict:
+    async def _parked(self, shard, run, error_response, unloaded_response) -> dict:
         """Run a core handler that answers through a token, possibly much later
         (a JoinGroup waiting for the rebalance, a SyncGroup for the leader)."""
         token = asyncio.get_running_loop().create_future()
+        core = shard.core
         result = run(token)
         try:
             await self._apply(shard, result)
-            return await token
+            while True:
+                done, _ = await asyncio.wait((token,), timeout=PARKED_CHECK_S)
+                if done:
+                    return token.result()
+                if shard.core is not core:
+                    # the shard reloaded after a failed write: requests parked in the
+                    # old core are gone with it (Kafka: NOT_COORDINATOR on unload)
+                    return unloaded_response
         except Exception as exc:  # the write failed: the shard is reloading
             log.warning("group write failed: %s", exc)
             return error_response
@@ -253,7 +262,8 @@ class GroupHandlers:
         resp = await self._parked(
             shard, lambda token: shard.core.join_group(
                 req, version, ctx.client_id, _client_host(ctx), token, wall_ms()),
-            join_error(Err.COORDINATOR_NOT_AVAILABLE, req["member_id"]))
+            join_error(Err.COORDINATOR_NOT_AVAILABLE, req["member_id"]),
+            join_error(Err.NOT_COORDINATOR, req["member_id"]))
         return _join_for_version(resp, version)
 
     async def sync_group(self, ctx: RequestContext, req: dict) -> dict:
@@ -268,7 +278,7 @@ class GroupHandlers:
             shard = self.runtime.shards[0]
         return await self._parked(
             shard, lambda token: shard.core.sync_group(req, ctx.api_version, token, wall_ms()),
-            sync_response(Err.COORDINATOR_NOT_AVAILABLE))
+            sync_response(Err.COORDINATOR_NOT_AVAILABLE), sync_response(Err.NOT_COORDINATOR))
 
     def heartbeat(self, ctx: RequestContext, req: dict):
         """Answered at once unless writes are in flight (then after them)."""
@@ -280,8 +290,9 @@ class GroupHandlers:
             # Kafka answers a heartbeat to a loading coordinator with NONE
             code = Err.NONE if error == Err.COORDINATOR_LOAD_IN_PROGRESS else error
             return {"throttle_time_ms": 0, "error_code": code}
-        response, result = shard.core.heartbeat(req, ctx.api_version, wall_ms())
-        shard.arm_timers(result.timers)
+        response, timer = shard.core.heartbeat_fast(req, ctx.api_version, wall_ms())
+        if timer is not None:
+            shard.arm_timers((timer,))
         pending = shard.write([])
         if pending is None:
             return response

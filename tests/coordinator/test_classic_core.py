@@ -1119,6 +1119,33 @@ def test_restart_of_empty_group(h):
     assert h.reply(t)["generation_id"] == generation + 2
 
 
+# ------------------------------------------------------- KIP-848 neighbours
+def consumer_heartbeat(h, member_id="", epoch=0, group="g"):
+    req = {"group_id": group, "member_id": member_id, "member_epoch": epoch,
+           "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+           "subscribed_topic_names": ["t"] if epoch == 0 else None,
+           "subscribed_topic_regex": None, "server_assignor": None,
+           "topic_partitions": [] if epoch == 0 else None}
+    token = Token("consumer heartbeat")
+    h.apply(h.shard.consumer_group_heartbeat(token, req, 0, "c", "/h", h.now))
+    return h.reply(token)
+
+
+def test_classic_join_to_a_consumer_group(h):
+    reply = consumer_heartbeat(h)
+    assert reply["error_code"] == Err.NONE and "g" in h.shard.consumer.groups
+    # the consumer group has a member: classic members cannot join it here
+    assert h.code(h.join("")) == Err.INCONSISTENT_GROUP_PROTOCOL
+    assert "g" not in h.shard.groups
+    assert h.heartbeat(reply["member_id"], reply["member_epoch"]) == Err.UNKNOWN_MEMBER_ID
+    # once it is empty, a classic join replaces it, as Kafka does
+    assert consumer_heartbeat(h, reply["member_id"], -1)["error_code"] == Err.NONE
+    token = h.join("", version=3)
+    h.advance(0)
+    assert h.code(token) == Err.NONE
+    assert "g" not in h.shard.consumer.groups and h.group().state == COMPLETING_REBALANCE
+
+
 # ------------------------------------------------------------------- timers
 def test_timer_record_applied_after_the_group_was_deleted(h):
     """The runtime applies a timer's result in a later task: a DeleteGroups may
