@@ -187,6 +187,10 @@ class ConsumerGroupManager:
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, received: int, owned: list[dict] | None) -> None:
+        if received == 0:
+            # a fenced member rejoins with its member id (KAFKA-19233): accepted, it gets its
+            # current assignment back instead of FENCED_MEMBER_EPOCH until its session expires
+            return
         if received > member.member_epoch:
             raise HeartbeatError(
                 Err.FENCED_MEMBER_EPOCH,
@@ -234,6 +238,8 @@ class ConsumerGroupManager:
             if create:
                 if existing is None:
                     member = group.members.get(member_id) or ConsumerMember(member_id)
+                elif existing.member_id == member_id:
+                    member = existing  # the same instance rejoins after being fenced
                 else:
                     if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         raise HeartbeatError(

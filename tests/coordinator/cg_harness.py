@@ -1,0 +1,108 @@
+"""A fake runtime for the KIP-848 consumer group core: a fake clock, timers as a
+dict, and the log as a list of encoded records (each record goes through
+kcoord's own record codec, as the runtime writes it)."""
+from __future__ import annotations
+
+import itertools
+
+from kcoord.coordinator.consumer_group import TopicInfo
+from kcoord.coordinator.result import Result
+from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
+from kcoord.server.coordinator_runtime import decode_record, encode_record
+
+GROUP = "g"
+HOUR = 3600_000
+
+
+def tid(n: int) -> bytes:
+    return bytes([0xAA, n]) + bytes(14)
+
+
+def hb_request(group=GROUP, member_id="", epoch=0, *, instance_id=None, rack_id=None,
+               rebalance_timeout_ms=-1, names=None, regex=None, assignor=None, owned=None) -> dict:
+    return {"group_id": group, "member_id": member_id, "member_epoch": epoch,
+            "instance_id": instance_id, "rack_id": rack_id,
+            "rebalance_timeout_ms": rebalance_timeout_ms, "subscribed_topic_names": names,
+            "subscribed_topic_regex": regex, "server_assignor": assignor,
+            "topic_partitions": owned}
+
+
+def join_request(member_id="", names=("foo",), *, group=GROUP, rebalance_timeout_ms=30000,
+                 **kw) -> dict:
+    return hb_request(group, member_id, 0, rebalance_timeout_ms=rebalance_timeout_ms,
+                      names=None if names is None else list(names), owned=[], **kw)
+
+
+def owned_list(assignment) -> list[dict]:
+    return [{"topic_id": t, "partitions": sorted(p)} for t, p in sorted(assignment.items()) if p]
+
+
+def wire_assignment(response) -> dict[bytes, set[int]]:
+    a = response["assignment"]
+    if a is None:
+        return None
+    return {tp["topic_id"]: set(tp["partitions"]) for tp in a["topic_partitions"] if tp["partitions"]}
+
+
+class Harness:
+    def __init__(self, config: CoordinatorConfig | None = None, topics=None) -> None:
+        self.config = config or CoordinatorConfig()
+        self.shard = CoordinatorShard(0, self.config)
+        counter = itertools.count()
+        self.shard.consumer.new_member_id = lambda: f"server-{next(counter)}"
+        self.now = 1_000_000
+        self.timers: dict[tuple, int] = {}
+        self.log: list[tuple[bytes, bytes | None]] = []
+        self.topics: dict[str, TopicInfo] = dict(topics or {})
+        self.fired: list[tuple] = []
+
+    # ------------------------------------------------------------- plumbing
+    def apply(self, result: Result) -> list[dict]:
+        for record in result.records:
+            key, value = encode_record(record)
+            self.log.append((key, value))
+            self.shard.replay(record)
+        for key, deadline in result.timers:
+            if deadline is None:
+                self.timers.pop(key, None)
+            else:
+                self.timers[key] = deadline
+        return [resp for _, resp in result.replies]
+
+    def heartbeat(self, req: dict, version: int = 1, client_id: str = "client",
+                  client_host: str = "/127.0.0.1") -> dict:
+        result = self.shard.consumer_group_heartbeat("tok", req, version, client_id, client_host,
+                                                     self.now, self.topics)
+        replies = self.apply(result)
+        assert len(replies) == 1
+        return replies[0]
+
+    def advance(self, ms: int) -> None:
+        """Move the clock, firing due timers in deadline order."""
+        target = self.now + ms
+        while True:
+            due = [(d, k) for k, d in self.timers.items() if d <= target]
+            if not due:
+                break
+            deadline, key = min(due, key=lambda dk: (dk[0], repr(dk[1])))
+            del self.timers[key]
+            self.now = max(self.now, deadline)
+            self.fired.append(key)
+            self.apply(self.shard.on_timer(key, self.now))
+        self.now = target
+
+    def set_topics(self, topics: dict) -> None:
+        self.topics = dict(topics)
+        self.apply(self.shard.on_topics_changed(self.topics, self.now))
+
+    def replayed(self) -> CoordinatorShard:
+        fresh = CoordinatorShard(0, self.config)
+        for key, value in self.log:
+            fresh.replay(decode_record(key, value))
+        return fresh
+
+    def group(self, group_id: str = GROUP):
+        return self.shard.consumer.groups.get(group_id)
+
+    def member(self, member_id: str, group_id: str = GROUP):
+        return self.group(group_id).members[member_id]

@@ -1,0 +1,270 @@
+"""Server-side assignors: uniform (homogeneous and heterogeneous) and range.
+
+Properties checked on seeded random inputs: every subscribed partition is
+assigned exactly once and only to a subscriber; balance within one partition
+where the subscriptions allow it; stickiness (an unchanged group gets the
+same assignment back, a join or leave moves as little as balance requires);
+range co-partitions topics and orders static members first.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kcoord.coordinator.assignors import (ASSIGNORS, AssignorError, GroupSpec, MemberSpec,
+                                          assignment_size, is_homogeneous)
+from kcoord.coordinator.assignors import range as range_assignor
+from kcoord.coordinator.assignors import uniform
+
+
+def tid(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def spec_of(members: dict[str, MemberSpec]) -> GroupSpec:
+    return GroupSpec(members, is_homogeneous(members))
+
+
+def owners(result) -> dict[tuple, str]:
+    out = {}
+    for m, a in result.items():
+        for t, parts in a.items():
+            for p in parts:
+                assert (t, p) not in out, f"{t.hex()}-{p} assigned to {out[(t, p)]} and {m}"
+                out[(t, p)] = m
+    return out
+
+
+def check_valid(spec: GroupSpec, partitions: dict[bytes, int], result) -> dict[tuple, str]:
+    """Each subscribed partition exactly once, to a subscriber; nothing else."""
+    own = owners(result)
+    subscribed = set()
+    for ms in spec.members.values():
+        subscribed |= set(ms.subscribed_topic_ids)
+    expected = {(t, p) for t in subscribed for p in range(partitions[t])}
+    assert set(own) == expected
+    for (t, _), m in own.items():
+        assert t in spec.members[m].subscribed_topic_ids
+    return own
+
+
+def sizes(result, members) -> list[int]:
+    return [assignment_size(result.get(m, {})) for m in members]
+
+
+def with_assignment(spec: GroupSpec, result) -> GroupSpec:
+    return spec_of({m: MemberSpec(ms.subscribed_topic_ids, result.get(m, {}), ms.instance_id)
+                    for m, ms in spec.members.items()})
+
+
+# ====================================================================== uniform
+@pytest.mark.parametrize("seed", range(200))
+def test_uniform_homogeneous_balanced_and_complete(seed):
+    rng = random.Random(seed)
+    partitions = {tid(i): rng.randint(0, 20) for i in range(rng.randint(1, 6))}
+    topics = frozenset(partitions)
+    members = {f"m{i}": MemberSpec(topics) for i in range(rng.randint(1, 30))}
+    spec = spec_of(members)
+    result = uniform.assign(spec, partitions)
+    check_valid(spec, partitions, result)
+    s = sizes(result, members)
+    assert max(s) - min(s) <= 1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_uniform_homogeneous_sticky(seed):
+    rng = random.Random(seed)
+    partitions = {tid(i): rng.randint(1, 30) for i in range(rng.randint(1, 5))}
+    topics = frozenset(partitions)
+    members = {f"m{i}": MemberSpec(topics) for i in range(rng.randint(1, 12))}
+    spec = spec_of(members)
+    first = uniform.assign(spec, partitions)
+    before = owners(first)
+
+    # unchanged group: the very same assignment
+    again = uniform.assign(with_assignment(spec, first), partitions)
+    assert owners(again) == before
+
+    # one member joins: only the excess above the new quotas moves, and only to it
+    grown = dict(with_assignment(spec, first).members)
+    grown["new"] = MemberSpec(topics)
+    second = uniform.assign(spec_of(grown), partitions)
+    after = check_valid(spec_of(grown), partitions, second)
+    s = sizes(second, grown)
+    assert max(s) - min(s) <= 1
+    moved = {tp for tp in before if after[tp] != before[tp]}
+    assert all(after[tp] == "new" for tp in moved)
+    assert len(moved) == assignment_size(second["new"])
+
+    # one member leaves: only its partitions move
+    if len(members) > 1:
+        gone = sorted(members)[rng.randrange(len(members))]
+        shrunk = {m: ms for m, ms in with_assignment(spec, first).members.items() if m != gone}
+        third = uniform.assign(spec_of(shrunk), partitions)
+        after = check_valid(spec_of(shrunk), partitions, third)
+        s = sizes(third, shrunk)
+        assert max(s) - min(s) <= 1
+        for tp, m in before.items():
+            if m != gone:
+                assert after[tp] == m, "a partition of a staying member moved"
+
+
+def test_uniform_homogeneous_prefers_current_holders_for_the_remainder():
+    # 13 partitions, A holds 5, B and C hold 4; D joins: quotas 4,3,3,3 -> 3 moves, not 4
+    t = tid(1)
+    a = {t: frozenset(range(0, 5))}
+    b = {t: frozenset(range(5, 9))}
+    c = {t: frozenset(range(9, 13))}
+    topics = frozenset({t})
+    members = {"D": MemberSpec(topics), "A": MemberSpec(topics, a), "B": MemberSpec(topics, b),
+               "C": MemberSpec(topics, c)}
+    result = uniform.assign(spec_of(members), {t: 13})
+    assert assignment_size(result["D"]) == 3
+    assert result["A"][t] <= a[t] and result["B"][t] <= b[t] and result["C"][t] <= c[t]
+
+
+def test_uniform_drops_unsubscribed_and_out_of_range_partitions():
+    t1, t2 = tid(1), tid(2)
+    members = {"a": MemberSpec(frozenset({t1}), {t1: frozenset({0, 1, 7}), t2: frozenset({0})}),
+               "b": MemberSpec(frozenset({t1}), {t1: frozenset({1})})}  # 1 held twice
+    spec = spec_of(members)
+    result = uniform.assign(spec, {t1: 4, t2: 2})
+    check_valid(spec, {t1: 4, t2: 2}, result)
+
+
+def test_uniform_members_with_no_topics():
+    members = {"a": MemberSpec(frozenset()), "b": MemberSpec(frozenset())}
+    assert all(not a for a in uniform.assign(spec_of(members), {}).values())
+
+
+def test_uniform_unknown_topic_is_an_error():
+    members = {"a": MemberSpec(frozenset({tid(9)}))}
+    with pytest.raises(AssignorError):
+        uniform.assign(spec_of(members), {})
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_uniform_heterogeneous_complete_and_sticky(seed):
+    rng = random.Random(seed)
+    partitions = {tid(i): rng.randint(1, 15) for i in range(rng.randint(2, 6))}
+    ids = sorted(partitions)
+    members = {f"m{i}": MemberSpec(frozenset(rng.sample(ids, rng.randint(1, len(ids)))))
+               for i in range(rng.randint(2, 15))}
+    spec = GroupSpec(members, False)
+    first = uniform.assign(spec, partitions)
+    before = check_valid(spec, partitions, first)
+    again = uniform.assign(GroupSpec(with_assignment(spec, first).members, False), partitions)
+    assert owners(again) == before
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_uniform_heterogeneous_balanced_when_subscribers_share_subscriptions(seed):
+    # disjoint buckets of members, each bucket with its own topics: every topic's
+    # subscribers have identical subscriptions, so each bucket is balanced to one
+    rng = random.Random(seed)
+    buckets = rng.randint(2, 4)
+    partitions = {}
+    members = {}
+    for b in range(buckets):
+        topics = [tid(b * 10 + i) for i in range(rng.randint(1, 3))]
+        for t in topics:
+            partitions[t] = rng.randint(1, 25)
+        for i in range(rng.randint(1, 8)):
+            members[f"b{b}-m{i}"] = MemberSpec(frozenset(topics))
+    spec = GroupSpec(members, False)
+    result = uniform.assign(spec, partitions)
+    check_valid(spec, partitions, result)
+    for b in range(buckets):
+        s = [assignment_size(result[m]) for m in members if m.startswith(f"b{b}-")]
+        assert max(s) - min(s) <= 1
+
+    # the same from a skewed starting point (everything on one member per bucket)
+    skewed = {}
+    for m, ms in members.items():
+        first = next(x for x in members if x.split("-")[0] == m.split("-")[0])
+        skewed[m] = MemberSpec(ms.subscribed_topic_ids,
+                               {t: frozenset(range(partitions[t])) for t in ms.subscribed_topic_ids}
+                               if m == first else {})
+    result = uniform.assign(GroupSpec(skewed, False), partitions)
+    check_valid(spec, partitions, result)
+    for b in range(buckets):
+        s = [assignment_size(result[m]) for m in members if m.startswith(f"b{b}-")]
+        assert max(s) - min(s) <= 1
+
+
+def test_uniform_heterogeneous_overlapping_subscriptions():
+    t1, t2 = tid(1), tid(2)
+    members = {"a": MemberSpec(frozenset({t1})), "b": MemberSpec(frozenset({t1, t2})),
+               "c": MemberSpec(frozenset({t2}))}
+    spec = GroupSpec(members, False)
+    result = uniform.assign(spec, {t1: 6, t2: 6})
+    check_valid(spec, {t1: 6, t2: 6}, result)
+    # balancing works topic by topic (as in Kafka): each topic's subscribers end within one
+    load = dict(zip(members, sizes(result, members)))
+    assert abs(load["a"] - load["b"]) <= 1 and abs(load["b"] - load["c"]) <= 1
+
+
+# ======================================================================== range
+def test_range_co_partitions_topics():
+    t1, t2 = tid(1), tid(2)
+    topics = frozenset({t1, t2})
+    members = {m: MemberSpec(topics) for m in ("c", "a", "b")}
+    result = range_assignor.assign(spec_of(members), {t1: 7, t2: 7})
+    check_valid(spec_of(members), {t1: 7, t2: 7}, result)
+    for m in members:
+        assert result[m][t1] == result[m][t2]
+    assert result["a"][t1] == frozenset({0, 1, 2})  # sorted by member id, extra to the first
+    assert result["b"][t1] == frozenset({3, 4})
+    assert result["c"][t1] == frozenset({5, 6})
+
+
+def test_range_static_members_first_by_instance_id():
+    t = tid(1)
+    members = {"a": MemberSpec(frozenset({t})),
+               "z": MemberSpec(frozenset({t}), instance_id="i2"),
+               "y": MemberSpec(frozenset({t}), instance_id="i1")}
+    result = range_assignor.assign(spec_of(members), {t: 3})
+    assert result["y"][t] == {0} and result["z"][t] == {1} and result["a"][t] == {2}
+
+
+def test_range_more_members_than_partitions():
+    t = tid(1)
+    members = {f"m{i}": MemberSpec(frozenset({t})) for i in range(5)}
+    result = range_assignor.assign(spec_of(members), {t: 2})
+    check_valid(spec_of(members), {t: 2}, result)
+    assert result["m0"][t] == {0} and result["m1"][t] == {1}
+    assert not result["m4"]
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_range_heterogeneous(seed):
+    rng = random.Random(seed)
+    partitions = {tid(i): rng.randint(0, 12) for i in range(rng.randint(1, 5))}
+    ids = sorted(partitions)
+    members = {f"m{i}": MemberSpec(frozenset(rng.sample(ids, rng.randint(1, len(ids)))))
+               for i in range(rng.randint(1, 10))}
+    spec = spec_of(members)
+    result = range_assignor.assign(spec, partitions)
+    check_valid(spec, partitions, result)
+    # contiguous ranges; subscribers of a topic differ by at most one partition
+    for t, n in partitions.items():
+        subs = [m for m in sorted(members) if t in members[m].subscribed_topic_ids]
+        got = [sorted(result[m].get(t, ())) for m in subs]
+        for g in got:
+            assert g == list(range(g[0], g[0] + len(g))) if g else True
+        if subs:
+            assert max(map(len, got)) - min(map(len, got)) <= 1
+
+
+def test_registry_names():
+    assert set(ASSIGNORS) == {"uniform", "range"}
+
+
+def test_assignors_do_not_mutate_their_input():
+    t = tid(1)
+    held = {t: frozenset({0, 1, 2, 3})}
+    members = {"a": MemberSpec(frozenset({t}), held), "b": MemberSpec(frozenset({t}))}
+    for homogeneous in (True, False):
+        uniform.assign(GroupSpec(members, homogeneous), {t: 4})
+        assert held == {t: frozenset({0, 1, 2, 3})}
