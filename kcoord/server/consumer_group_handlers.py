@@ -55,6 +55,22 @@ class ConsumerGroupApi:
         if self.enabled:
             d.register(68, self.consumer_group_heartbeat)
             d.register(69, self.consumer_group_describe)
+        else:  # Kafka answers UNSUPPORTED_VERSION and does not advertise them
+            d.register(68, self._disabled_heartbeat)
+            d.register(69, self._disabled_describe)
+            d.hidden.update((68, 69))
+
+    @staticmethod
+    def _disabled_heartbeat(ctx: RequestContext, req: dict) -> dict:
+        return _heartbeat_error(Err.UNSUPPORTED_VERSION)
+
+    @staticmethod
+    def _disabled_describe(ctx: RequestContext, req: dict) -> dict:
+        return {"throttle_time_ms": 0, "groups": [
+            {"error_code": Err.UNSUPPORTED_VERSION, "error_message": None, "group_id": g,
+             "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+             "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+            for g in req["group_ids"]]}
 
     # ------------------------------------------------------------ topics
     def topic_metadata(self) -> dict[str, TopicInfo]:

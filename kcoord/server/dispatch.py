@@ -26,6 +26,7 @@ Handler = Callable[[RequestContext, dict], Any]
 class Dispatcher:
     def __init__(self) -> None:
         self.handlers: dict[int, tuple[Handler, int, int]] = {}
+        self.hidden: set[int] = set()  # served (with an error) but not advertised
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None) -> None:
@@ -37,4 +38,4 @@ class Dispatcher:
     def api_versions(self) -> list[dict]:
         """The ApiVersions list: only APIs with a handler are advertised."""
         return [{"api_key": k, "min_version": lo, "max_version": hi}
-                for k, (_, lo, hi) in sorted(self.handlers.items())]
+                for k, (_, lo, hi) in sorted(self.handlers.items()) if k not in self.hidden]
