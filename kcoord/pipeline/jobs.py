@@ -234,26 +234,28 @@ def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
 
 
 def write_snapshots(window_df, observations_bc, as_of: int, settings: Settings, partitions: int,
-                    out_dir: Path, tables=("offsets", "lag", "status")):
+                    out_dir: Path, tables=("offsets", "lag", "status"), rows: dict | None = None):
     """Evaluate the window rows and write the snapshot tables for as_of's date.
 
-    -> the evaluated rows, persisted (the caller unpersists them)."""
+    -> the evaluated rows, persisted (the caller unpersists them).  Rows
+    written per table go into `rows`."""
+    rows = {} if rows is None else rows
     from pyspark.sql import functions as F
-    as_of_date = time.strftime("%Y-%m-%d", time.gmtime(as_of / 1000))
+    day = as_of_date(as_of)
     ev = evaluate(window_df, observations_bc, as_of, settings, partitions) \
-        .withColumn("date", F.lit(as_of_date).cast("date")) \
+        .withColumn("date", F.lit(day).cast("date")) \
         .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
     part = ev.filter((F.col("scope") == "partition") & F.col("live"))
     if "offsets" in tables:
-        _write(part.select("date", "group", "topic", "partition", "committed_offset",
+        rows["offsets"] = _write(part.select("date", "group", "topic", "partition", "committed_offset",
                            "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
-                           "log_partition", "log_offset"), out_dir / "offsets")
+                           "log_partition", "log_offset"), out_dir / "offsets", day)
     if "lag" in tables:
-        _write(part.select("date", "as_of", "group", "topic", "partition", "committed_offset",
+        rows["lag"] = _write(part.select("date", "as_of", "group", "topic", "partition", "committed_offset",
                            "commit_timestamp", "log_end_offset", "lag", "lag_seconds"),
-               out_dir / "lag")
+               out_dir / "lag", day)
     if "status" in tables:
-        _write(status_view(ev), out_dir / "status")
+        rows["status"] = _write(status_view(ev), out_dir / "status", day)
     return ev
 
 
@@ -302,6 +304,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     timings: dict[str, float] = {}
+    table_rows: dict[str, int] = {}
     partitions = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
 
     def step(name, t0):
@@ -327,23 +330,24 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     t0 = time.time()
     events = commit_events(records).persist(StorageLevel.MEMORY_AND_DISK)
     commits = commits_table(events)
-    _write(commits, out_dir / "commits")
+    table_rows["commits"] = _write(commits, out_dir / "commits", as_of_date(as_of))
     step("commits", t0)
 
     t0 = time.time()
     bc = spark.sparkContext.broadcast(obs)
     ev = write_snapshots(window_events(events, settings.intervals), bc, as_of, settings,
-                         partitions, out_dir)
+                         partitions, out_dir, rows=table_rows)
     status = status_view(ev)
     step("offsets, lag, status", t0)
 
     t0 = time.time()
     gens = generations(records, partitions).select(
         "date", *[n for n, _ in GENERATION_FIELDS])
-    _write(gens, out_dir / "group_generations")
+    table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
+                                             as_of_date(as_of))
     step("group_generations", t0)
 
-    summary = _summary(spark, records, counts, out_dir, as_of, data_dir, obs)
+    summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)
     status_rows = [r.asDict() for r in status.collect()]
     summary["statuses"] = {
         "groups": _tally(r["status"] for r in status_rows if r["scope"] == "group"),
@@ -369,8 +373,34 @@ def data_time(stamps, obs: dict) -> int:
     return max(stamps) if stamps else int(time.time() * 1000)
 
 
-def _write(df, path: Path) -> None:
-    df.write.mode("overwrite").partitionBy("date").parquet(str(path))
+def as_of_date(as_of: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(as_of / 1000))
+
+
+def _write(df, path: Path, empty_date: str) -> int:
+    """Write a table partitioned by date (replacing the dates it has); -> rows written.
+
+    An empty result still leaves a readable table: its `empty_date`
+    partition is replaced by one empty Parquet file with the schema."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    ob = Observation()
+    df.observe(ob, F.count(F.lit(1)).alias("rows")).write.mode("overwrite") \
+        .partitionBy("date").parquet(str(path))
+    n = int(ob.get.get("rows", 0) or 0)
+    if n == 0:
+        import shutil
+
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+        schema = StructType([f for f in df.schema.fields if f.name != "date"])
+        target = Path(path) / f"date={empty_date}"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        pq.write_table(to_arrow_schema(schema, timezone="UTC").empty_table(),
+                       str(target / "part-00000-empty.parquet"))
+    return n
 
 
 def _tally(items) -> dict:
@@ -387,7 +417,7 @@ RECORD_NAMES = {0: "offset_commit_v0_key", 1: "offset_commit", 2: "group_metadat
                 8: "consumer_group_current_member_assignment"}
 
 
-def _summary(spark, records, counts, out_dir: Path, as_of: int, data_dir, obs) -> dict:
+def _summary(records, counts, out_dir: Path, as_of: int, data_dir, obs, rows: dict) -> dict:
     from pyspark.sql import functions as F
     by_type: dict[str, int] = {}
     tombstones = 0
@@ -412,14 +442,12 @@ def _summary(spark, records, counts, out_dir: Path, as_of: int, data_dir, obs) -
         for r in records.filter(F.col("error").isNotNull()).select(
                 "log_partition", "segment", "offset", "error", "error_detail").limit(100).collect():
             details.append(r.asDict())
-    rows = {}
-    for t in TABLES:
-        rows[t] = spark.read.parquet(str(out_dir / t)).count()
     return {
         "data_dir": str(data_dir), "out_dir": str(out_dir), "as_of": as_of,
         "as_of_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(as_of / 1000)),
         "records": total, "records_by_type": dict(sorted(by_type.items())),
         "tombstones": tombstones, "control_records": control,
         "bad_input": dict(sorted(errors.items())), "bad_input_total": sum(errors.values()),
-        "bad_input_details": details, "user_partitions": len(obs), "table_rows": rows,
+        "bad_input_details": details, "user_partitions": len(obs),
+        "table_rows": {t: rows.get(t, 0) for t in TABLES},
     }
