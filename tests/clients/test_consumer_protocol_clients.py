@@ -256,3 +256,51 @@ def test_consumer_protocol_scale_down_and_up(server, assignor):
     final = wait_for(lambda: (d := describe(admin, group)).state == ConsumerGroupState.EMPTY and d,
                      "the group to be empty")
     assert final.members == [] and final.type == ConsumerGroupType.CONSUMER
+
+
+def test_regex_subscription_and_static_member(server):
+    """A regex subscription (ConsumerGroupHeartbeat v1) picks up a topic created later;
+    a static member that closes (epoch -2) gets its partitions back when it returns."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic("rx-a", 3, 1), NewTopic("rx-b", 2, 1),
+                                  NewTopic("other", 2, 1)]).values():
+        f.result(30)
+
+    def consumer(instance: str):
+        assigned: list[tuple[str, int]] = []
+        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "regex-group",
+                      "group.protocol": "consumer", "group.instance.id": instance,
+                      "client.id": instance})
+        c.subscribe(["^rx-.*"], on_assign=lambda _, ps: assigned.extend(
+            (tp.topic, tp.partition) for tp in ps))
+        return c, assigned
+
+    def poll_until(c, condition, what):
+        deadline = time.monotonic() + DEADLINE_S
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            c.poll(0.1)
+
+    c, assigned = consumer("static-1")
+    expected = {("rx-a", 0), ("rx-a", 1), ("rx-a", 2), ("rx-b", 0), ("rx-b", 1)}
+    poll_until(c, lambda: set(assigned) == expected, "the regex's topics")
+    for f in admin.create_topics([NewTopic("rx-c", 2, 1)]).values():
+        f.result(30)
+    expected |= {("rx-c", 0), ("rx-c", 1)}
+    poll_until(c, lambda: set(assigned) == expected, "the new topic matching the regex")
+    before = describe(admin, "regex-group")
+    [member] = before.members
+    assert member.group_instance_id == "static-1"
+    assert {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions} == expected
+    c.close()  # a static member leaves with epoch -2: it stays in the group
+
+    after_close = describe(admin, "regex-group")
+    assert [m.group_instance_id for m in after_close.members] == ["static-1"]
+    c, assigned = consumer("static-1")
+    poll_until(c, lambda: set(assigned) == expected, "the static member's partitions back")
+    [member] = describe(admin, "regex-group").members
+    assert member.member_id != before.members[0].member_id  # a new member id, same assignment
+    c.close()
