@@ -416,7 +416,7 @@ class ConsumerGroupManager:
         for mid in specs:
             new = result.get(mid, EMPTY)
             old = group.target.get(mid)
-            if old is None or not cg.assignment_equal(old, cg.normalize(new)):
+            if old is None or (new is not old and not cg.assignment_equal(old, new)):
                 records.append(cg.target_member_record(gid, mid, new))
         records.append(cg.target_epoch_record(gid, group_epoch))
         if updated is None:
