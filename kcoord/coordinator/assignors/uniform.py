@@ -20,6 +20,7 @@ hash set never decides anything.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Mapping
 
 from .spec import Assignment, AssignorError, GroupSpec, TopicId, assignment_size
@@ -177,8 +178,10 @@ class _Balancer:
         self.sorted: list[int] = []
 
     def initialize(self, members: list[int]) -> int:
+        """`members` is in ascending index order, so a stable sort by size alone
+        orders by (size, index)."""
         sizes = self.sizes
-        self.sorted = sorted(members, key=lambda i: (sizes[i], i))
+        self.sorted = sorted(members, key=sizes.__getitem__)
         s = self.sorted
         self.least_end = 0
         self.least_count = sizes[s[0]] - 1
@@ -232,15 +235,35 @@ class HeterogeneousBuilder:
         self.member_ids = list(spec.members)
         self.subscribers: dict[TopicId, list[int]] = {}
         self.counts: dict[TopicId, int] = {}
+        # Members with identical subscriptions form a bucket; a topic's subscribers are
+        # the members of the buckets that subscribe to it (lists shared between topics).
+        buckets: dict[frozenset, list[int]] = {}
         for i, mid in enumerate(self.member_ids):
-            for t in spec.members[mid].subscribed_topic_ids:
+            subscribed = spec.members[mid].subscribed_topic_ids
+            bucket = buckets.get(subscribed)
+            if bucket is None:
+                bucket = buckets[subscribed] = []
+            bucket.append(i)
+        topic_buckets: dict[TopicId, list[int]] = {}
+        bucket_lists = list(buckets.values())
+        for b, subscribed in enumerate(buckets):
+            for t in subscribed:
                 n = partitions.get(t, -1)
                 if n < 0:
                     raise AssignorError(f"members subscribe to topic {t.hex()} which has no metadata")
                 self.counts[t] = n
-                self.subscribers.setdefault(t, []).append(i)
-        for subs in self.subscribers.values():
-            subs.sort()
+                topic_buckets.setdefault(t, []).append(b)
+        merged: dict[tuple, list[int]] = {}
+        for t, bs in topic_buckets.items():
+            key = tuple(bs)
+            subs = merged.get(key)
+            if subs is None:
+                if len(bs) == 1:
+                    subs = bucket_lists[bs[0]]
+                else:
+                    subs = sorted(i for b in bs for i in bucket_lists[b])
+                merged[key] = subs
+            self.subscribers[t] = subs
         self.sizes = [0] * len(self.member_ids)
         self.owners: dict[TopicId, list[int]] = {t: [-1] * n for t, n in self.counts.items()}
         self.target: list[Assignment] = []
@@ -302,11 +325,28 @@ class HeterogeneousBuilder:
                 self.copied[i] = True
 
     def _assign_remaining(self, unassigned: dict[TopicId, list[int]]) -> None:
-        balancer = _Balancer(self.sizes)
+        """Each partition to the least-loaded subscriber.  Kafka walks a least-loaded
+        range over the subscribers sorted by (load, index); the same order comes out
+        of a heap keyed (load, rank in that sort), and only the first k ranks can
+        receive any of k partitions, so the heap holds at most k members."""
+        sizes = self.sizes
+        owners_of = self.owners
         for t in sorted(unassigned, key=self._topic_key):
-            balancer.initialize(self.subscribers[t])
-            for p in unassigned[t]:
-                self._assign(t, p, balancer.next_least_loaded())
+            parts = unassigned[t]
+            ranked = sorted(self.subscribers[t], key=sizes.__getitem__)[:len(parts)]
+            heap = [(sizes[m], rank, m) for rank, m in enumerate(ranked)]  # sorted: a heap
+            owners = owners_of[t]
+            for p in parts:
+                load, rank, m = heap[0]
+                a = self._mutable(m)
+                got = a.get(t)
+                if got is None:
+                    a[t] = {p}
+                else:
+                    got.add(p)
+                owners[p] = m
+                sizes[m] = load + 1
+                heapq.heapreplace(heap, (load + 1, rank, m))
 
     def _balance(self) -> None:
         topics = [t for t, subs in self.subscribers.items() if len(subs) >= 2]
@@ -328,7 +368,7 @@ class HeterogeneousBuilder:
         if balancer.initialize(self.subscribers[t]) <= 1:
             return 0
         owners = self.owners[t]
-        order = sorted(range(len(owners)), key=lambda p: (owners[p], p))
+        order = sorted(range(len(owners)), key=owners.__getitem__)  # stable: ties by partition
         start: dict[int, int] = {}
         end: dict[int, int] = {}
         for i, p in enumerate(order):
