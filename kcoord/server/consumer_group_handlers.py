@@ -85,7 +85,7 @@ class ConsumerGroupApi:
 
     def _on_catalogue_change(self) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # not serving (a tool or a test using the catalogue)
             return
         topics = self.topic_metadata()
@@ -98,8 +98,10 @@ class ConsumerGroupApi:
             except Exception:  # never let one shard break topic administration
                 log.exception("shard %d: on_topics_changed failed", shard.index)
                 continue
-            if result.records or result.timers:
-                loop.create_task(shard.apply(result))
+            # written (and so replayed) now: a heartbeat handled before a task ran
+            # would compute from state that misses these records
+            shard.write(result.records)
+            shard.arm_timers(result.timers)
 
     # ------------------------------------------------------------ heartbeat
     async def consumer_group_heartbeat(self, ctx: RequestContext, req: dict) -> dict:

@@ -195,7 +195,12 @@ class ShardRuntime:
         if handler is None or not self.loaded:
             return
         result = handler(key, wall_ms())
-        asyncio.get_running_loop().create_task(self.apply(result))
+        # Replay the records now, not in a task: a request handled before the task
+        # ran would be computed from state that misses them.
+        self.write(result.records)
+        self.arm_timers(result.timers)
+        if result.replies:  # delivered once the write is durable
+            asyncio.get_running_loop().create_task(self.apply(Result(replies=result.replies)))
 
     def cancel_all_timers(self) -> None:
         for handle in self._timers.values():
