@@ -12,7 +12,8 @@ test) rebuilds the group from the record, exactly as Kafka's replay does.
 
 Timers are data.  Every timer the core arms is also kept in
 `self.deadlines`; `on_timer(key, now)` acts only on a timer that is still
-armed there, so a stale or cancelled firing is harmless.  Timer keys:
+armed there and due, so a stale, early or cancelled firing is harmless.
+Timer keys:
 
     ("classic-heartbeat", group, member)  session expiry, pending-member expiry,
                                           new-member join timeout
@@ -105,8 +106,15 @@ class ClassicGroupHandlers:
 
     def on_timer(self, key: tuple, now: int) -> Result:
         res = Result()
-        if self.deadlines.pop(key, None) is None:
-            return res  # cancelled or superseded
+        deadline = self.deadlines.get(key)
+        if deadline is None:
+            return res  # cancelled
+        if now < deadline:
+            # an earlier arming of a key re-armed since (or a clock a little behind):
+            # make sure the timer runs at its current deadline
+            res.arm(key, deadline)
+            return res
+        del self.deadlines[key]
         kind = key[0]
         group = self.groups.get(key[1])
         if group is None:

@@ -1184,6 +1184,17 @@ def test_stale_timer_firing_is_ignored(h):
     assert h.shard.on_timer((HB, "nope", "x"), h.now).replies == []
 
 
+def test_early_firing_of_a_rearmed_timer_is_rearmed_not_acted_on(h):
+    ids, generation = h.form_group(1, session=10000)
+    key = (HB, "g", ids[0])
+    h.advance(9000)
+    h.heartbeat(ids[0], generation)  # re-armed for 19 s; an old runtime handle fires at 10 s
+    h.now += 1000
+    res = h.shard.on_timer(key, h.now)
+    assert res.timers == [(key, h.now + 9000)] and ids[0] in h.group().members
+    h.apply(res)
+
+
 def test_transitions_are_only_kafkas():
     g = ClassicGroup("x")
     for target, previous in VALID_PREVIOUS.items():
