@@ -248,6 +248,8 @@ class GroupHandlers:
                     return unloaded_response
         except Exception as exc:  # the write failed: the shard is reloading
             log.warning("group write failed: %s", exc)
+            if token.done() and not token.cancelled():
+                token.exception()  # consumed here: this request answers with an error
             return error_response
 
     async def join_group(self, ctx: RequestContext, req: dict) -> dict:
