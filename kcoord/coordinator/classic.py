@@ -168,6 +168,8 @@ class ClassicGroupHandlers:
                 # Kafka lets classic members join a consumer group (the upgrade and
                 # downgrade interop); kcoord does not implement that path
                 return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            if member_id:  # no classic group to join: nothing replaces the consumer group
+                return res.reply(token, join_error(Err.UNKNOWN_MEMBER_ID, member_id))
             # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
             _, tombstones = consumer.delete_group(consumer_group)
             res.records.extend(tombstones)

@@ -1140,6 +1140,8 @@ def test_classic_join_to_a_consumer_group(h):
     assert h.heartbeat(reply["member_id"], reply["member_epoch"]) == Err.UNKNOWN_MEMBER_ID
     # once it is empty, a classic join replaces it, as Kafka does
     assert consumer_heartbeat(h, reply["member_id"], -1)["error_code"] == Err.NONE
+    assert h.code(h.join("someone")) == Err.UNKNOWN_MEMBER_ID
+    assert "g" in h.shard.consumer.groups
     token = h.join("", version=3)
     h.advance(0)
     assert h.code(token) == Err.NONE
