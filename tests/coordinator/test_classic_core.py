@@ -1265,6 +1265,7 @@ class Sim:
         self.instance_sent: dict[tuple[str, int], dict[str, bytes]] = {}
         self.protocol_of: dict[tuple[str, int], str] = {}
         self.transitions: list[tuple[str, str]] = []
+        self.calm = False
 
     # ------------------------------------------------------------- clients
     def spawn(self, instance: str | None = None) -> SimClient:
@@ -1348,9 +1349,13 @@ class Sim:
         elif code == Err.FENCED_INSTANCE_ID:
             assert c.instance is not None
             c.state = "dead"
-        elif code in (Err.REBALANCE_IN_PROGRESS, Err.GROUP_MAX_SIZE_REACHED,
-                      Err.INCONSISTENT_GROUP_PROTOCOL):
+        elif code in (Err.REBALANCE_IN_PROGRESS, Err.GROUP_MAX_SIZE_REACHED):
             c.state = "idle"
+        elif code == Err.INCONSISTENT_GROUP_PROTOCOL:
+            # In the calm phase a client whose protocols the group cannot take gives up.
+            # (As in Kafka, this also happens to a compatible client: members loaded
+            # after a restart know only their selected protocol until they rejoin.)
+            c.state = "dead" if self.calm else "idle"
         else:
             raise AssertionError(f"unexpected JoinGroup error {code}")
 
@@ -1491,6 +1496,7 @@ class Sim:
             self.check()
         # calm: no more chaos; clients sharing no protocol with the others leave;
         # every live client follows the protocol every 200 ms
+        self.calm = True
         for c in self.clients:
             if c.alive and c.protocols[0][0] == "exotic":
                 if c.member_id:
