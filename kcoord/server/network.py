@@ -2,7 +2,10 @@
 
 Every complete frame of a read is handled at once, responses leave in
 request order per connection, and everything ready after a read goes out
-in one transport.write.  A frame that is too large, does not parse, names
+in one transport.write.  Hot path: the codecs and flexibility of each
+(api, version) are looked up once per process, a connection's client id
+is decoded once, and a response finished while nothing is waiting ahead of
+it goes straight to the read's output list (no queue slot).  A frame that is too large, does not parse, names
 an unknown API or an unsupported version closes only its connection.
 """
 from __future__ import annotations
@@ -21,6 +24,8 @@ from .dispatch import NO_RESPONSE, Dispatcher, RequestContext
 log = logging.getLogger("kcoord.network")
 
 _SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")  # frame size, then the response header's correlation id
+_HEADER = struct.Struct(">hhih")   # request header: api key, version, correlation id, client id length
 API_VERSIONS = 18
 MAX_PENDING = 1024  # responses queued per connection before reading pauses
 
@@ -34,6 +39,21 @@ class _Slot:
         self.done = False
 
 
+# (api key, version) -> (request is flexible, response header has tags,
+#                        request decoder, response encoder)
+_ROUTES: dict[tuple[int, int], tuple[bool, bool, object, object]] = {}
+
+
+def _route(key: int, version: int) -> tuple[bool, bool, object, object]:
+    route = _ROUTES.get((key, version))
+    if route is None:
+        flexible = APIS[key].request.is_flexible(version)
+        route = (flexible, flexible and key != API_VERSIONS,
+                 request_codec(key, version)[1], response_codec(key, version)[0])
+        _ROUTES[(key, version)] = route
+    return route
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int) -> None:
         self.dispatcher = dispatcher
@@ -41,6 +61,9 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.pending: deque[_Slot] = deque()
+        self.out: list[bytes] = []  # responses ready, with nothing pending ahead of them
+        self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
+        self.client_id: str | None = None
         self.peer = "?"
         self.host = ""
         self.closed = False
@@ -58,6 +81,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.pending.clear()
+        self.out.clear()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -86,6 +110,7 @@ class KafkaConnection(asyncio.Protocol):
             self.flush()
             self.closed = True
             self.pending.clear()
+            self.out.clear()
             self.transport.close()
 
     # --------------------------------------------------------------- frames
@@ -123,9 +148,26 @@ class KafkaConnection(asyncio.Protocol):
             buf += data[pos:]
         self.flush()
 
+    def _header(self, frame: bytes):
+        """(api key, version, correlation id, client id, position after the
+        client id), decoding the client id only when it changes."""
+        try:
+            key, version, correlation_id, n = _HEADER.unpack_from(frame, 0)
+        except struct.error:
+            raise ProtocolError("request header truncated") from None
+        if n >= 0:
+            end = 10 + n
+            raw = frame[10:end]
+            if raw == self.client_id_raw and len(raw) == n:
+                return key, version, correlation_id, self.client_id, end
+            key, version, correlation_id, client_id, pos = peek_request_header(frame)
+            self.client_id_raw, self.client_id = raw, client_id
+            return key, version, correlation_id, client_id, pos
+        return peek_request_header(frame)
+
     def handle_frame(self, frame: bytes) -> None:
         try:
-            key, version, correlation_id, client_id, pos = peek_request_header(frame)
+            key, version, correlation_id, client_id, pos = self._header(frame)
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
@@ -140,11 +182,11 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self.close(f"unsupported version {version} of API {key}")
             return
-        flexible = APIS[key].request.is_flexible(version)
+        flexible, tagged_header, decode, encode = _ROUTES.get((key, version)) or _route(key, version)
         try:
             if flexible:
                 pos = skip_header_tags(frame, pos)
-            request, _ = request_codec(key, version)[1](frame, pos)
+            request, _ = decode(frame, pos)
         except ProtocolError as exc:
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return
@@ -156,6 +198,16 @@ class KafkaConnection(asyncio.Protocol):
             self.close("internal error")
             return
         if result is NO_RESPONSE:
+            return
+        if result.__class__ is dict:
+            data = self._frame(encode, correlation_id, tagged_header, result)
+            if self.pending:  # behind a response still being worked on
+                slot = _Slot()
+                slot.data = data
+                slot.done = True
+                self.pending.append(slot)
+            else:
+                self.out.append(data)
             return
         slot = _Slot()
         self.pending.append(slot)
@@ -170,11 +222,17 @@ class KafkaConnection(asyncio.Protocol):
         log.error("handler for %s returned %r", APIS[key].name, type(result))
         self.close("internal error")
 
+    @staticmethod
+    def _frame(encode, correlation_id: int, tagged_header: bool, response: dict) -> bytes:
+        """Size, response header (v1 adds an empty tag section) and body."""
+        body = encode(response)
+        if tagged_header:
+            return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
+        return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
+
     def _fill(self, slot: _Slot, ctx: RequestContext, flexible: bool, response: dict) -> None:
-        body = response_codec(ctx.api_key, ctx.api_version)[0](response)
-        header = encode_response_header(ctx.correlation_id,
-                                        flexible and ctx.api_key != API_VERSIONS)
-        slot.data = _SIZE.pack(len(header) + len(body)) + header + body
+        _, tagged_header, _, encode = _route(ctx.api_key, ctx.api_version)
+        slot.data = self._frame(encode, ctx.correlation_id, tagged_header, response)
         slot.done = True
 
     def _complete(self, slot: _Slot, ctx: RequestContext, flexible: bool, fut) -> None:
@@ -193,13 +251,16 @@ class KafkaConnection(asyncio.Protocol):
         self.flush()
 
     def flush(self) -> None:
-        pending = self.pending
-        if not pending or not pending[0].done or self.closed:
+        if self.closed:
             return
-        out = []
+        out = self.out
+        pending = self.pending
         while pending and pending[0].done:
             out.append(pending.popleft().data)
+        if not out:
+            return
         self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        out.clear()
         self._update_reading()
 
     def _unsupported_api_versions(self, correlation_id: int) -> None:
@@ -209,7 +270,11 @@ class KafkaConnection(asyncio.Protocol):
             "api_keys": self.dispatcher.api_versions(),
         })
         header = encode_response_header(correlation_id, False)
-        slot = _Slot()
-        slot.data = _SIZE.pack(len(header) + len(body)) + header + body
-        slot.done = True
-        self.pending.append(slot)
+        data = _SIZE.pack(len(header) + len(body)) + header + body
+        if self.pending:
+            slot = _Slot()
+            slot.data = data
+            slot.done = True
+            self.pending.append(slot)
+        else:
+            self.out.append(data)
