@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from typing import Any, Callable
 
@@ -19,11 +20,13 @@ from ..coordinator.result import Record, Result
 from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
+from ..protocol.api import SCHEMAS, schema_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import (RECORD_TYPES, decode_record_key,
                                                      decode_record_value, encode_record_key,
                                                      encode_record_value)
-from ..protocol.records import build_batch, decode_batch, iter_batches
+from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
+                                batch_crc_ok, build_batch, decode_batch, iter_batches)
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -35,14 +38,64 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Codecs of the record keys and values seen so far, so that the hot paths
+# (a commit writes one record per partition; a load replays millions) skip
+# the registry lookups of encode/decode_record_key/value.  Only known types
+# and versions get here; everything else takes those functions, which raise
+# the right errors.
+_INT16 = struct.Struct(">h")
+_COMMIT_PREFIX = (b"\x00\x00", b"\x00\x01")  # OffsetCommit keys of record type 0 and 1
+_KEY_CODECS: dict[int, tuple[bytes, Callable, Callable]] = {}
+_VALUE_CODECS: dict[tuple[int, int], tuple[bytes, Callable, Callable]] = {}
+
+
+def _key_codec(rtype: int):
+    codec = _KEY_CODECS.get(rtype)
+    if codec is None and rtype in RECORD_TYPES:
+        enc, dec = schema_codec(RECORD_TYPES[rtype][0], rtype)
+        codec = _KEY_CODECS[rtype] = (_INT16.pack(rtype), enc, dec)
+    return codec
+
+
+def _value_codec(rtype: int, version: int):
+    codec = _VALUE_CODECS.get((rtype, version))
+    if codec is None and rtype in RECORD_TYPES:
+        name = RECORD_TYPES[rtype][1]
+        if version in SCHEMAS[name].versions:
+            enc, dec = schema_codec(name, version)
+            codec = _VALUE_CODECS[(rtype, version)] = (_INT16.pack(version), enc, dec)
+    return codec
+
+
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
-    key = encode_record_key(record.type, record.key)
-    value = None if record.value is None else encode_record_value(
-        record.type, record.value_version, record.value)
-    return key, value
+    kc = _KEY_CODECS.get(record.type) or _key_codec(record.type)
+    if kc is None:
+        return encode_record_key(record.type, record.key), None  # raises
+    key = kc[0] + kc[1](record.key)
+    if record.value is None:
+        return key, None
+    vc = (_VALUE_CODECS.get((record.type, record.value_version))
+          or _value_codec(record.type, record.value_version))
+    if vc is None:
+        return key, encode_record_value(record.type, record.value_version, record.value)
+    return key, vc[0] + vc[1](record.value)
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record:
+    if len(key) >= 2:
+        rtype, = _INT16.unpack_from(key, 0)
+        kc = _KEY_CODECS.get(rtype) or _key_codec(rtype)
+        if kc is not None:
+            key_msg, _ = kc[2](key, 2)
+            if value is None:
+                return Record(rtype, key_msg, None)
+            if len(value) >= 2:
+                version, = _INT16.unpack_from(value, 0)
+                vc = _VALUE_CODECS.get((rtype, version)) or _value_codec(rtype, version)
+                if vc is not None:
+                    value_msg, _ = vc[2](value, 2)
+                    return Record(rtype, key_msg, value_msg, version)
+    # unknown types and versions, short buffers: these raise the right errors
     rtype, key_msg = decode_record_key(key)
     if value is None:
         return Record(rtype, key_msg, None)
@@ -70,9 +123,24 @@ class ShardRuntime:
 
     # ------------------------------------------------------------- loading
     async def load(self) -> None:
+        """Replay the shard's log into a fresh core.
+
+        Offset commits are mostly overwritten by later commits of the same
+        key, so they are not replayed one by one: the scan keeps the latest
+        commit of each key (OffsetCommit keys of type 0 and 1 are the same
+        key) and replays those when it meets a record of another kind and
+        at the end, in the order the keys first appeared.  The state is the
+        one a record-by-record replay gives: committed offsets are last
+        write wins, and a commit's other effect (a simple group for its
+        group id, created if absent) is kept by replaying, before a final
+        tombstone, the key's last commit with a value since the previous
+        flush.  Uncompressed batches are walked in place for their keys and
+        values (after the CRC check); anything else goes through
+        decode_batch as before."""
         start = time.monotonic()
         offset = self.plog.log_start_offset
         end = self.plog.log_end_offset
+        latest: dict = {}  # OffsetCommit key fields -> (type, value, earlier (type, value))
         while offset < end:
             chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
             if not chunk:
@@ -81,10 +149,13 @@ class ShardRuntime:
                 offset = header.base_offset + header.last_offset_delta + 1
                 if header.attributes & 0x20:  # control batch: no group records
                     continue
-                _, records = decode_batch(chunk, pos)
-                for rec in records:
-                    self._replay_raw(rec.key, rec.value)
+                if header.attributes & COMPRESSION_MASK or not self._scan_batch(
+                        chunk, pos, header, latest):
+                    _, records = decode_batch(chunk, pos)
+                    for rec in records:
+                        self._take(rec.key, rec.value, latest)
             await asyncio.sleep(0)  # let other shards and requests run
+        self._replay_latest(latest)
         self.loaded = True
         took = time.monotonic() - start
         if self.records_loaded:
@@ -92,6 +163,103 @@ class ShardRuntime:
         on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
         if on_loaded is not None:  # e.g. restart the sessions of loaded group members
             await self.apply(on_loaded(wall_ms()))
+
+    def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
+        """Take the records of an uncompressed batch of OffsetCommits, reading
+        keys and values in place.  False when the batch needs decode_batch:
+        a CRC mismatch, a record of another kind, anything unexpected
+        (which decode_batch reports).  Commits taken before such a stop are
+        taken again from decode_batch's records; taking a run of commits
+        twice leaves `latest` as taking it once."""
+        if not batch_crc_ok(buf, pos, header):
+            return False
+        end = pos + LOG_OVERHEAD + header.batch_length
+        count = header.records_count
+        if count < 0 or count * 7 > end - pos - HEADER_SIZE:
+            return False
+        p = pos + HEADER_SIZE
+        zz1 = _ZZ1
+        get = latest.get
+        try:
+            for _ in range(count):
+                b = buf[p]
+                if b < 0x80:
+                    length = zz1[b]
+                    p += 1
+                elif (c := buf[p + 1]) < 0x80:  # records of 64..8191 bytes
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    p += 2
+                else:
+                    return False
+                rend = p + length
+                p += 1  # attributes
+                while buf[p] & 0x80:  # timestamp delta
+                    p += 1
+                p += 1
+                while buf[p] & 0x80:  # offset delta
+                    p += 1
+                n = buf[p + 1]  # key length: a one-byte varint for any OffsetCommit key < 64 bytes
+                kpos = p + 2
+                if n >= 0x80 or n & 1 or n < 4 or buf[kpos] or buf[kpos + 1] > 1:
+                    return False  # a long or null key, or not an OffsetCommit key
+                p = kpos + (n >> 1)
+                vn = buf[p]  # value length
+                if vn >= 0x80 or (vn & 1 and vn != 1) or p >= rend or rend > end:
+                    return False
+                if vn > 1:
+                    vn >>= 1
+                    if p + 1 + vn > rend:
+                        return False
+                    latest[buf[kpos + 2:p]] = (buf[kpos + 1], buf[p + 1:p + 1 + vn], None)
+                elif vn == 1:  # null value: a tombstone
+                    key = buf[kpos + 2:p]
+                    entry = get(key)
+                    latest[key] = (buf[kpos + 1], None, None if entry is None else
+                                   entry[2] if entry[1] is None else entry[:2])
+                else:
+                    return False  # an empty value is no OffsetCommit value
+                p = rend
+        except IndexError:
+            return False
+        if p != end:
+            return False
+        self.records_loaded += count
+        return True
+
+    def _take(self, key: bytes | None, value: bytes | None, latest: dict) -> None:
+        """One record of the log: an OffsetCommit joins `latest`, any other
+        record first replays `latest`, then itself."""
+        if key is not None and len(key) >= 2 and key[0] == 0 and key[1] < 2:
+            key = bytes(key)
+            entry = latest.get(key[2:])
+            if value is not None:
+                latest[key[2:]] = (key[1], value, None)
+            elif entry is None:
+                latest[key[2:]] = (key[1], None, None)
+            else:
+                latest[key[2:]] = (key[1], None, entry[2] if entry[1] is None else entry[:2])
+            self.records_loaded += 1
+            return
+        self._replay_latest(latest)
+        self._replay_raw(key, value)
+
+    def _replay_latest(self, latest: dict) -> None:
+        """Replay the latest commit of each key taken since the last flush."""
+        replay = self.core.replay
+        for key, (rtype, value, earlier) in latest.items():
+            for rtype, value in ((earlier or (None, None)), (rtype, value)):
+                if rtype is None:
+                    continue
+                try:
+                    record = decode_record(_COMMIT_PREFIX[rtype] + key, value)
+                except ProtocolError as exc:
+                    self.load_errors += 1
+                    self.records_loaded -= 1
+                    log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                    continue
+                replay(record)
+        latest.clear()
 
     def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -235,7 +403,14 @@ class CoordinatorRuntime:
         loop = asyncio.get_running_loop()
         # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
         self._tasks = [loop.create_task(s.load()) for s in self.shards]
+        self._loaded_task = loop.create_task(self._log_all_loaded(time.monotonic()))
         self._schedule_cleanup()
+
+    async def _log_all_loaded(self, start: float) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if all(s.loaded for s in self.shards):
+            log.info("all shards loaded: %d records in %.2fs",
+                     sum(s.records_loaded for s in self.shards), time.monotonic() - start)
 
     async def wait_loaded(self) -> None:
         await asyncio.gather(*self._tasks)
@@ -270,6 +445,8 @@ class CoordinatorRuntime:
             self._cleanup.cancel()
         for task in self._tasks:
             task.cancel()
+        if getattr(self, "_loaded_task", None) is not None:
+            self._loaded_task.cancel()
         for shard in self.shards:
             shard.cancel_all_timers()
             if shard._pending:
