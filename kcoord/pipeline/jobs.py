@@ -315,6 +315,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     records = load_records(spark, data_dir, split).persist(StorageLevel.MEMORY_AND_DISK)
     counts = records.groupBy("record_type", "tombstone", "error", "control_type").agg(
         F.count(F.lit(1)).alias("n"), F.max("commit_timestamp").alias("max_commit"),
+        F.min("commit_timestamp").alias("min_commit"),
         F.max("timestamp").alias("max_ts")).collect()
     step("decode", t0)
 
@@ -342,7 +343,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 
     t0 = time.time()
     gens = generations(records, partitions).select(
-        "date", *[n for n, _ in GENERATION_FIELDS])
+        "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
     table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
                                              as_of_date(as_of))
     step("group_generations", t0)
@@ -355,13 +356,17 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     if report:
         t0 = time.time()
         from .report import write_report
-        write_report(spark, out_dir, events, obs, status_rows, gens, summary, as_of)
+        span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
+            [r["max_commit"] for r in counts if r["max_commit"] is not None]
+        write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
+                     (min(span), max(span)) if span else None)
         step("report", t0)
     summary["timings_s"] = timings
     summary["elapsed_s"] = round(time.time() - started, 3)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     bc.unpersist()
     ev.unpersist()
+    gens.unpersist()
     events.unpersist()
     records.unpersist()
     return summary

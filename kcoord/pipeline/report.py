@@ -25,19 +25,15 @@ def worst_groups(status_rows: list[dict], n: int = 5) -> list[dict]:
     return groups[:n]
 
 
-def lag_series(spark, events, obs: dict, groups: list[str]) -> dict[str, list[tuple[int, int]]]:
-    """{group: [(time ms, total lag)]} over up to BUCKETS time buckets."""
+def lag_series(events, obs: dict, groups: list[str], span) -> dict[str, list[tuple[int, int]]]:
+    """{group: [(time ms, total lag)]} over up to BUCKETS time buckets of `span` (lo, hi ms)."""
     from pyspark.sql import functions as F
-    if not groups:
+    if not groups or span is None:
         return {}
+    lo, hi = span
+    width = max(1, math.ceil((hi - lo + 1) / BUCKETS))
     commits = events.filter(F.col("group").isin(groups) & ~F.col("tombstone")
                             & (F.col("txn").isNull() | (F.col("txn") == "committed")))
-    span = commits.agg(F.min("commit_timestamp").alias("lo"),
-                       F.max("commit_timestamp").alias("hi")).collect()[0]
-    if span["lo"] is None:
-        return {}
-    lo, hi = span["lo"], span["hi"]
-    width = max(1, math.ceil((hi - lo + 1) / BUCKETS))
     rows = commits.withColumn("b", F.floor((F.col("commit_timestamp") - F.lit(lo)) / width)) \
         .groupBy("group", "topic", "partition", "b") \
         .agg(F.max_by("committed_offset", "offset").alias("c")).collect()
@@ -70,18 +66,20 @@ def lag_series(spark, events, obs: dict, groups: list[str]) -> dict[str, list[tu
 
 def rebalance_series(gens) -> tuple[list[tuple[int, int]], int, list[tuple[str, int]]]:
     """([(bucket start ms, generations)], bucket width ms, [(group, generations)] top 10)."""
-    from pyspark.sql import functions as F
-    span = gens.agg(F.min("timestamp").alias("lo"), F.max("timestamp").alias("hi"),
-                    F.count(F.lit(1)).alias("n")).collect()[0]
-    if not span["n"]:
+    pairs = [(r["group"], r["timestamp"]) for r in gens.select("group", "timestamp").collect()]
+    if not pairs:
         return [], 1, []
-    lo, hi = span["lo"], span["hi"]
+    lo = min(t for _, t in pairs)
+    hi = max(t for _, t in pairs)
     width = max(1, math.ceil((hi - lo + 1) / 60))
-    rows = gens.withColumn("b", F.floor((F.col("timestamp") - F.lit(lo)) / width)) \
-        .groupBy("b").count().collect()
-    series = sorted((lo + int(r["b"]) * width, r["count"]) for r in rows)
-    top = gens.groupBy("group").count().orderBy(F.col("count").desc(), "group").limit(10).collect()
-    return series, width, [(r["group"], r["count"]) for r in top]
+    buckets: dict[int, int] = {}
+    per_group: dict[str, int] = {}
+    for g, t in pairs:
+        b = lo + (t - lo) // width * width
+        buckets[b] = buckets.get(b, 0) + 1
+        per_group[g] = per_group.get(g, 0) + 1
+    top = sorted(per_group.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+    return sorted(buckets.items()), width, top
 
 
 # ------------------------------------------------------------------ SVG
@@ -285,10 +283,11 @@ def _duration(ms: int) -> str:
     return f"{ms} ms"
 
 
-def write_report(spark, out_dir: Path, events, obs: dict, status_rows: list[dict], gens,
-                 summary: dict, as_of: int) -> Path:
+def write_report(out_dir: Path, events, obs: dict, status_rows: list[dict], gens,
+                 summary: dict, as_of: int, span=None) -> Path:
+    """span: (first, last) commit timestamp of the whole log, the lag plot's time range."""
     worst = [g["group"] for g in worst_groups(status_rows)]
-    lag = lag_series(spark, events, obs, worst)
+    lag = lag_series(events, obs, worst, span)
     lag = {g: lag[g] for g in worst if g in lag}
     page = render(summary, status_rows, lag, rebalance_series(gens), as_of)
     path = Path(out_dir) / "report.html"

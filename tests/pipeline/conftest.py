@@ -22,13 +22,24 @@ WORKLOAD = dict(groups=20, topics=3, partitions=4, commits=4000, log_partitions=
                 partitions_per_group=3, segment_bytes=16 << 10, corrupt=True)
 
 
+# Test data is tiny: the time goes into JVM warm-up and query compilation, so
+# skip the optimizing JIT tier, whole-stage codegen and adaptive re-planning.
+FAST_START = {
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")
     from kcoord.pipeline.session import build_session
     session = build_session("local[2]", "kcoord-tests", shuffle_partitions=2, progress=False,
-                            conf={"spark.ui.enabled": "false", "spark.driver.memory": "2g",
-                                  "spark.sql.adaptive.coalescePartitions.enabled": "true"})
+                            conf=FAST_START)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

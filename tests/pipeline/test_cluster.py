@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import read_table
+from .conftest import FAST_START, read_table
 
 TABLES = ["commits", "offsets", "group_generations", "lag", "status"]
 
@@ -30,12 +30,14 @@ def test_standalone_cluster_gives_identical_output(cluster, batch_run, tmp_path)
     status = cluster.status()
     assert status["aliveworkers"] == 2
     out = tmp_path / "out"
+    conf = {**FAST_START, "spark.ui.showConsoleProgress": "false",
+            "spark.executor.memory": "768m", "spark.driver.memory": "1g"}
+    confs = [arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}")]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
         [sys.executable, "-m", "kcoord.cli", "pipeline", "run", "--data-dir", str(data),
          "--out", str(out), "--master", cluster.master_url, "--shuffle-partitions", "2",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-         "--conf", "spark.executor.memory=768m", "--conf", "spark.driver.memory=1g"],
+         "--no-report", *confs],
         env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-5000:] + cluster.logs()
     summary = json.loads((out / "summary.json").read_text())
