@@ -1,0 +1,216 @@
+"""Server-side assignors on the grid of Kafka's ServerSideAssignorBenchmark.
+
+    python -m bench.assignors                 # the default grid
+    python -m bench.assignors --full          # Kafka's whole grid (long)
+    python -m bench.assignors --quick         # a smoke run
+
+Cells: members x partitions-per-member x topics, HOMOGENEOUS or HETEROGENEOUS
+(5 subscription buckets, as in Kafka's benchmark), FULL (no prior assignment)
+or INCREMENTAL (the group is assigned, then one member joins and only that
+second assignment is timed).  kcoord's uniform and range assignors run beside
+kafka-python's client-side range and sticky assignors on the same inputs (the
+sticky one gets the previous assignment as its user data).  kafka-python's
+sticky assignor is skipped on cells above --sticky-max-partitions, where one
+run takes minutes.  The published figures of Kafka's Java assignors
+(KAFKA_REFERENCE.md section 3) are quoted beside the cells they measured.
+
+Results go to bench/results/assignors.md and .json.  Times are the median of
+--repeat runs, in milliseconds; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import json
+import statistics
+import sys
+import time
+from collections import namedtuple
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kcoord.coordinator.assignors import ASSIGNORS, GroupSpec, MemberSpec  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BUCKETS = 5
+
+# Kafka's Java numbers (ms/op) from apache/kafka PR comments, KAFKA_REFERENCE.md section 3:
+# (assignor, subscription, full/incremental, members, ratio, topics) -> (ms, source)
+JAVA = {
+    ("uniform", "homogeneous", "full", 100, 5, 10): (0.020, "#19677"),
+    ("uniform", "homogeneous", "full", 100, 5, 1000): (0.066, "#19677"),
+    ("uniform", "homogeneous", "full", 5000, 10, 1000): (1.714, "#17133"),
+    ("uniform", "homogeneous", "full", 5000, 50, 1000): (7.491, "#17133"),
+    ("uniform", "homogeneous", "full", 10000, 10, 1000): (4.309, "#17133"),
+    ("uniform", "heterogeneous", "full", 100, 5, 10): (0.059, "#17385"),
+    ("uniform", "heterogeneous", "full", 100, 10, 10): (0.076, "#17385"),
+}
+
+
+def topic_id(i: int) -> bytes:
+    return i.to_bytes(16, "big")
+
+
+def cell_inputs(members: int, ratio: int, topics: int, heterogeneous: bool):
+    per_topic = max(1, members * ratio // topics)
+    partitions = {topic_id(t): per_topic for t in range(topics)}
+    names = {topic_id(t): f"topic-{t}" for t in range(topics)}
+    ids = sorted(partitions)
+    subs = []
+    for m in range(members + 1):  # one more: the member that joins in INCREMENTAL
+        if heterogeneous:
+            b = m % BUCKETS
+            lo, hi = b * topics // BUCKETS, (b + 1) * topics // BUCKETS
+            subs.append(frozenset(ids[lo:hi] or ids[:1]))
+        else:
+            subs.append(frozenset(ids))
+    return partitions, names, subs
+
+
+def timed(fn, repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs)
+
+
+# ------------------------------------------------------------ kcoord
+def run_kcoord(name, partitions, subs, members, incremental, repeat):
+    assign = ASSIGNORS[name]
+    homogeneous = len(set(subs)) == 1
+    specs = {f"member-{m}": MemberSpec(subs[m]) for m in range(members)}
+    if incremental:
+        previous = assign(GroupSpec(specs, homogeneous), partitions)
+        specs = {m: MemberSpec(s.subscribed_topic_ids, previous.get(m, {})) for m, s in specs.items()}
+        specs[f"member-{members}"] = MemberSpec(subs[members])
+    spec = GroupSpec(specs, homogeneous)
+    return timed(lambda: assign(spec, partitions), repeat)
+
+
+# ------------------------------------------------------------ kafka-python
+class _Cluster:
+    def __init__(self, partitions_by_name):
+        self.partitions_by_name = partitions_by_name
+
+    def partitions_for_topic(self, topic):
+        return self.partitions_by_name.get(topic)
+
+    def topics(self):
+        return set(self.partitions_by_name)
+
+
+_Member = namedtuple("_Member", ["member_id", "group_instance_id", "metadata"])
+
+
+def run_kafka_python(name, partitions, names, subs, members, incremental, repeat):
+    from kafka.coordinator.assignors.abstract import ConsumerProtocolSubscription
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    cluster = _Cluster({names[t]: set(range(n)) for t, n in partitions.items()})
+    topics_of = [sorted(names[t] for t in s) for s in subs]
+    assignor = RangePartitionAssignor if name == "range" else StickyPartitionAssignor()
+
+    def members_for(count, previous=None):
+        out = []
+        for m in range(count):
+            member_id = f"member-{m}"
+            if previous is not None and member_id in previous:
+                # what a sticky consumer sends: its previous assignment as user data
+                metadata = StickyPartitionAssignor._metadata(topics_of[m], previous[member_id], 1)
+            else:
+                metadata = ConsumerProtocolSubscription(version=0, topics=topics_of[m], user_data=b"")
+            out.append(_Member(member_id, None, metadata))
+        return out
+
+    group = members_for(members)
+    if incremental:
+        first = assignor.assign(cluster, group)
+        previous = {m: a.partitions() for m, a in first.items()}
+        group = members_for(members + 1, previous if name == "sticky" else None)
+    return timed(lambda: assignor.assign(cluster, group), repeat)
+
+
+# ------------------------------------------------------------ the grid
+def grid(args):
+    if args.quick:
+        return itertools.product([100, 500], [5], [10, 100])
+    if args.full:
+        return itertools.product([100, 500, 1000, 5000, 10000], [5, 10, 50], [10, 100, 1000])
+    return itertools.product([100, 1000, 10000], [10], [10, 1000])
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, (str, int)):
+        return str(v)
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.assignors", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--full", action="store_true")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--sticky-max-partitions", type=int, default=2500,
+                   help="skip kafka-python's sticky assignor on larger cells (default 2500; "
+                        "it takes 5-15 s per run at 2500 partitions)")
+    p.add_argument("--no-kafka-python", action="store_true")
+    args = p.parse_args(argv)
+
+    rows = []
+    for members, ratio, topics in grid(args):
+        for subscription in ("homogeneous", "heterogeneous"):
+            partitions, names, subs = cell_inputs(members, ratio, topics, subscription == "heterogeneous")
+            total = sum(partitions.values())
+            for kind in ("full", "incremental"):
+                incremental = kind == "incremental"
+                row = {"members": members, "ratio": ratio, "topics": topics,
+                       "partitions": total, "subscription": subscription, "kind": kind}
+                for name in ("uniform", "range"):
+                    row[f"kcoord_{name}"] = run_kcoord(name, partitions, subs, members,
+                                                       incremental, args.repeat)
+                    java = JAVA.get((name, subscription, kind, members, ratio, topics))
+                    row[f"java_{name}"] = java[0] if java else None
+                if not args.no_kafka_python:
+                    row["kafka_python_range"] = run_kafka_python(
+                        "range", partitions, names, subs, members, incremental, 1)
+                    if total <= args.sticky_max_partitions:
+                        row["kafka_python_sticky"] = run_kafka_python(
+                            "sticky", partitions, names, subs, members, incremental, 1)
+                    else:
+                        row["kafka_python_sticky"] = "skipped"
+                rows.append(row)
+                print(" ".join(f"{k}={fmt(v)}" for k, v in row.items()), flush=True)
+
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "assignors.json").write_text(json.dumps(rows, indent=1))
+    header = ["members", "partitions/member", "topics", "subscription", "kind",
+              "kcoord uniform", "Java uniform", "kcoord range", "kafka-python range",
+              "kafka-python sticky"]
+    lines = ["# Server-side assignors (ms per assignment, median)", "",
+             "kcoord's assignors beside kafka-python's client-side ones on the same inputs; "
+             "Java: Kafka's published figures where that cell was measured "
+             "(KAFKA_REFERENCE.md section 3).", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(v) for v in (
+            r["members"], r["ratio"], r["topics"], r["subscription"], r["kind"],
+            r["kcoord_uniform"], r["java_uniform"], r["kcoord_range"],
+            r.get("kafka_python_range"), r.get("kafka_python_sticky"))) + " |")
+    (RESULTS / "assignors.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {RESULTS / 'assignors.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
