@@ -521,7 +521,9 @@ def _compile(gen: _Gen, sch: Schema, version: int, *names: str) -> list[Callable
 
 
 def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
-    """Return (encode(msg) -> bytearray, decode(buf, pos=0) -> (msg, pos)).
+    """Return (encode(msg, b=None) -> bytearray, decode(buf, pos=0) -> (msg, pos)).
+
+    encode appends to b when given (a caller can leave room for a header).
 
     decode reads text with bytes.decode from bytes and bytearray; any other
     buffer (a memoryview) goes to a second decoder, generated on its first
@@ -543,10 +545,13 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
     strict_fn, = _compile(sgen, sch, version, sgen.encoder(enc, sch.fields))
     misses = 0
 
-    def encode(msg: dict) -> bytearray:
+    def encode(msg: dict, b: bytearray | None = None) -> bytearray:
+        """msg's encoding, appended to b (a new bytearray by default)."""
         nonlocal strict_fn, misses
-        b = bytearray()
+        if b is None:
+            b = bytearray()
         if strict_fn is not None:
+            start = len(b)
             try:
                 strict_fn(msg, b)
                 return b
@@ -554,7 +559,7 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
                 misses += 1
                 if misses >= STRICT_MISSES:
                     strict_fn = None
-                b = bytearray()
+                del b[start:]
         enc_fn(msg, b)
         return b
 
