@@ -1,0 +1,196 @@
+"""Start-up replay of the __consumer_offsets log (issue 4): pre-generate 1 M
+and 10 M offset-commit records in a data dir, start `kcoord serve` on it and
+time until every shard is loaded.
+Goal: at least 1 M records/s, and a restart with 10 M records under 10 s.
+
+The data is written with kcoord's own pieces: offset_record (the record a
+commit produces), coordinator_runtime.encode_record, records.build_batch and
+PartitionLog, into offsets.topic.num.partitions partitions, each group in
+the partition its id hashes to.  Batches hold 100 records (a group commit of
+ten 10-partition commits).  Every key is committed many times over, as in a
+log between two compactions.
+
+Timings come from the server's log: "kcoord listening" (after the segment
+recovery of every log on open) and "all shards loaded: N records in T s".
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .common import KcoordServer, proc_cpu, table, timed, write_results
+
+GOAL_RATE = 1_000_000
+GOAL_10M_S = 10.0
+PARTITIONS = 50          # offsets.topic.num.partitions (Kafka's default)
+KEYS_PER_GROUP = 10      # one topic, 10 partitions
+BATCH = 100              # records per batch
+DATA_ROOT = Path("/tmp")
+
+
+def groups_for(records: int, commits_per_key: int) -> int:
+    # 200 commits of every key: 1 M -> 500 groups (5,000 keys), 10 M -> 5,000 groups
+    return max(1, records // (KEYS_PER_GROUP * commits_per_key))
+
+
+def generate(data_dir: Path, records: int, commits_per_key: int) -> dict:
+    """Write `records` offset commits into a fresh kcoord data dir."""
+    from kcoord.coordinator.offsets import OffsetValue, offset_record
+    from kcoord.coordinator.partitioner import partition_for
+    from kcoord.protocol.records import build_batch
+    from kcoord.server.config import Config
+    from kcoord.server.coordinator_runtime import CoordinatorRuntime, encode_record
+    from kcoord.broker.catalogue import Catalogue
+
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    config = Config(data_dir=data_dir)
+    config.set("offsets.topic.num.partitions", str(PARTITIONS))
+    catalogue = Catalogue(data_dir, config.values)
+    runtime = CoordinatorRuntime(catalogue, config)  # creates __consumer_offsets as serve does
+    logs = [s.plog for s in runtime.shards]
+    ngroups = groups_for(records, commits_per_key)
+    groups = [f"consumer-group-{g:05d}" for g in range(ngroups)]
+    part_of = [partition_for(g, PARTITIONS) for g in groups]
+    pending: list[list] = [[] for _ in range(PARTITIONS)]
+    now = int(time.time() * 1000)
+    written = 0
+    rnd = 0
+    t0 = time.monotonic()
+    while written < records:
+        for g, group in enumerate(groups):
+            p = part_of[g]
+            for tp in range(KEYS_PER_GROUP):
+                if written >= records:
+                    break
+                rec = offset_record(group, "orders", tp, OffsetValue(
+                    offset=rnd * 1000 + tp, leader_epoch=0, metadata="",
+                    commit_timestamp=now, expire_timestamp=None))
+                key, value = encode_record(rec)
+                batch = pending[p]
+                batch.append((key, value, [], now))
+                written += 1
+                if len(batch) >= BATCH:
+                    logs[p].append(build_batch(batch))
+                    batch.clear()
+        rnd += 1
+    for p, batch in enumerate(pending):
+        if batch:
+            logs[p].append(build_batch(batch))
+    for plog in logs:
+        plog.flush()
+    catalogue.close()
+    size = sum(f.stat().st_size for f in data_dir.rglob("*.log"))
+    return {"records": written, "groups": ngroups, "keys": ngroups * KEYS_PER_GROUP,
+            "commits_per_key": rnd, "bytes": size, "generate_s": time.monotonic() - t0}
+
+
+def measure(data_dir: Path, timeout: float) -> dict:
+    """Start kcoord serve on data_dir; time until all shards are loaded."""
+    server = KcoordServer(data_dir=data_dir,
+                          settings={"offsets.topic.num.partitions": str(PARTITIONS)})
+    t0 = time.monotonic()
+    server.start()
+    t_listen = time.monotonic() - t0
+    lines = server.proc.log_lines
+    deadline = time.monotonic() + timeout
+    done_line = None
+    try:
+        while time.monotonic() < deadline:
+            done_line = next((x for x in lines if "all shards loaded" in x), None)
+            if done_line:
+                break
+            time.sleep(0.01)
+        t_all = time.monotonic() - t0
+        cpu = proc_cpu(server.pid) if done_line else None
+        shard_lines = [x for x in lines if "loaded shard" in x]
+    finally:
+        server.proc.stop()
+    if done_line is None:
+        return {"error": f"no 'all shards loaded' line within {timeout:.0f}s",
+                "log_tail": lines[-5:]}
+    loaded = sum(int(x.split(": ", 2)[2].split(" records")[0]) for x in shard_lines)
+    replay_s = float(done_line.rsplit(" in ", 1)[1].rstrip("s"))
+    return {"restart_s": t_all, "to_listening_s": t_listen, "replay_s": replay_s,
+            "server_cpu_s": cpu,
+            "records_loaded": loaded, "shards_with_records": len(shard_lines),
+            "records_per_s": loaded / replay_s if replay_s else None,
+            "all_loaded_line": done_line.split(": ", 1)[-1]}
+
+
+def run(args) -> dict:
+    """Shapes: (records, commits per key).  200 commits per key is a log
+    between compactions; 1 commit per key (every record a new key) is the
+    worst case for the loader, which replays the latest commit of each key."""
+    if args.records:
+        sizes = [int(x) for x in args.records.split(",")]
+        shapes = [(n, 200) for n in sizes] + [(min(sizes), 1)]
+    elif args.quick:
+        shapes = [(200_000, 200), (200_000, 1)]
+    else:
+        shapes = [(1_000_000, 200), (10_000_000, 200), (1_000_000, 1)]
+    results = []
+    for n, per_key in shapes:
+        data_dir = DATA_ROOT / f"kcoord-bench-load-{n}" if per_key == 200 else \
+            DATA_ROOT / f"kcoord-bench-load-{n}-x{per_key}"
+        meta_file = data_dir / "bench-meta.json"
+        with timed(f"load: data for {n:,} records, {per_key} commits per key"):
+            if args.keep_data and meta_file.exists():
+                meta = json.loads(meta_file.read_text())
+                meta["reused"] = True
+            else:
+                meta = generate(data_dir, n, per_key)
+                meta_file.write_text(json.dumps(meta))
+        with timed(f"load: restart with {n:,} records"):
+            m = measure(data_dir, timeout=600)
+        results.append({"records": n, "commits_per_key": per_key, "data": meta, **m})
+        if not args.keep_data:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return report(results, args)
+
+
+def report(results: list[dict], args) -> dict:
+    rows = []
+    ok_rate, ok_10m = True, None
+    for r in results:
+        d = r["data"]
+        shape = f"{r['commits_per_key']} per key"
+        if "error" in r:
+            rows.append([r["records"], shape, d["keys"], d["bytes"] / 1e6, "-", "-", "-", "-", "-",
+                         r["error"]])
+            ok_rate = False
+            continue
+        rows.append([r["records"], shape, d["keys"], d["bytes"] / 1e6, r["to_listening_s"],
+                     r["replay_s"], r["restart_s"], r["records_per_s"], r["server_cpu_s"],
+                     "ok" if r["records_loaded"] == r["records"] else
+                     f"loaded {r['records_loaded']:,} of {r['records']:,}"])
+        if r["commits_per_key"] > 1:  # the goal's shape: a log of repeated commits
+            ok_rate = ok_rate and r["records_per_s"] >= GOAL_RATE
+            if r["records"] >= 10_000_000:
+                ok_10m = r["restart_s"] < GOAL_10M_S
+    sections = [
+        f"__consumer_offsets with {PARTITIONS} partitions, offset-commit records (value v3) of "
+        f"groups with {KEYS_PER_GROUP} partitions each, {BATCH} records per batch, uncompressed; "
+        "either every key committed 200 times (a log between compactions, the goal's shape) or "
+        "every record a new key (the loader's worst case: it replays the latest commit of each "
+        "key, so here every record). Restart = from starting `kcoord serve` to the "
+        "log line 'all shards loaded' (includes interpreter start-up and the recovery scan of "
+        "every active segment before the server listens); replay = the runtime's own time from "
+        "start of loading to the last shard loaded; records/s = records / replay; server CPU = "
+        "the process's utime+stime from its start to that line.",
+        "",
+        table(["records", "commits", "distinct keys", "log MB", "start to listening s",
+               "replay s", "restart total s", "records/s (replay)", "server CPU s", "check"],
+              rows),
+        "",
+        f"Goals (issue 4): >= {GOAL_RATE:,} records/s: **{'met' if ok_rate else 'MISSED'}**; "
+        f"10 M restart < {GOAL_10M_S:.0f} s: **"
+        + ("not run" if ok_10m is None else "met" if ok_10m else "MISSED") + "**.",
+    ]
+    raw = {"results": results}
+    md = write_results("load", "Start-up replay of __consumer_offsets", sections, raw)
+    print(md.read_text())
+    return raw

@@ -1,0 +1,114 @@
+"""Sustained OffsetCommit (issue 4): many pipelined connections each
+committing 10 partitions of one topic for their own simple group, with
+kcoord's durable log (group commit + fsync), against Tansu and the
+librdkafka mock with the same load generator in the same run.
+Goal: at most 20 us of kcoord CPU per commit, and more commits per second
+than both peers."""
+from __future__ import annotations
+
+from .common import run_loadgen, start_peer, table, timed, write_results
+
+GOAL_US = 20.0
+TOPIC = "bench-commits"
+PARTITIONS = 10
+
+
+def create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)], operation_timeout=30)
+    for fut in futures.values():
+        fut.result(timeout=60)
+
+
+def run(args) -> dict:
+    connections = args.connections or (20 if args.quick else 100)
+    depth = args.depth or 8
+    seconds = args.seconds or (8 if args.quick else 30)
+    requests = args.requests or (20_000 if args.quick else 400_000)
+    results = {}
+    for name in args.peers:
+        with timed(f"offset_commit against {name}"):
+            kw = {"topics": [(TOPIC, PARTITIONS)]} if name == "mock" else {}
+            try:
+                peer = start_peer(name, **kw)
+            except Exception as exc:
+                results[name] = {"error": f"could not start: {exc}"}
+                continue
+            try:
+                if name != "mock":
+                    create_topic(peer.bootstrap)
+                spec = {"port": peer.port, "pid": peer.pid, "kind": "offset_commit",
+                        "topic": TOPIC, "partitions": PARTITIONS, "version": 8,
+                        "connections": connections, "depth": depth, "requests": requests,
+                        "seconds": seconds, "warmup": connections * depth * 3}
+                results[name] = run_loadgen(spec, timeout=seconds * 3 + 180)
+                results[name]["cpu_note"] = peer.cpu_note
+                results[name]["durability"] = {
+                    "kcoord": "durable: fsync per group commit of a shard "
+                              "(group.coordinator.append.linger.ms=10)",
+                    "tansu": "memory:// storage engine, no disk",
+                    "mock": "in memory, no disk",
+                }[name]
+            except Exception as exc:
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                peer.stop()
+    return report(results, args, connections, depth, seconds, requests)
+
+
+def report(results: dict, args, connections: int, depth: int, seconds: float,
+           requests: int) -> dict:
+    rows = []
+    for name, r in results.items():
+        if "error" in r:
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", r["error"]])
+            continue
+        problems = []
+        if r["errors"]:
+            problems.append(f"partition error codes in sampled responses: {r['errors']} "
+                            f"(of {r['checked']} sampled)")
+        if r["out_of_order"]:
+            problems.append(f"{r['out_of_order']} answers out of order")
+        if r["undecodable"]:
+            problems.append(f"{r['undecodable']} undecodable")
+        rows.append([name, f"v{r['version']}", r["requests"], r["requests_per_s"],
+                     r["server_cpu_us_per_request"],
+                     r["server_user_s"] / r["requests"] * 1e6,
+                     r["latency_ms"]["p50"], r["latency_ms"]["p99"],
+                     "; ".join(problems + [r["durability"], r.get("cpu_note") or ""]).strip("; ")])
+    k = results.get("kcoord", {})
+    kus, krate = k.get("server_cpu_us_per_request"), k.get("requests_per_s")
+    cpu_ok = kus is not None and kus <= GOAL_US
+    peers = {n: r.get("requests_per_s") for n, r in results.items() if n != "kcoord"}
+    ahead = krate is not None and all(v is None or krate > v for v in peers.values())
+    clean = not k.get("errors") and not k.get("out_of_order")
+    sections = [
+        f"OffsetCommit v8 (or the server's highest below it), {PARTITIONS} partitions per request, "
+        f"one simple group per connection (generation -1, no member id, as a consumer with manual "
+        f"assignment commits); {connections} connections x {depth} requests in flight, "
+        f"measured for up to {requests:,} requests or {seconds:.0f} s after a warm-up. "
+        "Same load generator process for every server (bench/loadgen.py). "
+        "Server CPU = utime+stime of the server process over the measured phase; "
+        "latency = from the generator's write of a request to its read of the answer "
+        "(includes queueing behind the requests in flight on that connection).",
+        "",
+        table(["server", "version", "commits", "commits/s", "server CPU us/commit",
+               "of which user us", "p50 ms", "p99 ms", "notes"], rows),
+        "",
+        f"Goals (issue 4): kcoord <= {GOAL_US:.0f} us server CPU per commit: "
+        f"**{'met' if cpu_ok else 'MISSED'}**" + (f" ({kus:.1f} us)" if kus else "")
+        + "; more commits/s than both peers: "
+        + f"**{'met' if ahead else 'MISSED'}**"
+        + (f" (kcoord {krate:,.0f}/s vs " + ", ".join(
+            f"{n} {v:,.0f}/s" if v else f"{n} -" for n, v in peers.items()) + ")" if krate else "")
+        + ("" if clean else "; **kcoord answered with errors, see notes**") + ".",
+        "",
+        "Commits/s is what one Python load generator can drive on the 2 shared cores while the "
+        "server runs on the same cores, so the server CPU per commit is the comparable figure.",
+    ]
+    raw = {"results": results, "goal_us": GOAL_US, "cpu_goal_met": cpu_ok, "ahead_of_peers": ahead}
+    md = write_results("offset_commit", "Sustained OffsetCommit: commits/s, CPU per commit, p99",
+                       sections, raw)
+    print(md.read_text())
+    return raw
