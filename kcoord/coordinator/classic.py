@@ -531,10 +531,12 @@ class ClassicGroupHandlers:
     # ========================================================= Heartbeat
     def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         response, timer = self.heartbeat_fast(req, version, now)
-        return response, Result(timers=[timer] if timer is not None else [])
+        return response, Result(timers=[Timer(*timer)] if timer is not None else [])
 
     def heartbeat_fast(self, req: dict, version: int, now: int) -> tuple[dict, Timer | None]:
-        """(response, the session timer to arm or None): the hot path, kept short."""
+        """(response, the session timer to arm or None): the hot path, kept short.
+        The timer is a plain (key, deadline) tuple, as a Timer unpacks: a
+        NamedTuple's __new__ is a Python call, a tuple display is not."""
         group_id = req["group_id"]
         if not group_id:
             return _hb(Err.INVALID_GROUP_ID), None
@@ -558,8 +560,8 @@ class ClassicGroupHandlers:
         deadline = now + member.session_timeout_ms
         self.deadlines[key] = deadline  # as _arm_heartbeat, inlined
         if group.state == PREPARING_REBALANCE:
-            return _HB_REBALANCING, Timer(key, deadline)
-        return _HB_OK, Timer(key, deadline)
+            return _HB_REBALANCING, (key, deadline)
+        return _HB_OK, (key, deadline)
 
     # ======================================================== LeaveGroup
     def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:

@@ -9,12 +9,14 @@ import asyncio
 import logging
 
 from ..coordinator.classic_group import join_error, sync_response
+from ..coordinator.result import Timer
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime, wall_ms
 from .dispatch import Dispatcher, RequestContext
 
 KEY_TYPE_GROUP = 0
 PARKED_CHECK_S = 1.0  # how often a parked JoinGroup/SyncGroup checks its shard is still there
+HEARTBEAT_SHARDS_MAX = 100_000  # group ids whose shard the heartbeat path remembers
 
 log = logging.getLogger("kcoord.groups")
 
@@ -40,6 +42,8 @@ class GroupHandlers:
         self.runtime = runtime
         self.catalogue = catalogue
         self.config = config
+        self._heartbeat_shards: dict = {}  # group id -> shard (see heartbeat)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def register(self, d: Dispatcher) -> None:
         d.register(10, self.find_coordinator)
@@ -283,18 +287,42 @@ class GroupHandlers:
             sync_response(Err.COORDINATOR_NOT_AVAILABLE), sync_response(Err.NOT_COORDINATOR))
 
     def heartbeat(self, ctx: RequestContext, req: dict):
-        """Answered at once unless writes are in flight (then after them)."""
+        """Answered at once unless writes are in flight (then after them).
+
+        The hot path of a classic group (bench/classic_heartbeat.py):
+        - the group's shard is remembered per group id (partition_for hashes
+          the id in a Python loop);
+        - the member's session timer is re-armed only if the runtime's armed
+          handle for it would fire after the new deadline.  A handle that
+          fires earlier is harmless: the core's on_timer re-arms a timer that
+          fires before its current deadline.  So a member costs one timer
+          firing per session timeout instead of a cancel and a call_later on
+          every heartbeat."""
         group_id = req["group_id"]
-        if not group_id:
-            return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
-        shard, error = self._ready_shard(group_id)
-        if error:
+        shard = self._heartbeat_shards.get(group_id)
+        if shard is None:
+            if not group_id:
+                return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
+            shard = self.runtime.shard_for(group_id)
+            if len(self._heartbeat_shards) >= HEARTBEAT_SHARDS_MAX:
+                self._heartbeat_shards.clear()
+            self._heartbeat_shards[group_id] = shard
+        if not shard.loaded:
             # Kafka answers a heartbeat to a loading coordinator with NONE
-            code = Err.NONE if error == Err.COORDINATOR_LOAD_IN_PROGRESS else error
-            return {"throttle_time_ms": 0, "error_code": code}
-        response, timer = shard.core.heartbeat_fast(req, ctx.api_version, wall_ms())
+            return {"throttle_time_ms": 0, "error_code": Err.NONE}
+        now = wall_ms()
+        response, timer = shard.core.heartbeat_fast(req, ctx.api_version, now)
         if timer is not None:
-            shard.arm_timers((timer,))
+            armed = getattr(shard, "_timers", None)  # ShardRuntime's live handles by key
+            handle = armed.get(timer[0]) if armed else None
+            if handle is None or handle.cancelled():
+                shard.arm_timers((Timer(*timer),))
+            else:
+                loop = self._loop
+                if loop is None or not loop.is_running():
+                    loop = self._loop = asyncio.get_running_loop()
+                if handle.when() > loop.time() + (timer[1] - now) / 1000.0:
+                    shard.arm_timers((Timer(*timer),))
         pending = shard.write([])
         if pending is None:
             return response
