@@ -21,7 +21,8 @@ from ..protocol.errors import Err
 from . import consumer_group as cg
 from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                             UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, TopicInfo)
+                             STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
+                             TopicInfo)
 from .result import Record, Result
 
 log = logging.getLogger("kcoord.consumer_group")
@@ -82,6 +83,16 @@ class ConsumerGroupManager:
         self.new_member_id = new_member_id or random_member_id
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
+        # Session timers are re-armed lazily (in memory, rebuilt by on_loaded):
+        # session timer key -> the member's session deadline, and -> the deadline
+        # of the timer the runtime holds.  A heartbeat only moves the deadline;
+        # the timer is armed again only if it would fire after the new deadline
+        # (or none is armed).  When it fires before the deadline, on_timer arms
+        # it for the deadline.  So a member costs one timer firing per session
+        # timeout instead of a cancel and an arm per heartbeat, and still
+        # expires exactly a session timeout after its last heartbeat.
+        self._session_deadlines: dict[tuple, int] = {}
+        self._session_armed: dict[tuple, int] = {}
 
     # ------------------------------------------------------------- config
     @property
@@ -154,6 +165,16 @@ class ConsumerGroupManager:
         """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
+        epoch = req["member_epoch"]
+        get = req.get
+        if (epoch > 0 and get("rebalance_timeout_ms", -1) == -1
+                and get("subscribed_topic_names") is None and get("subscribed_topic_regex") is None
+                and get("instance_id") is None and get("rack_id") is None
+                and get("server_assignor") is None):
+            res = self._steady_heartbeat(token, req["group_id"], req["member_id"], epoch,
+                                         client_id or "", client_host or "", now)
+            if res is not None:
+                return res
         error = self.validate_heartbeat(req, version)
         if error is None:
             try:
@@ -164,6 +185,33 @@ class ConsumerGroupManager:
             except HeartbeatError as exc:
                 error = exc
         return Result().reply(token, self._error_response(error.code, error.message))
+
+    def _steady_heartbeat(self, token: Any, group_id: str, member_id: str, epoch: int,
+                          client_id: str, client_host: str, now: int) -> Result | None:
+        """The heartbeat of a dynamic member that is STABLE at the group's epoch and
+        changes nothing (every optional field null, the same client id and host):
+        no record, no new assignment, only the session moves.  None when the
+        heartbeat is anything else; _heartbeat then takes it the long way (which
+        gives the same answer for this case: no change of the member, no epoch
+        bump, no target update, and a reconciled member is not reconciled
+        again, so its owned partitions do not matter)."""
+        group = self.groups.get(group_id)
+        if group is None or group.metadata_refresh or not member_id:
+            return None
+        member = group.members.get(member_id)
+        if (member is None or member.member_epoch != epoch or member.state != STABLE
+                or epoch != group.assignment_epoch or group.group_epoch > epoch
+                or member.client_id != client_id
+                or member.client_host != client_host
+                or member.classic_member_metadata is not None):
+            return None
+        res = Result()
+        self._touch_session(res, (SESSION_TIMER, group_id, member_id),
+                            now + self.session_timeout_ms)
+        return res.reply(token, {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                                 "member_id": member_id, "member_epoch": epoch,
+                                 "heartbeat_interval_ms": self.heartbeat_interval_ms,
+                                 "assignment": None})
 
     @staticmethod
     def _error_response(code: int, message: str | None) -> dict:
@@ -348,7 +396,8 @@ class ConsumerGroupManager:
                     res.cancel(key)
             updated = reconciled
 
-        res.arm((SESSION_TIMER, group_id, member_id), now + self.session_timeout_ms)
+        self._touch_session(res, (SESSION_TIMER, group_id, member_id),
+                            now + self.session_timeout_ms)
 
         response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": updated.member_id, "member_epoch": updated.member_epoch,
@@ -466,8 +515,19 @@ class ConsumerGroupManager:
         self._cancel_timers(res, gid, member.member_id)
         return res
 
+    def _touch_session(self, res: Result, key: tuple, deadline: int) -> None:
+        """The member's session now ends at `deadline` (see __init__)."""
+        self._session_deadlines[key] = deadline
+        armed = self._session_armed.get(key)
+        if armed is None or armed > deadline:
+            self._session_armed[key] = deadline
+            res.arm(key, deadline)
+
     def _cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
-        res.cancel((SESSION_TIMER, group_id, member_id))
+        key = (SESSION_TIMER, group_id, member_id)
+        self._session_deadlines.pop(key, None)
+        self._session_armed.pop(key, None)
+        res.cancel(key)
         key = (REBALANCE_TIMER, group_id, member_id)
         if self._rebalance_epochs.pop(key, None) is not None:
             res.cancel(key)
@@ -487,6 +547,14 @@ class ConsumerGroupManager:
                      group_id, member_id, member.rebalance_timeout_ms)
             return self.fence(group, member)
         if kind == SESSION_TIMER:
+            self._session_armed.pop(key, None)
+            deadline = self._session_deadlines.get(key)
+            if deadline is not None and deadline > now:  # heartbeats came since it was armed
+                res = Result()
+                self._session_armed[key] = deadline
+                res.arm(key, deadline)
+                return res
+            self._session_deadlines.pop(key, None)
             if group is None:
                 return Result()
             member = group.members.get(member_id)
@@ -502,7 +570,10 @@ class ConsumerGroupManager:
         for gid, group in self.groups.items():
             group.metadata_refresh = True
             for mid, m in group.members.items():
-                res.arm((SESSION_TIMER, gid, mid), now + self.session_timeout_ms)
+                key = (SESSION_TIMER, gid, mid)
+                deadline = now + self.session_timeout_ms
+                self._session_deadlines[key] = self._session_armed[key] = deadline
+                res.arm(key, deadline)
                 if m.state == UNREVOKED_PARTITIONS:
                     key = (REBALANCE_TIMER, gid, mid)
                     self._rebalance_epochs[key] = m.member_epoch
