@@ -121,8 +121,14 @@ class RecordBatchBuilder:
     deltas are not the plain 0, 1, 2, ... and 0.
     """
 
-    def __init__(self, topic_names: dict | None = None) -> None:
-        self.schema = arrow_schema("records")
+    def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None) -> None:
+        full = arrow_schema("records")
+        self.full_schema = full
+        self.columns = list(columns) if columns else [name for name, _ in RECORD_FIELDS]
+        unknown = [c for c in self.columns if c not in full.names]
+        if unknown:
+            raise ValueError(f"unknown kcoord_offsets columns: {unknown}")
+        self.schema = pa.schema([full.field(c) for c in self.columns])
         self._ckeys: dict[bytes, int] = {}    # raw offset-commit key -> key id
         self._okeys: dict[bytes, int] = {}    # raw key of any other record type -> key id
         self._k_type: list = []
@@ -142,12 +148,9 @@ class RecordBatchBuilder:
         self.bodies: list[bytes] = []  # batch bodies the ends point into
         self.body_base = 0
         # per batch (or per error row): first row, rows, base offset/timestamp, producer
-        self.b_start: list[int] = []
-        self.b_count: list[int] = []
-        self.b_offset: list[int] = []
-        self.b_ts: list[int] = []
-        self.b_pid: list = []
-        self.b_txn: list = []
+        # per batch: (first row, base offset, base timestamp, producer id, transactional);
+        # a batch's rows run to the next batch's first row
+        self.batches: list[tuple] = []
         self.off_exc: list[tuple[int, int]] = []   # (row, offset delta - index in batch)
         self.ts_exc: list[tuple[int, int]] = []    # (row, timestamp delta)
         self.null_offset_rows: list[int] = []
@@ -175,15 +178,7 @@ class RecordBatchBuilder:
 
     # ------------------------------------------------------------ rows
     def _begin(self, offset, timestamp, pid, txn) -> None:
-        self.b_start.append(len(self.kids))
-        self.b_count.append(0)
-        self.b_offset.append(offset)
-        self.b_ts.append(timestamp)
-        self.b_pid.append(pid)
-        self.b_txn.append(txn)
-
-    def _end(self) -> None:
-        self.b_count[-1] = len(self.kids) - self.b_start[-1]
+        self.batches.append((len(self.kids), offset, timestamp, pid, txn))
 
     def add_error(self, kind: str, detail: str, offset=None, timestamp=None,
                   record_type=None) -> None:
@@ -195,7 +190,6 @@ class RecordBatchBuilder:
         self.kids.append(-1)
         self.ends.append(-1)
         self.slow[row] = ("error", kind, detail, record_type)
-        self._end()
 
     def add_batch(self, buf, pos: int, h, *, verify_crc: bool = True) -> None:
         """Decode the batch at buf[pos:] whose header tuple is h (its length already checked)."""
@@ -219,7 +213,6 @@ class RecordBatchBuilder:
                            offset=h[0], timestamp=h[8])
             return
         start_rows = len(self.kids)
-        marks = (len(self.off_exc), len(self.ts_exc), len(self.tomb_rows), len(self.b_start))
         self._begin(h[0], h[8] if attrs & _LOG_APPEND_TIME else h[7], h[9],
                     bool(attrs & _TRANSACTIONAL))
         try:
@@ -229,24 +222,26 @@ class RecordBatchBuilder:
                 self._records(data, h, start_rows)
         except (_Corrupt, IndexError) as exc:
             # Drop whatever this batch added: the batch as a whole is unreadable.
-            self._rollback(start_rows, marks)
+            self._rollback(start_rows)
             self.add_error("corrupt_batch", f"batch at offset {h[0]}: {exc or 'record truncated'}",
                            offset=h[0], timestamp=h[8])
             return
-        self._end()
         self.bodies.append(data)
         self.body_base += len(data)
 
-    def _rollback(self, rows: int, marks) -> None:
+    def _rollback(self, rows: int) -> None:
+        """Forget every row from `rows` on, and the batch they started."""
         del self.kids[rows:]
         del self.ends[rows:]
         for r in [r for r in self.slow if r >= rows]:
             del self.slow[r]
-        del self.off_exc[marks[0]:]
-        del self.ts_exc[marks[1]:]
-        del self.tomb_rows[marks[2]:]
-        for lst in (self.b_start, self.b_count, self.b_offset, self.b_ts, self.b_pid, self.b_txn):
-            del lst[marks[3]:]
+        for lst in (self.off_exc, self.ts_exc):
+            while lst and lst[-1][0] >= rows:
+                lst.pop()
+        while self.tomb_rows and self.tomb_rows[-1] >= rows:
+            self.tomb_rows.pop()
+        while self.batches and self.batches[-1][0] >= rows:
+            self.batches.pop()
 
     def _control_records(self, data: bytes, h, row: int) -> None:
         for i, (off_delta, ts_delta, key, value) in enumerate(_walk(data, h)):
@@ -259,6 +254,128 @@ class RecordBatchBuilder:
             ctype = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else None
             self.slow[row] = ("control", ctype)
             row += 1
+
+    def add_chunk(self, buf: bytes, pos: int, verify_crc: bool = True, min_offset: int = -1,
+                  max_offset: int = 1 << 62) -> tuple[int, str]:
+        """Decode every whole batch in buf from pos on.
+
+        -> (position of the first batch not decoded, why it stopped): "more"
+        (a partial batch or the end of buf), "corrupt" (a header that cannot be
+        right; the rest of buf is unreadable), "done" (past max_offset).
+
+        Uncompressed data batches, nearly all of them, are walked right here
+        in buf, with the per-batch bookkeeping inlined; compressed and control
+        batches go through add_batch."""
+        stop = len(buf)
+        chunk_base = self.body_base
+        self.bodies.append(buf)
+        self.body_base += stop
+        unpack = _HEADER.unpack_from
+        crc = _crc32c
+        mv = memoryview(buf)
+        zz1 = _ZZ1
+        varint = _varint
+        ckeys_get = self._ckeys.get
+        kids = self.kids
+        kids_append = kids.append
+        ends_append = self.ends.append
+        off_exc = self.off_exc
+        ts_exc = self.ts_exc
+        batches_append = self.batches.append
+        while stop - pos >= HEADER_SIZE:
+            h = unpack(buf, pos)
+            end = pos + LOG_OVERHEAD + h[1]
+            if h[1] < _MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or h[6] < 0:
+                return pos, "corrupt"
+            if end > stop:
+                return pos, "more"
+            base_off = h[0]
+            if base_off > max_offset:
+                return pos, "done"
+            if base_off + h[6] < min_offset:
+                pos = end
+                continue
+            attrs = h[5]
+            if attrs & 0x27:  # compressed or control: the general path
+                self.add_batch(buf, pos, h, verify_crc=verify_crc)
+                pos = end
+                continue
+            if verify_crc and crc(mv[pos + 21:end]) != h[4]:
+                self.add_error("crc_mismatch",
+                               f"batch at offset {base_off} (log partition {self.log_partition}, "
+                               f"segment {self.segment}) fails its CRC",
+                               offset=base_off, timestamp=h[8])
+                pos = end
+                continue
+            log_append = attrs & _LOG_APPEND_TIME
+            row = len(kids)
+            batches_append((row, base_off, h[8] if log_append else h[7], h[9],
+                            bool(attrs & _TRANSACTIONAL)))
+            count = h[12]
+            p = pos + HEADER_SIZE
+            try:
+                if count < 0 or count * 7 > end - p:
+                    raise _Corrupt(f"record count {count} impossible for {end - p} bytes")
+                for i in range(count):
+                    b = buf[p]
+                    if b < 0x80:
+                        length = zz1[b]
+                        p += 1
+                    elif (c := buf[p + 1]) < 0x80:
+                        z = (b & 0x7F) | (c << 7)
+                        length = (z >> 1) ^ -(z & 1)
+                        p += 2
+                    else:
+                        length, p = varint(buf, p)
+                    rec_end = p + length
+                    b = buf[p + 1]  # after the attributes byte
+                    if b == 0:
+                        p += 2
+                    else:
+                        if b < 0x80:
+                            ts_delta = zz1[b]
+                            p += 2
+                        else:
+                            ts_delta, p = varint(buf, p + 1)
+                        if not log_append:
+                            ts_exc.append((row + i, ts_delta))
+                    b = buf[p]
+                    if b < 0x80:
+                        off_delta = zz1[b]
+                        p += 1
+                    elif (c := buf[p + 1]) < 0x80:
+                        z = (b & 0x7F) | (c << 7)
+                        off_delta = (z >> 1) ^ -(z & 1)
+                        p += 2
+                    else:
+                        off_delta, p = varint(buf, p)
+                    if off_delta != i:
+                        off_exc.append((row + i, off_delta - i))
+                    # The common record: a known commit key, a 24-byte value, no
+                    # headers.  The key is looked up by its raw bytes (length prefix
+                    # included) as registered by a full parse of the same bytes, so
+                    # a hit is exact.
+                    if rec_end - 26 >= p and rec_end <= end and buf[rec_end - 1] == 0 \
+                            and buf[rec_end - 26] == 48:
+                        kid = ckeys_get(buf[p:rec_end - 26])
+                        if kid is not None:
+                            kids_append(kid)
+                            ends_append(chunk_base + rec_end)
+                            p = rec_end
+                            continue
+                    self._general_record(buf, p, rec_end, length, row + i, chunk_base, end)
+                    p = rec_end
+                if p != end:
+                    raise _Corrupt(f"{end - p} bytes left over after {count} records")
+            except (_Corrupt, IndexError) as exc:
+                self._rollback(row)
+                self.add_error("corrupt_batch",
+                               f"batch at offset {base_off}: {exc or 'record truncated'}",
+                               offset=base_off, timestamp=h[8])
+                pos = end
+                continue
+            pos = end
+        return pos, "more"
 
     def _records(self, data: bytes, h, row: int) -> None:
         """The hot loop: one pass over the records of an uncompressed batch body."""
@@ -323,15 +440,15 @@ class RecordBatchBuilder:
                     ends_append(dbase + rec_end)
                     pos = rec_end
                     continue
-            self._general_record(data, pos, rec_end, length, row + i, dbase)
+            self._general_record(data, pos, rec_end, length, row + i, dbase, dlen)
             pos = rec_end
         if pos != dlen:
             raise _Corrupt(f"{dlen - pos} bytes left over after {count} records")
 
     def _general_record(self, data: bytes, pos: int, rec_end: int, length: int, row: int,
-                        dbase: int) -> None:
+                        dbase: int, limit: int | None = None) -> None:
         """Any record the fast path does not take: parse key and value in full."""
-        if length < 6 or rec_end > len(data):
+        if length < 6 or rec_end > (len(data) if limit is None else limit):
             raise _Corrupt(f"record length {length} out of range")
         kstart = pos
         n, pos = _varint(data, pos)
@@ -421,19 +538,21 @@ class RecordBatchBuilder:
         types = k_type[kid]
 
         # offsets and timestamps: per-batch bases, the index in the batch, exceptions
-        counts = np.array(self.b_count, dtype=np.int64)
-        starts = np.repeat(np.array(self.b_start, dtype=np.int64), counts)
-        offsets = np.repeat(np.array(self.b_offset, dtype=np.int64), counts)
+        b_start, b_offset, b_ts, b_pid, b_txn = zip(*self.batches)
+        first = np.array(b_start, dtype=np.int64)
+        counts = np.diff(np.append(first, n))
+        starts = np.repeat(first, counts)
+        offsets = np.repeat(np.array(b_offset, dtype=np.int64), counts)
         offsets += np.arange(n, dtype=np.int64) - starts
         for row, delta in self.off_exc:
             offsets[row] += delta
-        timestamps = np.repeat(np.array(self.b_ts, dtype=np.int64), counts)
+        timestamps = np.repeat(np.array(b_ts, dtype=np.int64), counts)
         for row, delta in self.ts_exc:
             timestamps[row] += delta
-        pid_valid = np.repeat(np.array([p is not None for p in self.b_pid], dtype=bool), counts)
-        pids = np.repeat(np.array([-1 if p is None else p for p in self.b_pid], dtype=np.int64),
+        pid_valid = np.repeat(np.array([p is not None for p in b_pid], dtype=bool), counts)
+        pids = np.repeat(np.array([-1 if p is None else p for p in b_pid], dtype=np.int64),
                          counts)
-        txn = np.repeat(np.array([bool(t) for t in self.b_txn], dtype=bool), counts)
+        txn = np.repeat(np.array([bool(t) for t in b_txn], dtype=bool), counts)
 
         # 24-byte commit values: gathered with one numpy take and checked for v3 layout
         ends = np.frombuffer(self.ends, dtype=np.int64)
@@ -514,37 +633,37 @@ class RecordBatchBuilder:
         no_value = ~has_value  # Arrow masks: True = null
 
         cols = {
-            "log_partition": pa.array(np.full(n, self.log_partition, dtype=np.int32)),
-            "segment": pa.array(np.full(n, self.segment, dtype=np.int64)),
-            "offset": pa.array(offsets, mask=off_null),
-            "timestamp": pa.array(timestamps, mask=off_null),
-            "record_type": pa.array(types, mask=~known_type),
-            "value_version": pa.array(version, mask=~version_valid),
-            "tombstone": pa.array(tomb, mask=~known_type | is_err),
-            "producer_id": pa.array(pids, mask=~pid_valid),
-            "transactional": pa.array(txn, mask=~pid_valid),
-            "control_type": (pa.array(control, pa.int16()) if control is not None
+            "log_partition": lambda: pa.array(np.full(n, self.log_partition, dtype=np.int32)),
+            "segment": lambda: pa.array(np.full(n, self.segment, dtype=np.int64)),
+            "offset": lambda: pa.array(offsets, mask=off_null),
+            "timestamp": lambda: pa.array(timestamps, mask=off_null),
+            "record_type": lambda: pa.array(types, mask=~known_type),
+            "value_version": lambda: pa.array(version, mask=~version_valid),
+            "tombstone": lambda: pa.array(tomb, mask=~known_type | is_err),
+            "producer_id": lambda: pa.array(pids, mask=~pid_valid),
+            "transactional": lambda: pa.array(txn, mask=~pid_valid),
+            "control_type": lambda: (pa.array(control, pa.int16()) if control is not None
                              else pa.nulls(n, pa.int16())),
-            "group": k_group.take(kid_pa),
-            "topic": k_topic.take(kid_pa),
-            "partition": k_partition.take(kid_pa),
-            "member_id": k_member.take(kid_pa) if any_member else pa.nulls(n, pa.string()),
-            "committed_offset": pa.array(committed, mask=no_value),
-            "leader_epoch": pa.array(leader_epoch, mask=no_value),
-            "metadata": _metadata_array(metadata, has_value, n),
-            "commit_timestamp": pa.array(commit_ts, mask=no_value),
-            "expire_timestamp": pa.array(expire, mask=~has_expire),
-            "group_metadata": _sparse_struct(gm_rows, n, self.schema.field("group_metadata").type,
+            "group": lambda: k_group.take(kid_pa),
+            "topic": lambda: k_topic.take(kid_pa),
+            "partition": lambda: k_partition.take(kid_pa),
+            "member_id": lambda: k_member.take(kid_pa) if any_member else pa.nulls(n, pa.string()),
+            "committed_offset": lambda: pa.array(committed, mask=no_value),
+            "leader_epoch": lambda: pa.array(leader_epoch, mask=no_value),
+            "metadata": lambda: _metadata_array(metadata, has_value, n),
+            "commit_timestamp": lambda: pa.array(commit_ts, mask=no_value),
+            "expire_timestamp": lambda: pa.array(expire, mask=~has_expire),
+            "group_metadata": lambda: _sparse_struct(gm_rows, n, self.full_schema.field("group_metadata").type,
                                              _group_metadata_row),
-            "consumer_group": _sparse_struct(cg_rows, n, self.schema.field("consumer_group").type,
+            "consumer_group": lambda: _sparse_struct(cg_rows, n, self.full_schema.field("consumer_group").type,
                                              lambda m: m),
-            "error": pa.array(error, pa.string()) if error is not None else pa.nulls(n, pa.string()),
-            "error_detail": (pa.array(detail, pa.string()) if detail is not None
+            "error": lambda: pa.array(error, pa.string()) if error is not None else pa.nulls(n, pa.string()),
+            "error_detail": lambda: (pa.array(detail, pa.string()) if detail is not None
                              else pa.nulls(n, pa.string())),
         }
+        arrays = [cols[name]() for name in self.columns]
         self._reset()
-        return pa.RecordBatch.from_arrays([cols[name] for name, _ in RECORD_FIELDS],
-                                          schema=self.schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def _consumer_group(self, rtype: int, msg: dict) -> dict:
         names = self.topic_names
@@ -708,23 +827,25 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
         buf = b""
         pos = 0
         while True:
-            avail = len(buf) - pos
-            left = size - fpos - pos  # bytes from here to the end of the file
+            left = size - fpos - pos  # bytes from pos to the end of the file
             if left <= 0:
                 break
-            length = _peek_len(buf, pos) if avail >= LOG_OVERHEAD else None
-            if length is not None and length < _MIN_BATCH_LENGTH:
-                builder.add_error("corrupt_batch",
-                                  f"{path.name}: batch length {length} at file position "
-                                  f"{fpos + pos}; {left} bytes not read")
-                break
-            if length is not None and LOG_OVERHEAD + length > left:
-                builder.add_error("truncated_tail",
-                                  f"{path.name}: partial batch of {left} bytes at file "
-                                  f"position {fpos + pos} (batch length {length})")
-                break
-            if length is None or avail < LOG_OVERHEAD + length:
-                need = LOG_OVERHEAD if length is None else LOG_OVERHEAD + length
+            avail = len(buf) - pos
+            need = HEADER_SIZE
+            if avail >= LOG_OVERHEAD:
+                length = _peek_len(buf, pos)
+                if length < _MIN_BATCH_LENGTH:
+                    builder.add_error("corrupt_batch",
+                                      f"{path.name}: batch length {length} at file position "
+                                      f"{fpos + pos}; {left} bytes not read")
+                    break
+                if LOG_OVERHEAD + length > left:
+                    builder.add_error("truncated_tail",
+                                      f"{path.name}: partial batch of {left} bytes at file "
+                                      f"position {fpos + pos} (batch length {length})")
+                    break
+                need = max(need, LOG_OVERHEAD + length)
+            if avail < need:
                 more = fh.read(max(chunk_bytes, need - avail))
                 if not more:
                     builder.add_error("truncated_tail",
@@ -735,18 +856,16 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
                 fpos += pos
                 pos = 0
                 continue
-            h = _HEADER.unpack_from(buf, pos)
-            if h[3] != MAGIC_V2 or h[6] < 0:
+            pos, why = builder.add_chunk(buf, pos, verify_crc, min_offset, max_offset)
+            if why == "done":
+                break
+            if why == "corrupt":
+                h = _HEADER.unpack_from(buf, pos)
                 builder.add_error("corrupt_batch",
-                                  f"{path.name}: bad batch header (magic {h[3]}, last offset "
-                                  f"delta {h[6]}) at file position {fpos + pos}; "
-                                  f"{left} bytes not read", offset=h[0])
+                                  f"{path.name}: bad batch header (length {h[1]}, magic {h[3]}, "
+                                  f"last offset delta {h[6]}) at file position {fpos + pos}; "
+                                  f"{size - fpos - pos} bytes not read", offset=h[0])
                 break
-            if h[0] > max_offset:
-                break
-            if h[0] + h[6] >= min_offset:
-                builder.add_batch(buf, pos, h, verify_crc=verify_crc)
-            pos += LOG_OVERHEAD + length
             if len(builder) >= batch_rows:
                 out = builder.flush()
                 if out is not None:

@@ -325,129 +325,168 @@ def _group_metadata(g: GroupSpec, generation: int, members: list[str], ts: int,
 
 def _write_offsets(w: Workload, data_dir: Path, segment_bytes: int, corrupt: bool,
                    only: set | None = None) -> dict:
-    """The __consumer_offsets partitions (all, or those in `only`), each in timestamp order."""
+    """The __consumer_offsets partitions (all, or those in `only`), tick by tick.
+
+    Within a tick the events are written in timestamp order; the few special
+    events (group metadata, KIP-848 records, corruption) are merged in at
+    their times.  Memory stays at one tick's worth of batches."""
     only = set(range(w.log_partitions)) if only is None else only
-    events: dict[int, list] = {p: [] for p in range(w.log_partitions)}
-    T = w.ticks
-    codecs = [0, 0, 0, 1, 2, 3, 4]  # mostly uncompressed; gzip, snappy, lz4, zstd sometimes
-    key_cache: dict = {}
+    counts = {"records": 0, "offset_commits": 0, "batches": 0, "crc_mismatch": 0,
+              "unknown_record_version": 0, "unknown_record_type": 0, "truncated_tail": 0}
+    for p in sorted(only):
+        groups = [(gi, g) for gi, g in enumerate(w.groups) if g.log_partition == p]
+        specials: list = []
+        for gi, g in groups:
+            if g.kind in ("deleted", "classic", "versions", "stall", "mixed"):
+                members = [f"consumer-{gi}-{k}" for k in range(2)]
+                specials.append((w.tick_ms(0) + g.jitter_ms - 1, "batch", dict(records=[(
+                    encode_record_key(2, {"group": g.name}),
+                    _group_metadata(g, 1, members, w.tick_ms(0)), [], None)])))
+            if g.kind == "consumer":
+                _consumer_group_events(w, g, specials)
+            if g.kind == "versions":
+                for v in range(5):  # GroupMetadataValue v0..v4
+                    ts = w.tick_ms(v + 1) + g.jitter_ms - 2
+                    specials.append((ts, "batch", dict(records=[(
+                        encode_record_key(2, {"group": g.name}),
+                        _group_metadata(g, 10 + v, [f"consumer-v-{v}"], ts, version=v), [],
+                        None)])))
+        if corrupt and p == 0:
+            _corruption_events(w, specials)
+        specials.sort(key=lambda e: e[0])
+        gen = _GroupTicks(w, groups)
+        lg = _Log(data_dir / f"{OFFSETS_TOPIC}-{p}", segment_bytes)
+        si = 0
+        for t in range(w.ticks):
+            tick_end = w.tick_ms(t + 1)
+            events = gen.events(t)
+            while si < len(specials) and specials[si][0] < tick_end:
+                events.append(specials[si])
+                si += 1
+            events.sort(key=lambda e: e[0])
+            for ev in events:
+                _write_event(lg, ev, counts)
+        for ev in specials[si:]:
+            _write_event(lg, ev, counts)
+        lg.close()
+    return counts
 
-    def ckey(group, t, p, rtype=1):
-        k = (group, t, p, rtype)
-        raw = key_cache.get(k)
-        if raw is None:
-            raw = key_cache[k] = encode_record_key(rtype, {"group": group, "topic": t,
-                                                           "partition": p})
-        return raw
 
-    for gi, g in enumerate(w.groups):
-        if g.log_partition not in only:
-            continue
-        ev = events[g.log_partition]
-        tps = [tuple(x) for x in g.partitions]
-        comp = codecs[gi % len(codecs)]
-        members = [f"consumer-{gi}-{k}" for k in range(2)]
-        if g.kind in ("deleted", "classic", "versions", "stall", "mixed"):
-            ev.append((w.tick_ms(0) + g.jitter_ms - 1, "batch",
-                       dict(records=[(encode_record_key(2, {"group": g.name}),
-                                      _group_metadata(g, 1, members, w.tick_ms(0)), [], None)])))
-        if g.kind == "consumer":
-            _consumer_group_events(w, g, ev)
-        for t in range(T):
+class _GroupTicks:
+    """The batches each group of one log partition writes at a tick."""
+
+    def __init__(self, w: Workload, groups) -> None:
+        self.w = w
+        self.groups = []
+        for gi, g in groups:
+            tps = [tuple(x) for x in g.partitions]
+            keys = {rtype: [encode_record_key(rtype, {"group": g.name, "topic": t,
+                                                      "partition": p_}) for t, p_ in tps]
+                    for rtype in ((0, 1) if g.kind == "versions" else (1,))}
+            self.groups.append((gi, g, tps, keys, _codec(gi),
+                                [f"consumer-{gi}-{k}" for k in range(2)]))
+
+    def events(self, t: int) -> list:
+        w = self.w
+        T = w.ticks
+        pack = _V3.pack
+        out = []
+        for gi, g, tps, keys, comp, members in self.groups:
             ts = w.tick_ms(t) + g.jitter_ms
-            if g.kind == "deleted" and t > T // 3:
+            kind = g.kind
+            if kind == "deleted" and t > T // 3:
                 if t == T // 3 + 1:
-                    recs = [(ckey(g.name, tp[0], tp[1]), None, [], ts) for tp in tps]
+                    recs = [(k, None, [], ts) for k in keys[1]]
                     recs.append((encode_record_key(2, {"group": g.name}), None, [], ts))
-                    ev.append((ts, "batch", dict(records=recs)))
+                    out.append((ts, "batch", dict(records=recs)))
                 continue
-            if g.kind == "classic" and t % 5 == 0 and t:
+            if kind == "classic" and t % 5 == 0 and t:
                 gen = t // 5 + 1
                 ms = members[:1] if gen % 2 else members
-                ev.append((ts - 1, "batch", dict(records=[(
+                out.append((ts - 1, "batch", dict(records=[(
                     encode_record_key(2, {"group": g.name}),
                     _group_metadata(g, gen, ms, ts - 1), [], None)])))
             recs = []
-            for j, tp in enumerate(tps):
-                if g.kind == "expired":
-                    if j == 0 and t >= T // 2:
-                        if t == T // 2:
-                            recs.append((ckey(g.name, *tp), None, [], ts))
+            if kind in ("ok", "warn", "stall", "stop", "rewind", "mixed", "consumer", "classic"):
+                committed = w.committed
+                k1 = keys[1]
+                for j, tp in enumerate(tps):
+                    off = committed(g, j, tp, t)
+                    if off is not None:
+                        recs.append((k1[j], pack(3, off, 0, 0, ts), _NO_HEADERS, ts))
+            else:
+                for j, tp in enumerate(tps):
+                    if kind == "expired":
+                        if j == 0 and t >= T // 2:
+                            if t == T // 2:
+                                recs.append((keys[1][j], None, [], ts))
+                            continue
+                        if j == 1 and t == T // 3:
+                            recs.append((keys[1][j], None, [], ts))
+                            continue
+                    off = w.committed(g, j, tp, t)
+                    if off is None:
                         continue
-                    if j == 1 and t == T // 3:
-                        recs.append((ckey(g.name, *tp), None, [], ts))
-                        continue
-                off = w.committed(g, j, tp, t)
-                if off is None:
-                    continue
-                if g.kind == "versions":
-                    version = (t + j) % 5
-                    rtype = 0 if (t + j) % 7 == 0 else 1
-                    md = f"m{t}" if version != 3 or t % 2 else ""
-                    value = _commit_value(off, ts, version, md, leader_epoch=t % 4,
-                                          expire=ts + 86400000 if version == 1 else -1)
-                    recs.append((ckey(g.name, tp[0], tp[1], rtype), value, [], ts))
-                else:
-                    recs.append((ckey(g.name, *tp), _commit_value(off, ts, leader_epoch=0), [], ts))
+                    if kind == "versions":
+                        version = (t + j) % 5
+                        rtype = 0 if (t + j) % 7 == 0 else 1
+                        md = f"m{t}" if version != 3 or t % 2 else ""
+                        value = _commit_value(off, ts, version, md, leader_epoch=t % 4,
+                                              expire=ts + 86400000 if version == 1 else -1)
+                        recs.append((keys[rtype][j], value, [], ts))
+                    else:
+                        recs.append((keys[1][j], _commit_value(off, ts, leader_epoch=0), [], ts))
             if not recs:
                 continue
-            if g.kind == "txn":
+            if kind == "txn":
                 pid = 1000 + gi
-                ev.append((ts, "batch", dict(records=recs, producer_id=pid, transactional=True)))
                 if t == T - 2:  # aborted: these offsets (far back) must not count
-                    ev[-1][2]["records"] = [(k, _commit_value(1, ts, leader_epoch=0), [], ts)
-                                            for k, _, _, _ in recs]
-                    ev.append((ts + 1, "control", dict(producer_id=pid, commit=False)))
+                    recs = [(k, _commit_value(1, ts, leader_epoch=0), [], ts) for k, _, _, _ in recs]
                 elif t == T - 1:  # left open: no marker, not applied either
-                    ev[-1][2]["records"] = [(k, _commit_value(2, ts, leader_epoch=0), [], ts)
-                                            for k, _, _, _ in recs]
-                else:
-                    ev.append((ts + 1, "control", dict(producer_id=pid, commit=True)))
+                    recs = [(k, _commit_value(2, ts, leader_epoch=0), [], ts) for k, _, _, _ in recs]
+                out.append((ts, "batch", dict(records=recs, producer_id=pid, transactional=True)))
+                if t < T - 1:
+                    out.append((ts + 1, "control", dict(producer_id=pid, commit=t != T - 2)))
             else:
-                ev.append((ts, "batch", dict(records=recs, compression=comp)))
-    if corrupt and 0 in only:
-        _corruption_events(w, events[0])
-    if any(g.kind == "versions" and g.log_partition in only for g in w.groups):
-        g = next(g for g in w.groups if g.kind == "versions")
-        for v in range(5):  # GroupMetadataValue v0..v4
-            ts = w.tick_ms(v + 1) + g.jitter_ms - 2
-            events[g.log_partition].append((ts, "batch", dict(records=[(
-                encode_record_key(2, {"group": g.name}),
-                _group_metadata(g, 10 + v, [f"consumer-v-{v}"], ts, version=v), [], None)])))
-    counts = {"records": 0, "offset_commits": 0, "batches": 0, "crc_mismatch": 0,
-              "unknown_record_version": 0, "unknown_record_type": 0, "truncated_tail": 0}
-    for p, ev in events.items():
-        if p not in only:
-            continue
-        ev.sort(key=lambda e: e[0])
-        lg = _Log(data_dir / f"{OFFSETS_TOPIC}-{p}", segment_bytes)
-        for ts, kind, arg in ev:
-            if kind == "control":
-                key = struct.pack(">hh", 0, 1 if arg["commit"] else 0)
-                value = struct.pack(">hi", 0, 0)
-                lg.append([(key, value, [], ts)], ts, producer_id=arg["producer_id"],
-                          transactional=True, control=True)
-            elif kind == "raw":
-                lg.append_raw(arg["make"](lg.next_offset, ts), lg.next_offset, arg["count"])
-                counts[arg["counts"]] += 1
-                continue
-            elif kind == "tail":
-                lg.fh.write(arg["bytes"])
-                counts["truncated_tail"] += 1
-                continue
-            else:
-                recs = [(k, v, h, ts if rts is None else rts) for k, v, h, rts in arg["records"]]
-                lg.append(recs, ts, compression=arg.get("compression", 0),
-                          producer_id=arg.get("producer_id", -1),
-                          transactional=arg.get("transactional", False))
-                counts["offset_commits"] += sum(1 for k, v, _, _ in recs
-                                                if v is not None and k[:2] in (b"\0\1", b"\0\0"))
-                counts["unknown_record_version"] += arg.get("bad_version", 0)
-                counts["unknown_record_type"] += arg.get("bad_type", 0)
-            counts["records"] += len(arg.get("records", [None]))
-            counts["batches"] += 1
-        lg.close()
-    return counts
+                out.append((ts, "batch", dict(records=recs, compression=comp)))
+        return out
+
+
+def _codec(gi: int) -> int:
+    """Kafka writes __consumer_offsets uncompressed by default; a few groups here
+    use each codec (gzip, snappy, lz4, zstd) so readers meet them all."""
+    return (gi % 4) + 1 if gi % 3 == 2 and gi < 24 else 0
+_NO_HEADERS: list = []
+
+
+def _write_event(lg: "_Log", event, counts: dict) -> None:
+    ts, kind, arg = event
+    if kind == "control":
+        key = struct.pack(">hh", 0, 1 if arg["commit"] else 0)
+        value = struct.pack(">hi", 0, 0)
+        lg.append([(key, value, [], ts)], ts, producer_id=arg["producer_id"],
+                  transactional=True, control=True)
+    elif kind == "raw":
+        lg.append_raw(arg["make"](lg.next_offset, ts), lg.next_offset, arg["count"])
+        counts[arg["counts"]] += 1
+        return
+    elif kind == "tail":
+        lg.fh.write(arg["bytes"])
+        counts["truncated_tail"] += 1
+        return
+    else:
+        recs = arg["records"]
+        if any(r[3] is None for r in recs):
+            recs = [(k, v, h, ts if rts is None else rts) for k, v, h, rts in recs]
+        lg.append(recs, ts, compression=arg.get("compression", 0),
+                  producer_id=arg.get("producer_id", -1),
+                  transactional=arg.get("transactional", False))
+        counts["offset_commits"] += sum(1 for k, v, _, _ in recs
+                                        if v is not None and k[:2] in (b"\0\1", b"\0\0"))
+        counts["unknown_record_version"] += arg.get("bad_version", 0)
+        counts["unknown_record_type"] += arg.get("bad_type", 0)
+    counts["records"] += len(arg.get("records", [None]))
+    counts["batches"] += 1
 
 
 def _consumer_group_events(w: Workload, g: GroupSpec, ev: list) -> None:

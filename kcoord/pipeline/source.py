@@ -62,9 +62,9 @@ def _options(options) -> tuple[str, str, bool, str]:
     return path, split, verify, topic
 
 
-def _read(partition: OffsetsPartition, verify: bool):
+def _read(partition: OffsetsPartition, verify: bool, columns: list[str] | None):
     from .decode import RecordBatchBuilder, read_segment
-    builder = RecordBatchBuilder(dict(partition.topic_names))
+    builder = RecordBatchBuilder(dict(partition.topic_names), columns)
     for i, seg in enumerate(partition.segments):
         yield from read_segment(seg, partition.log_partition, builder,
                                 start_position=partition.position if i == 0 else 0,
@@ -80,16 +80,24 @@ class OffsetsDataSource(DataSource):
     def schema(self):
         return spark_schema("records")
 
+    # A schema given with .schema(...) may name a subset of the columns (same
+    # types): only those are built and sent to the JVM.
     def reader(self, schema) -> "OffsetsReader":
-        return OffsetsReader(self.options)
+        return OffsetsReader(self.options, _names(schema))
 
     def streamReader(self, schema) -> "OffsetsStreamReader":
-        return OffsetsStreamReader(self.options)
+        return OffsetsStreamReader(self.options, _names(schema))
+
+
+def _names(schema) -> list[str] | None:
+    names = [f.name for f in schema.fields] if schema is not None else None
+    return None if names == [f.name for f in spark_schema("records").fields] else names
 
 
 class OffsetsReader(DataSourceReader):
-    def __init__(self, options) -> None:
+    def __init__(self, options, columns: list[str] | None = None) -> None:
         self.path, self.split, self.verify, self.topic = _options(options)
+        self.columns = columns
 
     def partitions(self):
         from .decode import partition_dirs, segment_files
@@ -109,12 +117,13 @@ class OffsetsReader(DataSourceReader):
         return parts or [OffsetsPartition(-1, [])]
 
     def read(self, partition: OffsetsPartition):
-        return _read(partition, self.verify)
+        return _read(partition, self.verify, self.columns)
 
 
 class OffsetsStreamReader(DataSourceStreamReader):
-    def __init__(self, options) -> None:
+    def __init__(self, options, columns: list[str] | None = None) -> None:
         self.path, self.split, self.verify, self.topic = _options(options)
+        self.columns = columns
         # log partition -> {segment base: (path, scanned position, next offset)}
         self._scanned: dict[int, dict[int, tuple[str, int, int]]] = {}
         # (log partition, offset) -> (segment path, file position): where a batch starts
@@ -173,7 +182,7 @@ class OffsetsStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: OffsetsPartition):
-        return _read(partition, self.verify)
+        return _read(partition, self.verify, self.columns)
 
     def commit(self, end: dict) -> None:
         done = {int(k): int(v) for k, v in end.items()}

@@ -1,0 +1,280 @@
+"""Pipeline benchmark: generated __consumer_offsets logs -> every table, end to end.
+
+    python bench/pipeline_bench.py                          # 10M and 100M, local[2] and cluster
+    python bench/pipeline_bench.py --records 1000000        # a smaller run
+    python bench/pipeline_bench.py --records 10000000 --modes local
+
+For each record count: generate the log (not timed in the throughput), time
+the pure-Python decoder on one process (records per second per core), then
+run `run_pipeline` end to end (decode, commits, offsets, lag, status,
+group_generations, report) on local[2] in this process, and the same job
+through `kcoord pipeline run --master spark://...` on a standalone cluster of
+two one-core workers on 127.0.0.1.  Results go to bench/results/pipeline.md
+and pipeline.json.  Goals (issue 7): 10 M records to all tables in under 90 s
+on local[2]; the data source decodes at least 1 M records per second per core.
+
+Other engineers' test suites share the machine's two cores; the load average
+at the start and end of each run is recorded beside its figures.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def parse_count(text: str) -> int:
+    text = text.strip().upper()
+    mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
+    return int(float(text.rstrip("KMG")) * mult)
+
+
+def workload_params(records: int) -> dict:
+    """1000 groups x 10 partitions each over 20 topics x 10 partitions, 50 log partitions
+    (kcoord serve's default), commits every minute: 10 k commit records per tick."""
+    return dict(groups=1000, topics=20, partitions=10, partitions_per_group=10,
+                commits=records, log_partitions=50, seed=42, rate=100,
+                segment_bytes=256 << 20)
+
+
+def generate_log(records: int, workdir: Path, workers: int, log) -> tuple[Path, dict, float]:
+    from kcoord.pipeline.generate import MANIFEST, generate
+    data = workdir / f"data-{records}"
+    manifest_path = data / MANIFEST
+    params = workload_params(records)
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+        if {k: manifest["params"].get(k) for k in params} == params:
+            log(f"reusing {data}")
+            return data, manifest, 0.0
+        shutil.rmtree(data)
+    t0 = time.time()
+    manifest = generate(data, workers=workers, **params)
+    took = time.time() - t0
+    log(f"generated {manifest['records']['offset_commits']:,} commits "
+        f"({manifest['records']['records']:,} records) in {took:.0f}s")
+    return data, manifest, took
+
+
+def decode_rate(data: Path, max_records: int = 2_000_000) -> dict:
+    """Single-process decoder throughput over whole partitions (no Spark)."""
+    from kcoord.pipeline import decode
+    import pyarrow as pa
+    pa.array([1]).take(pa.array([0]))  # pyarrow's first-use setup is not decoding
+    n = 0
+    nbytes = 0
+    wall0, cpu0 = time.perf_counter(), cpu_seconds()
+    for p, d in decode.partition_dirs(data):
+        for rb in decode.read_partition(d, p):
+            n += rb.num_rows
+        nbytes += sum(path.stat().st_size for _, path in decode.segment_files(d))
+        if n >= max_records:
+            break
+    wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+    return {"records": n, "bytes": nbytes, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "records_per_cpu_s": round(n / cpu) if cpu else None,
+            "records_per_wall_s": round(n / wall) if wall else None}
+
+
+def run_local(data: Path, out: Path, log) -> dict:
+    from kcoord.pipeline.jobs import run_pipeline
+    from kcoord.pipeline.session import build_session
+    t0 = time.time()
+    spark = build_session("local[2]", "kcoord-pipeline-bench", shuffle_partitions=8,
+                          progress=False, conf={"spark.driver.memory": "8g",
+                                                "spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.time() - t0
+    try:
+        if out.exists():
+            shutil.rmtree(out)
+        t0 = time.time()
+        summary = run_pipeline(spark, data, out, log=log)
+        took = time.time() - t0
+    finally:
+        spark.stop()
+    return {"session_start_s": round(started, 1), "pipeline_s": round(took, 1),
+            "summary": summary}
+
+
+def run_cluster(data: Path, out: Path, workdir: Path, log) -> dict:
+    from kcoord.pipeline.cluster import StandaloneCluster
+    cluster = StandaloneCluster(workdir / "cluster", workers=2, cores=1, memory="6g")
+    t0 = time.time()
+    cluster.start()
+    up = time.time() - t0
+    try:
+        if out.exists():
+            shutil.rmtree(out)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        cmd = [sys.executable, "-m", "kcoord.cli", "pipeline", "run", "--data-dir", str(data),
+               "--out", str(out), "--master", cluster.master_url, "--shuffle-partitions", "8",
+               "--conf", "spark.executor.memory=5g", "--conf", "spark.driver.memory=4g",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
+        t0 = time.time()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+        took = time.time() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"cluster run failed:\n{proc.stderr[-4000:]}")
+        for line in proc.stdout.splitlines() + proc.stderr.splitlines():
+            if line.startswith("[pipeline]"):
+                log("  cluster " + line)
+        summary = json.loads((out / "summary.json").read_text())
+    finally:
+        cluster.stop()
+    return {"cluster_start_s": round(up, 1), "pipeline_s": round(took, 1), "summary": summary}
+
+
+def write_results(runs: list[dict], meta: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "pipeline.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1,
+                                                      default=str))
+    lines = [
+        "# Pipeline: __consumer_offsets -> commits, offsets, group_generations, lag, status, report",
+        "",
+        f"- date: {meta['date']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        "- workload: `kcoord pipeline generate` with 1000 groups x 10 partitions, 20 topics x 10 "
+        "partitions, 50 __consumer_offsets partitions, one commit per partition per minute "
+        "(10 k commit records per tick), special groups that lag, stall, stop and rewind",
+        "- local: `run_pipeline` on local[2] in one process (driver memory 8g), shuffle partitions 8",
+        "- cluster: `kcoord pipeline run --master spark://127.0.0.1:PORT`, standalone master + "
+        "2 workers x 1 core (spark-daemon.sh), executor memory 5g",
+        "- the two cores are shared with other engineers' test suites: see the load averages",
+        "",
+        "Goals (issue 7): 10 M records to all tables in under 90 s on local[2]; the data "
+        "source decodes at least 1 M records per second per core.",
+        "",
+        "| records | mode | pipeline s | records/s end to end | decode (1 process) rec/CPU-s | "
+        "generate s | load avg start -> end | goal | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        n = r["records"]
+        rate = f"{n / r['pipeline_s']:,.0f}" if r.get("pipeline_s") else "-"
+        dec = r.get("decode", {}).get("records_per_cpu_s")
+        goal = "-"
+        if r.get("pipeline_s") and n == 10_000_000 and r["mode"] == "local[2]":
+            goal = "met (<90 s)" if r["pipeline_s"] < 90 else "MISSED (>=90 s)"
+        notes = r.get("notes", "")
+        if r.get("timings"):
+            notes = (notes + " " if notes else "") + "steps: " + ", ".join(
+                f"{k} {v:.0f}s" for k, v in r["timings"].items())
+        lines.append(
+            f"| {n:,} | {r['mode']} | {r.get('pipeline_s', '-')} | {rate} | "
+            f"{f'{dec:,}' if dec else '-'} | {r.get('generate_s', '-')} | "
+            f"{r.get('load_start', '?')} -> {r.get('load_end', '?')} | {goal} | {notes} |")
+    lines += ["", "Decoder goal (>= 1 M records per CPU-second, one process): " + ", ".join(
+        f"{r['records']:,}: {'met' if r['decode']['records_per_cpu_s'] >= 1_000_000 else 'MISSED'}"
+        f" ({r['decode']['records_per_cpu_s']:,}/s)"
+        for r in runs if r.get("decode")) or "not measured", ""]
+    missing = meta.get("not_run") or []
+    if missing:
+        lines += ["Not run in this invocation: " + "; ".join(missing), ""]
+    (RESULTS / "pipeline.md").write_text("\n".join(lines))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", default="10M,100M",
+                   help="comma-separated commit-record counts (e.g. 1M,10M,100M)")
+    p.add_argument("--modes", default="local,cluster", help="local, cluster or both")
+    p.add_argument("--workdir", default="/tmp/kcoord-pipeline-bench",
+                   help="where generated logs and outputs go (generated logs are reused)")
+    p.add_argument("--gen-workers", type=int, default=2)
+    p.add_argument("--keep", action="store_true", help="keep the generated logs afterwards")
+    args = p.parse_args(argv)
+    counts = [parse_count(x) for x in args.records.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() != "none"]
+    bad = [m for m in modes if m not in ("local", "cluster")]
+    if bad:
+        p.error(f"unknown mode(s) {bad}: use local, cluster or none (decoder only)")
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores "
+                   f"(shared), Python {platform.python_version()}",
+        "command": "python bench/pipeline_bench.py " + " ".join(argv or sys.argv[1:]),
+        "not_run": [],
+    }
+    try:
+        meta["machine"] = Path("/proc/cpuinfo").read_text().split("model name")[1] \
+            .split(":", 1)[1].splitlines()[0].strip() + f", {os.cpu_count()} cores (shared)"
+    except (OSError, IndexError):
+        pass
+    runs: list[dict] = []
+    for n in counts:
+        log(f"==== {n:,} records ====")
+        data, manifest, gen_s = generate_log(n, workdir, args.gen_workers, log)
+        dec = decode_rate(data)
+        log(f"decoder: {dec['records_per_cpu_s']:,} records per CPU-second "
+            f"({dec['records']:,} records, {dec['cpu_s']}s CPU)")
+        for mode in modes:
+            rec = {"records": manifest["records"]["offset_commits"], "log_records":
+                   manifest["records"]["records"], "generate_s": round(gen_s, 1),
+                   "decode": dec, "load_start": loadavg()}
+            try:
+                if mode == "local":
+                    rec["mode"] = "local[2]"
+                    res = run_local(data, workdir / f"out-local-{n}", log)
+                else:
+                    rec["mode"] = "cluster 2x1 core"
+                    res = run_cluster(data, workdir / f"out-cluster-{n}", workdir, log)
+                rec["pipeline_s"] = res["pipeline_s"]
+                rec["timings"] = res["summary"].get("timings_s", {})
+                rec["table_rows"] = res["summary"]["table_rows"]
+                rec["statuses"] = res["summary"]["statuses"]
+                rec["notes"] = (f"session start {res['session_start_s']}s not counted"
+                                if "session_start_s" in res else
+                                f"cluster start {res['cluster_start_s']}s not counted; "
+                                "time includes the driver JVM start")
+            except Exception as exc:  # record the failure and go on
+                rec.setdefault("mode", mode)
+                rec["notes"] = f"FAILED: {type(exc).__name__}: {str(exc)[-300:]}"
+                log(rec["notes"])
+            rec["load_end"] = loadavg()
+            runs.append(rec)
+            log(f"{rec['mode']}: {rec.get('pipeline_s')} s ({rec.get('notes', '')})")
+            write_results(runs, meta)
+        if not args.keep and n >= 100_000_000:
+            shutil.rmtree(data, ignore_errors=True)
+    write_results(runs, meta)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
