@@ -104,7 +104,7 @@ class _Gen:
         self.v = version
         self.flex = flexible
         self.strict = strict  # encode reads m[name]: faster, KeyError if a field is missing
-        self.views = views  # decoding memoryviews (which have no .decode)
+        self.views = views  # decoding buffers other than bytes (no .decode, slices not bytes)
         self._prefetched = False  # the next compact length's first byte is in n
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {}
@@ -445,18 +445,22 @@ class _Gen:
                 out.append(f"{var} = {expr}")
             return out
         if t == "string":
-            if self.flex:
-                out.extend(self.decode_len("n"))
-            else:
-                out += ["n, = _u16(buf, pos)", "pos += 2"]
             # no bounds check here: a string running past the end makes pos
             # pass blen, which the decoder's final check turns into an error
-            out.append("if n > 0:")
-            out.append("    end = pos + n")
+            if self.flex:  # compact: n is the length + 1 (0 = null)
+                out.extend(self.decode_len("n")[:-1])
+                out.append("if n > 1:")
+                out.append("    end = pos + n - 1")
+                empty, null = "elif n == 1:", "else:"
+            else:
+                out += ["n, = _u16(buf, pos)", "pos += 2"]
+                out.append("if n > 0:")
+                out.append("    end = pos + n")
+                empty, null = "elif n == 0:", "else:"
             out.append(f"    {var} = {self.text('buf[pos:end]')}")
             out.append("    pos = end")
-            out.append(f"elif n == 0: {var} = ''")
-            out.append(f"else: {var} = None" if nullable else "else: " + null_err)
+            out.append(f"{empty} {var} = ''")
+            out.append(f"{null} {var} = None" if nullable else f"{null} " + null_err)
             return out
         if t in ("bytes", "records"):
             out.extend(self.decode_len("n"))
@@ -465,7 +469,8 @@ class _Gen:
             out.append("else:")
             out.append("    end = pos + n")
             out.append("    if end > blen: raise _trunc()")
-            out.append(f"    {var} = bytes(buf[pos:end])")
+            # a slice of bytes is bytes already; of any other buffer, copy it out
+            out.append(f"    {var} = {'bytes(buf[pos:end])' if self.views else 'buf[pos:end]'}")
             out.append("    pos = end")
             return out
         if t.startswith("[]"):
@@ -525,9 +530,9 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
 
     encode appends to b when given (a caller can leave room for a header).
 
-    decode reads text with bytes.decode from bytes and bytearray; any other
-    buffer (a memoryview) goes to a second decoder, generated on its first
-    use, that reads text with str()."""
+    decode reads bytes with slices and text with bytes.decode; any other
+    buffer (bytearray, memoryview) goes to a second decoder, generated on
+    its first use, that copies bytes out and reads text with str()."""
     if version not in sch.versions:
         raise ValueError(f"{sch.name} has no version {version}")
     flexible = sch.is_flexible(version)
@@ -566,13 +571,12 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
     def decode(buf, pos: int = 0):
         nonlocal view_fn
         try:
-            cls = buf.__class__
-            if cls is not bytes and cls is not bytearray:  # memoryview and other buffers
-                if view_fn is None:
-                    vgen = _Gen(version, flexible, views=True)
-                    view_fn, = _compile(vgen, sch, version, vgen.decoder(dec, sch.fields))
-                return view_fn(buf, pos)
-            return dec_fn(buf, pos)
+            if buf.__class__ is bytes:
+                return dec_fn(buf, pos)
+            if view_fn is None:  # bytearray, memoryview and other buffers
+                vgen = _Gen(version, flexible, views=True)
+                view_fn, = _compile(vgen, sch, version, vgen.decoder(dec, sch.fields))
+            return view_fn(buf, pos)
         except ProtocolError:
             raise
         except Exception as exc:  # any malformed input becomes one error type
