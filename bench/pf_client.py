@@ -18,11 +18,29 @@ import sys
 import time
 
 
-def proc_cpu(pid: int) -> float:
+def proc_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process in seconds, from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as fh:
         text = fh.read()
     fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+class Cpu:
+    """Server CPU between start() and stop(): total, user and system seconds."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.u0 = self.s0 = 0.0
+
+    def start(self) -> None:
+        self.u0, self.s0 = proc_times(self.pid)
+
+    def stop(self) -> dict:
+        u, s = proc_times(self.pid)
+        return {"server_cpu_s": (u - self.u0) + (s - self.s0), "server_user_s": u - self.u0,
+                "server_system_s": s - self.s0}
 
 
 def produce(spec: dict) -> dict:
@@ -48,7 +66,8 @@ def produce(spec: dict) -> dict:
     p.list_topics(spec["topic"], timeout=30)  # connect and learn the leaders first
     parts = spec["partitions"]
     deadline = time.monotonic() + spec["seconds"]
-    cpu0 = proc_cpu(spec["pid"])
+    cpu = Cpu(spec["pid"])
+    cpu.start()
     t0 = time.monotonic()
     sent = 0
     for i in range(n):
@@ -66,9 +85,8 @@ def produce(spec: dict) -> dict:
                 break
     left = p.flush(max(1.0, deadline + 60 - time.monotonic()))
     wall = time.monotonic() - t0
-    cpu = proc_cpu(spec["pid"]) - cpu0
     return {"records": acked[0], "sent": sent, "unacknowledged": left, "errors": errors,
-            "bytes": acked[0] * size, "wall_s": wall, "server_cpu_s": cpu,
+            "bytes": acked[0] * size, "wall_s": wall, **cpu.stop(),
             "mb_per_s": acked[0] * size / wall / 1e6}
 
 
@@ -85,13 +103,14 @@ def fetch(spec: dict) -> dict:
     errors = []
     deadline = time.monotonic() + spec["seconds"]
     t_start = time.monotonic()
-    cpu0 = t0 = None
+    cpu = Cpu(spec["pid"])
+    t0 = None
     while got < n and time.monotonic() < deadline:
         msgs = c.consume(10_000, 0.5)
         if msgs and t0 is None:
             # timed from the first record on: connecting, metadata and the
             # offset lookups of the consumer's start are left out
-            cpu0 = proc_cpu(spec["pid"])
+            cpu.start()
             t0 = time.monotonic()
         for msg in msgs:
             if msg.error():
@@ -112,10 +131,10 @@ def fetch(spec: dict) -> dict:
         c.close()
         return {"error": f"no record arrived in {spec['seconds']} s"}
     wall = time.monotonic() - t0
-    cpu = proc_cpu(spec["pid"]) - cpu0
+    used = cpu.stop()
     c.close()
     return {"records": got, "expected": n, "duplicates": dupes, "bad": bad, "errors": errors,
-            "bytes": got * size, "wall_s": wall, "server_cpu_s": cpu,
+            "bytes": got * size, "wall_s": wall, **used,
             "start_s": t0 - t_start, "mb_per_s": got * size / wall / 1e6}
 
 

@@ -79,8 +79,9 @@ def run(args) -> dict:
 
 
 def _cell(r: dict | None):
+    """(MB/s, CPU s/GB, user s/GB, system s/GB, note) of one phase's result."""
     if not r or "error" in r:
-        return None, None, (r or {}).get("error", "not run")
+        return None, None, None, None, (r or {}).get("error", "not run")
     note = []
     if r.get("errors"):
         note.append(f"errors: {r['errors'][:2]}")
@@ -90,8 +91,11 @@ def _cell(r: dict | None):
         note.append(f"read {r['records']:,} of {r['expected']:,}")
     if r.get("duplicates") or r.get("bad"):
         note.append(f"{r.get('duplicates', 0)} duplicates, {r.get('bad', 0)} bad")
-    per_gb = r["server_cpu_s"] / (r["bytes"] / 1e9) if r["bytes"] else None
-    return r["mb_per_s"], per_gb, "; ".join(note)
+    gb = r["bytes"] / 1e9
+    if not gb:
+        return r["mb_per_s"], None, None, None, "; ".join(note)
+    return (r["mb_per_s"], r["server_cpu_s"] / gb, r["server_user_s"] / gb,
+            r["server_system_s"] / gb, "; ".join(note) or "ok")
 
 
 def report(results: dict, mb: int, records: int) -> dict:
@@ -99,18 +103,9 @@ def report(results: dict, mb: int, records: int) -> dict:
     phases = [("produce_acks_1", "produce acks=1"), ("produce_acks_all", "produce acks=all"),
               ("fetch", "fetch (acks=1 data)")]
     for key, label in phases:
-        row = [label]
-        notes = []
-        for name in results:
-            rate, per_gb, note = _cell(results[name].get(key) if "error" not in results[name]
-                                       else {"error": results[name]["error"]})
-            row += [rate, per_gb]
-            if note:
-                notes.append(f"{name}: {note}")
-        rows.append(row + ["; ".join(notes) or "all records acknowledged / read back once"])
-    headers = ["phase"]
-    for name in results:
-        headers += [f"{name} MB/s", f"{name} CPU s/GB"]
+        for name, r in results.items():
+            cell = _cell({"error": r["error"]} if "error" in r else r.get(key))
+            rows.append([label, name, *cell])
     verdict = []
     k, t = results.get("kcoord", {}), results.get("tansu", {})
     for key, label in phases:
@@ -133,7 +128,12 @@ def report(results: dict, mb: int, records: int) -> dict:
         "librdkafka mock keeps the newest ~5 MB per partition in memory (its CPU is the helper "
         "process hosting it).",
         "",
-        table(headers + ["notes"], rows),
+        table(["phase", "server", "MB/s", "server CPU s/GB", "of which user s/GB",
+               "of which system s/GB", "notes"], rows),
+        "",
+        "System time is the kernel's share (socket reads and writes, and for kcoord the "
+        "page-cache writes of its log and fsync): it varies most between runs on this shared "
+        "machine; user time is the server's own code.",
         "",
         "Goal (issue 3): kcoord ahead of Tansu on produce and fetch: " + "; ".join(verdict) + ".",
     ]
