@@ -121,7 +121,9 @@ class RecordBatchBuilder:
     deltas are not the plain 0, 1, 2, ... and 0.
     """
 
-    def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None) -> None:
+    def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None,
+                 record_types: frozenset | None = None) -> None:
+        self.record_types = record_types
         full = arrow_schema("records")
         self.full_schema = full
         self.columns = list(columns) if columns else [name for name, _ in RECORD_FIELDS]
@@ -663,7 +665,12 @@ class RecordBatchBuilder:
         }
         arrays = [cols[name]() for name in self.columns]
         self._reset()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        if self.record_types is not None:
+            out = out.filter(pa.array(np.isin(types, list(self.record_types))))
+            if out.num_rows == 0:
+                return None
+        return out
 
     def _consumer_group(self, rtype: int, msg: dict) -> dict:
         names = self.topic_names

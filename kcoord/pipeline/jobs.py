@@ -75,9 +75,31 @@ class Settings:
 # ----------------------------------------------------------------- inputs
 
 
-def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = True):
-    return (spark.read.format("kcoord_offsets").option("split", split)
-            .option("verifyCrc", str(verify_crc).lower()).load(str(data_dir)))
+# What the commit path needs (flat columns: cheap to hand from Python to the JVM
+# and to stage as Parquet), and what the generations job needs.
+MAIN_COLUMNS = ["log_partition", "segment", "offset", "timestamp", "record_type",
+                "value_version", "tombstone", "producer_id", "transactional", "control_type",
+                "group", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                "commit_timestamp", "expire_timestamp", "error", "error_detail"]
+GROUP_COLUMNS = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
+                 "offset", "group_metadata", "consumer_group", "error"]
+
+
+def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = True,
+                 columns: list[str] | None = None, record_types: str | None = None):
+    """The kcoord_offsets source; `columns` projects (only those are decoded into
+    Arrow), `record_types` ("2-8", "0,1") keeps only records of those types."""
+    from pyspark.sql.types import StructType
+
+    from .schema import spark_schema
+    reader = spark.read.format("kcoord_offsets").option("split", split) \
+        .option("verifyCrc", str(verify_crc).lower())
+    if columns:
+        full = spark_schema("records")
+        reader = reader.schema(StructType([full[c] for c in columns]))
+    if record_types:
+        reader = reader.option("recordTypes", record_types)
+    return reader.load(str(data_dir))
 
 
 def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
@@ -294,8 +316,14 @@ def generations(records, partitions: int):
 def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
                  bootstrap: str | None = None, split: str = "partition",
                  settings: Settings | None = None, report: bool = True,
-                 partitions: int | None = None, log=print) -> dict:
-    """Read the data dir, write every table under out_dir, return the run summary."""
+                 partitions: int | None = None, keep_stage: bool = False, log=print) -> dict:
+    """Read the data dir, write every table under out_dir, return the run summary.
+
+    The records are decoded once into a Parquet stage (out_dir/_stage, removed
+    at the end) that every later step reads; group records are read in a
+    second, filtered pass with their nested columns."""
+    import shutil
+
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -312,7 +340,10 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         log(f"[pipeline] {name}: {timings[name]:.1f}s")
 
     t0 = time.time()
-    records = load_records(spark, data_dir, split).persist(StorageLevel.MEMORY_AND_DISK)
+    stage = out_dir / "_stage"
+    load_records(spark, data_dir, split, columns=MAIN_COLUMNS).write.mode("overwrite") \
+        .parquet(str(stage / "records"))
+    records = spark.read.parquet(str(stage / "records"))
     counts = records.groupBy("record_type", "tombstone", "error", "control_type").agg(
         F.count(F.lit(1)).alias("n"), F.max("commit_timestamp").alias("max_commit"),
         F.min("commit_timestamp").alias("min_commit"),
@@ -329,7 +360,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         as_of = data_time(stamps, obs)
 
     t0 = time.time()
-    events = commit_events(records).persist(StorageLevel.MEMORY_AND_DISK)
+    events = commit_events(records)
     commits = commits_table(events)
     table_rows["commits"] = _write(commits, out_dir / "commits", as_of_date(as_of))
     step("commits", t0)
@@ -342,7 +373,9 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("offsets, lag, status", t0)
 
     t0 = time.time()
-    gens = generations(records, partitions).select(
+    group_records = load_records(spark, data_dir, split, columns=GROUP_COLUMNS,
+                                 record_types="2-8")
+    gens = generations(group_records, partitions).select(
         "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
     table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
                                              as_of_date(as_of))
@@ -367,8 +400,8 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     bc.unpersist()
     ev.unpersist()
     gens.unpersist()
-    events.unpersist()
-    records.unpersist()
+    if not keep_stage:
+        shutil.rmtree(stage, ignore_errors=True)
     return summary
 
 

@@ -9,6 +9,8 @@
     split       "partition" (default): one input partition per __consumer_offsets
                 partition; "segment": one per segment file
     verifyCrc   "true" (default) / "false"
+    recordTypes keep only records of these key types, e.g. "2-8" or "0,1"
+                (rows of other types, control records and bad input are left out)
     topic       the offsets topic's directory prefix (default __consumer_offsets)
 
 The streaming source's offsets are {"<log partition>": next offset}.  Every
@@ -50,6 +52,17 @@ class OffsetsPartition(InputPartition):
         super().__init__((log_partition, tuple(segments), start, end))
 
 
+def parse_types(text: str | None) -> frozenset | None:
+    """"2-8" or "0,1,5" -> the record types to keep; None keeps everything."""
+    if not text:
+        return None
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
 def _options(options) -> tuple[str, str, bool, str]:
     path = options.get("path")
     if not path:
@@ -62,9 +75,10 @@ def _options(options) -> tuple[str, str, bool, str]:
     return path, split, verify, topic
 
 
-def _read(partition: OffsetsPartition, verify: bool, columns: list[str] | None):
+def _read(partition: OffsetsPartition, verify: bool, columns: list[str] | None,
+          types: frozenset | None = None):
     from .decode import RecordBatchBuilder, read_segment
-    builder = RecordBatchBuilder(dict(partition.topic_names), columns)
+    builder = RecordBatchBuilder(dict(partition.topic_names), columns, types)
     for i, seg in enumerate(partition.segments):
         yield from read_segment(seg, partition.log_partition, builder,
                                 start_position=partition.position if i == 0 else 0,
@@ -98,6 +112,7 @@ class OffsetsReader(DataSourceReader):
     def __init__(self, options, columns: list[str] | None = None) -> None:
         self.path, self.split, self.verify, self.topic = _options(options)
         self.columns = columns
+        self.types = parse_types(options.get("recordTypes"))
 
     def partitions(self):
         from .decode import partition_dirs, segment_files
@@ -117,13 +132,14 @@ class OffsetsReader(DataSourceReader):
         return parts or [OffsetsPartition(-1, [])]
 
     def read(self, partition: OffsetsPartition):
-        return _read(partition, self.verify, self.columns)
+        return _read(partition, self.verify, self.columns, self.types)
 
 
 class OffsetsStreamReader(DataSourceStreamReader):
     def __init__(self, options, columns: list[str] | None = None) -> None:
         self.path, self.split, self.verify, self.topic = _options(options)
         self.columns = columns
+        self.types = parse_types(options.get("recordTypes"))
         # log partition -> {segment base: (path, scanned position, next offset)}
         self._scanned: dict[int, dict[int, tuple[str, int, int]]] = {}
         # (log partition, offset) -> (segment path, file position): where a batch starts
@@ -182,7 +198,7 @@ class OffsetsStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: OffsetsPartition):
-        return _read(partition, self.verify, self.columns)
+        return _read(partition, self.verify, self.columns, self.types)
 
     def commit(self, end: dict) -> None:
         done = {int(k): int(v) for k, v in end.items()}
