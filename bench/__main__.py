@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             failed.append(name)
         print(f"==== {name}: {time.monotonic() - t0:.0f}s ====", flush=True)
+    try:
+        from .summary import write
+        write()
+    except Exception:
+        traceback.print_exc()
     if failed:
         print("failed:", ", ".join(failed), file=sys.stderr)
         return 1

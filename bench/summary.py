@@ -1,0 +1,108 @@
+"""bench/results/README.md: the headline figure and goal of each benchmark,
+from the JSON files the last runs wrote (`python -m bench` rewrites it)."""
+from __future__ import annotations
+
+import json
+
+from .common import RESULTS, table
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _fmt(v, unit: str = "", digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}{unit}"
+
+
+def rows() -> list[list]:
+    out = []
+    codec = _load("codec")
+    if codec:
+        for r in codec["results"]:
+            k, kp, ki = r["kcoord"], r["kafka-python"], r["kio"]
+            enc = (kp["encode_us"] / k["encode_us"], ki["encode_us"] / k["encode_us"])
+            dec = kp["decode_us"] / k["decode_us"]
+            out.append([f"codec encode {r['message']}",
+                        f"{k['encode_us']:.2f} us vs kafka-python {kp['encode_us']:.2f}, "
+                        f"kio {ki['encode_us']:.2f} ({enc[0]:.1f}x, {enc[1]:.1f}x)",
+                        ">= 5x both", "met" if min(enc) >= 5 else "MISSED",
+                        codec["machine"]["date"]])
+            out.append([f"codec decode {r['message']}",
+                        f"{k['decode_us']:.2f} us vs kafka-python {kp['decode_us']:.2f} "
+                        f"({dec:.1f}x); kio {ki['decode_us']:.2f}",
+                        ">= 2x kafka-python", "met" if dec >= 2 else "MISSED",
+                        codec["machine"]["date"]])
+    av = _load("apiversions")
+    if av:
+        res = av["results"]
+        peers = ", ".join(f"{n} {_fmt(r.get('server_cpu_us_per_request'))}"
+                          for n, r in res.items() if n != "kcoord")
+        k = res.get("kcoord", {})
+        out.append(["ApiVersions server CPU/request",
+                    f"kcoord {_fmt(k.get('server_cpu_us_per_request'))} us ({peers} us)",
+                    "<= 3 us", av["verdict"], av["machine"]["date"]])
+    pf = _load("produce_fetch")
+    if pf:
+        res = pf["results"]
+        for key, label in (("produce_acks_1", "produce acks=1"),
+                           ("produce_acks_all", "produce acks=all"), ("fetch", "fetch")):
+            k = res.get("kcoord", {}).get(key, {})
+            t = res.get("tansu", {}).get(key, {})
+            kr, tr = k.get("mb_per_s"), t.get("mb_per_s")
+            gb_k = k["server_cpu_s"] / (k["bytes"] / 1e9) if k.get("bytes") else None
+            gb_t = t["server_cpu_s"] / (t["bytes"] / 1e9) if t.get("bytes") else None
+            out.append([f"{label} MB/s (CPU s/GB)",
+                        f"kcoord {_fmt(kr)} ({_fmt(gb_k, digits=2)}) vs Tansu {_fmt(tr)} "
+                        f"({_fmt(gb_t, digits=2)})", "ahead of Tansu",
+                        "-" if kr is None or tr is None else "met" if kr > tr else "MISSED",
+                        pf["machine"]["date"]])
+    oc = _load("offset_commit")
+    if oc:
+        res = oc["results"]
+        k = res.get("kcoord", {})
+        out.append(["OffsetCommit server CPU/commit",
+                    f"kcoord {_fmt(k.get('server_cpu_us_per_request'))} us ("
+                    + ", ".join(f"{n} {_fmt(r.get('server_cpu_us_per_request'))}"
+                                for n, r in res.items() if n != "kcoord") + " us)",
+                    "<= 20 us", "met" if oc["cpu_goal_met"] else "MISSED", oc["machine"]["date"]])
+        out.append(["OffsetCommit commits/s (p99 ms)",
+                    ", ".join(f"{n} {_fmt(r.get('requests_per_s'), digits=0)} "
+                              f"({_fmt((r.get('latency_ms') or {}).get('p99'), digits=0)})"
+                              for n, r in res.items()),
+                    "ahead of both peers", "met" if oc["ahead_of_peers"] else "MISSED",
+                    oc["machine"]["date"]])
+    ld = _load("load")
+    if ld:
+        for r in ld["results"]:
+            if "error" in r:
+                continue
+            label = f"load {r['records']:,} records, {r.get('commits_per_key', 200)} per key"
+            goal, met = "-", "-"
+            if r.get("commits_per_key", 200) > 1:
+                goal = ">= 1 M records/s" + (", restart < 10 s" if r["records"] >= 10_000_000 else "")
+                ok = r["records_per_s"] >= 1_000_000 and (
+                    r["records"] < 10_000_000 or r["restart_s"] < 10)
+                met = "met" if ok else "MISSED"
+            out.append([label, f"replay {r['replay_s']:.2f} s ({r['records_per_s']:,.0f}/s), "
+                        f"restart {r['restart_s']:.2f} s", goal, met, ld["machine"]["date"]])
+    return out
+
+
+def write() -> None:
+    body = ["# Benchmark results: headline figures and goals", "",
+            "Written by `python -m bench` from the JSON of each benchmark; the tables with "
+            "every figure, the peers side by side, the machine and its load are in the "
+            "<name>.md files beside this one. The machine has 2 shared cores on which other "
+            "engineers run test suites, so absolute figures move between runs; figures within "
+            "one table come from one run.", "",
+            table(["benchmark", "figure", "goal", "status", "run"], rows()), ""]
+    (RESULTS / "README.md").write_text("\n".join(body))
+
+
+if __name__ == "__main__":
+    write()
+    print((RESULTS / "README.md").read_text())
