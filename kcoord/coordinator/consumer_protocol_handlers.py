@@ -23,7 +23,7 @@ from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homog
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
-from .result import Record, Result
+from .result import Record, Result, Timer
 
 log = logging.getLogger("kcoord.consumer_group")
 
@@ -165,16 +165,10 @@ class ConsumerGroupManager:
         """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
-        epoch = req["member_epoch"]
-        get = req.get
-        if (epoch > 0 and get("rebalance_timeout_ms", -1) == -1
-                and get("subscribed_topic_names") is None and get("subscribed_topic_regex") is None
-                and get("instance_id") is None and get("rack_id") is None
-                and get("server_assignor") is None):
-            res = self._steady_heartbeat(token, req["group_id"], req["member_id"], epoch,
-                                         client_id or "", client_host or "", now)
-            if res is not None:
-                return res
+        steady = self.steady_heartbeat(req, client_id or "", client_host or "", now)
+        if steady is not None:
+            response, timer = steady
+            return Result(replies=[(token, response)], timers=[timer] if timer else [])
         error = self.validate_heartbeat(req, version)
         if error is None:
             try:
@@ -186,32 +180,49 @@ class ConsumerGroupManager:
                 error = exc
         return Result().reply(token, self._error_response(error.code, error.message))
 
-    def _steady_heartbeat(self, token: Any, group_id: str, member_id: str, epoch: int,
-                          client_id: str, client_host: str, now: int) -> Result | None:
-        """The heartbeat of a dynamic member that is STABLE at the group's epoch and
-        changes nothing (every optional field null, the same client id and host):
-        no record, no new assignment, only the session moves.  None when the
-        heartbeat is anything else; _heartbeat then takes it the long way (which
-        gives the same answer for this case: no change of the member, no epoch
-        bump, no target update, and a reconciled member is not reconciled
-        again, so its owned partitions do not matter)."""
+    def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
+                         topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
+        """The heartbeat of a member that is STABLE at the group's epoch and changes
+        nothing (every optional field null, the same client id and host): no record,
+        no new assignment, only the session moves.  Returns (response, session timer
+        to arm or None), or None when the heartbeat is anything else; heartbeat()
+        then takes it the long way (which gives the same answer for this case: no
+        change of the member, no epoch bump, no target update, and a reconciled
+        member is not reconciled again, so its owned partitions do not matter).
+        The server calls this first (it needs no reply token and writes nothing)."""
+        if topics is not None and topics is not self.topics:
+            self._set_topics(topics)
+        epoch = req["member_epoch"]
+        if epoch <= 0:
+            return None
+        get = req.get
+        if (get("rebalance_timeout_ms", -1) != -1 or get("subscribed_topic_names") is not None
+                or get("subscribed_topic_regex") is not None or get("instance_id") is not None
+                or get("rack_id") is not None or get("server_assignor") is not None):
+            return None
+        group_id, member_id = req["group_id"], req["member_id"]
         group = self.groups.get(group_id)
         if group is None or group.metadata_refresh or not member_id:
             return None
         member = group.members.get(member_id)
         if (member is None or member.member_epoch != epoch or member.state != STABLE
                 or epoch != group.assignment_epoch or group.group_epoch > epoch
-                or member.client_id != client_id
-                or member.client_host != client_host
+                or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
-        res = Result()
-        self._touch_session(res, (SESSION_TIMER, group_id, member_id),
-                            now + self.session_timeout_ms)
-        return res.reply(token, {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                                 "member_id": member_id, "member_epoch": epoch,
-                                 "heartbeat_interval_ms": self.heartbeat_interval_ms,
-                                 "assignment": None})
+        # the session moves (see __init__: a timer is armed only when none is)
+        key = (SESSION_TIMER, group_id, member_id)
+        deadline = now + self.session_timeout_ms
+        self._session_deadlines[key] = deadline
+        armed = self._session_armed.get(key)
+        timer = None
+        if armed is None or armed > deadline:
+            self._session_armed[key] = deadline
+            timer = Timer(key, deadline)
+        return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                 "member_id": member_id, "member_epoch": epoch,
+                 "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None},
+                timer)
 
     @staticmethod
     def _error_response(code: int, message: str | None) -> dict:

@@ -128,10 +128,21 @@ class ConsumerGroupApi:
                 shard = self.runtime.shards[0]
         if group_id and not shard.loaded:
             return _heartbeat_error(Err.COORDINATOR_LOAD_IN_PROGRESS)
+        now = wall_ms()
+        host = _client_host(ctx)
+        steady = shard.core.consumer.steady_heartbeat(req, ctx.client_id or "", host, now,
+                                                      self.topic_metadata())
+        if steady is not None:  # a steady heartbeat: nothing to write
+            response, timer = steady
+            if timer is not None:
+                shard.arm_timers((timer,))
+            pending = shard.write(())  # the writes queued before it, if any
+            if pending is None:
+                return response
+            return self._after(pending, response)
         token = object()
         result = shard.core.consumer_group_heartbeat(
-            token, req, ctx.api_version, ctx.client_id, _client_host(ctx), wall_ms(),
-            self.topic_metadata())
+            token, req, ctx.api_version, ctx.client_id, host, now, self.topic_metadata())
         fut = shard.write(result.records)
         if result.timers:
             shard.arm_timers(result.timers)
@@ -145,6 +156,15 @@ class ConsumerGroupApi:
             if tok is token:
                 return response
         return _heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
+
+    @staticmethod
+    async def _after(pending, response: dict) -> dict:
+        try:
+            await pending
+        except Exception as exc:  # the append failed: the shard reloads from its log
+            log.warning("consumer group heartbeat write failed: %s", exc)
+            return _heartbeat_error(Err.COORDINATOR_NOT_AVAILABLE)
+        return response
 
     async def _durable_reply(self, fut, result, token) -> dict:
         try:

@@ -14,7 +14,7 @@ from tests.coordinator.test_consumer_group_simulation import Simulation
 
 FOO = tid(1)
 SESSION = ("cg-session", GROUP, "m1")
-STEADY = ConsumerGroupManager._steady_heartbeat
+STEADY = ConsumerGroupManager.steady_heartbeat
 
 
 @pytest.fixture
@@ -27,14 +27,14 @@ def _traced(seed: int, shortcut: bool, monkeypatch) -> tuple[list, list, list, d
     timers fired and left, and how often the shortcut answered."""
     taken = 0
 
-    def steady(self, *args):
+    def steady(self, *args, **kw):
         nonlocal taken
         if not shortcut:
             return None
-        res = STEADY(self, *args)
+        res = STEADY(self, *args, **kw)
         taken += res is not None
         return res
-    monkeypatch.setattr(ConsumerGroupManager, "_steady_heartbeat", steady)
+    monkeypatch.setattr(ConsumerGroupManager, "steady_heartbeat", steady)
     sim = Simulation(seed)
     trace = []
     heartbeat = sim.h.heartbeat
