@@ -158,14 +158,18 @@ def commits_table(events):
 
 
 def window_events(events, intervals: int):
-    """The last `intervals` applied events (commits and tombstones) per key."""
-    from pyspark.sql import Window
+    """The last `intervals` applied events (commits and tombstones) per key.
+
+    A top-k aggregate (max_by with k) rather than a window function: no sort of
+    every commit, just partial aggregation before the shuffle."""
     from pyspark.sql import functions as F
     applied = events.filter(F.col("txn").isNull() | (F.col("txn") == "committed"))
-    w = Window.partitionBy("group", "topic", "partition").orderBy(
-        F.col("offset").desc(), F.col("log_partition").desc())
-    return applied.select(*EVENT_COLUMNS).withColumn("rn", F.row_number().over(w)) \
-        .filter(F.col("rn") <= intervals).drop("rn")
+    payload = [c for c in EVENT_COLUMNS if c not in ("group", "topic", "partition")]
+    order = F.col("offset") * F.lit(1 << 16) + F.col("log_partition")  # log order, then partition
+    top = applied.groupBy("group", "topic", "partition").agg(
+        F.max_by(F.struct(*payload), order, intervals).alias("w"))
+    return top.select("group", "topic", "partition", F.explode("w").alias("e")) \
+        .select("group", "topic", "partition", *[F.col("e")[c].alias(c) for c in payload])
 
 
 def evaluate(window_df, observations_bc, as_of: int, settings: Settings, partitions: int):

@@ -39,6 +39,8 @@ def build_session(master: str | None = None, app: str = "kcoord-pipeline",
         "spark.ui.showConsoleProgress": "true" if progress else "false",
         "spark.driver.memory": "4g",
         "spark.python.worker.reuse": "true",
+        # the top-k aggregate keeps one small buffer per key: stay hash-based
+        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "1000000",
     }
     settings.update(conf or {})
     for key, value in settings.items():
