@@ -103,6 +103,11 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
     return Record(rtype, key_msg, value_msg, version)
 
 
+# One-byte zigzag varint -> length, for the in-place walk of a batch:
+# keys of 2..63 bytes (else 0), values of 1..63 bytes, -1 for null (else 0).
+_KEY_LEN = bytes(b >> 1 if b < 0x80 and not b & 1 and b >= 4 else 0 for b in range(256))
+_VALUE_LEN = tuple(-1 if b == 1 else b >> 1 if b < 0x80 and not b & 1 else 0
+                   for b in range(256))
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -224,6 +229,7 @@ class ShardRuntime:
             return False
         p = pos + HEADER_SIZE
         zz1 = _ZZ1
+        klen, vlen = _KEY_LEN, _VALUE_LEN
         get = latest.get
         try:
             for _ in range(count):
@@ -244,26 +250,25 @@ class ShardRuntime:
                 p += 1
                 while buf[p] & 0x80:  # offset delta
                     p += 1
-                n = buf[p + 1]  # key length: a one-byte varint for any OffsetCommit key < 64 bytes
                 kpos = p + 2
-                if n >= 0x80 or n & 1 or n < 4 or buf[kpos] or buf[kpos + 1] > 1:
+                # key length: a one-byte varint for any OffsetCommit key < 64 bytes
+                p = kpos + klen[buf[p + 1]]
+                rtype = buf[kpos + 1]
+                if p == kpos or buf[kpos] or rtype > 1 or rend > end:
                     return False  # a long or null key, or not an OffsetCommit key
-                p = kpos + (n >> 1)
-                vn = buf[p]  # value length
-                if vn >= 0x80 or (vn & 1 and vn != 1) or p >= rend or rend > end:
-                    return False
-                if vn > 1:
-                    vn >>= 1
-                    if p + 1 + vn > rend:
+                q = p + 1
+                n = vlen[buf[p]]  # value length
+                if n > 0:
+                    if q + n > rend:
                         return False
-                    latest[buf[kpos + 2:p]] = (buf[kpos + 1], buf[p + 1:p + 1 + vn], None)
-                elif vn == 1:  # null value: a tombstone
+                    latest[buf[kpos + 2:p]] = (rtype, buf[q:q + n], None)
+                elif n < 0 and q <= rend:  # null value: a tombstone
                     key = buf[kpos + 2:p]
                     entry = get(key)
-                    latest[key] = (buf[kpos + 1], None, None if entry is None else
+                    latest[key] = (rtype, None, None if entry is None else
                                    entry[2] if entry[1] is None else entry[:2])
                 else:
-                    return False  # an empty value is no OffsetCommit value
+                    return False  # an empty or long value is no OffsetCommit value
                 p = rend
         except IndexError:
             return False
