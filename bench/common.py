@@ -363,3 +363,30 @@ def start_peer(name: str, **kw) -> Peer:
     peer = cls(**kw)
     peer.start()
     return peer
+
+
+def start_all(names: list[str], kwargs: dict[str, dict] | None = None) -> tuple[dict, dict]:
+    """Start every named server; ({name: peer}, {name: why it did not start})."""
+    peers, errors = {}, {}
+    for name in names:
+        try:
+            peers[name] = start_peer(name, **(kwargs or {}).get(name, {}))
+        except Exception as exc:
+            errors[name] = f"could not start: {exc}"
+    return peers, errors
+
+
+def stop_all(peers: dict) -> None:
+    for peer in peers.values():
+        try:
+            peer.stop()
+        except Exception:
+            pass
+
+
+def median(values: list[float]) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

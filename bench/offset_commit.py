@@ -6,7 +6,7 @@ Goal: at most 20 us of kcoord CPU per commit, and more commits per second
 than both peers."""
 from __future__ import annotations
 
-from .common import run_loadgen, start_peer, table, timed, write_results
+from .common import median, run_loadgen, start_all, stop_all, table, timed, write_results
 
 GOAL_US = 20.0
 TOPIC = "bench-commits"
@@ -21,48 +21,81 @@ def create_topic(bootstrap: str) -> None:
         fut.result(timeout=60)
 
 
+DURABILITY = {
+    "kcoord": "durable: fsync per group commit of a shard (group.coordinator.append.linger.ms=10)",
+    "tansu": "memory:// storage engine, no disk",
+    "mock": "in memory, no disk",
+}
+
+
 def run(args) -> dict:
     connections = args.connections or (20 if args.quick else 100)
     depth = args.depth or 8
-    seconds = args.seconds or (8 if args.quick else 30)
+    seconds = args.seconds or (8 if args.quick else 15)
     requests = args.requests or (20_000 if args.quick else 400_000)
-    results = {}
-    for name in args.peers:
-        with timed(f"offset_commit against {name}"):
-            kw = {"topics": [(TOPIC, PARTITIONS)]} if name == "mock" else {}
-            try:
-                peer = start_peer(name, **kw)
-            except Exception as exc:
-                results[name] = {"error": f"could not start: {exc}"}
-                continue
-            try:
-                if name != "mock":
+    reps = 1 if args.quick else 3
+    peers, errors = start_all(args.peers, {"mock": {"topics": [(TOPIC, PARTITIONS)]}})
+    runs: dict[str, list] = {name: [] for name in peers}
+    try:
+        for name, peer in list(peers.items()):
+            if name != "mock":
+                try:
                     create_topic(peer.bootstrap)
-                spec = {"port": peer.port, "pid": peer.pid, "kind": "offset_commit",
-                        "topic": TOPIC, "partitions": PARTITIONS, "version": 8,
-                        "connections": connections, "depth": depth, "requests": requests,
-                        "seconds": seconds, "warmup": connections * depth * 3}
-                results[name] = run_loadgen(spec, timeout=seconds * 3 + 180)
-                results[name]["cpu_note"] = peer.cpu_note
-                results[name]["durability"] = {
-                    "kcoord": "durable: fsync per group commit of a shard "
-                              "(group.coordinator.append.linger.ms=10)",
-                    "tansu": "memory:// storage engine, no disk",
-                    "mock": "in memory, no disk",
-                }[name]
-            except Exception as exc:
-                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-            finally:
-                peer.stop()
-    return report(results, args, connections, depth, seconds, requests)
+                except Exception as exc:
+                    errors[name] = f"could not create the topic: {exc}"
+                    del runs[name]
+        # servers take turns, round after round, so that each sees the same
+        # spread of load from the rest of the machine
+        for rep in range(reps):
+            for name in runs:
+                peer = peers[name]
+                with timed(f"offset_commit round {rep + 1}/{reps} against {name}"):
+                    spec = {"port": peer.port, "pid": peer.pid, "kind": "offset_commit",
+                            "topic": TOPIC, "partitions": PARTITIONS, "version": 8,
+                            "connections": connections, "depth": depth, "requests": requests,
+                            "seconds": seconds, "warmup": connections * depth * 3}
+                    runs[name].append(run_loadgen(spec, timeout=seconds * 3 + 180))
+    finally:
+        stop_all(peers)
+    results = {name: {"error": why} for name, why in errors.items()}
+    for name, rs in runs.items():
+        results[name] = summarize(rs, peers[name].cpu_note)
+        results[name]["durability"] = DURABILITY[name]
+    return report(results, args, connections, depth, seconds, requests, reps)
+
+
+def summarize(rs: list[dict], cpu_note: str) -> dict:
+    """Median figures over the runs (each its own median), and every run."""
+    good = [r for r in rs if "error" not in r]
+    if not good:
+        return {"error": rs[0].get("error", "no run") if rs else "no run", "runs": rs}
+    out = dict(good[0])
+    for key in ("requests_per_s", "server_cpu_us_per_request"):
+        out[key] = median([r[key] for r in good])
+    out["server_user_us_per_request"] = median(
+        [r["server_user_s"] / r["requests"] * 1e6 for r in good])
+    out["latency_ms"] = {q: median([r["latency_ms"][q] for r in good]) for q in ("p50", "p99")}
+    out["requests"] = sum(r["requests"] for r in good)
+    out["errors"] = {}
+    for r in good:
+        for code, n in r["errors"].items():
+            out["errors"][code] = out["errors"].get(code, 0) + n
+    for key in ("out_of_order", "undecodable", "checked"):
+        out[key] = sum(r[key] for r in good)
+    out["per_run"] = [{"commits_per_s": round(r["requests_per_s"]),
+                       "cpu_us": round(r["server_cpu_us_per_request"], 1),
+                       "p99_ms": round(r["latency_ms"]["p99"], 1)} for r in good]
+    out["cpu_note"] = cpu_note
+    out["runs"] = rs
+    return out
 
 
 def report(results: dict, args, connections: int, depth: int, seconds: float,
-           requests: int) -> dict:
+           requests: int, reps: int = 1) -> dict:
     rows = []
     for name, r in results.items():
         if "error" in r:
-            rows.append([name, "-", "-", "-", "-", "-", "-", "-", r["error"]])
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", "-", "-", r["error"]])
             continue
         problems = []
         if r["errors"]:
@@ -73,9 +106,10 @@ def report(results: dict, args, connections: int, depth: int, seconds: float,
         if r["undecodable"]:
             problems.append(f"{r['undecodable']} undecodable")
         rows.append([name, f"v{r['version']}", r["requests"], r["requests_per_s"],
-                     r["server_cpu_us_per_request"],
-                     r["server_user_s"] / r["requests"] * 1e6,
+                     r["server_cpu_us_per_request"], r["server_user_us_per_request"],
                      r["latency_ms"]["p50"], r["latency_ms"]["p99"],
+                     " / ".join(f"{x['commits_per_s']:,}" for x in r["per_run"]),
+                     " / ".join(f"{x['cpu_us']}" for x in r["per_run"]),
                      "; ".join(problems + [r["durability"], r.get("cpu_note") or ""]).strip("; ")])
     k = results.get("kcoord", {})
     kus, krate = k.get("server_cpu_us_per_request"), k.get("requests_per_s")
@@ -87,14 +121,17 @@ def report(results: dict, args, connections: int, depth: int, seconds: float,
         f"OffsetCommit v8 (or the server's highest below it), {PARTITIONS} partitions per request, "
         f"one simple group per connection (generation -1, no member id, as a consumer with manual "
         f"assignment commits); {connections} connections x {depth} requests in flight, "
-        f"measured for up to {requests:,} requests or {seconds:.0f} s after a warm-up. "
+        f"each run measured for up to {requests:,} requests or {seconds:.0f} s after a warm-up; "
+        f"{reps} rounds in which the servers take turns; medians over the runs, every run's "
+        "commits/s and CPU per commit beside them. "
         "Same load generator process for every server (bench/loadgen.py). "
         "Server CPU = utime+stime of the server process over the measured phase; "
         "latency = from the generator's write of a request to its read of the answer "
         "(includes queueing behind the requests in flight on that connection).",
         "",
-        table(["server", "version", "commits", "commits/s", "server CPU us/commit",
-               "of which user us", "p50 ms", "p99 ms", "notes"], rows),
+        table(["server", "version", "commits (all runs)", "commits/s", "server CPU us/commit",
+               "of which user us", "p50 ms", "p99 ms", "runs: commits/s", "runs: CPU us",
+               "notes"], rows),
         "",
         f"Goals (issue 4): kcoord <= {GOAL_US:.0f} us server CPU per commit: "
         f"**{'met' if cpu_ok else 'MISSED'}**" + (f" ({kus:.1f} us)" if kus else "")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from .common import PY, ROOT, start_peer, table, timed, write_results
+from .common import PY, ROOT, median, start_all, stop_all, table, timed, write_results
 
 SIZE = 1024
 PARTITIONS = 3
@@ -34,54 +34,94 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
         fut.result(timeout=60)
 
 
+PHASES = [("produce_acks_1", "produce acks=1"), ("produce_acks_all", "produce acks=all"),
+          ("fetch", "fetch (acks=1 data)")]
+
+
 def run(args) -> dict:
     mb = args.mb or (16 if args.quick else 256)
     records = mb * 1024 * 1024 // SIZE
     seconds = args.seconds or (60 if args.quick else 180)
-    topics = {"1": "bench-pf-acks1", "all": "bench-pf-acksall"}
+    reps = 1 if args.quick else 3
+    topics = {rep: {"1": f"bench-pf-acks1-r{rep}", "all": f"bench-pf-acksall-r{rep}"}
+              for rep in range(reps)}
     warm = "bench-pf-warmup"
-    results: dict = {}
-    for name in args.peers:
-        with timed(f"produce_fetch against {name}"):
-            kw = ({"topics": [(t, PARTITIONS) for t in [*topics.values(), warm]]}
-                  if name == "mock" else {})
-            try:
-                peer = start_peer(name, **kw)
-            except Exception as exc:
-                results[name] = {"error": f"could not start: {exc}"}
-                continue
-            r: dict = {"cpu_note": peer.cpu_note}
+    every = [warm] + [t for ts in topics.values() for t in ts.values()]
+    peers, errors = start_all(args.peers, {"mock": {"topics": [(t, PARTITIONS) for t in every]}})
+    runs: dict[str, dict[str, list]] = {n: {k: [] for k, _ in PHASES} for n in peers}
+    try:
+        for name, peer in list(peers.items()):
             try:
                 if name != "mock":
-                    create_topics(peer.bootstrap, [*topics.values(), warm])
-                base = {"bootstrap": peer.bootstrap, "pid": peer.pid, "partitions": PARTITIONS,
-                        "records": records, "size": SIZE, "seconds": seconds}
-                # warm-up (not reported): the first produce and fetch of a server
-                r["warmup"] = client({**base, "phase": "produce", "acks": "1", "topic": warm,
-                                      "records": min(records, 4096)}, seconds + 240)
-                for acks, topic in topics.items():
-                    r[f"produce_acks_{acks}"] = client(
-                        {**base, "phase": "produce", "acks": acks, "topic": topic}, seconds + 240)
-                if name == "mock":
-                    # rd_kafka_mock keeps about 5 MB (100,000 messages) per partition
-                    # and deletes older segments, so the data cannot be read back whole
-                    r["fetch"] = {"error": "not run: the librdkafka mock keeps only ~5 MB per "
-                                           "partition and drops older data"}
-                else:
-                    r["fetch"] = client({**base, "phase": "fetch", "topic": topics["1"]},
-                                        seconds + 240)
+                    create_topics(peer.bootstrap, every)
+                # warm-up (not reported): the first produce of a server
+                client({**base_spec(peer, records, seconds), "phase": "produce", "acks": "1",
+                        "topic": warm, "records": min(records, 4096)}, seconds + 240)
             except Exception as exc:
-                r["error"] = f"{type(exc).__name__}: {exc}"
-            finally:
-                peer.stop()
-            results[name] = r
-    return report(results, mb, records)
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                del runs[name]
+        # servers take turns phase by phase, round after round, so that each
+        # sees the same spread of load from the rest of the machine
+        for rep in range(reps):
+            for key, label in PHASES:
+                for name in runs:
+                    peer = peers[name]
+                    with timed(f"produce_fetch round {rep + 1}/{reps} {label} against {name}"):
+                        spec = base_spec(peer, records, seconds)
+                        if key == "fetch":
+                            if name == "mock":
+                                # rd_kafka_mock keeps about 5 MB (100,000 messages) per
+                                # partition and deletes older segments: no full read-back
+                                result = {"error": "not run: the librdkafka mock keeps only ~5 MB "
+                                                   "per partition and drops older data"}
+                            else:
+                                result = client({**spec, "phase": "fetch",
+                                                 "topic": topics[rep]["1"]}, seconds + 240)
+                        else:
+                            acks = "1" if key == "produce_acks_1" else "all"
+                            result = client({**spec, "phase": "produce", "acks": acks,
+                                             "topic": topics[rep][acks]}, seconds + 240)
+                        runs[name][key].append(result)
+    finally:
+        stop_all(peers)
+    results: dict = {name: {"error": why} for name, why in errors.items()}
+    for name, phases in runs.items():
+        results[name] = {key: summarize(rs) for key, rs in phases.items()}
+        results[name]["cpu_note"] = peers[name].cpu_note
+    return report(results, mb, records, reps)
+
+
+def base_spec(peer, records: int, seconds: float) -> dict:
+    return {"bootstrap": peer.bootstrap, "pid": peer.pid, "partitions": PARTITIONS,
+            "records": records, "size": SIZE, "seconds": seconds}
+
+
+def summarize(rs: list[dict]) -> dict:
+    """Medians over the runs of one phase (MB/s and CPU per byte), and every run."""
+    good = [r for r in rs if "error" not in r and r.get("bytes")]
+    if not good:
+        return {"error": rs[0].get("error", "no run") if rs else "no run", "runs": rs}
+    out = dict(good[0])
+    for key in ("mb_per_s", "wall_s"):
+        out[key] = median([r[key] for r in good])
+    for key in ("server_cpu_s", "server_user_s", "server_system_s"):
+        out[key + "_per_gb"] = median([r[key] / (r["bytes"] / 1e9) for r in good])
+    out["mb_per_s_all"] = [round(r["mb_per_s"], 1) for r in good]
+    out["errors"] = [e for r in good for e in r.get("errors", [])][:5]
+    for key in ("unacknowledged", "duplicates", "bad"):
+        if key in good[0]:
+            out[key] = sum(r.get(key, 0) for r in good)
+    if "expected" in good[0]:
+        out["records"] = sum(r["records"] for r in good)
+        out["expected"] = sum(r["expected"] for r in good)
+    out["runs"] = rs
+    return out
 
 
 def _cell(r: dict | None):
-    """(MB/s, CPU s/GB, user s/GB, system s/GB, note) of one phase's result."""
+    """(MB/s, CPU s/GB, user s/GB, system s/GB, MB/s of every run, note) of a phase."""
     if not r or "error" in r:
-        return None, None, None, None, (r or {}).get("error", "not run")
+        return None, None, None, None, None, (r or {}).get("error", "not run")
     note = []
     if r.get("errors"):
         note.append(f"errors: {r['errors'][:2]}")
@@ -91,24 +131,20 @@ def _cell(r: dict | None):
         note.append(f"read {r['records']:,} of {r['expected']:,}")
     if r.get("duplicates") or r.get("bad"):
         note.append(f"{r.get('duplicates', 0)} duplicates, {r.get('bad', 0)} bad")
-    gb = r["bytes"] / 1e9
-    if not gb:
-        return r["mb_per_s"], None, None, None, "; ".join(note)
-    return (r["mb_per_s"], r["server_cpu_s"] / gb, r["server_user_s"] / gb,
-            r["server_system_s"] / gb, "; ".join(note) or "ok")
+    return (r["mb_per_s"], r["server_cpu_s_per_gb"], r["server_user_s_per_gb"],
+            r["server_system_s_per_gb"], " / ".join(f"{x:.0f}" for x in r["mb_per_s_all"]),
+            "; ".join(note) or "ok")
 
 
-def report(results: dict, mb: int, records: int) -> dict:
+def report(results: dict, mb: int, records: int, reps: int = 1) -> dict:
     rows = []
-    phases = [("produce_acks_1", "produce acks=1"), ("produce_acks_all", "produce acks=all"),
-              ("fetch", "fetch (acks=1 data)")]
-    for key, label in phases:
+    for key, label in PHASES:
         for name, r in results.items():
             cell = _cell({"error": r["error"]} if "error" in r else r.get(key))
             rows.append([label, name, *cell])
     verdict = []
     k, t = results.get("kcoord", {}), results.get("tansu", {})
-    for key, label in phases:
+    for key, label in PHASES:
         kr = _cell(k.get(key))[0] if "error" not in k else None
         tr = _cell(t.get(key))[0] if t and "error" not in t else None
         if kr is None or tr is None:
@@ -117,6 +153,8 @@ def report(results: dict, mb: int, records: int) -> dict:
             verdict.append(f"{label}: {'met' if kr > tr else 'MISSED'} ({kr:.1f} vs {tr:.1f} MB/s)")
     sections = [
         f"{records:,} records of {SIZE} bytes ({mb} MiB) per produce run, {PARTITIONS} partitions, "
+        f"{reps} rounds in which the servers take turns phase by phase (medians shown, every "
+        "run's MB/s beside them), "
         "no compression, confluent-kafka 2.16.1 (librdkafka) producer with linger.ms=5, "
         "batch.size=1 MB, idempotence off, after a 4 MiB warm-up produce; the consumer (manual "
         "assignment from offset 0) reads the acks=1 topic back and checks every sequence number "
@@ -128,8 +166,8 @@ def report(results: dict, mb: int, records: int) -> dict:
         "librdkafka mock keeps the newest ~5 MB per partition in memory (its CPU is the helper "
         "process hosting it).",
         "",
-        table(["phase", "server", "MB/s", "server CPU s/GB", "of which user s/GB",
-               "of which system s/GB", "notes"], rows),
+        table(["phase", "server", "MB/s (median)", "server CPU s/GB", "of which user s/GB",
+               "of which system s/GB", "runs: MB/s", "notes"], rows),
         "",
         "System time is the kernel's share (socket reads and writes, and for kcoord the "
         "page-cache writes of its log and fsync): it varies most between runs on this shared "
@@ -137,7 +175,7 @@ def report(results: dict, mb: int, records: int) -> dict:
         "",
         "Goal (issue 3): kcoord ahead of Tansu on produce and fetch: " + "; ".join(verdict) + ".",
     ]
-    raw = {"results": results, "mb": mb, "records": records, "record_bytes": SIZE}
+    raw = {"results": results, "mb": mb, "records": records, "record_bytes": SIZE, "rounds": reps}
     md = write_results("produce_fetch", "Produce and Fetch throughput", sections, raw)
     print(md.read_text())
     return raw

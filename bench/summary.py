@@ -53,8 +53,7 @@ def rows() -> list[list]:
             k = res.get("kcoord", {}).get(key, {})
             t = res.get("tansu", {}).get(key, {})
             kr, tr = k.get("mb_per_s"), t.get("mb_per_s")
-            gb_k = k["server_cpu_s"] / (k["bytes"] / 1e9) if k.get("bytes") else None
-            gb_t = t["server_cpu_s"] / (t["bytes"] / 1e9) if t.get("bytes") else None
+            gb_k, gb_t = k.get("server_cpu_s_per_gb"), t.get("server_cpu_s_per_gb")
             out.append([f"{label} MB/s (CPU s/GB)",
                         f"kcoord {_fmt(kr)} ({_fmt(gb_k, digits=2)}) vs Tansu {_fmt(tr)} "
                         f"({_fmt(gb_t, digits=2)})", "ahead of Tansu",
