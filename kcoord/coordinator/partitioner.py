@@ -1,4 +1,5 @@
 """Which __consumer_offsets partition owns a group (KAFKA_REFERENCE 1.3)."""
+from functools import lru_cache
 
 
 def java_string_hash(text: str) -> int:
@@ -10,6 +11,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@lru_cache(maxsize=65536)  # every group request hashes its id; the loop is per character
 def partition_for(group_id: str, partitions: int) -> int:
     """Utils.abs(groupId.hashCode()) % partitions; Utils.abs(MIN_VALUE) is 0."""
     h = java_string_hash(group_id)
