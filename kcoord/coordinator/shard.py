@@ -78,7 +78,9 @@ class CoordinatorShard(ClassicGroupHandlers):
             if record.value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
                 if record.key["group"] not in self.consumer.groups:
-                    self.groups.setdefault(record.key["group"], ClassicGroup(record.key["group"]))
+                    group_id = record.key["group"]
+                    if group_id not in self.groups:
+                        self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:
             if self._live_records and self.replay_live_group_metadata(record):
                 return  # emitted by this core: the live group already holds it

@@ -27,6 +27,7 @@ class Dispatcher:
     def __init__(self) -> None:
         self.handlers: dict[int, tuple[Handler, int, int]] = {}
         self.hidden: set[int] = set()  # served (with an error) but not advertised
+        self.handlers_version = object()
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None) -> None:
@@ -34,6 +35,7 @@ class Dispatcher:
         lo = api.min_version if min_version is None else min_version
         hi = api.max_version if max_version is None else max_version
         self.handlers[key] = (handler, lo, hi)
+        self.handlers_version = object()  # tells caches of api_versions() to refresh
 
     def api_versions(self) -> list[dict]:
         """The ApiVersions list: only APIs with a handler are advertised."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..protocol.api import response_codec
 from ..protocol.errors import Err
 from .config import Config
 from .dispatch import Dispatcher, RequestContext
@@ -23,14 +24,22 @@ class MetaHandlers:
         self.config = config
         self.dispatcher = dispatcher
         self.topics = topics
+        self._api_versions_bodies: dict[int, tuple[object, bytes]] = {}
 
     def register(self) -> None:
         self.dispatcher.register(18, self.api_versions)
         self.dispatcher.register(3, self.metadata)
 
-    def api_versions(self, ctx: RequestContext, req: dict) -> dict:
-        return {"error_code": Err.NONE, "api_keys": self.dispatcher.api_versions(),
-                "throttle_time_ms": 0}
+    def api_versions(self, ctx: RequestContext, req: dict) -> bytes:
+        """The body is the same for every request of a version: encode it once."""
+        cached = self._api_versions_bodies.get(ctx.api_version)
+        if cached is None or cached[0] is not self.dispatcher.handlers_version:
+            body = bytes(response_codec(18, ctx.api_version)[0]({
+                "error_code": Err.NONE, "api_keys": self.dispatcher.api_versions(),
+                "throttle_time_ms": 0}))
+            cached = self._api_versions_bodies[ctx.api_version] = (
+                self.dispatcher.handlers_version, body)
+        return cached[1]
 
     def _topics_by_id(self, topic_ids: list[bytes], version: int) -> list[dict]:
         catalogue = getattr(self.topics, "catalogue", None)

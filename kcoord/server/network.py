@@ -199,7 +199,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if result is NO_RESPONSE:
             return
-        if result.__class__ is dict:
+        if result.__class__ is dict or result.__class__ is bytes:
             data = self._frame(encode, correlation_id, tagged_header, result)
             if self.pending:  # behind a response still being worked on
                 slot = _Slot()
@@ -223,10 +223,14 @@ class KafkaConnection(asyncio.Protocol):
         self.close("internal error")
 
     @staticmethod
-    def _frame(encode, correlation_id: int, tagged_header: bool, response: dict) -> bytearray:
+    def _frame(encode, correlation_id: int, tagged_header: bool, response) -> bytearray:
         """Size, response header (v1 adds an empty tag section) and body,
         encoded into one buffer (a large Fetch body is not copied again)."""
-        frame = encode(response, bytearray(9 if tagged_header else 8))
+        frame = bytearray(9 if tagged_header else 8)
+        if response.__class__ is bytes:  # a body the handler encoded once and cached
+            frame += response
+        else:
+            frame = encode(response, frame)
         _SIZE_CORR.pack_into(frame, 0, len(frame) - 4, correlation_id)
         return frame
 
