@@ -88,6 +88,40 @@ def rows() -> list[list]:
                 met = "met" if ok else "MISSED"
             out.append([label, f"replay {r['replay_s']:.2f} s ({r['records_per_s']:,.0f}/s), "
                         f"restart {r['restart_s']:.2f} s", goal, met, ld["machine"]["date"]])
+    out.extend(_consumer_group_rows())
+    return out
+
+
+def _consumer_group_rows() -> list[list]:
+    """KIP-848: consumer_heartbeat (goal) and consumer_rebalance (beside the mock)."""
+    import statistics
+    out = []
+    hb = _load("consumer_heartbeat")
+    if hb:
+        res = hb["results"]
+        per = {label: r.get("server_cpu_us_per_request") for label, r in res.items()
+               if "error" not in r}
+        k = {label.split()[1]: us for label, us in per.items() if label.startswith("kcoord")}
+        m = {label.split()[1]: us for label, us in per.items() if label.startswith("mock")}
+        out.append(["KIP-848 steady heartbeat server CPU, 1,000 members (groups x members)",
+                    "kcoord " + ", ".join(f"{_fmt(us)} us ({lay})" for lay, us in k.items())
+                    + " (mock " + ", ".join(f"{_fmt(us)}" for us in m.values()) + " us)",
+                    f"<= {hb['goal_us']:.0f} us", hb["verdict"], hb["machine"]["date"]])
+    rb = _load("consumer_rebalance")
+    if rb:
+        med = {}
+        for name in ("kcoord", "mock"):
+            for size, s in rb["results"].get(name, {}).get("sizes", {}).items():
+                conv = [t["converged_ms"] for t in s.get("trials", []) if "converged_ms" in t]
+                if conv:
+                    med[(name, size)] = statistics.median(conv)
+        sizes = sorted({size for _, size in med}, key=int)
+        out.append([f"KIP-848 join convergence, confluent-kafka, heartbeat "
+                    f"{rb['heartbeat_interval_ms']} ms (N = {', '.join(sizes)})",
+                    "; ".join(f"{name} " + "/".join(_fmt(med.get((name, size)), digits=0)
+                                                    for size in sizes) + " ms"
+                              for name in ("kcoord", "mock")),
+                    "beside the mock (no numeric goal)", "-", rb["machine"]["date"]])
     return out
 
 
