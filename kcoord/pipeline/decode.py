@@ -644,24 +644,23 @@ class RecordBatchBuilder:
             "tombstone": lambda: pa.array(tomb, mask=~known_type | is_err),
             "producer_id": lambda: pa.array(pids, mask=~pid_valid),
             "transactional": lambda: pa.array(txn, mask=~pid_valid),
-            "control_type": lambda: (pa.array(control, pa.int16()) if control is not None
-                             else pa.nulls(n, pa.int16())),
+            "control_type": lambda: _maybe(control, n, pa.int16()),
             "group": lambda: k_group.take(kid_pa),
             "topic": lambda: k_topic.take(kid_pa),
             "partition": lambda: k_partition.take(kid_pa),
-            "member_id": lambda: k_member.take(kid_pa) if any_member else pa.nulls(n, pa.string()),
+            "member_id": lambda: (k_member.take(kid_pa) if any_member
+                                  else pa.nulls(n, pa.string())),
             "committed_offset": lambda: pa.array(committed, mask=no_value),
             "leader_epoch": lambda: pa.array(leader_epoch, mask=no_value),
             "metadata": lambda: _metadata_array(metadata, has_value, n),
             "commit_timestamp": lambda: pa.array(commit_ts, mask=no_value),
             "expire_timestamp": lambda: pa.array(expire, mask=~has_expire),
-            "group_metadata": lambda: _sparse_struct(gm_rows, n, self.full_schema.field("group_metadata").type,
-                                             _group_metadata_row),
-            "consumer_group": lambda: _sparse_struct(cg_rows, n, self.full_schema.field("consumer_group").type,
-                                             lambda m: m),
-            "error": lambda: pa.array(error, pa.string()) if error is not None else pa.nulls(n, pa.string()),
-            "error_detail": lambda: (pa.array(detail, pa.string()) if detail is not None
-                             else pa.nulls(n, pa.string())),
+            "group_metadata": lambda: _sparse_struct(
+                gm_rows, n, self.full_schema.field("group_metadata").type, _group_metadata_row),
+            "consumer_group": lambda: _sparse_struct(
+                cg_rows, n, self.full_schema.field("consumer_group").type, lambda m: m),
+            "error": lambda: _maybe(error, n, pa.string()),
+            "error_detail": lambda: _maybe(detail, n, pa.string()),
         }
         arrays = [cols[name]() for name in self.columns]
         self._reset()
@@ -710,6 +709,11 @@ class RecordBatchBuilder:
                     "assigned": tps(msg["assigned_partitions"]),
                     "pending_revocation": tps(msg["partitions_pending_revocation"])}
         return {}
+
+
+def _maybe(items: list | None, n: int, typ):
+    """A column that is all null unless some row set a value."""
+    return pa.nulls(n, typ) if items is None else pa.array(items, typ)
 
 
 def _metadata_array(metadata: dict | None, has_value, n: int):

@@ -39,6 +39,8 @@ def build_session(master: str | None = None, app: str = "kcoord-pipeline",
         "spark.ui.showConsoleProgress": "true" if progress else "false",
         "spark.driver.memory": "4g",
         "spark.python.worker.reuse": "true",
+        # tables partitioned by date: keep a writer per date open instead of sorting rows
+        "spark.sql.maxConcurrentOutputFileWriters": "16",
         # the top-k aggregate keeps one small buffer per key: stay hash-based
         "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "1000000",
     }
