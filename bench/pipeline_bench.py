@@ -150,14 +150,24 @@ def run_cluster(data: Path, out: Path, workdir: Path, log) -> dict:
     return {"cluster_start_s": round(up, 1), "pipeline_s": round(took, 1), "summary": summary}
 
 
-def write_results(runs: list[dict], meta: dict) -> None:
+def write_results(new_runs: list[dict], meta: dict) -> None:
+    """Results of this invocation are added to those already in pipeline.json, so
+    runs made at different times (and loads) stay side by side."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "pipeline.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1,
-                                                      default=str))
+    runs = [dict(r, date=r.get("date", meta["date"])) for r in new_runs]
+    path = RESULTS / "pipeline.json"
+    if path.exists() and not meta.get("fresh"):
+        try:
+            old = json.loads(path.read_text())
+            earlier = [r for r in old.get("runs", []) if r.get("date") != meta["date"]]
+            runs = earlier + runs
+        except ValueError:
+            pass
+    path.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1, default=str))
     lines = [
         "# Pipeline: __consumer_offsets -> commits, offsets, group_generations, lag, status, report",
         "",
-        f"- date: {meta['date']}",
+        f"- last run: {meta['date']}",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
         "- workload: `kcoord pipeline generate` with 1000 groups x 10 partitions, 20 topics x 10 "
@@ -171,9 +181,9 @@ def write_results(runs: list[dict], meta: dict) -> None:
         "Goals (issue 7): 10 M records to all tables in under 90 s on local[2]; the data "
         "source decodes at least 1 M records per second per core.",
         "",
-        "| records | mode | pipeline s | records/s end to end | decode (1 process) rec/CPU-s | "
-        "generate s | load avg start -> end | goal | notes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| date | records | mode | pipeline s | records/s end to end | decode (1 process) "
+        "rec/CPU-s | generate s | load avg start -> end | goal | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         n = r["records"]
@@ -186,9 +196,11 @@ def write_results(runs: list[dict], meta: dict) -> None:
         if r.get("timings"):
             notes = (notes + " " if notes else "") + "steps: " + ", ".join(
                 f"{k} {v:.0f}s" for k, v in r["timings"].items())
+        gen = r.get("generate_s")
+        gen = "reused" if gen == 0 else gen
         lines.append(
-            f"| {n:,} | {r['mode']} | {r.get('pipeline_s', '-')} | {rate} | "
-            f"{f'{dec:,}' if dec else '-'} | {r.get('generate_s', '-')} | "
+            f"| {r.get('date', '')} | {n:,} | {r['mode']} | {r.get('pipeline_s', '-')} | {rate} | "
+            f"{f'{dec:,}' if dec else '-'} | {gen} | "
             f"{r.get('load_start', '?')} -> {r.get('load_end', '?')} | {goal} | {notes} |")
     decoded = {r["records"]: r["decode"]["records_per_cpu_s"] for r in runs if r.get("decode")}
     lines += ["", "Decoder goal (>= 1 M records per CPU-second, one process): " + (", ".join(
@@ -210,6 +222,8 @@ def main(argv=None) -> int:
                    help="where generated logs and outputs go (generated logs are reused)")
     p.add_argument("--gen-workers", type=int, default=2)
     p.add_argument("--keep", action="store_true", help="keep the generated logs afterwards")
+    p.add_argument("--fresh", action="store_true",
+                   help="start bench/results/pipeline.* afresh instead of adding to them")
     args = p.parse_args(argv)
     counts = [parse_count(x) for x in args.records.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() != "none"]
@@ -230,6 +244,7 @@ def main(argv=None) -> int:
                    f"(shared), Python {platform.python_version()}",
         "command": "python bench/pipeline_bench.py " + " ".join(argv or sys.argv[1:]),
         "not_run": [],
+        "fresh": args.fresh,
     }
     try:
         meta["machine"] = Path("/proc/cpuinfo").read_text().split("model name")[1] \
