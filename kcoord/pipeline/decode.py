@@ -124,7 +124,7 @@ class RecordBatchBuilder:
     def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None,
                  record_types: frozenset | None = None) -> None:
         self.record_types = record_types
-        full = arrow_schema("records")
+        full = arrow_schema("records+")
         self.full_schema = full
         self.columns = list(columns) if columns else [name for name, _ in RECORD_FIELDS]
         unknown = [c for c in self.columns if c not in full.names]
@@ -157,6 +157,7 @@ class RecordBatchBuilder:
         self.ts_exc: list[tuple[int, int]] = []    # (row, timestamp delta)
         self.null_offset_rows: list[int] = []
         self.slow: dict[int, tuple] = {}  # row -> ("value", version, dict) / ("error", ...) / ...
+        self.raw: dict[int, bytes] = {}   # row -> value bytes of a group record (types 2-8)
         self.tomb_rows: list[int] = []
 
     def __len__(self) -> int:
@@ -237,6 +238,8 @@ class RecordBatchBuilder:
         del self.ends[rows:]
         for r in [r for r in self.slow if r >= rows]:
             del self.slow[r]
+        for r in [r for r in self.raw if r >= rows]:
+            del self.raw[r]
         for lst in (self.off_exc, self.ts_exc):
             while lst and lst[-1][0] >= rows:
                 lst.pop()
@@ -502,7 +505,10 @@ class RecordBatchBuilder:
             self.ends.append(dbase + rec_end)
         else:
             self.ends.append(-1)
-            self.slow[row] = self._slow_value(rtype, data[vstart:vstart + vlen])
+            raw = data[vstart:vstart + vlen]
+            self.slow[row] = self._slow_value(rtype, raw)
+            if rtype >= 2:
+                self.raw[row] = raw
 
     @staticmethod
     def _slow_value(rtype: int, value: bytes):
@@ -656,10 +662,11 @@ class RecordBatchBuilder:
             "commit_timestamp": lambda: pa.array(commit_ts, mask=no_value),
             "expire_timestamp": lambda: pa.array(expire, mask=~has_expire),
             "group_metadata": lambda: _sparse_struct(
-                gm_rows, n, self.full_schema.field("group_metadata").type, _group_metadata_row),
+                gm_rows, n, self.full_schema.field("group_metadata").type, group_metadata_row),
             "consumer_group": lambda: _sparse_struct(
                 cg_rows, n, self.full_schema.field("consumer_group").type, lambda m: m),
             "error": lambda: _maybe(error, n, pa.string()),
+            "raw_value": lambda: _maybe(_sparse(self.raw, n), n, pa.binary()),
             "error_detail": lambda: _maybe(detail, n, pa.string()),
         }
         arrays = [cols[name]() for name in self.columns]
@@ -672,43 +679,57 @@ class RecordBatchBuilder:
         return out
 
     def _consumer_group(self, rtype: int, msg: dict) -> dict:
-        names = self.topic_names
+        return consumer_group_row(rtype, msg, self.topic_names)
 
-        def tps(items):
-            return [{"topic_id": uuid_str(tp["topic_id"]),
-                     "topic": names.get(uuid_str(tp["topic_id"])),
-                     "partitions": list(tp["partitions"])} for tp in items or []]
 
-        if rtype == 3:
-            return {"epoch": msg["epoch"]}
-        if rtype == 4:
-            out = []
-            for t in msg["topics"]:
-                tid = uuid_str(t["topic_id"])
-                names.setdefault(tid, t["topic_name"])
-                out.append({"topic_id": tid, "topic": t["topic_name"],
-                            "num_partitions": t["num_partitions"]})
-            return {"topics": out}
-        if rtype == 5:
-            classic = msg.get("classic_member_metadata")
-            return {"instance_id": msg["instance_id"], "rack_id": msg["rack_id"],
-                    "client_id": msg["client_id"], "client_host": msg["client_host"],
-                    "subscribed_topic_names": list(msg["subscribed_topic_names"]),
-                    "subscribed_topic_regex": msg["subscribed_topic_regex"],
-                    "rebalance_timeout_ms": msg["rebalance_timeout_ms"],
-                    "server_assignor": msg["server_assignor"],
-                    "classic_session_timeout_ms": classic["session_timeout_ms"] if classic else None}
-        if rtype == 6:
-            return {"assignment_epoch": msg["assignment_epoch"]}
-        if rtype == 7:
-            return {"assigned": tps(msg["topic_partitions"])}
-        if rtype == 8:
-            return {"member_epoch": msg["member_epoch"],
-                    "previous_member_epoch": msg["previous_member_epoch"],
-                    "state": msg["state"],
-                    "assigned": tps(msg["assigned_partitions"]),
-                    "pending_revocation": tps(msg["partitions_pending_revocation"])}
-        return {}
+def consumer_group_row(rtype: int, msg: dict, names: dict) -> dict:
+    """The `consumer_group` column of a KIP-848 record (types 3-8).
+
+    `names` maps topic ids to names; a partition-metadata record (type 4) adds to it."""
+    def tps(items):
+        return [{"topic_id": uuid_str(tp["topic_id"]),
+                 "topic": names.get(uuid_str(tp["topic_id"])),
+                 "partitions": list(tp["partitions"])} for tp in items or []]
+
+    if rtype == 3:
+        return {"epoch": msg["epoch"]}
+    if rtype == 4:
+        out = []
+        for t in msg["topics"]:
+            tid = uuid_str(t["topic_id"])
+            names.setdefault(tid, t["topic_name"])
+            out.append({"topic_id": tid, "topic": t["topic_name"],
+                        "num_partitions": t["num_partitions"]})
+        return {"topics": out}
+    if rtype == 5:
+        classic = msg.get("classic_member_metadata")
+        return {"instance_id": msg["instance_id"], "rack_id": msg["rack_id"],
+                "client_id": msg["client_id"], "client_host": msg["client_host"],
+                "subscribed_topic_names": list(msg["subscribed_topic_names"]),
+                "subscribed_topic_regex": msg["subscribed_topic_regex"],
+                "rebalance_timeout_ms": msg["rebalance_timeout_ms"],
+                "server_assignor": msg["server_assignor"],
+                "classic_session_timeout_ms": classic["session_timeout_ms"] if classic else None}
+    if rtype == 6:
+        return {"assignment_epoch": msg["assignment_epoch"]}
+    if rtype == 7:
+        return {"assigned": tps(msg["topic_partitions"])}
+    if rtype == 8:
+        return {"member_epoch": msg["member_epoch"],
+                "previous_member_epoch": msg["previous_member_epoch"],
+                "state": msg["state"],
+                "assigned": tps(msg["assigned_partitions"]),
+                "pending_revocation": tps(msg["partitions_pending_revocation"])}
+    return {}
+
+
+def _sparse(rows: dict, n: int) -> list | None:
+    if not rows:
+        return None
+    out = [None] * n
+    for row, item in rows.items():
+        out[row] = item
+    return out
 
 
 def _maybe(items: list | None, n: int, typ):
@@ -729,7 +750,8 @@ def _metadata_array(metadata: dict | None, has_value, n: int):
     return pa.array(items, pa.string(), mask=~has_value)
 
 
-def _group_metadata_row(msg: dict) -> dict:
+def group_metadata_row(msg: dict) -> dict:
+    """The `group_metadata` column of a GroupMetadata value."""
     return {
         "protocol_type": msg["protocol_type"], "generation": msg["generation"],
         "protocol": msg["protocol"], "leader": msg["leader"],

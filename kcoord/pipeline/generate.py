@@ -40,7 +40,6 @@ torn tail, and the manifest says how many of each.
 from __future__ import annotations
 
 import json
-import os
 import random
 import struct
 import uuid

@@ -77,12 +77,14 @@ class Settings:
 
 # What the commit path needs (flat columns: cheap to hand from Python to the JVM
 # and to stage as Parquet), and what the generations job needs.
+# What the pipeline reads: flat columns (cheap to hand from Python to the JVM and
+# to stage as Parquet), with group records' values as raw bytes that the
+# generations job decodes (the nested columns are never built).
 MAIN_COLUMNS = ["log_partition", "segment", "offset", "timestamp", "record_type",
                 "value_version", "tombstone", "producer_id", "transactional", "control_type",
-                "group", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                "commit_timestamp", "expire_timestamp", "error", "error_detail"]
-GROUP_COLUMNS = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
-                 "offset", "group_metadata", "consumer_group", "error"]
+                "group", "topic", "partition", "member_id", "committed_offset", "leader_epoch",
+                "metadata", "commit_timestamp", "expire_timestamp", "error", "error_detail",
+                "raw_value"]
 
 
 def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = True,
@@ -95,7 +97,7 @@ def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = T
     reader = spark.read.format("kcoord_offsets").option("split", split) \
         .option("verifyCrc", str(verify_crc).lower())
     if columns:
-        full = spark_schema("records")
+        full = spark_schema("records+")
         reader = reader.schema(StructType([full[c] for c in columns]))
     if record_types:
         reader = reader.option("recordTypes", record_types)
@@ -294,19 +296,35 @@ def status_view(ev):
         "end_offset", "end_timestamp", "partitions", "max_lag_topic", "max_lag_partition")
 
 
-def generations(records, partitions: int):
+def generations(records, partitions: int, topic_names: dict | None = None):
+    """Group records (with their raw values) -> one row per generation / epoch."""
     from pyspark.sql import functions as F
     cols = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
-            "offset", "group_metadata", "consumer_group"]
+            "offset", "raw_value"]
     fields = GENERATION_FIELDS
+    names0 = dict(topic_names or {})
     src = records.filter(F.col("error").isNull() & F.col("record_type").between(2, 8)) \
         .select(*cols).repartition(partitions, "group") \
         .sortWithinPartitions("group", "log_partition", "offset")
 
     def run(batches):
+        from kcoord.protocol.messages.coordinator_records import decode_record_value
+
+        from .decode import consumer_group_row, group_metadata_row
+        names = dict(names0)
+
         def rows():
             for b in batches:
-                yield from b.to_pylist()
+                for r in b.to_pylist():
+                    raw = r.pop("raw_value")
+                    r["group_metadata"] = r["consumer_group"] = None
+                    if raw is not None:
+                        _, msg = decode_record_value(r["record_type"], raw)
+                        if r["record_type"] == 2:
+                            r["group_metadata"] = group_metadata_row(msg)
+                        else:
+                            r["consumer_group"] = consumer_group_row(r["record_type"], msg, names)
+                    yield r
         out = list(generation_rows(rows()))
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_arrow(fields))
@@ -325,8 +343,7 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     """Read the data dir, write every table under out_dir, return the run summary.
 
     The records are decoded once into a Parquet stage (out_dir/_stage, removed
-    at the end) that every later step reads; group records are read in a
-    second, filtered pass with their nested columns."""
+    at the end) that every later step reads."""
     import shutil
 
     from pyspark import StorageLevel
@@ -379,9 +396,8 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("offsets, lag, status", t0)
 
     t0 = time.time()
-    group_records = load_records(spark, data_dir, split, columns=GROUP_COLUMNS,
-                                 record_types="2-8")
-    gens = generations(group_records, partitions).select(
+    from .logend import topic_id_names
+    gens = generations(records, partitions, topic_id_names(data_dir)).select(
         "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
     table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
                                              as_of_date(as_of))

@@ -52,12 +52,26 @@ RECORD_FIELDS: list[tuple[str, str]] = [
     ("error_detail", "string"),
 ]
 
+# Columns a reader builds only when a schema given with .schema(...) names them.
+EXTRA_RECORD_FIELDS: list[tuple[str, str]] = [
+    ("raw_value", "binary"),         # value bytes of a group record (types 2-8), else null
+]
+
 LOG_END_FIELDS: list[tuple[str, str]] = [
     ("topic", "string"),
     ("partition", "int"),
     ("log_end_offset", "bigint"),
     ("timestamp", "bigint"),         # when the log end was observed (batch max timestamp), ms
 ]
+
+
+def _fields(which: str) -> list[tuple[str, str]]:
+    """"records", "records+" (with the columns built on request), or "log_ends"."""
+    if which == "records":
+        return RECORD_FIELDS
+    if which == "records+":
+        return RECORD_FIELDS + EXTRA_RECORD_FIELDS
+    return LOG_END_FIELDS
 
 
 def ddl(fields: list[tuple[str, str]]) -> str:
@@ -88,7 +102,7 @@ def _spark_type(t: str):
 def spark_schema(which: str):
     """The source's StructType, built without a JVM (readers run in workers)."""
     from pyspark.sql import types as T
-    fields = RECORD_FIELDS if which == "records" else LOG_END_FIELDS
+    fields = _fields(which)
     return T.StructType([T.StructField(n, _spark_type(t), True) for n, t in fields])
 
 
@@ -133,5 +147,5 @@ def _split_struct(body: str):
 
 def _arrow_schema_fallback(which: str):
     import pyarrow as pa
-    fields = RECORD_FIELDS if which == "records" else LOG_END_FIELDS
+    fields = _fields(which)
     return pa.schema([pa.field(n, _arrow_type(t)) for n, t in fields])

@@ -9,12 +9,10 @@ pipeline's own decoder or evaluator cannot hide in both places.
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from collections import defaultdict
 from pathlib import Path
 
-from kcoord.protocol.errors import ProtocolError
 from kcoord.protocol.messages.consumer_protocol import decode_assignment
 from kcoord.protocol.messages.coordinator_records import (
     UnknownRecordTypeError,
@@ -312,6 +310,3 @@ def data_time(rows: list[dict], ends: LogEnds) -> int:
     stamps += [t[-1] for t, _ in ends.hist.values() if t]
     return max(stamps)
 
-
-def file_size(path) -> int:
-    return os.path.getsize(path)

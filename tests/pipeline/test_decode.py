@@ -177,3 +177,24 @@ def test_log_end_history_from_the_data_dir(small):
         # thinning keeps the last observation of each window and the final log end
         thin = partition_history(d, resolution_ms=600_000)
         assert thin[-1] == hist[-1] and len(thin) < len(hist)
+
+
+def test_projection_raw_group_values_and_type_filter(small):
+    from kcoord.pipeline.decode import RecordBatchBuilder
+    from kcoord.protocol.messages.coordinator_records import decode_record_value
+    cols = ["offset", "record_type", "group", "raw_value"]
+    rows = []
+    for p, d in decode.partition_dirs(small):
+        builder = RecordBatchBuilder(columns=cols, record_types=frozenset(range(2, 9)))
+        for _, path in decode.segment_files(d):
+            for rb in decode.read_segment(path, p, builder):
+                assert rb.schema.names == cols
+                rows.extend(rb.to_pylist())
+    want, _ = ref.read_log(small)
+    groups = [w for w in want if w.get("type") in range(2, 9)]
+    assert len(rows) == len(groups) > 10
+    assert {r["record_type"] for r in rows} == set(range(2, 9))
+    for r in rows:
+        if r["raw_value"] is not None:  # the codec reads the bytes back
+            decode_record_value(r["record_type"], r["raw_value"])
+    assert sum(r["raw_value"] is None for r in rows) == sum(w["value"] is None for w in groups)
