@@ -61,6 +61,7 @@ _TRANSACTIONAL = 0x10
 _LOG_APPEND_TIME = 0x08
 _ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
 _ZERO24 = bytes(24)
+_NO_PID = -(1 << 63)  # producer id of an error row (a real batch's is -1 or more)
 # OffsetCommitValue v3: version, offset, leader epoch, metadata length, commit time.
 _V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">i4"),
                       ("mlen", ">i2"), ("commit_ts", ">i8")])
@@ -187,7 +188,7 @@ class RecordBatchBuilder:
                   record_type=None) -> None:
         row = len(self.kids)
         self._begin(-1 if offset is None else offset, -1 if timestamp is None else timestamp,
-                    None, None)
+                    _NO_PID, -1)
         if offset is None:
             self.null_offset_rows.append(row)
         self.kids.append(-1)
@@ -217,7 +218,7 @@ class RecordBatchBuilder:
             return
         start_rows = len(self.kids)
         self._begin(h[0], h[8] if attrs & _LOG_APPEND_TIME else h[7], h[9],
-                    bool(attrs & _TRANSACTIONAL))
+                    1 if attrs & _TRANSACTIONAL else 0)
         try:
             if attrs & _CONTROL:
                 self._control_records(data, h, start_rows)
@@ -287,10 +288,10 @@ class RecordBatchBuilder:
         off_exc = self.off_exc
         ts_exc = self.ts_exc
         batches_append = self.batches.append
-        while stop - pos >= HEADER_SIZE:
+        while stop - pos >= 61:  # HEADER_SIZE; constants are inlined in this loop
             h = unpack(buf, pos)
-            end = pos + LOG_OVERHEAD + h[1]
-            if h[1] < _MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or h[6] < 0:
+            end = pos + 12 + h[1]  # LOG_OVERHEAD + batch length
+            if h[1] < 49 or h[3] != 2 or h[6] < 0:  # minimum length, magic v2
                 return pos, "corrupt"
             if end > stop:
                 return pos, "more"
@@ -312,12 +313,12 @@ class RecordBatchBuilder:
                                offset=base_off, timestamp=h[8])
                 pos = end
                 continue
-            log_append = attrs & _LOG_APPEND_TIME
+            log_append = attrs & 0x08  # LogAppendTime
             row = len(kids)
             batches_append((row, base_off, h[8] if log_append else h[7], h[9],
-                            bool(attrs & _TRANSACTIONAL)))
+                            1 if attrs & 0x10 else 0))  # transactional
             count = h[12]
-            p = pos + HEADER_SIZE
+            p = pos + 61
             try:
                 if count < 0 or count * 7 > end - p:
                     raise _Corrupt(f"record count {count} impossible for {end - p} bytes")
@@ -359,9 +360,9 @@ class RecordBatchBuilder:
                     # The common record: a known commit key, a 24-byte value, no
                     # headers.  The key is looked up by its raw bytes (length prefix
                     # included) as registered by a full parse of the same bytes, so
-                    # a hit is exact.
-                    if rec_end - 26 >= p and rec_end <= end and buf[rec_end - 1] == 0 \
-                            and buf[rec_end - 26] == 48:
+                    # a hit is exact.  (A record that overruns its batch ends the
+                    # loop elsewhere than `end`, and the batch is dropped below.)
+                    if buf[rec_end - 1] == 0 and buf[rec_end - 26] == 48:
                         kid = ckeys_get(buf[p:rec_end - 26])
                         if kid is not None:
                             kids_append(kid)
@@ -546,21 +547,20 @@ class RecordBatchBuilder:
         types = k_type[kid]
 
         # offsets and timestamps: per-batch bases, the index in the batch, exceptions
-        b_start, b_offset, b_ts, b_pid, b_txn = zip(*self.batches)
-        first = np.array(b_start, dtype=np.int64)
+        b = np.array(self.batches, dtype=np.int64).reshape(-1, 5)
+        first = b[:, 0]
         counts = np.diff(np.append(first, n))
         starts = np.repeat(first, counts)
-        offsets = np.repeat(np.array(b_offset, dtype=np.int64), counts)
+        offsets = np.repeat(b[:, 1], counts)
         offsets += np.arange(n, dtype=np.int64) - starts
         for row, delta in self.off_exc:
             offsets[row] += delta
-        timestamps = np.repeat(np.array(b_ts, dtype=np.int64), counts)
+        timestamps = np.repeat(b[:, 2], counts)
         for row, delta in self.ts_exc:
             timestamps[row] += delta
-        pid_valid = np.repeat(np.array([p is not None for p in b_pid], dtype=bool), counts)
-        pids = np.repeat(np.array([-1 if p is None else p for p in b_pid], dtype=np.int64),
-                         counts)
-        txn = np.repeat(np.array([bool(t) for t in b_txn], dtype=bool), counts)
+        pids = np.repeat(b[:, 3], counts)
+        pid_valid = pids != _NO_PID
+        txn = np.repeat(b[:, 4] == 1, counts)
 
         # 24-byte commit values: gathered with one numpy take and checked for v3 layout
         ends = np.frombuffer(self.ends, dtype=np.int64)
