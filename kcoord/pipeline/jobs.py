@@ -111,13 +111,18 @@ def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
     return reader.load(str(data_dir))
 
 
-def log_end_observations(log_ends_df) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """{(topic, partition): [(log end, timestamp)]}, collected to the driver."""
+def log_end_observations(log_ends_df, current_only: bool = False
+                         ) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """{(topic, partition): [(log end, timestamp)]}, collected to the driver.
+
+    current_only (log ends from a running server, no history): each partition's
+    one observation stands for every time, so a commit's lag is measured
+    against the current log end."""
     out: dict[tuple[str, int], list[tuple[int, int]]] = {}
     table = log_ends_df.toArrow()
     for t, p, end, ts in zip(*(table.column(c).to_pylist() for c in
                                ("topic", "partition", "log_end_offset", "timestamp"))):
-        out.setdefault((t, p), []).append((end, ts))
+        out.setdefault((t, p), []).append((end, -(1 << 62) if current_only else ts))
     return out
 
 
@@ -374,9 +379,12 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("decode", t0)
 
     t0 = time.time()
-    obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap))
+    obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap),
+                               current_only=bool(bootstrap))
     step("log ends", t0)
 
+    if as_of is None and bootstrap:
+        as_of = int(time.time() * 1000)  # log ends are live: evaluate now
     if as_of is None:
         stamps = [r["max_commit"] for r in counts if r["max_commit"] is not None]
         stamps += [r["max_ts"] for r in counts if r["max_ts"] is not None and r["error"] is None]

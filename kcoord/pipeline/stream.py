@@ -100,7 +100,8 @@ class StreamState:
                 shutil.rmtree(old, ignore_errors=True)
 
         window = spark.read.parquet(str(target / "window"))
-        obs = log_end_observations(load_log_ends(spark, self.data_dir, self.bootstrap))
+        obs = log_end_observations(load_log_ends(spark, self.data_dir, self.bootstrap),
+                                   current_only=bool(self.bootstrap))
         if self.fixed_as_of is not None:
             as_of = self.fixed_as_of
         elif self.clock == "wall":

@@ -80,6 +80,10 @@ def test_offsets_table_equals_offset_fetch(spark, tmp_path):
         # the log-end source over ListOffsets, against the running server
         live = log_end_observations(spark.read.format("kcoord_log_ends")
                                     .option("bootstrap", server.bootstrap).load())
+        # the whole job with live log ends (no history: lag against the current end)
+        live_out = tmp_path / "live-out"
+        run_pipeline(spark, data, live_out, bootstrap=server.bootstrap, report=False,
+                     log=lambda *_: None)
     finally:
         server.stop()
     assert server.proc.returncode == 0, server.log_text()
@@ -105,3 +109,8 @@ def test_offsets_table_equals_offset_fetch(spark, tmp_path):
     statuses = {r["group"]: r["status"] for r in read_table(out / "status")
                 if r["scope"] == "group"}
     assert set(statuses) == set(want)
+    key = lambda r: (r["group"], r["topic"], r["partition"])  # noqa: E731
+    assert {key(r): (r["committed_offset"], r["log_end_offset"], r["lag"])
+            for r in read_table(live_out / "lag")} == \
+        {key(r): (r["committed_offset"], r["log_end_offset"], r["lag"])
+         for r in read_table(out / "lag")}
