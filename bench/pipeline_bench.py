@@ -48,6 +48,17 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
+def _git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "kcoord/pipeline"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return rev + ("+changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
 def parse_count(text: str) -> int:
     text = text.strip().upper()
     mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
@@ -154,7 +165,8 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
     """Results of this invocation are added to those already in pipeline.json, so
     runs made at different times (and loads) stay side by side."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    runs = [dict(r, date=r.get("date", meta["date"])) for r in new_runs]
+    runs = [dict(r, date=r.get("date", meta["date"]), git=r.get("git", meta.get("git")))
+            for r in new_runs]
     path = RESULTS / "pipeline.json"
     if path.exists() and not meta.get("fresh"):
         try:
@@ -181,9 +193,13 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
         "Goals (issue 7): 10 M records to all tables in under 90 s on local[2]; the data "
         "source decodes at least 1 M records per second per core.",
         "",
-        "| date | records | mode | pipeline s | records/s end to end | decode (1 process) "
+        "`code` is the kcoord commit measured: runs before 9d5b816 predate the single decode "
+        "pass (group records' raw values in the stage) and other speed-ups, and are kept for "
+        "comparison. Generation is not part of the pipeline time.",
+        "",
+        "| date | code | records | mode | pipeline s | records/s end to end | decode (1 process) "
         "rec/CPU-s | generate s | load avg start -> end | goal | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         n = r["records"]
@@ -199,7 +215,7 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
         gen = r.get("generate_s")
         gen = "reused" if gen == 0 else gen
         lines.append(
-            f"| {r.get('date', '')} | {n:,} | {r['mode']} | {r.get('pipeline_s', '-')} | {rate} | "
+            f"| {r.get('date', '')} | {r.get('git', '?')} | {n:,} | {r['mode']} | {r.get('pipeline_s', '-')} | {rate} | "
             f"{f'{dec:,}' if dec else '-'} | {gen} | "
             f"{r.get('load_start', '?')} -> {r.get('load_end', '?')} | {goal} | {notes} |")
     decoded = {r["records"]: r["decode"]["records_per_cpu_s"] for r in runs if r.get("decode")}
@@ -245,6 +261,7 @@ def main(argv=None) -> int:
         "command": "python bench/pipeline_bench.py " + " ".join(argv or sys.argv[1:]),
         "not_run": [],
         "fresh": args.fresh,
+        "git": _git_rev(),
     }
     try:
         meta["machine"] = Path("/proc/cpuinfo").read_text().split("model name")[1] \
