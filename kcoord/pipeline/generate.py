@@ -48,6 +48,7 @@ from pathlib import Path
 
 from kcoord.protocol.messages.consumer_protocol import encode_assignment, encode_subscription
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
+from kcoord.coordinator.partitioner import partition_for  # the coordinator's own rule
 from kcoord.protocol.records import build_batch
 
 MANIFEST = "kcoord-generate.json"
@@ -63,20 +64,6 @@ EXPECTED_PARTITION = {"ok": "OK", "warn": "WARN", "stall": "STALL", "stop": "STO
 MIN_TICKS = 30
 
 _V3 = struct.Struct(">hqihq")
-
-
-def java_string_hash(text: str) -> int:
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's groupId -> __consumer_offsets partition (KAFKA_REFERENCE 1.3)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass
