@@ -1,0 +1,238 @@
+"""Loading a shard: replay of its __consumer_offsets log at start-up.
+
+ShardLoader is the loading half of ShardRuntime (coordinator_runtime.py):
+it walks the log in chunks, keeps the latest OffsetCommit of each key and
+replays those, and replays every other record in log order.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Callable
+
+from ..coordinator.result import Record, Result
+from ..protocol.errors import ProtocolError
+from ..protocol.messages.coordinator_records import RECORD_TYPES
+from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
+                                batch_crc_ok, decode_batch, iter_batches)
+from .record_codec import _COMMIT_PREFIX, decode_record
+
+log = logging.getLogger("kcoord.coordinator")
+
+LOAD_CHUNK_BYTES = 4 << 20
+
+
+# One-byte zigzag varint -> length, for the in-place walk of a batch:
+# keys of 2..63 bytes (else 0), values of 1..63 bytes, -1 for null (else 0).
+_KEY_LEN = bytes(b >> 1 if b < 0x80 and not b & 1 and b >= 4 else 0 for b in range(256))
+_VALUE_LEN = tuple(-1 if b == 1 else b >> 1 if b < 0x80 and not b & 1 else 0
+                   for b in range(256))
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_V3 = struct.Struct(">hqih")  # OffsetCommitValue v3: version, offset, leader epoch, metadata length
+_V1 = struct.Struct(">hqh")   # OffsetCommitValue v1: version, offset, metadata length
+_QQ = struct.Struct(">qq")
+
+
+def _decode_commit(rtype: int, key: bytes, value: bytes | None) -> Record | None:
+    """An OffsetCommit record (key without its 2-byte type; value v3, v1 or
+    a tombstone) decoded with precompiled structs, exactly as decode_record
+    decodes it; None for anything else or anything malformed, which
+    decode_record then decodes (or reports)."""
+    try:
+        glen, = _H.unpack_from(key, 0)
+        p = 2 + glen
+        tlen, = _H.unpack_from(key, p)
+        q = p + 2 + tlen
+        if glen < 0 or tlen < 0 or q + 4 > len(key):
+            return None
+        k = {"group": key[2:p].decode(), "topic": key[p + 2:q].decode(),
+             "partition": _I.unpack_from(key, q)[0]}
+        if value is None:
+            return Record(rtype, k, None)
+        if value[:2] == b"\x00\x03":
+            _, offset, epoch, mlen = _V3.unpack_from(value, 0)
+            if mlen < 0 or 16 + mlen + 8 > len(value):
+                return None
+            return Record(rtype, k, {"offset": offset, "leader_epoch": epoch,
+                                     "metadata": value[16:16 + mlen].decode(),
+                                     "commit_timestamp": _Q.unpack_from(value, 16 + mlen)[0],
+                                     "expire_timestamp": -1}, 3)
+        if value[:2] == b"\x00\x01":
+            _, offset, mlen = _V1.unpack_from(value, 0)
+            if mlen < 0 or 12 + mlen + 16 > len(value):
+                return None
+            ts, expire = _QQ.unpack_from(value, 12 + mlen)
+            return Record(rtype, k, {"offset": offset, "leader_epoch": -1,
+                                     "metadata": value[12:12 + mlen].decode(),
+                                     "commit_timestamp": ts, "expire_timestamp": expire}, 1)
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return None
+
+
+
+
+class ShardLoader:
+    """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
+    records_loaded, load_errors and apply()."""
+
+    async def load(self) -> None:
+        """Replay the shard's log into a fresh core.
+
+        Offset commits are mostly overwritten by later commits of the same
+        key, so they are not replayed one by one: the scan keeps the latest
+        commit of each key (OffsetCommit keys of type 0 and 1 are the same
+        key) and replays those when it meets a record of another kind and
+        at the end, in the order the keys first appeared.  The state is the
+        one a record-by-record replay gives: committed offsets are last
+        write wins, and a commit's other effect (a simple group for its
+        group id, created if absent) is kept by replaying, before a final
+        tombstone, the key's last commit with a value since the previous
+        flush.  Uncompressed batches are walked in place for their keys and
+        values (after the CRC check); anything else goes through
+        decode_batch as before."""
+        start = time.monotonic()
+        offset = self.plog.log_start_offset
+        end = self.plog.log_end_offset
+        latest: dict = {}  # OffsetCommit key fields -> (type, value, earlier (type, value))
+        while offset < end:
+            chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
+            if not chunk:
+                break
+            for pos, header in iter_batches(chunk):
+                offset = header.base_offset + header.last_offset_delta + 1
+                if header.attributes & 0x20:  # control batch: no group records
+                    continue
+                if header.attributes & COMPRESSION_MASK or not self._scan_batch(
+                        chunk, pos, header, latest):
+                    _, records = decode_batch(chunk, pos)
+                    for rec in records:
+                        self._take(rec.key, rec.value, latest)
+            await asyncio.sleep(0)  # let other shards and requests run
+        self._replay_latest(latest)
+        self.loaded = True
+        took = time.monotonic() - start
+        if self.records_loaded:
+            log.info("loaded shard %d: %d records in %.2fs", self.index, self.records_loaded, took)
+        on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
+        if on_loaded is not None:  # e.g. restart the sessions of loaded group members
+            await self.apply(on_loaded(int(time.time() * 1000)))
+
+    def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
+        """Take the records of an uncompressed batch of OffsetCommits, reading
+        keys and values in place.  False when the batch needs decode_batch:
+        a CRC mismatch, a record of another kind, anything unexpected
+        (which decode_batch reports).  Commits taken before such a stop are
+        taken again from decode_batch's records; taking a run of commits
+        twice leaves `latest` as taking it once."""
+        if not batch_crc_ok(buf, pos, header):
+            return False
+        end = pos + LOG_OVERHEAD + header.batch_length
+        count = header.records_count
+        if count < 0 or count * 7 > end - pos - HEADER_SIZE:
+            return False
+        p = pos + HEADER_SIZE
+        zz1 = _ZZ1
+        klen, vlen = _KEY_LEN, _VALUE_LEN
+        get = latest.get
+        try:
+            for _ in range(count):
+                b = buf[p]
+                if b < 0x80:
+                    length = zz1[b]
+                    p += 1
+                elif (c := buf[p + 1]) < 0x80:  # records of 64..8191 bytes
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    p += 2
+                else:
+                    return False
+                rend = p + length
+                p += 1  # attributes
+                while buf[p] & 0x80:  # timestamp delta
+                    p += 1
+                p += 1
+                while buf[p] & 0x80:  # offset delta
+                    p += 1
+                kpos = p + 2
+                # key length: a one-byte varint for any OffsetCommit key < 64 bytes
+                p = kpos + klen[buf[p + 1]]
+                rtype = buf[kpos + 1]
+                if p == kpos or buf[kpos] or rtype > 1 or rend > end:
+                    return False  # a long or null key, or not an OffsetCommit key
+                q = p + 1
+                n = vlen[buf[p]]  # value length
+                if n > 0:
+                    if q + n > rend:
+                        return False
+                    latest[buf[kpos + 2:p]] = (rtype, buf[q:q + n], None)
+                elif n < 0 and q <= rend:  # null value: a tombstone
+                    key = buf[kpos + 2:p]
+                    entry = get(key)
+                    latest[key] = (rtype, None, None if entry is None else
+                                   entry[2] if entry[1] is None else entry[:2])
+                else:
+                    return False  # an empty or long value is no OffsetCommit value
+                p = rend
+        except IndexError:
+            return False
+        if p != end:
+            return False
+        self.records_loaded += count
+        return True
+
+    def _take(self, key: bytes | None, value: bytes | None, latest: dict) -> None:
+        """One record of the log: an OffsetCommit joins `latest`, any other
+        record first replays `latest`, then itself."""
+        if key is not None and len(key) >= 2 and key[0] == 0 and key[1] < 2:
+            key = bytes(key)
+            entry = latest.get(key[2:])
+            if value is not None:
+                latest[key[2:]] = (key[1], value, None)
+            elif entry is None:
+                latest[key[2:]] = (key[1], None, None)
+            else:
+                latest[key[2:]] = (key[1], None, entry[2] if entry[1] is None else entry[:2])
+            self.records_loaded += 1
+            return
+        self._replay_latest(latest)
+        self._replay_raw(key, value)
+
+    def _replay_latest(self, latest: dict) -> None:
+        """Replay the latest commit of each key taken since the last flush."""
+        replay = self.core.replay
+        for key, (rtype, value, earlier) in latest.items():
+            for rtype, value in ((earlier or (None, None)), (rtype, value)):
+                if rtype is None:
+                    continue
+                try:
+                    record = (_decode_commit(rtype, key, value)
+                              or decode_record(_COMMIT_PREFIX[rtype] + key, value))
+                except ProtocolError as exc:
+                    self.load_errors += 1
+                    self.records_loaded -= 1
+                    log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                    continue
+                replay(record)
+        latest.clear()
+
+    def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            self.load_errors += 1
+            return
+        try:
+            record = decode_record(key, value)
+        except ProtocolError as exc:
+            self.load_errors += 1
+            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+            return
+        if record.type not in RECORD_TYPES:
+            return
+        self.core.replay(record)
+        self.records_loaded += 1
+
+    # -------------------------------------------------------------- writes
