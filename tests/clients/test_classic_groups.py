@@ -269,6 +269,8 @@ def _run_confluent(cfg: dict, emit: _Out, stop: threading.Event) -> None:
             "partition.assignment.strategy": cfg["assignor"], "fetch.wait.max.ms": 100}
     if cfg.get("instance_id"):
         conf["group.instance.id"] = cfg["instance_id"]
+    # the group state machine's own log, on stderr: shown when a member hangs
+    conf["debug"] = os.environ.get("KCOORD_TEST_RDKAFKA_DEBUG", "cgrp")
     consumer = Consumer(conf)
 
     def commit(parts) -> None:
@@ -285,9 +287,16 @@ def _run_confluent(cfg: dict, emit: _Out, stop: threading.Event) -> None:
     def on_assign(c, partitions):
         emit(e="assign", t=now(), ps=sorted(tp.partition for tp in partitions))
 
+    closing = threading.Event()
+
     def on_revoke(c, partitions):
         ps = sorted(tp.partition for tp in partitions)
-        commit(ps)
+        if not closing.is_set():
+            # Not inside close(): every position was committed just before it,
+            # and librdkafka 2.16 can hang in close() when a synchronous commit
+            # made from this callback races its LeaveGroup (the commit then
+            # fails with UNKNOWN_MEMBER_ID, as it would against Kafka).
+            commit(ps)
         for p in ps:
             positions.pop(p, None)
         emit(e="revoke", t=now(), ps=ps)
@@ -317,6 +326,7 @@ def _run_confluent(cfg: dict, emit: _Out, stop: threading.Event) -> None:
     if cfg.get("instance_id"):
         # a static member's close sends no LeaveGroup and calls no revoke callback
         emit(e="revoke", t=now(), ps=sorted(tp.partition for tp in consumer.assignment()))
+    closing.set()
     consumer.close()  # dynamic: on_revoke, then LeaveGroup
     emit(e="closed", t=now())
 
@@ -622,7 +632,7 @@ class Member:
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"{self.name} did not close within {timeout}s:\n"
-                                 + self.stderr_tail())
+                                 + self.stderr_tail(20000))
         self.reader.join(10)
         assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}:\n" \
                                           + self.stderr_tail()
