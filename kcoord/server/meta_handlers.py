@@ -27,7 +27,7 @@ class MetaHandlers:
         self._api_versions_bodies: dict[int, tuple[object, bytes]] = {}
 
     def register(self) -> None:
-        self.dispatcher.register(18, self.api_versions)
+        self.dispatcher.register(18, self.api_versions, pure=True)
         self.dispatcher.register(3, self.metadata)
 
     def api_versions(self, ctx: RequestContext, req: dict) -> bytes:

@@ -5,7 +5,10 @@ request order per connection, and everything ready after a read goes out
 in one transport.write.  Hot path: the codecs and flexibility of each
 (api, version) are looked up once per process, a connection's client id
 is decoded once, and a response finished while nothing is waiting ahead of
-it goes straight to the read's output list (no queue slot).  A frame that is too large, does not parse, names
+it goes straight to the read's output list (no queue slot).  A repeat of
+the last request of a pure API (ApiVersions: dispatcher.pure), the same
+bytes but the correlation id, is answered from a per-connection memo before
+any header decode.  A frame that is too large, does not parse, names
 an unknown API or an unsupported version closes only its connection.
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ log = logging.getLogger("kcoord.network")
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")  # frame size, then the response header's correlation id
 _HEADER = struct.Struct(">hhih")   # request header: api key, version, correlation id, client id length
+_CORR = struct.Struct(">i")
 API_VERSIONS = 18
 MAX_PENDING = 1024  # responses queued per connection before reading pauses
 
@@ -69,6 +73,10 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        # The last request of a pure API (dispatcher.pure) that was answered:
+        # (frame size, api key + version bytes, bytes after the correlation
+        # id, dispatcher.handlers_version, response size field, response body)
+        self.memo: tuple | None = None
 
     # ------------------------------------------------------------ transport
     def connection_made(self, transport) -> None:
@@ -132,6 +140,7 @@ class KafkaConnection(asyncio.Protocol):
         pos = 0
         end = len(data)
         limit = self.max_request_bytes
+        memo = self.memo
         while end - pos >= 4:
             size, = _SIZE.unpack_from(data, pos)
             if size < 0 or size > limit:
@@ -139,11 +148,21 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
+            if (memo is not None and size == memo[0] and data.startswith(memo[1], pos + 4)
+                    and data.startswith(memo[2], pos + 12) and not self.pending
+                    and memo[3] is self.dispatcher.handlers_version):
+                # The very bytes (but the correlation id) of the last pure
+                # request, which decoded and was answered: the same answer.
+                self.out.append(_SIZE_CORR.pack(memo[4], _CORR.unpack_from(data, pos + 8)[0]))
+                self.out.append(memo[5])
+                pos += 4 + size
+                continue
             frame = data[pos + 4:pos + 4 + size]
             pos += 4 + size
             self.handle_frame(frame)
             if self.closed:
                 return
+            memo = self.memo
         if pos < end:
             buf += data[pos:]
         self.flush()
@@ -201,6 +220,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         if result.__class__ is dict or result.__class__ is bytes:
             data = self._frame(encode, correlation_id, tagged_header, result)
+            if result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header:
+                self.memo = (len(frame), frame[:4], frame[8:], self.dispatcher.handlers_version,
+                             len(result) + 4, result)
             if self.pending:  # behind a response still being worked on
                 slot = _Slot()
                 slot.data = data
