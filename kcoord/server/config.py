@@ -49,6 +49,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.max.heartbeat.interval.ms": (int, 15000),
     "group.consumer.max.size": (int, INT_MAX),
     "group.consumer.assignors": (list, ["uniform", "range"]),
+    "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
 }
 
@@ -70,6 +71,60 @@ MINIMUMS = {
     "group.initial.rebalance.delay.ms": 0,
     "group.max.size": 1,
     "group.coordinator.append.linger.ms": 0,
+    "group.consumer.session.timeout.ms": 1,
+    "group.consumer.min.session.timeout.ms": 1,
+    "group.consumer.max.session.timeout.ms": 1,
+    "group.consumer.heartbeat.interval.ms": 1,
+    "group.consumer.min.heartbeat.interval.ms": 1,
+    "group.consumer.max.heartbeat.interval.ms": 1,
+    "group.consumer.max.size": 1,
+}
+
+KNOWN_ASSIGNORS = ("uniform", "range")
+KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
+
+
+def _check_between(values: dict, key: str, low_key: str, high_key: str) -> None:
+    value, low, high = values[key], values[low_key], values[high_key]
+    if not low <= value <= high:
+        raise ValueError(f"{key}: {value} must be between {low_key} ({low}) "
+                         f"and {high_key} ({high})")
+
+
+def check_consistency(values: dict) -> None:
+    """Relations between keys that Kafka's GroupCoordinatorConfig requires at
+    start-up; ValueError names the keys involved."""
+    for low_key, high_key in (
+            ("group.min.session.timeout.ms", "group.max.session.timeout.ms"),
+            ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+            ("group.consumer.min.heartbeat.interval.ms",
+             "group.consumer.max.heartbeat.interval.ms")):
+        if values[low_key] > values[high_key]:
+            raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
+                             f"({values[low_key]})")
+    _check_between(values, "group.consumer.session.timeout.ms",
+                   "group.consumer.min.session.timeout.ms",
+                   "group.consumer.max.session.timeout.ms")
+    _check_between(values, "group.consumer.heartbeat.interval.ms",
+                   "group.consumer.min.heartbeat.interval.ms",
+                   "group.consumer.max.heartbeat.interval.ms")
+    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+        raise ValueError("group.consumer.heartbeat.interval.ms must be less than "
+                         "group.consumer.session.timeout.ms")
+    assignors = values["group.consumer.assignors"]
+    unknown = [a for a in assignors if a not in KNOWN_ASSIGNORS]
+    if not assignors or unknown:
+        raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
+                         f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+    protocols = values["group.coordinator.rebalance.protocols"]
+    unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
+    if unknown or "classic" not in protocols:
+        raise ValueError(f"group.coordinator.rebalance.protocols: {protocols}: must include "
+                         f"classic, and name only {', '.join(KNOWN_REBALANCE_PROTOCOLS)}")
+
+# keys whose value is one of a few names (case-insensitive, as Kafka parses them)
+CHOICES = {
+    "group.consumer.migration.policy": ("disabled", "upgrade", "downgrade", "bidirectional"),
 }
 
 
@@ -125,6 +180,11 @@ class Config:
             low = MINIMUMS.get(key)
             if low is not None and value < low:
                 raise ValueError(f"{key}: {value} is below the minimum {low}")
+            choices = CHOICES.get(key)
+            if choices is not None:
+                value = str(value).strip().lower()
+                if value not in choices:
+                    raise ValueError(f"{key}: {value!r} is not one of {', '.join(choices)}")
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw
@@ -157,4 +217,5 @@ def build_config(listen: str, data_dir: str, config_file: str | None,
         if not sep:
             raise ValueError(f"--set expects key=value, got {item!r}")
         cfg.set(key.strip(), value)
+    check_consistency(cfg.values)
     return cfg

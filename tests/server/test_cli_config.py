@@ -241,3 +241,35 @@ def test_out_of_range_value_is_refused(tmp_path, key, value):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr
     assert key in result.stderr, result.stderr
+
+
+# Relations Kafka's GroupCoordinatorConfig checks at start-up; the message names the key.
+INCONSISTENT = [
+    (["group.consumer.heartbeat.interval.ms=45000"], "group.consumer.heartbeat.interval.ms"),
+    (["group.consumer.session.timeout.ms=70000"], "group.consumer.session.timeout.ms"),
+    (["group.consumer.min.session.timeout.ms=50000", "group.consumer.max.session.timeout.ms=46000",
+      "group.consumer.session.timeout.ms=48000"], "group.consumer.max.session.timeout.ms"),
+    (["group.min.session.timeout.ms=9000", "group.max.session.timeout.ms=8000"],
+     "group.max.session.timeout.ms"),
+    (["group.consumer.assignors=uniform,sticky"], "group.consumer.assignors"),
+    (["group.coordinator.rebalance.protocols=consumer"], "group.coordinator.rebalance.protocols"),
+    (["group.consumer.max.size=0"], "group.consumer.max.size"),
+]
+
+
+@pytest.mark.parametrize("pairs,key", INCONSISTENT, ids=[k for _, k in INCONSISTENT])
+def test_inconsistent_group_configs_are_refused(tmp_path, pairs, key):
+    args = [a for pair in pairs for a in ("--set", pair)]
+    result = run_failing(tmp_path, *args)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    assert key in result.stderr, result.stderr
+
+
+def test_consistent_group_configs_start(tmp_path):
+    """Values inside every bound start the server (the check is not over-strict)."""
+    from kcoord.server.config import build_config
+    cfg = build_config("127.0.0.1:0", str(tmp_path), None, [
+        "group.consumer.session.timeout.ms=50000", "group.consumer.heartbeat.interval.ms=6000",
+        "group.consumer.assignors=range", "group.coordinator.rebalance.protocols=classic"])
+    assert cfg["group.consumer.assignors"] == ["range"]

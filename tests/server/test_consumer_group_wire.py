@@ -233,7 +233,9 @@ def test_disabled_when_consumer_protocol_is_off(tmp_path):
 
 def test_session_timeout_from_config(tmp_path):
     settings = {"group.consumer.heartbeat.interval.ms": "250",
+                "group.consumer.min.heartbeat.interval.ms": "250",
                 "group.consumer.session.timeout.ms": "1000",
+                "group.consumer.min.session.timeout.ms": "1000",
                 "group.initial.rebalance.delay.ms": "0"}
     with ServerProcess(tmp_path / "data", settings) as srv, WireClient(srv.port) as c:
         create_topic(c, "t", 2)
