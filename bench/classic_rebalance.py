@@ -31,17 +31,15 @@ How it is measured:
 from __future__ import annotations
 
 import json
-import os
 import queue
 import random
 import statistics
-import subprocess
 import sys
-import threading
 import time
 import uuid
 
-from .common import PY, ROOT, loadavg, start_peer, table, timed, write_results
+from .common import loadavg, start_peer, table, timed, write_results
+from .rebalance_common import EventPump, Worker, create_topic, run_worker, stats
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 6000
@@ -61,81 +59,21 @@ def consumer_config(bootstrap: str, group: str) -> dict:
 
 
 # ================================================================ orchestration
-def create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)],
-                                   operation_timeout=30).values():
-        fut.result(timeout=60)
-
-
-class Worker:
-    """A worker process hosting consumers; its events go to a shared queue."""
-
-    def __init__(self, index: int, bootstrap: str, group: str, events: queue.Queue) -> None:
-        spec = {"bootstrap": bootstrap, "group": group, "topic": TOPIC, "worker": index}
-        self.proc = subprocess.Popen([PY, "-m", "bench.classic_rebalance", "worker",
-                                      json.dumps(spec)], cwd=ROOT, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.consumers = 0
-        threading.Thread(target=self._pump, args=(events,), daemon=True).start()
-
-    def _pump(self, events: queue.Queue) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                events.put(json.loads(line))
-
-    def send(self, **cmd) -> None:
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        try:
-            self.send(op="exit")
-            self.proc.stdin.close()
-            self.proc.wait(60)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-class Group:
+class Group(EventPump):
     """The orchestrator's view of one group: every member's callbacks."""
 
     def __init__(self, events: queue.Queue) -> None:
-        self.events = events
+        super().__init__(events)
         self.assigns: dict[int, list[tuple[float, list[int]]]] = {}
         self.revokes: dict[int, list[float]] = {}
         self.last: dict[int, str] = {}
-        self.marks: dict[tuple[str, int], float] = {}  # (event, member) -> time
-        self.errors: list[str] = []
-        self.last_event_at = 0.0
 
-    def pump(self, timeout: float) -> bool:
-        """Take the events that arrive within timeout; True if any did."""
-        got = False
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                ev = self.events.get(timeout=max(left, 0)) if left > 0 else \
-                    self.events.get_nowait()
-            except queue.Empty:
-                return got
-            got = True
-            kind, k = ev["ev"], ev.get("id")
-            if kind == "assign":
-                self.assigns.setdefault(k, []).append((ev["t"], ev["parts"]))
-                self.last[k] = "assign"
-                self.last_event_at = time.monotonic()
-            elif kind == "revoke":
-                self.revokes.setdefault(k, []).append(ev["t"])
-                self.last[k] = "revoke"
-                self.last_event_at = time.monotonic()
-            elif kind == "error":
-                self.errors.append(f"consumer {k}: {ev['error']}")
-            else:
-                self.marks[(kind, k)] = ev["t"]
+    def on_callback(self, kind: str, k: int, t: float, parts: list[int]) -> None:
+        if kind == "assign":
+            self.assigns.setdefault(k, []).append((t, parts))
+        else:
+            self.revokes.setdefault(k, []).append(t)
+        self.last[k] = kind
 
     def covered(self, members: set[int], since: float) -> bool:
         """Every member's latest callback is an assign at or after `since`, and
@@ -146,14 +84,6 @@ class Group:
                 return False
             seen.extend(self.assigns[k][-1][1])
         return len(seen) == PARTITIONS and set(seen) == set(range(PARTITIONS))
-
-    def wait_mark(self, kind: str, k: int, timeout: float) -> float:
-        deadline = time.monotonic() + timeout
-        while (kind, k) not in self.marks:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {kind} event from consumer {k} in {timeout:.0f}s")
-            self.pump(0.1)
-        return self.marks[(kind, k)]
 
     def wait_stable(self, members: set[int], since: float, timeout: float) -> float | None:
         """The latest assign time once `members` cover the topic and no callback
@@ -174,7 +104,9 @@ def measure(peer, size: int, trials: int, workers_n: int) -> dict:
     group_id = f"bench-rebalance-{peer.name.split()[0]}-{size}-{uuid.uuid4().hex[:8]}"
     events: queue.Queue = queue.Queue()
     group = Group(events)
-    workers = [Worker(i, peer.bootstrap, group_id, events) for i in range(workers_n)]
+    workers = [Worker("bench.classic_rebalance", {"bootstrap": peer.bootstrap, "group": group_id,
+                                                  "topic": TOPIC, "worker": i}, events)
+               for i in range(workers_n)]
     members: set[int] = set()
     next_id = 0
     out: dict = {"size": size, "trials": [], "workers": workers_n}
@@ -255,7 +187,7 @@ def run(args) -> dict:
             results[name] = {"sizes": {}, "cpu_note": peer.cpu_note}
             try:
                 if name != "mock":
-                    create_topic(peer.bootstrap)
+                    create_topic(peer.bootstrap, TOPIC, PARTITIONS)
                 for size in sizes:
                     with timed(f"  {name}: group of {size}"):
                         load_before = loadavg()
@@ -274,13 +206,6 @@ def run(args) -> dict:
     return report(results, sizes, trials)
 
 
-def _stats(values: list[float]) -> dict:
-    if not values:
-        return {}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
-
-
 def report(results: dict, sizes: list[int], trials: int) -> dict:
     rows, summary = [], {}
     for name, r in results.items():
@@ -290,8 +215,8 @@ def report(results: dict, sizes: list[int], trials: int) -> dict:
         for size in sizes:
             s = r["sizes"].get(str(size), {})
             ok = [t for t in s.get("trials", []) if "converged_ms" in t]
-            conv = _stats([t["converged_ms"] for t in ok])
-            leave = _stats([t["leave_converged_ms"] for t in ok
+            conv = stats([t["converged_ms"] for t in ok])
+            leave = stats([t["leave_converged_ms"] for t in ok
                             if t.get("leave_converged_ms") is not None])
             summary[(name, size)] = conv
             notes = []
@@ -393,79 +318,8 @@ def report(results: dict, sizes: list[int], trials: int) -> dict:
 
 # ===================================================================== worker
 def worker(spec: dict) -> None:
-    """Consumers on command (stdin JSON lines), events out (stdout JSON lines)."""
-    from confluent_kafka import Consumer
-
-    lock = threading.Lock()
-
-    def emit(**ev) -> None:
-        line = json.dumps(ev)
-        with lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    class Member:
-        def __init__(self, k: int) -> None:
-            self.k = k
-            self.stop = threading.Event()
-            self.go = threading.Event()
-            self.thread = threading.Thread(target=self.main, daemon=True)
-
-        def on_assign(self, consumer, partitions) -> None:
-            t = time.monotonic()
-            emit(ev="assign", id=self.k, t=t, parts=sorted(p.partition for p in partitions))
-
-        def on_revoke(self, consumer, partitions) -> None:
-            t = time.monotonic()
-            emit(ev="revoke", id=self.k, t=t, parts=sorted(p.partition for p in partitions))
-
-        def main(self) -> None:
-            try:
-                consumer = Consumer(consumer_config(spec["bootstrap"], spec["group"]))
-            except Exception as exc:
-                emit(ev="error", id=self.k, error=repr(exc))
-                return
-            emit(ev="prepared", id=self.k, t=time.monotonic())
-            try:
-                while not self.go.wait(0.1):
-                    if self.stop.is_set():
-                        return
-                emit(ev="subscribe", id=self.k, t=time.monotonic())
-                consumer.subscribe([spec["topic"]], on_assign=self.on_assign,
-                                   on_revoke=self.on_revoke)
-                deadline = time.monotonic() + 3600  # bounded: an hour at most
-                while not self.stop.is_set() and time.monotonic() < deadline:
-                    msg = consumer.poll(0.2)
-                    if msg is not None and msg.error() and not msg.error().retriable():
-                        emit(ev="error", id=self.k, error=str(msg.error()))
-            except Exception as exc:
-                emit(ev="error", id=self.k, error=repr(exc))
-            finally:
-                emit(ev="closing", id=self.k, t=time.monotonic())
-                consumer.close()
-                emit(ev="closed", id=self.k, t=time.monotonic())
-
-    members: dict[int, Member] = {}
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        op, k = cmd["op"], cmd.get("id")
-        if op in ("prepare", "start"):
-            m = members[k] = Member(k)
-            m.thread.start()
-            if op == "start":
-                m.go.set()
-        elif op == "subscribe":
-            members[k].go.set()
-        elif op == "close":
-            members[k].stop.set()
-        elif op == "exit":
-            break
-    for m in members.values():
-        m.stop.set()
-    for m in members.values():
-        m.thread.join(30)
-    sys.stdout.flush()
-    os._exit(0)
+    # eager protocol: a lost assignment also comes through on_revoke
+    run_worker(spec, consumer_config, ("assign", "revoke"))
 
 
 if __name__ == "__main__":

@@ -261,13 +261,14 @@ class MockServer(Peer):
     name = "librdkafka mock"
     cpu_note = "CPU of the helper process that hosts the mock cluster"
 
-    def __init__(self, topics: list[tuple[str, int]] = ()) -> None:
+    def __init__(self, topics: list[tuple[str, int]] = (), helper_args: list[str] = ()) -> None:
         super().__init__()
         self.topics = list(topics)
+        self.helper_args = list(helper_args)  # more bench/mock_helper.py options
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        cmd = [PY, "-m", "bench.mock_helper"]
+        cmd = [PY, "-m", "bench.mock_helper", *self.helper_args]
         for name, parts in self.topics:
             cmd += ["--topic", f"{name}:{parts}"]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE,

@@ -12,8 +12,7 @@ How it is measured:
   and session timeout SESSION_MS (kcoord: group.consumer.heartbeat.interval.ms
   and its minimum, group.consumer.session.timeout.ms; the mock:
   rd_kafka_mock_set_group_consumer_heartbeat_interval_ms and
-  _session_timeout_ms through ctypes, in a helper process of this module,
-  `python -m bench.consumer_rebalance mock`); the server picks the assignor
+  _session_timeout_ms through ctypes, in bench/mock_helper.py's process); the server picks the assignor
   (kcoord: uniform, its default; the mock: its simple range assignment);
 - consumers (confluent-kafka, group.protocol=consumer, no client-side
   assignor settings) live in a few worker processes (`python -m
@@ -43,16 +42,13 @@ intervals; the interval is a server setting, the same for both here.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import statistics
-import subprocess
 import sys
-import threading
 import time
 import uuid
 
-from .common import PY, ROOT, MockServer, start_peer, table, timed, wait_port, write_results
+from .common import MockServer, start_peer, table, timed, write_results
+from .rebalance_common import CALLBACKS, EventPump, Worker, create_topic, run_worker, stats
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 45000
@@ -68,156 +64,22 @@ def consumer_config(bootstrap: str, group: str) -> dict:
             "socket.nagle.disable": True, "log_level": 3}
 
 
-# ================================================================ the mock
-class ConsumerMockServer(MockServer):
-    """bench.common's MockServer, with the KIP-848 group settings applied
-    (the helper is this module's `mock` command)."""
-
-    def start(self) -> None:
-        cmd = [PY, "-m", "bench.consumer_rebalance", "mock",
-               "--heartbeat-ms", str(HEARTBEAT_MS), "--session-ms", str(SESSION_MS)]
-        for name, parts in self.topics:
-            cmd += ["--topic", f"{name}:{parts}"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE,
-                                     text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("BOOTSTRAP "):
-            self.stop()
-            raise RuntimeError(f"mock helper did not start: {line!r}")
-        self.port = int(line.split()[1].split(",")[0].rpartition(":")[2])
-        self.pid = self.proc.pid
-        wait_port(self.port)
-
-
-def mock_helper(argv: list[str]) -> int:
-    """bench/mock_helper.py's cluster plus the consumer-group settings."""
-    import argparse
-    import ctypes
-
-    from .common import librdkafka_path
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--topic", action="append", default=[])
-    ap.add_argument("--heartbeat-ms", type=int, required=True)
-    ap.add_argument("--session-ms", type=int, required=True)
-    args = ap.parse_args(argv)
-    path = librdkafka_path()
-    if path is None:
-        print("ERROR librdkafka not found (pip install confluent-kafka)", flush=True)
-        return 1
-    lib = ctypes.CDLL(path)
-    vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
-    for name, res, args_ in (
-            ("rd_kafka_conf_new", vp, []),
-            ("rd_kafka_conf_set", i, [vp, cp, cp, cp, ctypes.c_size_t]),
-            ("rd_kafka_new", vp, [i, vp, cp, ctypes.c_size_t]),
-            ("rd_kafka_mock_cluster_new", vp, [vp, i]),
-            ("rd_kafka_mock_cluster_bootstraps", cp, [vp]),
-            ("rd_kafka_mock_topic_create", i, [vp, cp, i, i]),
-            ("rd_kafka_mock_group_initial_rebalance_delay_ms", None, [vp, i]),
-            ("rd_kafka_mock_set_group_consumer_heartbeat_interval_ms", None, [vp, i]),
-            ("rd_kafka_mock_set_group_consumer_session_timeout_ms", None, [vp, i]),
-            ("rd_kafka_mock_cluster_destroy", None, [vp]),
-            ("rd_kafka_destroy", None, [vp])):
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args_
-    errstr = ctypes.create_string_buffer(512)
-    conf = lib.rd_kafka_conf_new()
-    lib.rd_kafka_conf_set(conf, b"log_level", b"3", errstr, 512)
-    rk = lib.rd_kafka_new(0, conf, errstr, 512)  # RD_KAFKA_PRODUCER
-    if not rk:
-        print(f"ERROR rd_kafka_new: {errstr.value.decode()}", flush=True)
-        return 1
-    mc = lib.rd_kafka_mock_cluster_new(rk, 1)
-    if not mc:
-        print("ERROR rd_kafka_mock_cluster_new failed", flush=True)
-        return 1
-    lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, 0)
-    lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(mc, args.heartbeat_ms)
-    lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(mc, args.session_ms)
-    for spec in args.topic:
-        name, _, parts = spec.rpartition(":")
-        err = lib.rd_kafka_mock_topic_create(mc, name.encode(), int(parts), 1)
-        if err:
-            print(f"ERROR rd_kafka_mock_topic_create {name}: error {err}", flush=True)
-            return 1
-    print("BOOTSTRAP " + lib.rd_kafka_mock_cluster_bootstraps(mc).decode(), flush=True)
-    sys.stdin.read()  # serve until the parent closes our stdin
-    lib.rd_kafka_mock_cluster_destroy(mc)
-    lib.rd_kafka_destroy(rk)
-    return 0
-
-
 # ================================================================ orchestration
-def create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)],
-                                   operation_timeout=30).values():
-        fut.result(timeout=60)
-
-
-class Worker:
-    """A worker process hosting consumers; its events go to a shared queue."""
-
-    def __init__(self, index: int, bootstrap: str, group: str, events: queue.Queue) -> None:
-        spec = {"bootstrap": bootstrap, "group": group, "topic": TOPIC, "worker": index}
-        self.proc = subprocess.Popen([PY, "-m", "bench.consumer_rebalance", "worker",
-                                      json.dumps(spec)], cwd=ROOT, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
-        threading.Thread(target=self._pump, args=(events,), daemon=True).start()
-
-    def _pump(self, events: queue.Queue) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                events.put(json.loads(line))
-
-    def send(self, **cmd) -> None:
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        try:
-            self.send(op="exit")
-            self.proc.stdin.close()
-            self.proc.wait(60)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-class Group:
+class Group(EventPump):
     """The orchestrator's view of one group: every member's incremental callbacks."""
 
     def __init__(self, events: queue.Queue) -> None:
-        self.events = events
+        super().__init__(events)
         self.holding: dict[int, set[int]] = {}
         self.log: list[tuple[float, int, str, list[int]]] = []  # (t, member, kind, partitions)
-        self.marks: dict[tuple[str, int], float] = {}  # (event, member) -> time
-        self.errors: list[str] = []
 
-    def pump(self, timeout: float) -> bool:
-        """Take the events that arrive within timeout; True if a callback did."""
-        got = False
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                ev = self.events.get(timeout=left) if left > 0 else self.events.get_nowait()
-            except queue.Empty:
-                return got
-            kind, k = ev["ev"], ev.get("id")
-            if kind in ("assign", "revoke", "lost"):
-                got = True
-                held = self.holding.setdefault(k, set())
-                if kind == "assign":
-                    held.update(ev["parts"])
-                else:
-                    held.difference_update(ev["parts"])
-                self.log.append((ev["t"], k, kind, ev["parts"]))
-            elif kind == "error":
-                self.errors.append(f"consumer {k}: {ev['error']}")
-            else:
-                self.marks[(kind, k)] = ev["t"]
+    def on_callback(self, kind: str, k: int, t: float, parts: list[int]) -> None:
+        held = self.holding.setdefault(k, set())
+        if kind == "assign":
+            held.update(parts)
+        else:
+            held.difference_update(parts)
+        self.log.append((t, k, kind, parts))
 
     def double_owned(self) -> int:
         """Assigns (replayed in time order) of a partition another member had not
@@ -243,14 +105,6 @@ class Group:
         return (len(seen) == PARTITIONS and set(seen) == set(range(PARTITIONS))
                 and max(sizes) - min(sizes) <= 1)
 
-    def wait_mark(self, kind: str, k: int, timeout: float) -> float:
-        deadline = time.monotonic() + timeout
-        while (kind, k) not in self.marks:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {kind} event from consumer {k} in {timeout:.0f}s")
-            self.pump(0.1)
-        return self.marks[(kind, k)]
-
     def wait_stable(self, members: set[int], since: float, timeout: float) -> float | None:
         """The time of the last callback once `members` are converged and no callback
         came for SETTLE_S (since: that callback must not be older); None on timeout."""
@@ -268,7 +122,10 @@ def measure(peer, size: int, trials: int, workers_n: int) -> dict:
     group_id = f"bench-cg-rebalance-{peer.name.split()[0]}-{size}-{uuid.uuid4().hex[:8]}"
     events: queue.Queue = queue.Queue()
     group = Group(events)
-    workers = [Worker(i, peer.bootstrap, group_id, events) for i in range(workers_n)]
+    workers = [Worker("bench.consumer_rebalance", {"bootstrap": peer.bootstrap,
+                                                   "group": group_id, "topic": TOPIC,
+                                                   "worker": i}, events)
+               for i in range(workers_n)]
     members: set[int] = set()
     next_id = 0
     out: dict = {"size": size, "trials": [], "workers": workers_n}
@@ -347,7 +204,8 @@ def run(args) -> dict:
                         "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_MS),
                         "group.consumer.session.timeout.ms": str(SESSION_MS)})
                 elif name == "mock":
-                    peer = ConsumerMockServer(topics=[(TOPIC, PARTITIONS)])
+                    peer = MockServer(topics=[(TOPIC, PARTITIONS)], helper_args=[
+                        "--heartbeat-ms", str(HEARTBEAT_MS), "--session-ms", str(SESSION_MS)])
                     peer.start()
                 else:
                     raise RuntimeError(f"unknown peer {name}")
@@ -357,7 +215,7 @@ def run(args) -> dict:
             results[name] = {"sizes": {}, "cpu_note": peer.cpu_note}
             try:
                 if name != "mock":
-                    create_topic(peer.bootstrap)
+                    create_topic(peer.bootstrap, TOPIC, PARTITIONS)
                 for size in sizes:
                     with timed(f"  {name}: group of {size}"):
                         try:
@@ -373,13 +231,6 @@ def run(args) -> dict:
     return report(results, sizes, trials)
 
 
-def _stats(values: list[float]) -> dict:
-    if not values:
-        return {}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
-
-
 def report(results: dict, sizes: list[int], trials: int) -> dict:
     rows, summary = [], {}
     for name, r in results.items():
@@ -389,12 +240,12 @@ def report(results: dict, sizes: list[int], trials: int) -> dict:
         for size in sizes:
             s = r["sizes"].get(str(size), {})
             ok = [t for t in s.get("trials", []) if "converged_ms" in t]
-            conv = _stats([t["converged_ms"] for t in ok])
-            leave = _stats([t["leave_converged_ms"] for t in ok
+            conv = stats([t["converged_ms"] for t in ok])
+            leave = stats([t["leave_converged_ms"] for t in ok
                             if t.get("leave_converged_ms") is not None])
-            first = _stats([t["new_member_first_assign_ms"] for t in ok
+            first = stats([t["new_member_first_assign_ms"] for t in ok
                             if t.get("new_member_first_assign_ms") is not None])
-            last_revoke = _stats([t["last_revoke_ms"] for t in ok
+            last_revoke = stats([t["last_revoke_ms"] for t in ok
                                   if t.get("last_revoke_ms") is not None])
             summary[(name, size)] = conv
             notes = []
@@ -475,82 +326,9 @@ def report(results: dict, sizes: list[int], trials: int) -> dict:
 
 # ===================================================================== worker
 def worker(spec: dict) -> None:
-    """Consumers on command (stdin JSON lines), events out (stdout JSON lines)."""
-    from confluent_kafka import Consumer
-
-    lock = threading.Lock()
-
-    def emit(**ev) -> None:
-        line = json.dumps(ev)
-        with lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    class Member:
-        def __init__(self, k: int) -> None:
-            self.k = k
-            self.stop = threading.Event()
-            self.go = threading.Event()
-            self.thread = threading.Thread(target=self.main, daemon=True)
-
-        def callback(self, kind: str):
-            def cb(consumer, partitions) -> None:
-                emit(ev=kind, id=self.k, t=time.monotonic(),
-                     parts=sorted(p.partition for p in partitions))
-            return cb
-
-        def main(self) -> None:
-            try:
-                consumer = Consumer(consumer_config(spec["bootstrap"], spec["group"]))
-            except Exception as exc:
-                emit(ev="error", id=self.k, error=repr(exc))
-                return
-            emit(ev="prepared", id=self.k, t=time.monotonic())
-            try:
-                while not self.go.wait(0.1):
-                    if self.stop.is_set():
-                        return
-                emit(ev="subscribe", id=self.k, t=time.monotonic())
-                consumer.subscribe([spec["topic"]], on_assign=self.callback("assign"),
-                                   on_revoke=self.callback("revoke"),
-                                   on_lost=self.callback("lost"))
-                deadline = time.monotonic() + 3600  # bounded: an hour at most
-                while not self.stop.is_set() and time.monotonic() < deadline:
-                    msg = consumer.poll(0.2)
-                    if msg is not None and msg.error() and not msg.error().retriable():
-                        emit(ev="error", id=self.k, error=str(msg.error()))
-            except Exception as exc:
-                emit(ev="error", id=self.k, error=repr(exc))
-            finally:
-                emit(ev="closing", id=self.k, t=time.monotonic())
-                consumer.close()
-                emit(ev="closed", id=self.k, t=time.monotonic())
-
-    members: dict[int, Member] = {}
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        op, k = cmd["op"], cmd.get("id")
-        if op in ("prepare", "start"):
-            m = members[k] = Member(k)
-            m.thread.start()
-            if op == "start":
-                m.go.set()
-        elif op == "subscribe":
-            members[k].go.set()
-        elif op == "close":
-            members[k].stop.set()
-        elif op == "exit":
-            break
-    for m in members.values():
-        m.stop.set()
-    for m in members.values():
-        m.thread.join(30)
-    sys.stdout.flush()
-    os._exit(0)
+    run_worker(spec, consumer_config, CALLBACKS)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "worker":
         worker(json.loads(sys.argv[2]))
-    elif len(sys.argv) >= 2 and sys.argv[1] == "mock":
-        sys.exit(mock_helper(sys.argv[2:]))

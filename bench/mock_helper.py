@@ -2,6 +2,10 @@
 in a process of its own, through ctypes, so its CPU time can be measured.
 
     python -m bench.mock_helper [--topic NAME:PARTITIONS ...] [--brokers 1]
+                                [--heartbeat-ms MS] [--session-ms MS]
+
+--heartbeat-ms and --session-ms set the mock's KIP-848 consumer-group
+heartbeat interval and session timeout.
 
 Prints `BOOTSTRAP <host:port,...>` once the cluster is up, then serves until
 its stdin closes.  The process holds one idle producer handle (the mock
@@ -20,6 +24,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--topic", action="append", default=[])
     ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--heartbeat-ms", type=int)
+    ap.add_argument("--session-ms", type=int)
     args = ap.parse_args()
     path = librdkafka_path()
     if path is None:
@@ -39,6 +45,10 @@ def main() -> int:
     lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
                                                ctypes.c_int]
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms.argtypes = [ctypes.c_void_p,
+                                                                           ctypes.c_int]
+    lib.rd_kafka_mock_set_group_consumer_session_timeout_ms.argtypes = [ctypes.c_void_p,
+                                                                        ctypes.c_int]
     lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
 
@@ -54,6 +64,10 @@ def main() -> int:
         print("ERROR rd_kafka_mock_cluster_new failed", flush=True)
         return 1
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, 0)
+    if args.heartbeat_ms is not None:
+        lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(mc, args.heartbeat_ms)
+    if args.session_ms is not None:
+        lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(mc, args.session_ms)
     for spec in args.topic:
         name, _, parts = spec.rpartition(":")
         err = lib.rd_kafka_mock_topic_create(mc, name.encode(), int(parts), 1)
