@@ -165,9 +165,8 @@ class ClassicGroupHandlers:
         if consumer is not None and group_id in consumer.groups:
             consumer_group = consumer.groups[group_id]
             if consumer_group.members:
-                # Kafka lets classic members join a consumer group (the upgrade and
-                # downgrade interop); kcoord does not implement that path
-                return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                # a classic member joins a consumer group (migration.py)
+                return self.migration.join(consumer_group, join, member_id, now)
             if member_id:  # no classic group to join: nothing replaces the consumer group
                 return res.reply(token, join_error(Err.UNKNOWN_MEMBER_ID, member_id))
             # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
@@ -484,6 +483,10 @@ class ClassicGroupHandlers:
         if not group_id:
             return res.reply(token, sync_response(Err.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
+        if group is None:
+            consumer_group = self._consumer_group(group_id)
+            if consumer_group is not None and consumer_group.members:
+                return self.migration.sync(consumer_group, req, version, token, now)
         if group is None or group.state == EMPTY:
             return res.reply(token, sync_response(Err.UNKNOWN_MEMBER_ID))
         instance_id = req.get("group_instance_id") if version >= 3 else None
@@ -531,17 +534,28 @@ class ClassicGroupHandlers:
     # ========================================================= Heartbeat
     def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         response, timer = self.heartbeat_fast(req, version, now)
+        if type(timer) is list:  # a classic member of a consumer group
+            return response, Result(timers=timer)
         return response, Result(timers=[Timer(*timer)] if timer is not None else [])
+
+    def _consumer_group(self, group_id: str):
+        consumer = getattr(self, "consumer", None)
+        return None if consumer is None else consumer.groups.get(group_id)
 
     def heartbeat_fast(self, req: dict, version: int, now: int) -> tuple[dict, Timer | None]:
         """(response, the session timer to arm or None): the hot path, kept short.
         The timer is a plain (key, deadline) tuple, as a Timer unpacks: a
-        NamedTuple's __new__ is a Python call, a tuple display is not."""
+        NamedTuple's __new__ is a Python call, a tuple display is not.  For a
+        classic member of a consumer group it is a list of Timers instead."""
         group_id = req["group_id"]
         if not group_id:
             return _hb(Err.INVALID_GROUP_ID), None
         group = self.groups.get(group_id)
         if group is None:
+            consumer_group = self._consumer_group(group_id)
+            if consumer_group is not None:  # a classic member of a consumer group
+                response, res = self.migration.heartbeat(consumer_group, req, version, now)
+                return response, (res.timers or None)
             return _hb(Err.UNKNOWN_MEMBER_ID), None
         if group.state == DEAD:
             return _hb(Err.COORDINATOR_NOT_AVAILABLE), None
@@ -575,6 +589,10 @@ class ClassicGroupHandlers:
         if not group_id:
             return _leave(version, Err.INVALID_GROUP_ID, []), res
         group = self.groups.get(group_id)
+        if group is None and self._consumer_group(group_id) is not None:
+            responses, res = self.migration.leave(
+                self._consumer_group(group_id), [(m, i) for m, i, _ in identities], now)
+            return _leave(version, Err.NONE, responses), res
         if group is None:
             return _leave(version, Err.NONE, [
                 _left(mid, iid, Err.UNKNOWN_MEMBER_ID) for mid, iid, _ in identities]), res

@@ -218,7 +218,25 @@ class ConsumerMember:
                 self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.client_id,
                 self.client_host, tuple(sorted(self.subscribed_topic_names)),
                 self.subscribed_topic_regex, self.server_assignor,
-                _assignment_snapshot(self.assigned), _assignment_snapshot(self.pending_revocation))
+                _assignment_snapshot(self.assigned), _assignment_snapshot(self.pending_revocation),
+                _classic_snapshot(self.classic_member_metadata))
+
+
+def _classic_snapshot(meta: dict | None) -> tuple | None:
+    if meta is None:
+        return None
+    return (meta["session_timeout_ms"],
+            tuple((p["name"], bytes(p["metadata"])) for p in meta["supported_protocols"]))
+
+
+def classic_metadata_from_record(meta: dict | None) -> dict | None:
+    """ClassicMemberMetadata as the model holds it (plain bytes, plain dicts), so a
+    replayed member compares equal to the live one."""
+    if meta is None:
+        return None
+    return {"session_timeout_ms": meta["session_timeout_ms"],
+            "supported_protocols": [{"name": p["name"], "metadata": bytes(p["metadata"])}
+                                    for p in meta["supported_protocols"]]}
 
 
 def _assignment_snapshot(a: Mapping) -> tuple:
@@ -471,7 +489,8 @@ def replay(groups: dict[str, ConsumerGroup], record: Record,
             subscribed_topic_regex=value["subscribed_topic_regex"],
             rebalance_timeout_ms=value["rebalance_timeout_ms"],
             server_assignor=value["server_assignor"],
-            classic_member_metadata=value.get("classic_member_metadata")))
+            classic_member_metadata=classic_metadata_from_record(
+                value.get("classic_member_metadata"))))
     elif rtype == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = -1 if value is None else value["assignment_epoch"]
     elif rtype == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:

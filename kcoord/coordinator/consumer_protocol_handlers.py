@@ -81,6 +81,8 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self.topics: Mapping[str, Any] = {}
         self.new_member_id = new_member_id or random_member_id
+        # classic <-> consumer interop (migration.GroupMigration), installed by the shard
+        self.migration = None
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
         # Session timers are re-armed lazily (in memory, rebuilt by on_loaded):
@@ -170,15 +172,21 @@ class ConsumerGroupManager:
             response, timer = steady
             return Result(replies=[(token, response)], timers=[timer] if timer else [])
         error = self.validate_heartbeat(req, version)
+        # replies to parked classic requests and timer changes of an online upgrade:
+        # they stand even if the heartbeat then fails
+        side = Result()
         if error is None:
             try:
                 epoch = req["member_epoch"]
                 if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                    return self._leave(token, req)
-                return self._heartbeat(token, req, client_id or "", client_host or "", now)
+                    return self._leave(token, req, now)
+                res = self._heartbeat(token, req, client_id or "", client_host or "", now, side)
+                res.replies[:0] = side.replies
+                res.timers[:0] = side.timers
+                return res
             except HeartbeatError as exc:
                 error = exc
-        return Result().reply(token, self._error_response(error.code, error.message))
+        return side.reply(token, self._error_response(error.code, error.message))
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
                          topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
@@ -230,12 +238,16 @@ class ConsumerGroupManager:
                 "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
                 "assignment": None}
 
-    def _get_or_create_group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
+    def _get_or_create_group(self, group_id: str, create: bool, res: Result, now: int,
+                             side: Result) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
+        records = res.records
         classic = self.classic_groups.get(group_id)
         if classic is not None and (classic.members or classic.state == "Dead"):
+            if create and classic.members and self.migration is not None:
+                return self.migration.upgrade(classic, res, side, now)  # online upgrade
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -265,7 +277,8 @@ class ConsumerGroupManager:
                     f"one known by the group coordinator ({member.member_epoch}). The member must "
                     f"abandon all its partitions and rejoin.")
 
-    def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int) -> Result:
+    def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int,
+                   side: Result | None = None) -> Result:
         res = Result()
         records = res.records
         group_id = req["group_id"]
@@ -275,7 +288,8 @@ class ConsumerGroupManager:
         owned = req.get("topic_partitions")
         create = epoch == 0
 
-        group = self._get_or_create_group(group_id, create, records)
+        group = self._get_or_create_group(group_id, create, res, now,
+                                          side if side is not None else res)
         if len(group.members) >= self.max_size and (not member_id or member_id not in group.members):
             raise HeartbeatError(Err.GROUP_MAX_SIZE_REACHED,
                                  f"The consumer group has reached its maximum capacity of "
@@ -484,7 +498,7 @@ class ConsumerGroupManager:
         return cg.normalize(result.get(updated.member_id, EMPTY))
 
     # ------------------------------------------------------------- leave and fence
-    def _leave(self, token: Any, req: dict) -> Result:
+    def _leave(self, token: Any, req: dict, now: int | None = None) -> Result:
         group_id, member_id = req["group_id"], req["member_id"]
         epoch, instance_id = req["member_epoch"], req.get("instance_id")
         group = self.groups.get(group_id)
@@ -498,7 +512,7 @@ class ConsumerGroupManager:
             if member is None:
                 raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group_id}.")
-            return self.fence(group, member).reply(token, response)
+            return self.fence(group, member, now).reply(token, response)
         member = group.static_member(instance_id)
         if member is None:
             raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
@@ -512,11 +526,17 @@ class ConsumerGroupManager:
             res = Result(records=[cg.current_assignment_record(group_id, leaving)])
             response["member_id"] = member.member_id
             return res.reply(token, response)
-        return self.fence(group, member).reply(token, response)
+        return self.fence(group, member, now).reply(token, response)
 
-    def fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
-        """Remove the member, recompute the subscription metadata, bump the group epoch."""
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, now: int | None = None) -> Result:
+        """Remove the member, recompute the subscription metadata, bump the group epoch;
+        or, if only classic members remain, convert the group back to a classic
+        group (online downgrade; needs `now`)."""
         gid = group.group_id
+        if self.migration is not None:
+            downgraded = self.migration.maybe_downgrade(group, member, now)
+            if downgraded is not None:
+                return downgraded
         res = Result(records=cg.member_tombstones(gid, member.member_id))
         remaining = [m for m in group.members.values() if m.member_id != member.member_id]
         metadata = compute_subscription_metadata(remaining, self.topics)
@@ -542,6 +562,8 @@ class ConsumerGroupManager:
         key = (REBALANCE_TIMER, group_id, member_id)
         if self._rebalance_epochs.pop(key, None) is not None:
             res.cancel(key)
+        if self.migration is not None:  # a classic member's join and sync deadlines
+            self.migration.cancel_member_timers(res, group_id, member_id)
 
     # ------------------------------------------------------------- timers
     def on_timer(self, key: tuple, now: int) -> Result:
@@ -556,7 +578,7 @@ class ConsumerGroupManager:
                 return Result()
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
-            return self.fence(group, member)
+            return self.fence(group, member, now)
         if kind == SESSION_TIMER:
             self._session_armed.pop(key, None)
             deadline = self._session_deadlines.get(key)
@@ -572,7 +594,7 @@ class ConsumerGroupManager:
             if member is None:
                 return Result()
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self.fence(group, member)
+            return self.fence(group, member, now)
         return Result()
 
     def on_loaded(self, now: int) -> Result:
@@ -582,10 +604,13 @@ class ConsumerGroupManager:
             group.metadata_refresh = True
             for mid, m in group.members.items():
                 key = (SESSION_TIMER, gid, mid)
-                deadline = now + self.session_timeout_ms
+                classic = m.classic_member_metadata
+                # a classic-protocol member keeps the session timeout it joined with
+                deadline = now + (self.session_timeout_ms if classic is None
+                                  else classic["session_timeout_ms"])
                 self._session_deadlines[key] = self._session_armed[key] = deadline
                 res.arm(key, deadline)
-                if m.state == UNREVOKED_PARTITIONS:
+                if m.state == UNREVOKED_PARTITIONS and classic is None:
                     key = (REBALANCE_TIMER, gid, mid)
                     self._rebalance_epochs[key] = m.member_epoch
                     res.arm(key, now + max(m.rebalance_timeout_ms, 0))

@@ -17,6 +17,7 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGr
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
+from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
 from .offsets import OFFSET_COMMIT, OffsetStore, OffsetValue, offset_record, offset_tombstone
 from .result import Record, Result
 
@@ -37,6 +38,8 @@ class CoordinatorConfig:
     consumer_group_heartbeat_interval_ms: int = 5000
     consumer_group_max_size: int = 2**31 - 1
     consumer_group_assignors: tuple = ("uniform", "range")
+    # classic <-> consumer conversions allowed: disabled, upgrade, downgrade, bidirectional
+    consumer_group_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_values(cls, v: dict) -> "CoordinatorConfig":
@@ -52,6 +55,8 @@ class CoordinatorConfig:
             consumer_group_heartbeat_interval_ms=v.get("group.consumer.heartbeat.interval.ms", 5000),
             consumer_group_max_size=v.get("group.consumer.max.size", 2**31 - 1),
             consumer_group_assignors=tuple(v.get("group.consumer.assignors", ("uniform", "range"))),
+            consumer_group_migration_policy=v.get("group.consumer.migration.policy",
+                                                  "bidirectional"),
         )
 
 
@@ -70,6 +75,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.deadlines: dict[tuple, int] = {}       # timers the core has armed
         self._live_records: dict[int, tuple] = {}  # emitted records the model already holds
         self.consumer = ConsumerGroupManager(self.config, self.groups)  # KIP-848 consumer groups
+        self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
@@ -332,6 +338,8 @@ class CoordinatorShard(ClassicGroupHandlers):
     # ================================================== KIP-848 consumer groups
     def on_timer(self, key: tuple, now: int) -> Result:
         if isinstance(key[0], str) and key[0].startswith("cg"):
+            if key[0] in (JOIN_TIMER, SYNC_TIMER):
+                return self.migration.on_timer(key, now)
             return self.consumer.on_timer(key, now)
         return ClassicGroupHandlers.on_timer(self, key, now)
 

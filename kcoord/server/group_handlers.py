@@ -312,7 +312,9 @@ class GroupHandlers:
             return {"throttle_time_ms": 0, "error_code": Err.NONE}
         now = wall_ms()
         response, timer = shard.core.heartbeat_fast(req, ctx.api_version, now)
-        if timer is not None:
+        if type(timer) is list:  # a classic member of a consumer group: its timers as given
+            shard.arm_timers(timer)
+        elif timer is not None:
             armed = getattr(shard, "_timers", None)  # ShardRuntime's live handles by key
             handle = armed.get(timer[0]) if armed else None
             if handle is None or handle.cancelled():

@@ -1134,8 +1134,10 @@ def consumer_heartbeat(h, member_id="", epoch=0, group="g"):
 def test_classic_join_to_a_consumer_group(h):
     reply = consumer_heartbeat(h)
     assert reply["error_code"] == Err.NONE and "g" in h.shard.consumer.groups
-    # the consumer group has a member: classic members cannot join it here
-    assert h.code(h.join("")) == Err.INCONSISTENT_GROUP_PROTOCOL
+    # the consumer group has a member: a classic member joins the consumer group
+    # (tests/coordinator/test_group_migration.py), if its protocol type is "consumer"
+    assert h.code(h.join("", protocol_type="connect")) == Err.INCONSISTENT_GROUP_PROTOCOL
+    assert h.code(h.join("")) == Err.MEMBER_ID_REQUIRED
     assert "g" not in h.shard.groups
     assert h.heartbeat(reply["member_id"], reply["member_epoch"]) == Err.UNKNOWN_MEMBER_ID
     # once it is empty, a classic join replaces it, as Kafka does

@@ -1,0 +1,561 @@
+"""Classic <-> consumer group interoperability (KIP-848 migration), following
+Kafka's GroupMetadataManager with group.consumer.migration.policy:
+
+- classic-protocol members (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) inside a
+  non-empty consumer group: they are ConsumerMembers with ClassicMemberMetadata
+  (session timeout and JoinGroup protocols, persisted in the member record);
+  the server-side assignor computes their assignment, SyncGroup hands it out as
+  ConsumerProtocolAssignment bytes, and a Heartbeat answers
+  REBALANCE_IN_PROGRESS when the member must rejoin to reconcile
+  (classicGroup{Join,Sync,Heartbeat,Leave}ToConsumerGroup);
+- online upgrade: a ConsumerGroupHeartbeat joining a non-empty classic group
+  converts it (convertToConsumerGroup);
+- online downgrade: when the last consumer-protocol member leaves a group whose
+  other members all use the classic protocol, it becomes a classic group again
+  (convertToClassicGroup) and its members rebalance.
+
+Deterministic like the rest of the core: results carry records, replies and
+timers.  The consumer group changes only by replaying the records; a
+downgrade installs the classic group directly, as classic handlers do (the
+GroupMetadata record it writes is registered as live, see classic.py).
+
+Timers of classic members in a consumer group (besides "cg-session"):
+    ("cg-join", group, member)  the member did not rejoin within its rebalance timeout
+    ("cg-sync", group, member)  the member did not sync within its rebalance timeout
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..protocol.errors import Err
+from ..protocol.messages.consumer_protocol import (decode_assignment, decode_subscription,
+                                                   encode_assignment)
+from . import consumer_group as cg
+from .classic import GROUP_METADATA, HEARTBEAT, JOIN, SYNC, group_metadata_record
+from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, ClassicMember,
+                            join_error, sync_response)
+from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
+                             ConsumerGroup, ConsumerMember)
+from .consumer_protocol_handlers import SESSION_TIMER, HeartbeatError, compute_subscription_metadata
+from .result import Record, Result
+
+log = logging.getLogger("kcoord.migration")
+
+POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+JOIN_TIMER = "cg-join"
+SYNC_TIMER = "cg-sync"
+MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
+
+
+def classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]]) -> dict:
+    """The ClassicMemberMetadata of a member record."""
+    return {"session_timeout_ms": session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": bytes(m)} for n, m in protocols]}
+
+
+def classic_protocols(member: ConsumerMember) -> list[tuple[str, bytes]]:
+    return [(p["name"], bytes(p["metadata"]))
+            for p in member.classic_member_metadata["supported_protocols"]]
+
+
+def _hb(code: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+class GroupMigration:
+    """Installed on a CoordinatorShard as `shard.migration` (and on its
+    ConsumerGroupManager, which calls back for upgrades and downgrades)."""
+
+    def __init__(self, shard) -> None:
+        self.shard = shard
+        self.consumer = shard.consumer
+        self.consumer.migration = self
+        # join/sync timer key -> deadline, for the timers this module armed (in memory)
+        self.deadlines: dict[tuple, int] = {}
+
+    # ------------------------------------------------------------ policy
+    @property
+    def policy(self) -> str:
+        return getattr(self.shard.config, "consumer_group_migration_policy", "bidirectional")
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.policy in ("downgrade", "bidirectional")
+
+    # ------------------------------------------------------------ topics
+    def _ids_by_name(self) -> dict[str, bytes]:
+        return {name: info[0] for name, info in self.consumer.topics.items()}
+
+    def _names_by_id(self, group: ConsumerGroup | None) -> dict[bytes, str]:
+        names = {info[0]: name for name, info in self.consumer.topics.items()}
+        if group is not None:
+            names.update({info[0]: n for n, info in group.subscription_metadata.items()})
+        return names
+
+    def _to_topic_ids(self, partitions: list[dict] | None) -> list[dict]:
+        """ConsumerProtocol (topic name, partitions) -> heartbeat-style owned partitions;
+        topics the coordinator does not know are dropped (Kafka's toTopicPartitions)."""
+        ids = self._ids_by_name()
+        return [{"topic_id": ids[tp["topic"]], "partitions": list(tp["partitions"])}
+                for tp in partitions or () if tp["topic"] in ids]
+
+    def assignment_bytes(self, group: ConsumerGroup | None, assignment: dict,
+                         metadata: bytes) -> bytes:
+        """ConsumerProtocolAssignment bytes, in the version of the member's subscription."""
+        try:
+            version = min(max(decode_subscription(metadata)[0], 0), MAX_ASSIGNMENT_VERSION)
+        except Exception:
+            version = 0
+        names = self._names_by_id(group)
+        parts = [{"topic": names[t], "partitions": sorted(p)}
+                 for t, p in sorted(assignment.items(), key=lambda kv: names.get(kv[0], ""))
+                 if p and t in names]
+        return encode_assignment({"assigned_partitions": parts, "user_data": None}, version)
+
+    # ============================================================ timers
+    def _arm(self, res: Result, key: tuple, deadline: int) -> None:
+        self.deadlines[key] = deadline
+        res.arm(key, deadline)
+
+    def _arm_if_absent(self, res: Result, key: tuple, deadline: int) -> None:
+        if key not in self.deadlines:
+            self._arm(res, key, deadline)
+
+    def _cancel(self, res: Result, key: tuple) -> None:
+        if self.deadlines.pop(key, None) is not None:
+            res.cancel(key)
+
+    def cancel_member_timers(self, res: Result, group_id: str, member_id: str) -> None:
+        self._cancel(res, (JOIN_TIMER, group_id, member_id))
+        self._cancel(res, (SYNC_TIMER, group_id, member_id))
+
+    def on_timer(self, key: tuple, now: int) -> Result:
+        deadline = self.deadlines.get(key)
+        if deadline is None:
+            return Result()  # cancelled
+        if now < deadline:  # an earlier arming of a key re-armed since
+            return self._rearm(key, deadline)
+        del self.deadlines[key]
+        group = self.consumer.groups.get(key[1])
+        member = group.members.get(key[2]) if group is not None else None
+        if member is None:
+            return Result()
+        why = "rejoin" if key[0] == JOIN_TIMER else "sync"
+        log.info("group %s: classic member %s fenced: it did not %s within %d ms",
+                 key[1], key[2], why, member.rebalance_timeout_ms)
+        return self.consumer.fence(group, member, now)
+
+    @staticmethod
+    def _rearm(key: tuple, deadline: int) -> Result:
+        res = Result()
+        res.arm(key, deadline)
+        return res
+
+    def _touch_session(self, res: Result, group_id: str, member: ConsumerMember, now: int) -> None:
+        timeout = member.classic_member_metadata["session_timeout_ms"]
+        self.consumer._touch_session(res, (SESSION_TIMER, group_id, member.member_id), now + timeout)
+
+    # ============================================================ upgrade
+    def upgrade(self, classic: ClassicGroup, res: Result, side: Result, now: int) -> ConsumerGroup:
+        """Kafka's validateOnlineUpgrade + convertToConsumerGroup: the classic group's
+        members become consumer group members with their current assignments.  The
+        records go to `res`; replies to parked requests and classic timer
+        cancellations go to `side` (kept even if the heartbeat then fails)."""
+        gid = classic.group_id
+        refused = self._upgrade_refusal(classic)
+        if refused:
+            log.info("group %s: cannot upgrade the classic group: %s", gid, refused)
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+        try:
+            group = self._consumer_group_of(classic)
+        except Exception as exc:  # malformed embedded protocol
+            log.warning("group %s: cannot upgrade the classic group: %s", gid, exc)
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND,
+                                 f"Cannot upgrade the classic group {gid} to consumer group "
+                                 f"because the embedded consumer protocol is malformed.") from None
+        # members parked in a rebalance are told to rejoin: they will join the consumer group
+        for m in classic.members.values():
+            classic.complete_join(m, join_error(Err.REBALANCE_IN_PROGRESS, m.member_id), side)
+            classic.complete_sync(m, sync_response(Err.REBALANCE_IN_PROGRESS), side)
+            self.shard._cancel(side, (HEARTBEAT, gid, m.member_id))
+        self.shard._cancel(side, (JOIN, gid))
+        self.shard._cancel(side, (SYNC, gid))
+        res.records.append(Record(GROUP_METADATA, {"group": gid}, None))
+        res.records.extend(self._consumer_group_records(group))
+        for m in group.members.values():
+            self._touch_session(res, gid, m, now)
+        log.info("group %s: upgraded from classic to consumer group (%d members)",
+                 gid, len(group.members))
+        return group
+
+    def _upgrade_refusal(self, classic: ClassicGroup) -> str | None:
+        if not self.upgrade_enabled:
+            return "the online upgrade is disabled"
+        if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return "the group does not use the consumer embedded protocol"
+        if classic.state == DEAD or not classic.protocol_name:
+            return f"the group is {classic.state} and has no selected protocol"
+        if len(classic.members) > self.consumer.max_size:
+            return "the group size exceeds the consumer group maximum size"
+        return None
+
+    def _consumer_group_of(self, classic: ClassicGroup) -> ConsumerGroup:
+        """Kafka's ConsumerGroup.fromClassicGroup (not registered: records create it)."""
+        ids = self._ids_by_name()
+        generation = classic.generation_id
+        group = ConsumerGroup(classic.group_id, group_epoch=generation, assignment_epoch=generation)
+        for m in classic.members.values():
+            _, subscription = decode_subscription(m.metadata_for(classic.protocol_name))
+            assigned: dict[bytes, frozenset[int]] = {}
+            if m.assignment:  # a member that joined during a rebalance has none yet
+                _, assignment = decode_assignment(m.assignment)
+                for tp in assignment["assigned_partitions"]:
+                    if tp["topic"] in ids and tp["partitions"]:
+                        tid = ids[tp["topic"]]
+                        assigned[tid] = assigned.get(tid, frozenset()) | frozenset(tp["partitions"])
+            member = ConsumerMember(
+                m.member_id, member_epoch=generation, previous_member_epoch=generation,
+                instance_id=m.group_instance_id, rack_id=subscription.get("rack_id"),
+                rebalance_timeout_ms=m.rebalance_timeout_ms, client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=frozenset(subscription["topics"]),
+                classic_member_metadata=classic_metadata(m.session_timeout_ms, m.protocols),
+                assigned=assigned)
+            group.target[m.member_id] = assigned
+            group.update_member(member)
+        return group
+
+    @staticmethod
+    def _consumer_group_records(group: ConsumerGroup) -> list[Record]:
+        """Kafka's createConsumerGroupRecords, in its order."""
+        gid = group.group_id
+        records = [cg.member_metadata_record(gid, m) for m in group.members.values()]
+        records.append(cg.group_epoch_record(gid, group.group_epoch))
+        records += [cg.target_member_record(gid, mid, group.target.get(mid, EMPTY))
+                    for mid in group.members]
+        records.append(cg.target_epoch_record(gid, group.group_epoch))
+        records += [cg.current_assignment_record(gid, m) for m in group.members.values()]
+        return records
+
+    # ============================================================ downgrade
+    def maybe_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember,
+                        now: int | None) -> Result | None:
+        """Kafka's validateOnlineDowngradeWithFencedMember + convertToClassicGroup:
+        None when the group stays a consumer group."""
+        if now is None or leaving.classic_member_metadata is not None:
+            return None
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        if not others or any(m.classic_member_metadata is None for m in others):
+            return None
+        gid = group.group_id
+        if not self.downgrade_enabled:
+            log.info("group %s: cannot downgrade to a classic group: the online downgrade is "
+                     "disabled", gid)
+            return None
+        if len(others) > self.shard.config.group_max_size:
+            log.info("group %s: cannot downgrade: more members than group.max.size", gid)
+            return None
+        try:
+            classic = self._classic_group_of(group, others, now)
+        except Exception as exc:  # inconsistent protocols or malformed metadata
+            log.warning("group %s: cannot downgrade to a classic group: %s", gid, exc)
+            return None
+        res = Result(records=cg.group_tombstones(group))
+        for mid in group.members:
+            self.consumer._cancel_timers(res, gid, mid)
+        # the classic group is installed directly (Kafka does the same): the
+        # rebalance below needs the live object; its record is registered as live
+        self.shard.groups[gid] = classic
+        self.shard._emit(res, classic, group_metadata_record(classic, classic.assignment_map()))
+        for m in classic.members.values():
+            self.shard._arm_heartbeat(res, classic, m.member_id, m.session_timeout_ms, now)
+        self.shard._prepare_rebalance(res, classic, now)
+        log.info("group %s: downgraded from consumer to classic group (%d members)",
+                 gid, len(classic.members))
+        return res
+
+    def _classic_group_of(self, group: ConsumerGroup, members: list[ConsumerMember],
+                          now: int) -> ClassicGroup:
+        """Kafka's ClassicGroup.fromConsumerGroup: Stable, generation = group epoch,
+        each member's assignment = its target, encoded in its subscription's version."""
+        classic = ClassicGroup(group.group_id, state=STABLE, state_timestamp_ms=now,
+                               protocol_type=CONSUMER_PROTOCOL_TYPE,
+                               generation_id=group.group_epoch)
+        for m in members:
+            classic.add(ClassicMember(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.classic_member_metadata["session_timeout_ms"], CONSUMER_PROTOCOL_TYPE,
+                classic_protocols(m)))
+        classic.protocol_name = classic.select_protocol()
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        for m in classic.members.values():
+            m.assignment = self.assignment_bytes(group, group.target.get(m.member_id, EMPTY),
+                                                 m.metadata_for(classic.protocol_name))
+        return classic
+
+    # ============================================================ JoinGroup
+    def join(self, group: ConsumerGroup, join: dict, member_id: str, now: int) -> Result:
+        """Kafka's classicGroupJoinToConsumerGroup: `join` is classic.py's parsed request."""
+        res = Result()
+        token = join["token"]
+        try:
+            return self._join(group, join, member_id, now, res)
+        except HeartbeatError as exc:
+            return Result().reply(token, join_error(exc.code, member_id))
+
+    def _supports(self, group: ConsumerGroup, protocol_type: str, names: set[str]) -> bool:
+        """ConsumerGroup.supportsClassicProtocols."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        classic = [m for m in group.members.values() if m.classic_member_metadata is not None]
+        return any(all(any(p["name"] == n for p in m.classic_member_metadata["supported_protocols"])
+                       for m in classic) for n in names)
+
+    def _join(self, group: ConsumerGroup, join: dict, member_id: str, now: int,
+              res: Result) -> Result:
+        token, instance_id = join["token"], join["instance_id"]
+        protocols = join["protocols"]
+        gid = group.group_id
+        unknown = member_id == ""
+        if unknown:
+            member_id = self.consumer.new_member_id()
+        max_size = self.consumer.max_size
+        if len(group.members) >= max_size and member_id not in group.members:
+            raise HeartbeatError(Err.GROUP_MAX_SIZE_REACHED)
+        if not self._supports(group, join["protocol_type"], {n for n, _ in protocols}):
+            raise HeartbeatError(Err.INCONSISTENT_GROUP_PROTOCOL)
+        if unknown and instance_id is None and join["version"] >= 4:
+            # KIP-394: the member must join again with this id
+            return res.reply(token, join_error(Err.MEMBER_ID_REQUIRED, member_id))
+        try:
+            _, subscription = decode_subscription(protocols[0][1])
+        except Exception:
+            raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR) from None
+
+        member, replaced = self._join_member(group, member_id, instance_id, unknown, res.records)
+        updated = self._updated_member(member, join, subscription)
+        changed = updated is not member
+        if changed or (member.member_id not in group.members and replaced is None):
+            res.records.append(cg.member_metadata_record(gid, updated))
+        subscription_changed = not updated.subscription_equal(member)
+        target_epoch, target = self._target(group, updated, replaced, subscription_changed,
+                                            res.records)
+        owned = self._to_topic_ids(subscription.get("owned_partitions"))
+        if not updated.is_reconciled_to(target_epoch):
+            try:
+                reconciled = cg.reconcile(updated, target_epoch, target,
+                                          group.current_partition_epoch, owned)
+            except cg.FencedError as exc:
+                raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
+            if reconciled is not updated:
+                res.records.append(cg.current_assignment_record(gid, reconciled))
+            updated = reconciled
+
+        self._cancel(res, (JOIN_TIMER, gid, updated.member_id))
+        self._touch_session(res, gid, updated, now)
+        self._arm(res, (SYNC_TIMER, gid, updated.member_id), now + join["rebalance"])
+        return res.reply(token, {
+            "throttle_time_ms": 0, "error_code": Err.NONE, "generation_id": updated.member_epoch,
+            "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": protocols[0][0],
+            "leader": "", "skip_assignment": False, "member_id": updated.member_id,
+            "members": []})
+
+    def _join_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                     unknown: bool, records: list[Record]
+                     ) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """(member, the static member it replaces or None): Kafka's
+        getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember for classic members."""
+        gid = group.group_id
+        if instance_id is None:
+            return group.members.get(member_id) or ConsumerMember(member_id), None
+        existing = group.static_member(instance_id)
+        if unknown:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), None
+            # a classic static member takes over its instance id (no UNRELEASED check)
+            member = existing.copy(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            records.extend(cg.member_tombstones(gid, existing.member_id))
+            records.append(cg.member_metadata_record(gid, member))
+            records.append(cg.target_member_record(gid, member_id,
+                                                   group.target.get(existing.member_id, EMPTY)))
+            records.append(cg.current_assignment_record(gid, member))
+            return member, existing
+        if existing is None:
+            raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+        if existing.member_id != member_id:
+            raise HeartbeatError(Err.FENCED_INSTANCE_ID)
+        return existing, None
+
+    @staticmethod
+    def _updated_member(member: ConsumerMember, join: dict, subscription: dict) -> ConsumerMember:
+        changes: dict[str, Any] = {}
+        if join["instance_id"] is not None and join["instance_id"] != member.instance_id:
+            changes["instance_id"] = join["instance_id"]
+        rack = subscription.get("rack_id")
+        if rack is not None and rack != member.rack_id:
+            changes["rack_id"] = rack
+        if join["rebalance"] != -1 and join["rebalance"] != member.rebalance_timeout_ms:
+            changes["rebalance_timeout_ms"] = join["rebalance"]
+        names = frozenset(subscription["topics"])
+        if names != member.subscribed_topic_names:
+            changes["subscribed_topic_names"] = names
+        if join["client_id"] != member.client_id:
+            changes["client_id"] = join["client_id"]
+        if join["client_host"] != member.client_host:
+            changes["client_host"] = join["client_host"]
+        meta = classic_metadata(join["session"], join["protocols"])
+        if meta != member.classic_member_metadata:
+            changes["classic_member_metadata"] = meta
+        return member.copy(**changes) if changes else member
+
+    def _target(self, group: ConsumerGroup, updated: ConsumerMember,
+                replaced: ConsumerMember | None, subscription_changed: bool,
+                records: list[Record]) -> tuple[int, dict]:
+        """Steps 1b-2 of the heartbeat: subscription metadata, epoch bump, target."""
+        consumer = self.consumer
+        gid = group.group_id
+        group_epoch = group.group_epoch
+        metadata = group.subscription_metadata
+        if subscription_changed or group.metadata_refresh:
+            after = consumer._members_after(group, updated, replaced)
+            metadata = compute_subscription_metadata(after.values(), consumer.topics)
+            bump = subscription_changed
+            if metadata != group.subscription_metadata:
+                records.append(cg.subscription_metadata_record(gid, metadata))
+                bump = True
+            if bump:
+                group_epoch += 1
+                records.append(cg.group_epoch_record(gid, group_epoch))
+            group.metadata_refresh = False
+        if group_epoch > group.assignment_epoch:
+            target = consumer._update_target(group, group_epoch, updated, replaced, metadata,
+                                             records)
+            return group_epoch, target
+        return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
+
+    # ============================================================ SyncGroup
+    def _classic_member(self, group: ConsumerGroup, member_id: str,
+                        instance_id: str | None) -> ConsumerMember:
+        """validateConsumerGroupMember + throwIfMemberDoesNotUseClassicProtocol."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+            if member.member_id != member_id:
+                raise HeartbeatError(Err.FENCED_INSTANCE_ID)
+        if member.classic_member_metadata is None:
+            raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+        return member
+
+    def _must_rejoin(self, res: Result, group: ConsumerGroup, member: ConsumerMember,
+                     now: int) -> None:
+        """The member has to rejoin: it gets the rebalance timeout to do so."""
+        self._arm_if_absent(res, (JOIN_TIMER, group.group_id, member.member_id),
+                            now + max(member.rebalance_timeout_ms, 0))
+
+    def sync(self, group: ConsumerGroup, req: dict, version: int, token: Any, now: int) -> Result:
+        """Kafka's classicGroupSyncToConsumerGroup: the member's assignment, now."""
+        res = Result()
+        ptype = req.get("protocol_type") if version >= 5 else None
+        pname = req.get("protocol_name") if version >= 5 else None
+        instance_id = req.get("group_instance_id") if version >= 3 else None
+        try:
+            member = self._classic_member(group, req["member_id"], instance_id)
+            if req["generation_id"] != member.member_epoch:
+                raise HeartbeatError(Err.ILLEGAL_GENERATION)
+            protocols = member.classic_member_metadata["supported_protocols"]
+            if (ptype is not None and ptype != CONSUMER_PROTOCOL_TYPE) or \
+                    (pname is not None and pname != protocols[0]["name"]):
+                raise HeartbeatError(Err.INCONSISTENT_GROUP_PROTOCOL)
+            if group.group_epoch > member.member_epoch and member.state != UNREVOKED_PARTITIONS:
+                self._must_rejoin(res, group, member, now)
+                raise HeartbeatError(Err.REBALANCE_IN_PROGRESS)
+        except HeartbeatError as exc:
+            return res.reply(token, sync_response(exc.code))
+        self._cancel(res, (SYNC_TIMER, group.group_id, member.member_id))
+        self._touch_session(res, group.group_id, member, now)
+        assignment = self.assignment_bytes(group, member.assigned, bytes(protocols[0]["metadata"]))
+        return res.reply(token, sync_response(Err.NONE, assignment, ptype, pname))
+
+    # ============================================================ Heartbeat
+    def heartbeat(self, group: ConsumerGroup, req: dict, version: int, now: int
+                  ) -> tuple[dict, Result]:
+        """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS when the
+        member must rejoin (epoch behind the group, partitions to revoke, or partitions
+        it waited for are free)."""
+        res = Result()
+        instance_id = req.get("group_instance_id") if version >= 3 else None
+        try:
+            member = self._classic_member(group, req["member_id"], instance_id)
+        except HeartbeatError as exc:
+            return _hb(exc.code), res
+        if req["generation_id"] != member.member_epoch:
+            return _hb(Err.ILLEGAL_GENERATION), res
+        self._touch_session(res, group.group_id, member, now)
+        if (member.member_epoch < group.group_epoch or member.state == UNREVOKED_PARTITIONS
+                or (member.state == UNRELEASED_PARTITIONS
+                    and not self._waiting_on_unreleased(group, member))):
+            self._must_rejoin(res, group, member, now)
+            return _hb(Err.REBALANCE_IN_PROGRESS), res
+        return _hb(Err.NONE), res
+
+    @staticmethod
+    def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerMember) -> bool:
+        """ConsumerGroup.waitingOnUnreleasedPartition."""
+        for t, parts in group.target.get(member.member_id, EMPTY).items():
+            assigned = member.assigned.get(t, frozenset())
+            for p in parts:
+                if p not in assigned and group.current_partition_epoch(t, p) != -1:
+                    return True
+        return False
+
+    # ============================================================ LeaveGroup
+    def leave(self, group: ConsumerGroup, identities: list[tuple], now: int
+              ) -> tuple[list[dict], Result]:
+        """Kafka's classicGroupLeaveToConsumerGroup: per-member results and the records
+        (tombstones, new subscription metadata, an epoch bump).  No downgrade here:
+        a leaving classic member never leaves only classic members behind it."""
+        res = Result()
+        gid = group.group_id
+        responses = []
+        left: dict[str, ConsumerMember] = {}
+        for member_id, instance_id in identities:
+            try:
+                if instance_id is None:
+                    member = group.members.get(member_id)
+                    if member is None:
+                        raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+                else:
+                    member = group.static_member(instance_id)
+                    if member is None:
+                        raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+                    if member_id and member.member_id != member_id:
+                        raise HeartbeatError(Err.FENCED_INSTANCE_ID)
+                if member.classic_member_metadata is None:
+                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+            except HeartbeatError as exc:
+                responses.append({"member_id": member_id, "group_instance_id": instance_id,
+                                  "error_code": exc.code})
+                continue
+            if member.member_id not in left:
+                res.records.extend(cg.member_tombstones(gid, member.member_id))
+                self.consumer._cancel_timers(res, gid, member.member_id)
+                left[member.member_id] = member
+            responses.append({"member_id": member.member_id, "group_instance_id": instance_id,
+                              "error_code": Err.NONE})
+        if left:
+            remaining = [m for mid, m in group.members.items() if mid not in left]
+            metadata = compute_subscription_metadata(remaining, self.consumer.topics)
+            if metadata != group.subscription_metadata:
+                res.records.append(cg.subscription_metadata_record(gid, metadata))
+            res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
+        return responses, res
