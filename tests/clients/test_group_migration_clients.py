@@ -1,0 +1,257 @@
+"""Classic <-> consumer group migration with real confluent-kafka consumers.
+
+Two classic consumers (group.protocol=classic, range or cooperative-sticky)
+share a topic; a consumer with group.protocol=consumer joins: the group
+becomes a KIP-848 consumer group (online upgrade) with the classic consumers
+inside it; then the consumer-protocol member leaves and the group goes back
+to a classic group (online downgrade) whose members carry on.  Throughout:
+every record is consumed, no partition is owned by two consumers at once
+(from the rebalance callbacks, in time order), and the committed offsets end
+at the log end.  Every wait polls a condition under a deadline.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from tests.support import ServerProcess
+
+pytestmark = pytest.mark.clients
+
+PARTITIONS = 6
+BATCH = 1200
+DEADLINE_S = 60.0
+
+
+def wait_for(condition, what: str, timeout: float = DEADLINE_S, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Ledger:
+    """Ownership events and consumed records of every consumer."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple[float, str, str, int]] = []
+        self.consumed: dict[tuple[int, int], list[str]] = defaultdict(list)
+        self.owned: dict[str, set[int]] = defaultdict(set)
+
+    def event(self, who: str, kind: str, partitions) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for p in partitions:
+                self.events.append((now, who, kind, p))
+                if kind == "assign":
+                    self.owned[who].add(p)
+                else:
+                    self.owned[who].discard(p)
+
+    def consume(self, who: str, partition: int, offset: int) -> None:
+        with self.lock:
+            self.consumed[(partition, offset)].append(who)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.consumed)
+
+    def check_no_partition_owned_twice(self) -> None:
+        owner: dict[int, str] = {}
+        with self.lock:
+            events = sorted(self.events, key=lambda e: e[0])
+        for t, who, kind, p in events:
+            if kind == "assign":
+                assert p not in owner or owner[p] == who, (
+                    f"partition {p} assigned to {who} at {t:.3f} while {owner[p]} owns it")
+                owner[p] = who
+            elif owner.get(p) == who:
+                del owner[p]
+
+
+class Worker(threading.Thread):
+    """One confluent-kafka consumer: poll, record, commit on revoke and on stop."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, ledger: Ledger,
+                 protocol: str, strategy: str | None = None) -> None:
+        super().__init__(name=name, daemon=True)
+        self.ledger, self.topic = ledger, topic
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.errors: list[str] = []
+        self.lost: list[list[int]] = []
+        self.positions: dict[int, int] = {}
+        self.incremental = strategy == "cooperative-sticky"
+        self.config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                       "group.protocol": protocol, "enable.auto.commit": False,
+                       "auto.offset.reset": "earliest"}
+        if protocol == "classic":
+            self.config.update({"partition.assignment.strategy": strategy,
+                                "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
+
+    def _commit(self, consumer, partitions) -> None:
+        from confluent_kafka import TopicPartition
+        offsets = [TopicPartition(self.topic, p, self.positions[p])
+                   for p in partitions if p in self.positions]
+        if offsets:
+            consumer.commit(offsets=offsets, asynchronous=False)
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+        consumer = Consumer(self.config)
+        closing = threading.Event()
+
+        def on_assign(c, partitions):
+            self.ledger.event(self.name, "assign", [tp.partition for tp in partitions])
+
+        def on_revoke(c, partitions):
+            ps = [tp.partition for tp in partitions]
+            try:
+                if not closing.is_set():  # close() follows a commit of every position
+                    self._commit(c, ps)
+            except Exception as exc:  # recorded; the test fails on it
+                self.errors.append(f"commit on revoke: {exc}")
+            for p in ps:
+                self.positions.pop(p, None)
+            self.ledger.event(self.name, "revoke", ps)
+
+        def on_lost(c, partitions):
+            ps = [tp.partition for tp in partitions]
+            self.lost.append(ps)
+            for p in ps:
+                self.positions.pop(p, None)
+            self.ledger.event(self.name, "lost", ps)
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke,
+                           on_lost=on_lost)
+        self.ready.set()
+        try:
+            while not self.stop.is_set():
+                msg = consumer.poll(0.1)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self.errors.append(str(msg.error()))
+                    continue
+                self.ledger.consume(self.name, msg.partition(), msg.offset())
+                self.positions[msg.partition()] = msg.offset() + 1
+            self._commit(consumer, list(self.positions))
+        except Exception as exc:
+            self.errors.append(repr(exc))
+        finally:
+            # librdkafka 2.16 can hang in close() on a synchronous commit from the
+            # revoke callback: every position was committed just above
+            closing.set()
+            consumer.close()
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(),
+                         partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def group_type(admin, group: str):
+    listing = admin.list_consumer_groups(request_timeout=10).result(15)
+    for g in listing.valid:
+        if g.group_id == group:
+            return g.type
+    return None
+
+
+@pytest.fixture
+def migration_server(tmp_path):
+    settings = {"group.initial.rebalance.delay.ms": "0",
+                "group.consumer.min.heartbeat.interval.ms": "500",
+                "group.consumer.heartbeat.interval.ms": "500"}
+    with ServerProcess(tmp_path / "data", settings) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_classic_group_upgrades_and_downgrades(migration_server, strategy):
+    from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    server = migration_server
+    topic, group = f"mig-{strategy}", f"mig-group-{strategy}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(30)
+    ledger = Ledger()
+    workers: list[Worker] = []
+
+    def start(name: str, protocol: str) -> Worker:
+        w = Worker(name, server.bootstrap, group, topic, ledger, protocol, strategy)
+        workers.append(w)
+        w.start()
+        w.ready.wait(30)
+        return w
+
+    def owners(*names: str):
+        """Every partition owned, by exactly these consumers, each owning some."""
+        with ledger.lock:
+            sets = [set(ledger.owned[n]) for n in names]
+            others = [p for w in workers if w.name not in names for p in ledger.owned[w.name]]
+        return (all(sets) and set().union(*sets) == set(range(PARTITIONS))
+                and sum(map(len, sets)) == PARTITIONS and not others)
+
+    # two classic consumers
+    start("classic-0", "classic")
+    start("classic-1", "classic")
+    wait_for(lambda: owners("classic-0", "classic-1"), "the classic consumers to share the topic")
+    assert group_type(admin, group) == ConsumerGroupType.CLASSIC
+    produce(server.bootstrap, topic, 0, BATCH)
+    wait_for(lambda: ledger.count() >= BATCH, "the first batch")
+
+    # a KIP-848 consumer joins: online upgrade
+    start("kip848", "consumer")
+    wait_for(lambda: group_type(admin, group) == ConsumerGroupType.CONSUMER,
+             "the group to become a consumer group")
+    wait_for(lambda: owners("classic-0", "classic-1", "kip848"),
+             "the three consumers to share the topic")
+    produce(server.bootstrap, topic, BATCH, BATCH)
+    wait_for(lambda: ledger.count() >= 2 * BATCH, "the second batch")
+
+    # the KIP-848 consumer leaves: online downgrade, the classic consumers carry on
+    kip848 = workers[-1]
+    kip848.stop.set()
+    kip848.join(DEADLINE_S)
+    assert not kip848.is_alive()
+    wait_for(lambda: group_type(admin, group) == ConsumerGroupType.CLASSIC,
+             "the group to become a classic group again")
+    wait_for(lambda: owners("classic-0", "classic-1"), "the classic consumers to take over")
+    produce(server.bootstrap, topic, 2 * BATCH, BATCH)
+    wait_for(lambda: ledger.count() >= 3 * BATCH, "the third batch")
+
+    for w in workers:
+        w.stop.set()
+    for w in workers:
+        w.join(DEADLINE_S)
+        assert not w.is_alive()
+    assert [e for w in workers for e in w.errors] == []
+    assert [lost for w in workers for lost in w.lost] == []
+
+    per_partition = defaultdict(int)
+    for i in range(3 * BATCH):
+        per_partition[i % PARTITIONS] += 1
+    expected = {(p, o) for p, n in per_partition.items() for o in range(n)}
+    assert set(ledger.consumed) == expected
+    ledger.check_no_partition_owned_twice()
+    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    committed = {tp.partition: tp.offset for tp in future.result(30).topic_partitions}
+    assert committed == dict(per_partition)
+    log = "\n".join(server.log_lines)
+    assert "upgraded from classic to consumer group" in log
+    assert "downgraded from consumer to classic group" in log
