@@ -255,3 +255,139 @@ def test_classic_group_upgrades_and_downgrades(migration_server, strategy):
     log = "\n".join(server.log_lines)
     assert "upgraded from classic to consumer group" in log
     assert "downgraded from consumer to classic group" in log
+
+
+class KafkaPythonWorker(threading.Thread):
+    """A kafka-python classic consumer (eager range) in a thread, feeding the same ledger."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, ledger: Ledger) -> None:
+        super().__init__(name=name, daemon=True)
+        self.ledger, self.topic = ledger, topic
+        self.bootstrap, self.group = bootstrap, group
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.errors: list[str] = []
+        self.lost: list[list[int]] = []
+        self.positions: dict[int, int] = {}
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+        from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name,
+            enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
+            heartbeat_interval_ms=300, partition_assignment_strategy=[RangePartitionAssignor],
+            fetch_max_wait_ms=100)
+        worker = self
+
+        def offsets_of(parts) -> dict:
+            return {TopicPartition(worker.topic, p): OffsetAndMetadata(worker.positions[p], "", -1)
+                    for p in parts if p in worker.positions}
+
+        # kafka-python 3 runs listeners on its IO thread: only the async commit may be used
+        class Listener(AsyncConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                ps = sorted(tp.partition for tp in revoked)
+                if offsets := offsets_of(ps):
+                    try:
+                        await consumer.commit_async(offsets)
+                    except Exception as exc:  # recorded; the test fails on it
+                        worker.errors.append(f"commit on revoke: {exc!r}")
+                for p in ps:
+                    worker.positions.pop(p, None)
+                worker.ledger.event(worker.name, "revoke", ps)
+
+            async def on_partitions_assigned(self, assigned):
+                worker.ledger.event(worker.name, "assign", [tp.partition for tp in assigned])
+
+            async def on_partitions_lost(self, lost):
+                ps = sorted(tp.partition for tp in lost)
+                worker.lost.append(ps)
+                for p in ps:
+                    worker.positions.pop(p, None)
+                worker.ledger.event(worker.name, "lost", ps)
+
+        consumer.subscribe(topics=[self.topic], listener=Listener())
+        self.ready.set()
+        try:
+            while not self.stop.is_set():
+                batch = consumer.poll(timeout_ms=1000)
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        self.ledger.consume(self.name, tp.partition, m.offset)
+                    self.positions[tp.partition] = msgs[-1].offset + 1
+                if batch:
+                    consumer.commit(offsets_of([tp.partition for tp in batch]))
+            if offsets := offsets_of(list(self.positions)):
+                consumer.commit(offsets)
+            self.ledger.event(self.name, "revoke",
+                              sorted(tp.partition for tp in consumer.assignment()))
+        except Exception as exc:
+            self.errors.append(repr(exc))
+        finally:
+            consumer.close()
+
+
+def test_kafka_python_classic_members_in_a_consumer_group(migration_server):
+    """kafka-python classic consumers join a consumer group a KIP-848 consumer
+    started; when it leaves, the group is classic again and they carry on."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    server = migration_server
+    topic, group = "mig-kafka-python", "mig-group-kafka-python"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(30)
+    ledger = Ledger()
+    kip848 = Worker("kip848", server.bootstrap, group, topic, ledger, "consumer")
+    kip848.start()
+    kip848.ready.wait(30)
+    wait_for(lambda: len(ledger.owned["kip848"]) == PARTITIONS, "the KIP-848 consumer's partitions")
+    assert group_type(admin, group) == ConsumerGroupType.CONSUMER
+    produce(server.bootstrap, topic, 0, BATCH)
+
+    classics = [KafkaPythonWorker(f"kp-{i}", server.bootstrap, group, topic, ledger)
+                for i in range(2)]
+    for w in classics:
+        w.start()
+        w.ready.wait(30)
+    workers = [kip848, *classics]
+
+    def shared(*names):
+        with ledger.lock:
+            sets = [set(ledger.owned[n]) for n in names]
+        return all(sets) and set().union(*sets) == set(range(PARTITIONS)) \
+            and sum(map(len, sets)) == PARTITIONS
+
+    wait_for(lambda: shared("kip848", "kp-0", "kp-1"), "three consumers to share the topic")
+    assert group_type(admin, group) == ConsumerGroupType.CONSUMER
+    produce(server.bootstrap, topic, BATCH, BATCH)
+    wait_for(lambda: ledger.count() >= 2 * BATCH, "two batches")
+
+    kip848.stop.set()
+    kip848.join(DEADLINE_S)
+    wait_for(lambda: group_type(admin, group) == ConsumerGroupType.CLASSIC,
+             "the group to become a classic group")
+    wait_for(lambda: shared("kp-0", "kp-1") and not ledger.owned["kip848"],
+             "the kafka-python consumers to take over")
+    produce(server.bootstrap, topic, 2 * BATCH, BATCH)
+    wait_for(lambda: ledger.count() >= 3 * BATCH, "the third batch")
+    for w in classics:
+        w.stop.set()
+    for w in workers:
+        w.join(DEADLINE_S)
+        assert not w.is_alive()
+    assert [e for w in workers for e in w.errors] == []
+    assert [lost for w in workers for lost in w.lost] == []
+
+    per_partition = defaultdict(int)
+    for i in range(3 * BATCH):
+        per_partition[i % PARTITIONS] += 1
+    assert set(ledger.consumed) == {(p, o) for p, n in per_partition.items() for o in range(n)}
+    ledger.check_no_partition_owned_twice()
+    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    committed = {tp.partition: tp.offset for tp in future.result(30).topic_partitions}
+    assert committed == dict(per_partition)
