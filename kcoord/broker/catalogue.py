@@ -3,6 +3,9 @@
 Persisted as one JSON file in the data dir, replaced atomically (write,
 fsync, rename, fsync dir) so a crash leaves the old or the new catalogue,
 never a torn one.  Partition logs live beside it in <topic>-<partition>/.
+The catalogue opens and closes every log of the data dir, so it also keeps
+the clean-shutdown marker: taken at open (the logs then skip their recovery
+scan if it was there), written by close() once every log is closed.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..log import LogConfig, PartitionLog
+from ..log.clean_shutdown import take_clean_shutdown_marker, write_clean_shutdown_marker
 
 log = logging.getLogger("kcoord.catalogue")
 
@@ -68,6 +72,9 @@ class Catalogue:
         self.version = 0  # bumped whenever a topic is created, grows or is deleted
         self.listeners: list = []  # called (no arguments) after each such change
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._closed = False
+        # taken (durably removed) before any log is opened, so before anything is appended
+        self.clean_shutdown = take_clean_shutdown_marker(self.data_dir)
         self._load()
 
     # ------------------------------------------------------------- storage
@@ -81,8 +88,10 @@ class Catalogue:
         doc = json.loads(path.read_text())
         for entry in doc["topics"]:
             self._open(entry["name"], bytes.fromhex(entry["id"]), entry["partitions"],
-                       entry.get("configs", {}))
-        log.info("loaded %d topics", len(self.topics))
+                       entry.get("configs", {}), self.clean_shutdown)
+        scanned = sum(plog.recovery_scanned for plog in self.all_logs())
+        log.info("loaded %d topics (%s; %d active segments recovery-scanned)", len(self.topics),
+                 "clean shutdown" if self.clean_shutdown else "no clean-shutdown marker", scanned)
 
     def _save(self) -> None:
         doc = {"topics": [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions),
@@ -106,9 +115,11 @@ class Catalogue:
             merged.pop("log.flush.interval.messages")  # Kafka's "never" default
         return LogConfig.from_properties(merged)
 
-    def _open(self, name: str, topic_id: bytes, count: int, configs: dict[str, str]) -> Topic:
+    def _open(self, name: str, topic_id: bytes, count: int, configs: dict[str, str],
+              clean_shutdown: bool = False) -> Topic:
         cfg = self.log_config(configs)
-        logs = [PartitionLog(self.data_dir / f"{name}-{p}", cfg) for p in range(count)]
+        logs = [PartitionLog(self.data_dir / f"{name}-{p}", cfg, clean_shutdown=clean_shutdown)
+                for p in range(count)]
         topic = Topic(name, topic_id, logs, dict(configs))
         self.topics[name] = topic
         self.by_id[topic_id] = topic
@@ -186,5 +197,11 @@ class Catalogue:
             yield from topic.partitions
 
     def close(self) -> None:
+        """Flush and close every log, then write the clean-shutdown marker
+        (not written if a close fails: the next start recovers)."""
+        if self._closed:
+            return
         for plog in self.all_logs():
             plog.close()
+        self._closed = True
+        write_clean_shutdown_marker(self.data_dir)

@@ -8,7 +8,9 @@ Durability: appends go to the page cache; flush() fsyncs the active segment
 (and the directory if segments were created or removed).  The broker calls
 flush() before answering acks=-1; flush_interval_messages adds a count-based
 flush.  On open only the active segment can hold unsynced bytes, so only it
-is verified batch by batch and cut at the first torn or corrupt batch.
+is verified batch by batch and cut at the first torn or corrupt batch;
+after a clean shutdown (the data dir's marker, clean_shutdown.py) close()
+left it fsynced with its indexes, and it is opened as a sealed one is.
 """
 from __future__ import annotations
 
@@ -36,7 +38,11 @@ def _base_offset_of(path: Path) -> int | None:
 
 
 class PartitionLog:
-    def __init__(self, path: Path, config: LogConfig | None = None):
+    def __init__(self, path: Path, config: LogConfig | None = None, *,
+                 clean_shutdown: bool = False):
+        """clean_shutdown: the data dir's clean-shutdown marker was found
+        (clean_shutdown.py), so the active segment is trusted as closed,
+        not scanned for a torn tail."""
         self.path = Path(path)
         self._config = config or LogConfig()
         self.path.mkdir(parents=True, exist_ok=True)
@@ -46,11 +52,12 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._dir_dirty = False       # segment files created/removed since the last flush
         self._closed = False
-        self._open_segments()
+        self.recovery_scanned = False  # whether opening CRC-scanned the active segment
+        self._open_segments(clean_shutdown)
 
     # ------------------------------------------------------------ opening
 
-    def _open_segments(self) -> None:
+    def _open_segments(self, clean_shutdown: bool) -> None:
         bases = set()
         for entry in self.path.iterdir():
             if entry.suffix == LOG_SUFFIX:
@@ -72,7 +79,9 @@ class PartitionLog:
             seg.load_sealed()
             self._segments.append(seg)
         active = Segment(self.path, ordered[-1], self.config)
-        active.recover()  # logs a warning with the bytes dropped, if any
+        if not (clean_shutdown and active.open_clean()):
+            active.recover()  # logs a warning with the bytes dropped, if any
+            self.recovery_scanned = True
         self._segments.append(active)
         self._bases = [s.base_offset for s in self._segments]
         self._size = sum(s.size for s in self._segments)
@@ -390,9 +399,13 @@ class PartitionLog:
     # ---------------------------------------------------------- lifecycle
 
     def close(self) -> None:
+        """Flush and close.  The active segment is made durable as a sealed
+        one is (final time-index entry, indexes fsynced), so that after a
+        clean shutdown it can be opened without a recovery scan."""
         if self._closed:
             return
         self.flush()
+        self.active.seal()
         for seg in self._segments:
             seg.close()
         self._closed = True

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from kcoord.protocol.records import LOG_OVERHEAD, batch_crc_ok
+from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 
 from .config import LogConfig
 from .errors import CorruptSegmentError
@@ -37,7 +37,7 @@ def _pwrite_all(fd: int, data, position: int) -> None:
 class Segment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig):
         """Open (creating if missing) the files of one segment.  Callers must
-        then call recover() or load_sealed() to set the in-memory state."""
+        then call recover(), open_clean() or load_sealed() to set the in-memory state."""
         stem = file_stem(base_offset)
         self.base_offset = base_offset
         self.config = config
@@ -127,6 +127,33 @@ class Segment:
         """Open as the active segment: verify every batch, cut a torn or
         corrupt tail.  Returns the bytes dropped."""
         return self._reindex(verify=True)
+
+    def open_clean(self) -> bool:
+        """Open as the active segment after a clean shutdown (the close
+        fsynced it and its indexes, with a final time-index entry): trust
+        it as load_sealed does, walking only the headers after the newest
+        index entry, with no CRC scan.  False if the indexes do not look
+        sane: the caller then recover()s it as after a crash."""
+        last = self.index.last() if self.index.size_ok() else None
+        sane = (self.index.sane(self.size) and self.time_index.sane()
+                and (self._indexes_existed or self.size == 0)
+                and self._load_tail())
+        if not sane:
+            log.warning("%s: index files missing or damaged after a clean shutdown; "
+                        "recovering", self.log_path)
+            return False
+        newest = self.time_index.last_entry()
+        if newest is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = newest
+        # what _track would hold after appending every batch of the file:
+        # the bytes since the batch of the newest index entry, and the
+        # first batch's timestamp (time-based rolls)
+        self._bytes_since_index = self.size - (last[1] if last else 0)
+        if self.size:
+            first = next(iter(file_batches(self._fd, 0, self.size, bodies=False,
+                                           chunk=HEADER_SIZE)))
+            self.first_timestamp = first.header.max_timestamp
+        return True
 
     def load_sealed(self) -> None:
         """Open as a sealed segment: trust its indexes if they look sane

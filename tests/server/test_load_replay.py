@@ -138,3 +138,81 @@ def test_load_of_commit_then_tombstone_keeps_the_simple_group(tmp_path):
     assert set(shard.core.groups) == set(ref.groups) == {"g"}
     assert state(shard.core) == state(ref)
     plog.close()
+
+
+# ------------------------------------------------ restarts of `kcoord serve`
+OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
+
+
+def commit(client, group: str, offset: int) -> None:
+    resp = client.request(OFFSET_COMMIT, 8, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "retention_time_ms": -1,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                 "committed_leader_epoch": -1,
+                                                 "committed_metadata": ""}]}]})
+    assert resp["topics"][0]["partitions"][0]["error_code"] == 0, resp
+
+
+def fetched(client, group: str) -> int:
+    """The committed offset, once the group's shard has loaded."""
+    while True:
+        resp = client.request(OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": "t", "partition_indexes": [0]}]}], "require_stable": False})
+        g = resp["groups"][0]
+        if g["error_code"] != 14:  # COORDINATOR_LOAD_IN_PROGRESS
+            assert g["error_code"] == 0, g
+            return g["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def test_clean_restart_skips_recovery_and_a_kill_still_truncates_a_torn_tail(tmp_path):
+    from kcoord.coordinator.partitioner import partition_for
+    from kcoord.log.clean_shutdown import CLEAN_SHUTDOWN_FILE
+    from tests.clients.wire import WireClient, create_topic, wait_for_log
+    from tests.support import ServerProcess
+
+    data = tmp_path / "data"
+    srv = ServerProcess(data, settings={"offsets.topic.num.partitions": "3"})
+    srv.start()
+    try:
+        with WireClient(srv.port) as c:
+            assert create_topic(c, "t")["error_code"] == 0
+            commit(c, "g", 41)
+            commit(c, "g", 42)
+        srv.stop()  # SIGTERM: a clean stop writes the marker after closing every log
+        assert srv.proc.returncode == 0
+        assert (data / CLEAN_SHUTDOWN_FILE).exists()
+
+        mark = len(srv.log_lines)
+        srv.start()
+        # the marker is taken at start, before anything can be appended
+        assert not (data / CLEAN_SHUTDOWN_FILE).exists()
+        line = wait_for_log(srv, "loaded", "topics", since=mark)
+        assert "clean shutdown" in line and "0 active segments recovery-scanned" in line, line
+        with WireClient(srv.port) as c:
+            assert fetched(c, "g") == 42
+            commit(c, "g", 43)
+        srv.kill()  # SIGKILL: no marker
+        assert not (data / CLEAN_SHUTDOWN_FILE).exists()
+
+        # a torn batch at the end of the group's active segment, as a crash mid-write leaves
+        part = data / f"__consumer_offsets-{partition_for('g', 3)}"
+        active = max(part.glob("*.log"))
+        size = active.stat().st_size
+        key = encode_record_key(1, {"group": "g", "topic": "t", "partition": 0})
+        value = encode_record_value(1, 3, {"offset": 99, "leader_epoch": -1, "metadata": "",
+                                           "commit_timestamp": 1})
+        with open(active, "ab") as fh:
+            fh.write(bytes(build_batch([(key, value, [], 1)]))[:-3])
+
+        mark = len(srv.log_lines)
+        srv.start()
+        line = wait_for_log(srv, "loaded", "topics", since=mark)
+        assert "no clean-shutdown marker" in line and "0 active segments" not in line, line
+        wait_for_log(srv, "truncating", since=mark)
+        assert active.stat().st_size == size
+        with WireClient(srv.port) as c:
+            assert fetched(c, "g") == 43
+    finally:
+        srv.stop()
+    assert (data / CLEAN_SHUTDOWN_FILE).exists()
