@@ -426,3 +426,169 @@ def test_policy_config_key():
     assert CoordinatorConfig.from_values(cfg.values).consumer_group_migration_policy == "upgrade"
     with pytest.raises(ValueError, match="group.consumer.migration.policy"):
         cfg.set("group.consumer.migration.policy", "sideways")
+
+
+# ============================================================ seeded simulation
+class SimClient:
+    def __init__(self, name: str, kind: str, now: int) -> None:
+        self.name, self.kind = name, kind
+        self.member_id = "" if kind == "classic" else f"{name}-id"
+        self.generation = -1   # classic: the generation (= member epoch in a consumer group)
+        self.epoch = 0         # KIP-848: the member epoch
+        self.owned: set[int] = set()
+        self.alive = True
+        self.next_at = now
+        self.phase = "join"    # classic: join, joining, syncing, stable
+        self.token = None
+
+
+class Simulation:
+    """Classic (eager range) and KIP-848 clients on one 4-partition topic; the group
+    flips between classic and consumer as KIP-848 members come and go.  After
+    every step no partition is owned by two live clients; the live shard equals
+    the replayed log every few steps and at the end."""
+
+    HB_CLASSIC, HB_KIP848 = 3000, 5000
+
+    def __init__(self, seed: int) -> None:
+        import random
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.h = Harness()
+        self.clients: list[SimClient] = []
+        self.counter = 0
+
+    def add(self, kind: str) -> None:
+        self.counter += 1
+        self.clients.append(SimClient(f"s{self.counter}", kind, self.h.now))
+
+    def alive(self) -> list[SimClient]:
+        return [c for c in self.clients if c.alive]
+
+    # ------------------------------------------------------------ classic client
+    def classic_step(self, c: SimClient) -> None:
+        h = self.h
+        if c.phase == "join":
+            c.owned.clear()  # eager: everything is revoked before joining
+            c.token = h.join(c.member_id, protocols=[("range", sub("t"))], session=10000,
+                             rebalance=20000, client=c.name)
+            c.phase = "joining"
+        if c.phase == "joining":
+            reply = h.reply(c.token)
+            if reply is None:
+                c.next_at = h.now + 100
+                return
+            code = reply["error_code"]
+            if code == Err.NONE:
+                c.member_id, c.generation = reply["member_id"], reply["generation_id"]
+                assignments = None
+                if reply["members"]:  # the leader of a classic group assigns (range)
+                    ids = sorted(m["member_id"] for m in reply["members"])
+                    assignments = {m: assignment("t", [p for p in range(4) if p % len(ids) == i])
+                                   for i, m in enumerate(ids)}
+                c.token = self.h.sync(c.member_id, c.generation, protocol_name="range",
+                                      assignments=assignments)
+                c.phase = "syncing"
+            else:
+                self._classic_reset(c, code, reply)
+                return
+        if c.phase == "syncing":
+            reply = h.reply(c.token)
+            if reply is None:
+                c.next_at = h.now + 100
+                return
+            if reply["error_code"] == Err.NONE:
+                c.owned = parts(reply["assignment"])
+                c.phase = "stable"
+                c.next_at = h.now + self.HB_CLASSIC
+            else:
+                self._classic_reset(c, reply["error_code"], reply)
+            return
+        if c.phase == "stable":
+            code = h.heartbeat(c.member_id, c.generation)
+            if code == Err.NONE:
+                c.next_at = h.now + self.HB_CLASSIC
+            else:
+                self._classic_reset(c, code, {})
+
+    def _classic_reset(self, c: SimClient, code: int, reply: dict) -> None:
+        assert code in (Err.MEMBER_ID_REQUIRED, Err.REBALANCE_IN_PROGRESS, Err.UNKNOWN_MEMBER_ID,
+                        Err.ILLEGAL_GENERATION), (self.seed, c.name, code, reply)
+        c.owned.clear()
+        if code == Err.MEMBER_ID_REQUIRED:
+            c.member_id = reply["member_id"]
+        elif code == Err.UNKNOWN_MEMBER_ID:
+            c.member_id = ""
+        c.phase = "join"
+        c.next_at = self.h.now + (0 if code == Err.MEMBER_ID_REQUIRED else 50)
+
+    # ------------------------------------------------------------ KIP-848 client
+    def kip848_step(self, c: SimClient) -> None:
+        resp = self.h.cg(c.member_id, c.epoch, owned=c.owned)
+        code = resp["error_code"]
+        c.next_at = self.h.now + self.HB_KIP848
+        if code != Err.NONE:
+            assert code in (Err.FENCED_MEMBER_EPOCH, Err.UNKNOWN_MEMBER_ID,
+                            Err.GROUP_ID_NOT_FOUND), (self.seed, c.name, resp)
+            c.owned.clear()
+            c.epoch = 0
+            c.next_at = self.h.now + 500
+            return
+        c.epoch = resp["member_epoch"]
+        if resp["assignment"] is not None:
+            c.owned = {p for tp in resp["assignment"]["topic_partitions"] for p in tp["partitions"]}
+
+    # ------------------------------------------------------------ events
+    def leave(self, c: SimClient) -> None:
+        c.alive = False
+        c.owned.clear()
+        if c.kind == "classic":
+            if c.member_id:
+                self.h.leave([c.member_id])
+        elif c.epoch > 0:
+            self.h.cg(c.member_id, -1)
+
+    def step(self, events: bool) -> None:
+        rng, h = self.rng, self.h
+        if events:
+            r = rng.random()
+            if r < 0.04 and len(self.alive()) < 6:
+                self.add(rng.choice(["classic", "classic", "kip848"]))
+            elif r < 0.06 and self.alive():
+                self.leave(rng.choice(self.alive()))
+            elif r < 0.07 and self.alive():
+                crashed = rng.choice(self.alive())
+                crashed.alive = False
+                crashed.owned.clear()
+        h.advance(rng.randint(50, 1500))
+        for c in list(self.alive()):
+            if c.next_at <= h.now:
+                (self.classic_step if c.kind == "classic" else self.kip848_step)(c)
+        self.check_ownership()
+
+    def check_ownership(self) -> None:
+        seen: dict[int, str] = {}
+        for c in self.alive():
+            for p in c.owned:
+                assert p not in seen, (self.seed, p, seen[p], c.name)
+                seen[p] = c.name
+
+    def run(self, steps: int) -> None:
+        self.add("classic")
+        self.add("classic")
+        for i in range(steps):
+            self.step(events=True)
+            if i % 50 == 49:
+                self.h.check_consistency()
+        for _ in range(400):  # quiesce: no more events
+            self.step(events=False)
+        self.h.check_consistency()
+        alive = self.alive()
+        if alive:
+            owned = set().union(*(c.owned for c in alive))
+            assert owned == {0, 1, 2, 3}, (self.seed, [(c.name, c.kind, c.owned) for c in alive])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_simulation(seed):
+    Simulation(seed).run(400)
