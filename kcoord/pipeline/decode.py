@@ -67,6 +67,21 @@ _V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">
                       ("mlen", ">i2"), ("commit_ts", ">i8")])
 assert _V3_DTYPE.itemsize == 24
 
+# The batch walk reads base offset, batch length, magic, CRC and last offset delta.
+_WALK = struct.Struct(">qi4xbI2xi")
+# A whole batch header, for numpy to read at every batch start at once.
+_BATCH_HEAD = np.dtype([("base_offset", ">i8"), ("length", ">i4"), ("leader_epoch", ">i4"),
+                        ("magic", "i1"), ("crc", ">u4"), ("attributes", ">i2"),
+                        ("last_offset_delta", ">i4"), ("base_timestamp", ">i8"),
+                        ("max_timestamp", ">i8"), ("producer_id", ">i8"),
+                        ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("count", ">i4")])
+assert _BATCH_HEAD.itemsize == HEADER_SIZE
+# What add_chunk does with a batch.
+_FAST, _PLAIN, _GENERAL, _BAD_CRC = 0, 1, 2, 3
+# Batches with more records go through the per-record loop: the column-wise
+# parse takes one numpy step per record index.
+_FAST_MAX_COUNT = 64
+
 DEFAULT_CHUNK_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 1 << 17
 
@@ -110,6 +125,99 @@ def uuid_str(raw) -> str | None:
     return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
 
 
+# ------------------------------------------------------------ key table
+
+_MIX1 = np.uint64(0x9E3779B97F4A7C15)
+_MIX2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_KEY_WORDS = 32  # keys of up to 256 bytes (length prefix included) go in the table
+# _WORD_MASKS[n, j]: the bytes of word j that belong to a key of n bytes
+_WORD_MASKS = np.array([[(1 << (8 * max(0, min(8, n - 8 * j)))) - 1 for j in range(_KEY_WORDS)]
+                        for n in range(8 * _KEY_WORDS + 1)], dtype=np.uint64)
+
+
+class _KeyTable:
+    """Raw keys -> key ids, looked up for many records at once with numpy.
+
+    A key's bytes are read as little-endian 64-bit words, zero past its end;
+    words and length hash to 64 bits, looked up in a sorted array.  A hit is
+    confirmed by comparing the length and every word with the key stored
+    under that hash, so a collision can only make a miss (the caller then
+    takes its dict), never a wrong id."""
+
+    def __init__(self) -> None:
+        self.hashes = np.empty(0, dtype=np.uint64)  # sorted
+        self.slots = np.empty(0, dtype=np.int64)    # slot of each sorted hash
+        self.kids = np.empty(0, dtype=np.int64)     # per slot: key id, length, words
+        self.lens = np.empty(0, dtype=np.int64)
+        self.words = np.zeros((0, 1), dtype=np.uint64)
+
+    @staticmethod
+    def words_of(buf: bytes, kpos, klen):
+        """-> (hash, words (n x w), usable): the keys buf[kpos:kpos + klen]."""
+        n = len(kpos)
+        top = int(klen.max()) if n else 0
+        w = max(1, min(_KEY_WORDS, (top + 7) // 8))
+        usable = (klen > 0) & (klen <= 8 * w) & (kpos + 8 * w <= len(buf))
+        if len(buf) < 8 * w or not usable.any():
+            return np.zeros(n, dtype=np.uint64), np.zeros((n, w), dtype=np.uint64), \
+                np.zeros(n, dtype=bool)
+        items = np.ndarray(shape=(len(buf) - 8 * w + 1,), dtype=np.dtype((np.void, 8 * w)),
+                           buffer=buf, strides=(1,))
+        words = items[np.where(usable, kpos, 0)].view("<u8").reshape(n, w)
+        lens = np.minimum(klen, 8 * w)
+        if int(klen.min()) == top:
+            words &= _WORD_MASKS[top, :w]
+        else:
+            words &= _WORD_MASKS[lens, :w]
+        h = lens.astype(np.uint64) * _MIX1
+        for j in range(w):
+            h ^= words[:, j]
+            h *= _MIX2
+        h ^= h >> np.uint64(31)
+        return h, words, usable
+
+    def lookup(self, h, words, klen, usable):
+        """Key id per key, -1 where the table does not hold it."""
+        n = len(h)
+        if not len(self.hashes):
+            return np.full(n, -1, dtype=np.int64)
+        i = np.searchsorted(self.hashes, h)
+        np.minimum(i, len(self.hashes) - 1, out=i)
+        slot = self.slots[i]
+        w = words.shape[1]
+        if w > self.words.shape[1]:
+            self._widen(w)
+        same = usable & (self.hashes[i] == h) & (self.lens[slot] == klen) \
+            & (self.words[slot, :w] == words).all(axis=1)
+        return np.where(same, self.kids[slot], -1)
+
+    def _widen(self, w: int) -> None:
+        words = np.zeros((len(self.words), w), dtype=np.uint64)
+        words[:, :self.words.shape[1]] = self.words
+        self.words = words
+
+    def add(self, h, words, klen, kids) -> None:
+        """Add keys (distinct); one whose hash is already taken stays out."""
+        h, first = np.unique(h, return_index=True)
+        keep = ~np.isin(h, self.hashes)
+        first = first[keep]
+        if not first.size:
+            return
+        w = max(words.shape[1], self.words.shape[1])
+        if w > self.words.shape[1]:
+            self._widen(w)
+        new = np.zeros((first.size, w), dtype=np.uint64)
+        new[:, :words.shape[1]] = words[first]
+        base = len(self.kids)
+        self.kids = np.concatenate([self.kids, kids[first]])
+        self.lens = np.concatenate([self.lens, klen[first]])
+        self.words = np.concatenate([self.words, new])
+        hashes = np.concatenate([self.hashes, h[keep]])
+        slots = np.concatenate([self.slots, base + np.arange(first.size, dtype=np.int64)])
+        order = np.argsort(hashes, kind="stable")
+        self.hashes, self.slots = hashes[order], slots[order]
+
+
 # ------------------------------------------------------------ the builder
 
 
@@ -123,8 +231,11 @@ class RecordBatchBuilder:
     """
 
     def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None,
-                 record_types: frozenset | None = None) -> None:
+                 record_types: frozenset | None = None, vectorized: bool = True) -> None:
         self.record_types = record_types
+        # False: every uncompressed data batch takes the per-record loop (`_plain_batch`),
+        # the fallback of the vectorized path; tests compare the two.
+        self.vectorized = vectorized
         full = arrow_schema("records+")
         self.full_schema = full
         self.columns = list(columns) if columns else [name for name, _ in RECORD_FIELDS]
@@ -140,6 +251,7 @@ class RecordBatchBuilder:
         self._k_partition: list = []
         self._k_member: list = []
         self._k_arrays = None  # Arrow versions of the key tables, rebuilt when they grow
+        self._table = _KeyTable()  # offset-commit keys for the column-wise parse
         self.topic_names = topic_names if topic_names is not None else {}  # topic id -> name
         self.log_partition = 0
         self.segment = 0
@@ -154,6 +266,7 @@ class RecordBatchBuilder:
         # per batch: (first row, base offset, base timestamp, producer id, transactional);
         # a batch's rows run to the next batch's first row
         self.batches: list[tuple] = []
+        self.batch_blocks: list = []  # earlier batches as (k, 5) int64 arrays, in order
         self.off_exc: list[tuple[int, int]] = []   # (row, offset delta - index in batch)
         self.ts_exc: list[tuple[int, int]] = []    # (row, timestamp delta)
         self.null_offset_rows: list[int] = []
@@ -269,119 +382,334 @@ class RecordBatchBuilder:
         (a partial batch or the end of buf), "corrupt" (a header that cannot be
         right; the rest of buf is unreadable), "done" (past max_offset).
 
-        Uncompressed data batches, nearly all of them, are walked right here
-        in buf, with the per-batch bookkeeping inlined; compressed and control
-        batches go through add_batch."""
+        One Python loop walks the batch headers (length, magic, offsets) and
+        checks the CRCs.  The uncompressed data batches found are then parsed
+        together, column-wise with numpy (`_parse_fast`); a batch that path
+        does not take whole (an odd record, a new key that is not an offset
+        commit, a value that is not 24 bytes or a tombstone) goes through the
+        per-record loop `_plain_batch`, and compressed and control batches
+        through `add_batch`, each in its place in log order."""
         stop = len(buf)
         chunk_base = self.body_base
         self.bodies.append(buf)
         self.body_base += stop
-        unpack = _HEADER.unpack_from
+        head = _WALK.unpack_from
         crc = _crc32c
         mv = memoryview(buf)
+        starts: list[int] = []
+        starts_append = starts.append
+        crc_ok: list[bool] = []
+        crc_append = crc_ok.append
+        why = "more"
+        while stop - pos >= 61:  # HEADER_SIZE
+            base_off, blen, magic, stored, lod = head(buf, pos)
+            if blen < 49 or magic != 2 or lod < 0:  # minimum length, magic v2
+                why = "corrupt"
+                break
+            end = pos + 12 + blen  # LOG_OVERHEAD + batch length
+            if end > stop:
+                break
+            if base_off > max_offset:
+                why = "done"
+                break
+            if base_off + lod >= min_offset:
+                starts_append(pos)
+                if verify_crc:
+                    crc_append(crc(mv[pos + 21:end]) == stored)
+            pos = end
+        if not starts:
+            return pos, why
+        n = len(starts)
+        where = np.array(starts, dtype=np.int64)
+        heads = np.ndarray(shape=(stop - 60,), dtype=_BATCH_HEAD, buffer=buf, strides=(1,))[where]
+        attrs = heads["attributes"].astype(np.int64)
+        count = heads["count"].astype(np.int64)
+        code = np.full(n, _PLAIN, dtype=np.int8)
+        bad_crc = ~np.array(crc_ok, dtype=bool) if verify_crc else np.zeros(n, dtype=bool)
+        general = (attrs & 0x27) != 0  # compressed or control
+        code[general] = _GENERAL
+        code[bad_crc] = _BAD_CRC
+        rows = None
+        if self.vectorized:
+            cand = np.flatnonzero((code == _PLAIN) & (count >= 1) & (count <= _FAST_MAX_COUNT))
+            if cand.size:
+                ends = where[cand] + 12 + heads["length"][cand].astype(np.int64)
+                fast = self._parse_fast(buf, where[cand] + 61, ends, count[cand])
+                code[cand[fast[0]]] = _FAST
+                rows = self._fast_rows(fast, cand, heads, chunk_base)
+        # Batches in log order: runs of parsed batches in bulk, the others one by one.
+        prev = 0
+        for j in np.flatnonzero(code != _FAST).tolist() + [n]:
+            if j > prev:
+                self._append_fast(rows, prev, j)
+            if j == n:
+                break
+            prev = j + 1
+            at = starts[j]
+            h = _HEADER.unpack_from(buf, at)
+            kind = code[j]
+            if kind == _BAD_CRC:
+                self.add_error("crc_mismatch",
+                               f"batch at offset {h[0]} (log partition {self.log_partition}, "
+                               f"segment {self.segment}) fails its CRC",
+                               offset=h[0], timestamp=h[8])
+            elif kind == _GENERAL:
+                self.add_batch(buf, at, h, verify_crc=False)  # its CRC is checked above
+            else:
+                self._plain_batch(buf, at, h, chunk_base)
+        return pos, why
+
+    def _parse_fast(self, buf: bytes, rstart, bend, count):
+        """Parse whole uncompressed batches column-wise.
+
+        rstart, bend, count: per batch, where its records start and end and how
+        many there are (1.._FAST_MAX_COUNT).  Record boundaries are found
+        record index by record index across all batches at once; every field
+        after that is read for all records together.  Varints of one or two
+        bytes are taken (a longer one sends its batch to the per-record loop).
+
+        -> (batch taken: bool per batch, first record of each batch (len + 1),
+        then per record: key id, end position, tombstone, offset delta,
+        timestamp delta).  A batch is taken only if each of its records is a
+        known offset-commit key (its raw bytes registered by the codec), then a
+        24-byte value or a tombstone, no headers, and the records fill the
+        batch exactly; values are read in flush as for the per-record loop."""
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        u16 = np.ndarray(shape=(len(buf) - 1,), dtype="<u2", buffer=buf, strides=(1,))
+        lim = len(buf) - 2  # last start of a two-byte read
+        nb = len(count)
+        first = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(count, out=first[1:])
+        nrec = int(first[-1])
+        rec_start = np.empty(nrec, dtype=np.int64)  # after the record's length varint
+        rec_end = np.empty(nrec, dtype=np.int64)
+        ok = np.ones(nb, dtype=bool)
+        cur = rstart.copy()
+        low = int(count.min())
+        for i in range(int(count.max())):
+            if i < low:  # every batch has a record i
+                q = cur
+                rows = first[:-1] + i
+                length, s, good = _varints(u16, q, lim)
+                e = s + length
+                ok &= good & (length >= 6) & (e <= bend)
+                cur = e
+            else:
+                act = np.flatnonzero(count > i)
+                q = cur[act]
+                rows = first[act] + i
+                length, s, good = _varints(u16, q, lim)
+                e = s + length
+                ok[act] &= good & (length >= 6) & (e <= bend[act])
+                cur[act] = e
+            rec_start[rows] = s
+            rec_end[rows] = e
+        ok &= cur == bend
+        # every field of every record; positions only grow, and a record must end
+        # exactly where its length says, so a taken record never read past it
+        ts_delta, q, g1 = _varints(u16, rec_start + 1, lim)  # after the attributes byte
+        off_delta, q, g2 = _varints(u16, q, lim)
+        kpos = q
+        klen, q, g3 = _varints(u16, q, lim)
+        q = q + klen
+        kend = q
+        vlen, q, g4 = _varints(u16, q, lim)
+        tomb = vlen == -1
+        full = vlen == 24
+        q += np.where(full, 24, 0)
+        rec_ok = g1 & g2 & g3 & g4 & (klen >= 0) & (tomb | full) \
+            & (q + 1 == rec_end) & (u8[np.minimum(q, lim + 1)] == 0)  # no headers
+        ok &= np.logical_and.reduceat(rec_ok, first[:-1])
+        # keys: by their raw bytes (length prefix included), as the loop looks them up
+        kid = np.full(nrec, -1, dtype=np.int64)
+        sel = np.flatnonzero(np.repeat(ok, count))
+        if sel.size:
+            kid[sel] = self._key_ids(buf, kpos[sel], kend[sel], klen[sel])
+            ok &= np.logical_and.reduceat(kid >= 0, first[:-1])
+        return ok, first, kid, rec_end, tomb, off_delta, ts_delta
+
+    def _key_ids(self, buf: bytes, kpos, kend, key_len):
+        """Key id of each raw key buf[kpos:kend] (numpy arrays; key_len: the lengths its
+        prefixes give), -1 if not an offset commit.
+
+        Column-wise through the key table; keys it misses (new ones, or ones it
+        cannot hold) go through the dict the per-record loop uses, and new
+        offset-commit keys are decoded once with the codec and added to both."""
+        table = self._table
+        klen = kend - kpos
+        h, words, usable = table.words_of(buf, kpos, klen)
+        kid = table.lookup(h, words, klen, usable)
+        miss = np.flatnonzero(kid < 0)
+        if miss.size:
+            # new keys: one of each (by hash) decoded and added, then looked up again
+            _, first = np.unique(h[miss], return_index=True)
+            one = miss[first]
+            one = one[usable[one]]
+            if one.size:
+                get = self._ckeys.get
+                got = np.array(
+                    [get(buf[a:b], -2) for a, b in zip(kpos[one].tolist(), kend[one].tolist())],
+                    dtype=np.int64)
+                for i in np.flatnonzero(got == -2).tolist():
+                    r = one[i]
+                    got[i] = self._commit_key(buf[int(kpos[r]):int(kend[r])], int(key_len[r]))
+                keep = got >= 0
+                if keep.any():
+                    one = one[keep]
+                    table.add(h[one], words[one], klen[one], got[keep])
+                    kid[miss] = table.lookup(h[miss], words[miss], klen[miss], usable[miss])
+                    miss = miss[kid[miss] < 0]
+        if miss.size:  # not in the table: keys it cannot hold, collisions, other types
+            get = self._ckeys.get
+            spans = list(zip(kpos[miss].tolist(), kend[miss].tolist(), key_len[miss].tolist()))
+            got = [get(buf[a:b], -2) for a, b, _ in spans]
+            if -2 in got:
+                new = {}
+                for i, (a, b, n) in enumerate(spans):
+                    if got[i] == -2:
+                        raw = buf[a:b]
+                        if raw not in new:
+                            new[raw] = self._commit_key(raw, n)
+                        got[i] = new[raw]
+            kid[miss] = got
+        return kid
+
+    def _commit_key(self, raw_key: bytes, klen: int) -> int:
+        """Key id of an offset-commit key not seen yet, or -1 (any other key, or one the
+        codec rejects: the per-record loop then makes the row)."""
+        if raw_key in self._okeys:
+            return -1
+        try:
+            rtype, kid = self._key(raw_key[len(raw_key) - klen:], raw_key)
+        except ProtocolError:  # includes UnknownRecordTypeError
+            return -1
+        return kid if rtype <= 1 else -1
+
+    def _fast_rows(self, fast, cand, heads, chunk_base: int) -> dict:
+        """What _append_fast copies, for all parsed batches of the chunk at once."""
+        ok, first, kid, rec_end, tomb, off_delta, ts_delta = fast
+        counts = np.diff(first)
+        index = np.arange(len(kid), dtype=np.int64) - np.repeat(first[:-1], counts)
+        h = heads[cand]
+        attrs = h["attributes"].astype(np.int64)
+        log_append = (attrs & 0x08) != 0
+        off_rows = np.flatnonzero(off_delta != index)
+        ts_rows = np.flatnonzero((ts_delta != 0) & ~np.repeat(log_append, counts))
+        block = np.empty((len(cand), 5), dtype=np.int64)
+        block[:, 0] = first[:-1]
+        block[:, 1] = h["base_offset"]
+        block[:, 2] = np.where(log_append, h["max_timestamp"], h["base_timestamp"])
+        block[:, 3] = h["producer_id"]
+        block[:, 4] = (attrs & 0x10) != 0  # transactional
+        return {
+            "cand": cand, "first": first, "block": block,
+            "kids": kid.astype(np.int32), "ends": np.where(tomb, -1, rec_end + chunk_base),
+            "tomb": np.flatnonzero(tomb), "off": (off_rows, (off_delta - index)[off_rows]),
+            "ts": (ts_rows, ts_delta[ts_rows].astype(np.int64)),
+        }
+
+    def _append_fast(self, rows: dict, b0: int, b1: int) -> None:
+        """Rows of the parsed batches b0..b1-1 (indices into the chunk's batches)."""
+        first = rows["first"]
+        c0, c1 = np.searchsorted(rows["cand"], [b0, b1]).tolist()  # all of them are in cand
+        r0, r1 = int(first[c0]), int(first[c1])
+        shift = len(self.kids) - r0  # row = record index in the chunk + shift
+        self.kids.frombytes(rows["kids"][r0:r1].tobytes())
+        self.ends.frombytes(rows["ends"][r0:r1].tobytes())
+        tomb = rows["tomb"]
+        if tomb.size:
+            i0, i1 = np.searchsorted(tomb, [r0, r1]).tolist()
+            self.tomb_rows.extend((tomb[i0:i1] + shift).tolist())
+        for name, out in (("off", self.off_exc), ("ts", self.ts_exc)):
+            at, delta = rows[name]
+            if at.size:
+                i0, i1 = np.searchsorted(at, [r0, r1]).tolist()
+                if i1 > i0:
+                    out.extend(zip((at[i0:i1] + shift).tolist(), delta[i0:i1].tolist()))
+        block = rows["block"][c0:c1].copy()
+        block[:, 0] += shift
+        if self.batches:
+            self.batch_blocks.append(np.array(self.batches, dtype=np.int64).reshape(-1, 5))
+            self.batches = []
+        self.batch_blocks.append(block)
+
+    def _plain_batch(self, buf: bytes, pos: int, h, chunk_base: int) -> None:
+        """One uncompressed data batch (CRC checked), record by record, in buf."""
         zz1 = _ZZ1
         varint = _varint
         ckeys_get = self._ckeys.get
-        kids = self.kids
-        kids_append = kids.append
+        kids_append = self.kids.append
         ends_append = self.ends.append
         off_exc = self.off_exc
         ts_exc = self.ts_exc
-        batches_append = self.batches.append
-        while stop - pos >= 61:  # HEADER_SIZE; constants are inlined in this loop
-            h = unpack(buf, pos)
-            end = pos + 12 + h[1]  # LOG_OVERHEAD + batch length
-            if h[1] < 49 or h[3] != 2 or h[6] < 0:  # minimum length, magic v2
-                return pos, "corrupt"
-            if end > stop:
-                return pos, "more"
-            base_off = h[0]
-            if base_off > max_offset:
-                return pos, "done"
-            if base_off + h[6] < min_offset:
-                pos = end
-                continue
-            attrs = h[5]
-            if attrs & 0x27:  # compressed or control: the general path
-                self.add_batch(buf, pos, h, verify_crc=verify_crc)
-                pos = end
-                continue
-            if verify_crc and crc(mv[pos + 21:end]) != h[4]:
-                self.add_error("crc_mismatch",
-                               f"batch at offset {base_off} (log partition {self.log_partition}, "
-                               f"segment {self.segment}) fails its CRC",
-                               offset=base_off, timestamp=h[8])
-                pos = end
-                continue
-            log_append = attrs & 0x08  # LogAppendTime
-            row = len(kids)
-            batches_append((row, base_off, h[8] if log_append else h[7], h[9],
-                            1 if attrs & 0x10 else 0))  # transactional
-            count = h[12]
-            p = pos + 61
-            try:
-                if count < 0 or count * 7 > end - p:
-                    raise _Corrupt(f"record count {count} impossible for {end - p} bytes")
-                for i in range(count):
-                    b = buf[p]
+        end = pos + 12 + h[1]
+        base_off = h[0]
+        attrs = h[5]
+        log_append = attrs & 0x08  # LogAppendTime
+        row = len(self.kids)
+        self.batches.append((row, base_off, h[8] if log_append else h[7], h[9],
+                             1 if attrs & 0x10 else 0))  # transactional
+        count = h[12]
+        p = pos + 61
+        try:
+            if count < 0 or count * 7 > end - p:
+                raise _Corrupt(f"record count {count} impossible for {end - p} bytes")
+            for i in range(count):
+                b = buf[p]
+                if b < 0x80:
+                    length = zz1[b]
+                    p += 1
+                elif (c := buf[p + 1]) < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    p += 2
+                else:
+                    length, p = varint(buf, p)
+                rec_end = p + length
+                b = buf[p + 1]  # after the attributes byte
+                if b == 0:
+                    p += 2
+                else:
                     if b < 0x80:
-                        length = zz1[b]
-                        p += 1
-                    elif (c := buf[p + 1]) < 0x80:
-                        z = (b & 0x7F) | (c << 7)
-                        length = (z >> 1) ^ -(z & 1)
+                        ts_delta = zz1[b]
                         p += 2
                     else:
-                        length, p = varint(buf, p)
-                    rec_end = p + length
-                    b = buf[p + 1]  # after the attributes byte
-                    if b == 0:
-                        p += 2
-                    else:
-                        if b < 0x80:
-                            ts_delta = zz1[b]
-                            p += 2
-                        else:
-                            ts_delta, p = varint(buf, p + 1)
-                        if not log_append:
-                            ts_exc.append((row + i, ts_delta))
-                    b = buf[p]
-                    if b < 0x80:
-                        off_delta = zz1[b]
-                        p += 1
-                    elif (c := buf[p + 1]) < 0x80:
-                        z = (b & 0x7F) | (c << 7)
-                        off_delta = (z >> 1) ^ -(z & 1)
-                        p += 2
-                    else:
-                        off_delta, p = varint(buf, p)
-                    if off_delta != i:
-                        off_exc.append((row + i, off_delta - i))
-                    # The common record: a known commit key, a 24-byte value, no
-                    # headers.  The key is looked up by its raw bytes (length prefix
-                    # included) as registered by a full parse of the same bytes, so
-                    # a hit is exact.  (A record that overruns its batch ends the
-                    # loop elsewhere than `end`, and the batch is dropped below.)
-                    if buf[rec_end - 1] == 0 and buf[rec_end - 26] == 48:
-                        kid = ckeys_get(buf[p:rec_end - 26])
-                        if kid is not None:
-                            kids_append(kid)
-                            ends_append(chunk_base + rec_end)
-                            p = rec_end
-                            continue
-                    self._general_record(buf, p, rec_end, length, row + i, chunk_base, end)
-                    p = rec_end
-                if p != end:
-                    raise _Corrupt(f"{end - p} bytes left over after {count} records")
-            except (_Corrupt, IndexError) as exc:
-                self._rollback(row)
-                self.add_error("corrupt_batch",
-                               f"batch at offset {base_off}: {exc or 'record truncated'}",
-                               offset=base_off, timestamp=h[8])
-                pos = end
-                continue
-            pos = end
-        return pos, "more"
+                        ts_delta, p = varint(buf, p + 1)
+                    if not log_append:
+                        ts_exc.append((row + i, ts_delta))
+                b = buf[p]
+                if b < 0x80:
+                    off_delta = zz1[b]
+                    p += 1
+                elif (c := buf[p + 1]) < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    off_delta = (z >> 1) ^ -(z & 1)
+                    p += 2
+                else:
+                    off_delta, p = varint(buf, p)
+                if off_delta != i:
+                    off_exc.append((row + i, off_delta - i))
+                # The common record: a known commit key, a 24-byte value, no
+                # headers.  The key is looked up by its raw bytes (length prefix
+                # included) as registered by a full parse of the same bytes, so
+                # a hit is exact.  (A record that overruns its batch ends the
+                # loop elsewhere than `end`, and the batch is dropped below.)
+                if buf[rec_end - 1] == 0 and buf[rec_end - 26] == 48:
+                    kid = ckeys_get(buf[p:rec_end - 26])
+                    if kid is not None:
+                        kids_append(kid)
+                        ends_append(chunk_base + rec_end)
+                        p = rec_end
+                        continue
+                self._general_record(buf, p, rec_end, length, row + i, chunk_base, end)
+                p = rec_end
+            if p != end:
+                raise _Corrupt(f"{end - p} bytes left over after {count} records")
+        except (_Corrupt, IndexError) as exc:
+            self._rollback(row)
+            self.add_error("corrupt_batch",
+                           f"batch at offset {base_off}: {exc or 'record truncated'}",
+                           offset=base_off, timestamp=h[8])
 
     def _records(self, data: bytes, h, row: int) -> None:
         """The hot loop: one pass over the records of an uncompressed batch body."""
@@ -547,7 +875,8 @@ class RecordBatchBuilder:
         types = k_type[kid]
 
         # offsets and timestamps: per-batch bases, the index in the batch, exceptions
-        b = np.array(self.batches, dtype=np.int64).reshape(-1, 5)
+        b = np.concatenate(self.batch_blocks
+                           + [np.array(self.batches, dtype=np.int64).reshape(-1, 5)])
         first = b[:, 0]
         counts = np.diff(np.append(first, n))
         starts = np.repeat(first, counts)
@@ -789,6 +1118,30 @@ def _varint(data, pos: int):
         if shift > 63:
             raise _Corrupt("varint too long")
     return (z >> 1) ^ -(z & 1), pos
+
+
+def _varint_tables():
+    """For every two bytes (little-endian uint16) at a varint: its value and its size
+    (1 or 2 bytes; 0 when it is longer)."""
+    w = np.arange(1 << 16, dtype=np.int64)
+    b0, b1 = w & 0xFF, w >> 8
+    one = b0 < 0x80
+    z = np.where(one, b0, (b0 & 0x7F) | (b1 << 7))
+    return ((z >> 1) ^ -(z & 1)).astype(np.int32), \
+        np.where(one, 1, np.where(b1 < 0x80, 2, 0)).astype(np.int8)
+
+
+_VARINT_VALUE, _VARINT_SIZE = _varint_tables()
+
+
+def _varints(u16, q, lim: int):
+    """Zigzag varints of one or two bytes at positions q (numpy), read through u16, a
+    little-endian uint16 view with one item at every byte position.
+
+    -> (values, positions after them, ok: False where a varint is longer)."""
+    w = u16[np.minimum(q, lim)]
+    size = _VARINT_SIZE[w]
+    return _VARINT_VALUE[w], q + size, size != 0
 
 
 def _skip_headers(data, pos: int, rec_end: int) -> None:

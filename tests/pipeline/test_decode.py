@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 
 from kcoord.pipeline import decode
@@ -198,3 +199,180 @@ def test_projection_raw_group_values_and_type_filter(small):
         if r["raw_value"] is not None:  # the codec reads the bytes back
             decode_record_value(r["record_type"], r["raw_value"])
     assert sum(r["raw_value"] is None for r in rows) == sum(w["value"] is None for w in groups)
+
+
+# ------------------------------------------- column-wise parse against the per-record loop
+
+
+def _zz(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _rec(key, value, ts_delta=0, off_delta=0, headers=b"\x00") -> bytes:
+    body = b"\x00" + _zz(ts_delta) + _zz(off_delta)
+    body += _zz(-1) if key is None else _zz(len(key)) + key
+    body += _zz(-1) if value is None else _zz(len(value)) + value
+    body += headers
+    return _zz(len(body)) + body
+
+
+def _raw_batch(recs, base_offset, *, count=None, last_delta=None, ts=1000, attrs=0, pid=-1):
+    """A v2 batch around hand-made records (any deltas, headers, varint sizes)."""
+    import crc32c
+    count = len(recs) if count is None else count
+    last_delta = len(recs) - 1 if last_delta is None else last_delta
+    rest = struct.pack(">hiqqqhii", attrs, last_delta, ts, ts + 50, pid, 0 if pid >= 0 else -1,
+                       -1, count) + b"".join(recs)
+    return struct.pack(">qiibI", base_offset, 9 + len(rest), -1, 2, crc32c.crc32c(rest)) + rest
+
+
+def _ckey(group, topic="t", partition=0, rtype=1):
+    return encode_record_key(rtype, {"group": group, "topic": topic, "partition": partition})
+
+
+def _cval(offset, version=3, metadata="", ts=1000):
+    return encode_record_value(1, version, {"offset": offset, "leader_epoch": 7,
+                                            "metadata": metadata, "commit_timestamp": ts,
+                                            "expire_timestamp": ts + 5})
+
+
+def _odd_batches() -> list[bytes]:
+    """Batches the column-wise parse takes, and every kind it must hand back."""
+    out, off = [], 0
+
+    def add(batch, n):
+        nonlocal off
+        out.append(batch)
+        off += n
+
+    for g in range(6):  # plain commits, several groups and partitions
+        add(build_batch([(_ckey(f"g{g}", "topic-a", p), _cval(100 * g + p), [], 1000 + g)
+                         for p in range(10)], base_offset=off), 10)
+    # v3 and v4 with empty metadata are both 24 bytes; v0-v2 and metadata are not
+    add(build_batch([(_ckey("g0", "topic-a", p), _cval(5, v), [], 1100) for p, v in
+                     enumerate((3, 4, 3, 4))], base_offset=off), 4)
+    add(build_batch([(_ckey("g1", "topic-a", p), _cval(6, v, md), [], 1100) for p, (v, md) in
+                     enumerate(((0, ""), (1, ""), (2, ""), (3, "x"), (4, "meta")))],
+                    base_offset=off), 5)
+    # tombstones among values, key type 0, timestamps that differ inside a batch
+    add(build_batch([(_ckey("g2", "topic-a", 0), None, [], 1200),
+                     (_ckey("g2", "topic-a", 1), _cval(9), [], 1201),
+                     (_ckey("g2", "topic-a", 2, rtype=0), _cval(9), [], 1350),
+                     (_ckey("g2", "topic-a", 3), None, [], 1199)], base_offset=off), 4)
+    # log-append time, transactional with its marker
+    add(build_batch([(_ckey("g3"), _cval(1), [], 1400)] * 3, base_offset=off,
+                    timestamp_type_log_append=True), 3)
+    add(build_batch([(_ckey("g4", "tx", p), _cval(p), [], 1500) for p in range(3)],
+                    base_offset=off, producer_id=77, transactional=True), 3)
+    add(build_batch([(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 0), [], 1501)],
+                    base_offset=off, producer_id=77, transactional=True, control=True), 1)
+    # offset deltas with gaps (compaction), a timestamp delta of three varint bytes
+    add(_raw_batch([_rec(_ckey("gap"), _cval(1), 0, 0), _rec(_ckey("gap", "u"), _cval(2), 5, 3),
+                    _rec(_ckey("gap", "v"), _cval(3), 200000, 7)], off, last_delta=7), 8)
+    # long keys: two-byte length varints, past the key table (> 256 bytes), three-byte varints
+    for n in (100, 300, 9000):
+        add(build_batch([(_ckey("L" * n, "topic-a", p), _cval(p), [], 1600) for p in range(3)],
+                        base_offset=off), 3)
+    # a group record, an unknown record type, an unknown value version, in commit batches
+    gm = encode_record_value(2, 3, {"protocol_type": "consumer", "generation": 1,
+                                    "protocol": "range", "leader": "m",
+                                    "current_state_timestamp": 1, "members": []})
+    add(build_batch([(_ckey("g0"), _cval(1), [], 1700),
+                     (encode_record_key(2, {"group": "g0"}), gm, [], 1700)],
+                    base_offset=off), 2)
+    add(build_batch([(_ckey("g0"), _cval(2), [], 1701),
+                     (struct.pack(">h", 11) + b"\x00\x01x", b"\x00\x00", [], 1701)],
+                    base_offset=off), 2)
+    bad_version = bytearray(_cval(3))
+    struct.pack_into(">h", bad_version, 0, 9)
+    add(build_batch([(_ckey("g0"), _cval(3), [], 1702), (_ckey("g0", "t", 1), bytes(bad_version),
+                                                          [], 1702)], base_offset=off), 2)
+    # record headers, a null key, more records than the column-wise parse takes
+    add(build_batch([(_ckey("g1"), _cval(4), [("h", b"v")], 1800)], base_offset=off), 1)
+    add(_raw_batch([_rec(_ckey("g1"), _cval(5)), _rec(None, _cval(6), off_delta=1)], off), 2)
+    add(build_batch([(_ckey("g1", "many", p), _cval(p), [], 1900) for p in range(70)],
+                    base_offset=off), 70)
+    # bad CRC, compressed, a record overrunning its batch, a count that does not fit
+    crc_bad = bytearray(build_batch([(_ckey("g2"), _cval(1), [], 2000)], base_offset=off))
+    crc_bad[-1] ^= 1
+    add(bytes(crc_bad), 1)
+    add(build_batch([(_ckey("g2", "z", p), _cval(p), [], 2001) for p in range(4)],
+                    base_offset=off, compression=1), 4)
+    add(_raw_batch([_rec(_ckey("g3"), _cval(1))[:-1] + b"\x02" + b"\x00",
+                    _rec(_ckey("g3", "u"), _cval(2), off_delta=1)], off), 2)
+    add(_raw_batch([_rec(_ckey("g3"), _cval(1)), _rec(_ckey("g3", "u"), _cval(2), off_delta=1)],
+                   off, count=3), 2)
+    add(_raw_batch([_rec(_ckey("g3"), _cval(1)), _rec(_ckey("g3", "u"), _cval(2), off_delta=1)],
+                   off, count=1), 2)  # bytes left over
+    for g in range(3):  # and plain commits again after all that
+        add(build_batch([(_ckey(f"g{g}", "topic-b", p), _cval(p), [], 2100) for p in range(10)],
+                        base_offset=off), 10)
+    return out
+
+
+def _both_ways(paths, monkeypatch, **kw):
+    """Rows of the column-wise parse and of the per-record loop over the same segments."""
+    calls = {"plain": 0}
+    plain = decode.RecordBatchBuilder._plain_batch
+
+    def counting(self, *a):
+        calls["plain"] += 1
+        return plain(self, *a)
+
+    monkeypatch.setattr(decode.RecordBatchBuilder, "_plain_batch", counting)
+    out = []
+    for vectorized in (True, False):
+        calls["plain"] = 0
+        rows = []
+        for p, path in paths:
+            builder = decode.RecordBatchBuilder(vectorized=vectorized)
+            for rb in decode.read_segment(path, p, builder, **kw):
+                rows.extend(rb.to_pylist())
+        out.append((rows, calls["plain"]))
+    (fast, fast_plain), (slow, slow_plain) = out
+    return fast, slow, fast_plain, slow_plain
+
+
+@pytest.mark.parametrize("chunk_bytes", [decode.DEFAULT_CHUNK_BYTES, 700])
+def test_column_wise_parse_equals_the_per_record_loop(tmp_path, monkeypatch, chunk_bytes):
+    path = _segment(tmp_path, _odd_batches())
+    fast, slow, fast_plain, slow_plain = _both_ways([(0, path)], monkeypatch,
+                                                    chunk_bytes=chunk_bytes)
+    assert fast == slow
+    assert fast_plain < slow_plain  # the column-wise parse took some batches itself
+    errors = sorted(r["error"] for r in fast if r["error"])
+    assert errors == ["corrupt_batch"] * 3 + ["crc_mismatch", "undecodable_key",
+                      "unknown_record_type", "unknown_record_version"]
+    assert {r["value_version"] for r in fast if r["record_type"] in (0, 1)} \
+        == {0, 1, 2, 3, 4, 9, None}
+    gap = [(r["offset"], r["timestamp"]) for r in fast if r["group"] == "gap"]
+    assert [(o - gap[0][0], t) for o, t in gap] == [(0, 1000), (3, 1005), (7, 201000)]
+
+
+def test_column_wise_parse_on_a_generated_log_and_offset_ranges(small, tmp_path, monkeypatch):
+    paths = [(p, seg) for p, d in decode.partition_dirs(small) for _, seg in decode.segment_files(d)]
+    fast, slow, fast_plain, slow_plain = _both_ways(paths, monkeypatch)
+    assert fast == slow and fast_plain < slow_plain
+    path = _segment(tmp_path, _odd_batches())
+    for lo, hi in ((0, 40), (45, 80), (61, 200)):
+        fast, slow, _, _ = _both_ways([(0, path)], monkeypatch, min_offset=lo, max_offset=hi)
+        assert fast == slow and fast
+
+
+def test_key_table_collision_is_a_miss():
+    buf = b"\x0aabcdefghij" + b"\x0azyxwvutsrq" + bytes(16)
+    table = decode._KeyTable()
+    kpos, klen = np.array([0, 11]), np.array([11, 11])
+    h, words, usable = table.words_of(buf, kpos, klen)
+    assert usable.all() and h[0] != h[1]
+    table.add(h[:1], words[:1], klen[:1], np.array([5]))
+    assert table.lookup(h, words, klen, usable).tolist() == [5, -1]
+    forged = h.copy()
+    forged[1] = h[0]  # same hash, other bytes: still not key 5
+    assert table.lookup(forged, words, klen, usable).tolist() == [5, -1]
