@@ -5,7 +5,7 @@ State changes only through `replay`; handlers build OffsetCommit records
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..protocol.errors import Err
 from .result import Record
@@ -13,8 +13,9 @@ from .result import Record
 OFFSET_COMMIT = 1  # record type Kafka writes for offset commits (0 is the legacy type)
 
 
-@dataclass(slots=True)
-class OffsetValue:
+class OffsetValue(NamedTuple):
+    """A committed offset as the store holds it (immutable: replay replaces it).
+    A NamedTuple so that replay builds it with tuple.__new__, no Python call."""
     offset: int
     leader_epoch: int
     metadata: str
@@ -37,6 +38,49 @@ def offset_record(group: str, topic: str, partition: int, value: OffsetValue) ->
                   body, version)
 
 
+_new_tuple = tuple.__new__  # Record(...) without NamedTuple's Python-level __new__
+
+
+def commit_records(group: str, topics: list[dict], error: int, now: int,
+                   expire: int | None, metadata_max: int) -> tuple[list[dict], list[Record]]:
+    """OffsetCommit's answer per topic and the records of the partitions it
+    takes (the hot path of a commit: the same records offset_record builds).
+
+    A partition keeps an error code set by the runtime (unknown partitions);
+    the others get `error`, or OFFSET_METADATA_TOO_LARGE when the metadata
+    has more than `metadata_max` UTF-16 code units (as Java's String.length)."""
+    records: list[Record] = []
+    add = records.append
+    out = []
+    for t in topics:
+        name = t["name"]
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            code = p.get("error_code")  # set by the runtime for unknown partitions
+            if code is None:
+                code = error
+            if code == 0:
+                meta = p.get("committed_metadata") or ""
+                # a string of n characters has n..2n UTF-16 code units
+                if 2 * len(meta) > metadata_max and \
+                        len(meta.encode("utf-16-le")) // 2 > metadata_max:
+                    code = Err.OFFSET_METADATA_TOO_LARGE
+                elif expire is None:
+                    add(_new_tuple(Record, (
+                        OFFSET_COMMIT, {"group": group, "topic": name, "partition": index},
+                        {"offset": p["committed_offset"],
+                         "leader_epoch": p.get("committed_leader_epoch", -1),
+                         "metadata": meta, "commit_timestamp": now}, 3)))
+                else:
+                    add(offset_record(group, name, index, OffsetValue(
+                        p["committed_offset"], p.get("committed_leader_epoch", -1), meta, now,
+                        expire)))
+            parts.append({"partition_index": index, "error_code": code})
+        out.append({"name": name, "partitions": parts})
+    return out, records
+
+
 def offset_tombstone(group: str, topic: str, partition: int) -> Record:
     return Record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition}, None)
 
@@ -56,8 +100,16 @@ class OffsetStore:
                 if not offsets:
                     del self.by_group[group]
             return
+        offsets = self.by_group.get(group)
+        if offsets is None:
+            offsets = self.by_group[group] = {}
+        if version == 3:  # what kcoord and Kafka write
+            offsets[tp] = _new_tuple(OffsetValue, (
+                value["offset"], value.get("leader_epoch", -1), value["metadata"] or "",
+                value["commit_timestamp"], None))
+            return
         expire = value.get("expire_timestamp", -1) if version == 1 else -1
-        self.by_group.setdefault(group, {})[tp] = OffsetValue(
+        offsets[tp] = OffsetValue(
             value["offset"], value.get("leader_epoch", -1) if version >= 3 else -1,
             value["metadata"] or "", value["commit_timestamp"],
             None if expire is None or expire < 0 else expire)

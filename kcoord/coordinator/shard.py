@@ -18,7 +18,8 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGr
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
 from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
-from .offsets import OFFSET_COMMIT, OffsetStore, OffsetValue, offset_record, offset_tombstone
+from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, offset_record,
+                      offset_tombstone)
 from .result import Record, Result
 
 LEGACY_OFFSET_COMMIT = 0
@@ -83,10 +84,9 @@ class CoordinatorShard(ClassicGroupHandlers):
             self.offsets.replay(record.key, record.value, record.value_version)
             if record.value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
-                if record.key["group"] not in self.consumer.groups:
-                    group_id = record.key["group"]
-                    if group_id not in self.groups:
-                        self.groups[group_id] = ClassicGroup(group_id)
+                group_id = record.key["group"]
+                if group_id not in self.groups and group_id not in self.consumer.groups:
+                    self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:
             if self._live_records and self.replay_live_group_metadata(record):
                 return  # emitted by this core: the live group already holds it
@@ -136,25 +136,9 @@ class CoordinatorShard(ClassicGroupHandlers):
         if error == Err.NONE and group_id in self.groups:
             self.refresh_session_on_commit(result, self.groups[group_id], member_id, now)
         retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-        records: list[Record] = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")  # set by the runtime for unknown partitions
-                if code is None:
-                    code = error
-                if code == Err.NONE:
-                    meta = p.get("committed_metadata") or ""
-                    if len(meta.encode('utf-16-le')) // 2 > self.config.offset_metadata_max_bytes:
-                        code = Err.OFFSET_METADATA_TOO_LARGE
-                    else:
-                        value = OffsetValue(p["committed_offset"], p.get("committed_leader_epoch", -1),
-                                            meta, now, now + retention if retention >= 0 else None)
-                        records.append(offset_record(group_id, t["name"], p["partition_index"], value))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        result.records.extend(records)
+        topics, result.records = commit_records(
+            group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
+            self.config.offset_metadata_max_bytes)
         return {"throttle_time_ms": 0, "topics": topics}, result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,

@@ -37,6 +37,18 @@ def _join_for_version(resp: dict, version: int) -> dict:
     return resp
 
 
+def _settle(fut: asyncio.Future, task: asyncio.Future) -> None:
+    """Copy a finished task's outcome into `fut`."""
+    if fut.done():
+        return
+    if task.cancelled():
+        fut.cancel()
+    elif task.exception() is not None:
+        fut.set_exception(task.exception())
+    else:
+        fut.set_result(task.result())
+
+
 class GroupHandlers:
     def __init__(self, runtime: CoordinatorRuntime, catalogue, config) -> None:
         self.runtime = runtime
@@ -92,8 +104,9 @@ class GroupHandlers:
     def _mark_unknown_partitions(self, topics: list[dict]) -> None:
         for t in topics:
             topic = self.catalogue.get(t["name"])
+            count = -1 if topic is None else len(topic.partitions)
             for p in t["partitions"]:
-                if topic is None or not 0 <= p["partition_index"] < len(topic.partitions):
+                if not 0 <= p["partition_index"] < count:
                     p["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
 
     @staticmethod
@@ -104,15 +117,45 @@ class GroupHandlers:
                 {"partition_index": p["partition_index"], "error_code": p.get("error_code", code)}
                 for p in t["partitions"]]} for t in req["topics"]]}
 
-    async def offset_commit(self, ctx: RequestContext, req: dict) -> dict:
-        # Kafka answers unknown topics before it asks the group coordinator
-        self._mark_unknown_partitions(req["topics"])
-        if not req["group_id"]:
-            return self._commit_error(req, Err.INVALID_GROUP_ID)
-        shard, error = self._ready_shard(req["group_id"])
-        if error:
-            return self._commit_error(req, error)
-        response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
+    def offset_commit(self, ctx: RequestContext, req: dict) -> asyncio.Future:
+        """A future of the response, resolved once the commit's records are
+        durable (by the group commit itself: no task per request).
+
+        The commit runs in a loop callback, not here: callbacks and the first
+        steps of the tasks of other requests run in the order the requests
+        were read, so a commit still sees the state every request read before
+        it left (as when it was a coroutine)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        loop.call_soon(self._commit, ctx, req, fut)
+        return fut
+
+    def _commit(self, ctx: RequestContext, req: dict, fut: asyncio.Future) -> None:
+        try:
+            # Kafka answers unknown topics before it asks the group coordinator
+            self._mark_unknown_partitions(req["topics"])
+            if not req["group_id"]:
+                fut.set_result(self._commit_error(req, Err.INVALID_GROUP_ID))
+                return
+            shard, error = self._ready_shard(req["group_id"])
+            if error:
+                fut.set_result(self._commit_error(req, error))
+                return
+            response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
+            if result.records and not result.replies:
+                shard.write(result.records, response, fut)
+                if result.timers:  # a refreshed member session
+                    shard.arm_timers(result.timers)
+                return
+        except Exception as exc:  # the connection closes, as when a handler raises
+            fut.set_exception(exc)
+            return
+        task = asyncio.ensure_future(self._commit_after(shard, result, response))
+        task.add_done_callback(lambda t: _settle(fut, t))
+
+    async def _commit_after(self, shard, result, response: dict) -> dict:
         await self._apply(shard, result)  # the records, and a refreshed member session
         return response
 

@@ -1,0 +1,78 @@
+"""The group commit's batch builder (build_records_batch, with OffsetCommit
+records encoded by precompiled structs) writes exactly the bytes of the
+schema codecs and build_batch, and the log reads them back as written."""
+from __future__ import annotations
+
+from kcoord.coordinator.offsets import OffsetValue, commit_records, offset_record, offset_tombstone
+from kcoord.coordinator.result import Record
+from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
+from kcoord.protocol.records import build_batch, decode_batch
+from kcoord.server.coordinator_runtime import build_records_batch, encode_record
+from kcoord.server.record_codec import decode_record
+
+NOW = 1_700_000_000_123
+
+
+def schema_encode(record: Record):
+    return (encode_record_key(record.type, record.key),
+            encode_record_value(record.type, record.value_version, record.value))
+
+
+def sample_records() -> list[Record]:
+    records = []
+    for i in range(150):  # offset deltas and record lengths past one-byte varints
+        group = "g" if i % 3 else "a-much-longer-group-id-" + "x" * (i % 70)
+        records.append(offset_record(group, "topic", i, OffsetValue(
+            10 * i, i % 5 - 1, "" if i % 4 else "meta\u00e9" * (i % 30), NOW - i, None)))
+    records.append(offset_record("g", "t", 0, OffsetValue(5, -1, "m", NOW, NOW + 1000)))  # v1
+    records.append(offset_tombstone("g", "t", 1))
+    records.append(offset_tombstone("g", "t" * 100, 2))
+    records.append(Record(2, {"group": "g"}, None))  # a group tombstone
+    return records
+
+
+def test_encode_record_matches_the_schema_codecs():
+    for record in sample_records():
+        assert encode_record(record) == schema_encode(record)
+        assert encode_record(record) == schema_encode(record)  # key prefix cached
+
+
+def test_batch_matches_build_batch_and_decodes_back():
+    records = sample_records()
+    expected = build_batch([(*schema_encode(r), [], NOW) for r in records])
+    batch = build_records_batch(records, NOW)
+    assert bytes(batch) == expected
+    header, decoded = decode_batch(bytes(batch), 0)
+    assert header.records_count == len(records)
+    back = [decode_record(r.key, r.value) for r in decoded]
+    assert [(r.type, r.key, r.value_version) for r in back] == [
+        (r.type, r.key, r.value_version) for r in records]
+    assert [schema_encode(r) for r in back] == [schema_encode(r) for r in records]
+
+
+def test_single_record_batch():
+    record = offset_record("g", "t", 3, OffsetValue(7, 2, "", NOW, None))
+    assert bytes(build_records_batch([record], NOW)) == build_batch(
+        [(*schema_encode(record), [], NOW)])
+
+
+def test_commit_records_are_offset_records():
+    topics = [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": 1,
+         "committed_metadata": "x"},
+        {"partition_index": 1, "committed_offset": 6, "committed_leader_epoch": -1,
+         "committed_metadata": None},
+        {"partition_index": 2, "committed_offset": 7, "committed_leader_epoch": -1,
+         "committed_metadata": "y" * 11},
+        {"partition_index": 9, "committed_offset": 8, "error_code": 3}]}]
+    out, records = commit_records("g", topics, 0, NOW, None, 10)
+    assert out == [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0}, {"partition_index": 1, "error_code": 0},
+        {"partition_index": 2, "error_code": 12}, {"partition_index": 9, "error_code": 3}]}]
+    assert records == [offset_record("g", "t", 0, OffsetValue(5, 1, "x", NOW, None)),
+                       offset_record("g", "t", 1, OffsetValue(6, -1, "", NOW, None))]
+    assert all(type(r) is Record for r in records)
+    _, records = commit_records("g", topics[:1], 0, NOW, NOW + 60_000, 10)
+    assert records[0] == offset_record("g", "t", 0, OffsetValue(5, 1, "x", NOW, NOW + 60_000))
+    out, records = commit_records("g", topics, 22, NOW, None, 10)  # the group's error
+    assert not records and [p["error_code"] for p in out[0]["partitions"]] == [22, 22, 22, 3]
