@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import struct
 import time
 from typing import Callable
@@ -74,11 +75,91 @@ def _decode_commit(rtype: int, key: bytes, value: bytes | None) -> Record | None
     return None
 
 
+# A batch whose records are all OffsetCommits of type 1 with a value, keys
+# of one length and values of one length (a group commit of groups with
+# ids of one length; the common case) is matched by a regular expression
+# built for that shape, which runs in C: a fullmatch checks that the
+# records fill the batch exactly (each record's length field agrees with
+# its shape), then findall returns (key, value) pairs for dict.update.
+# Timestamp and offset deltas of one or two bytes are covered; anything
+# else (tombstones, other record kinds, mixed shapes, longer deltas) is
+# left to _scan_batch.
+def _varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_ONE = rb"[\x00-\x7f]"               # a one-byte varint
+_TWO = rb"[\x80-\xff][\x00-\x7f]"    # a two-byte varint
+_MAX_SHAPES = 256
+_SHAPES: dict[tuple[int, int], tuple[re.Pattern, re.Pattern] | None] = {}
+
+
+def _shape_patterns(k: int, v: int) -> tuple[re.Pattern, re.Pattern] | None:
+    """(whole batch, one record with (key after its type, value) groups)
+    for records with a k-byte type-1 key and a v-byte value."""
+    shape = (k, v)
+    if shape in _SHAPES:
+        return _SHAPES[shape]
+    if len(_SHAPES) >= _MAX_SHAPES or k < 2 or v < 0:
+        return None
+    vk, vv = _varint(k), _varint(v)
+    base = 1 + len(vk) + k + len(vv) + v + 1  # attributes .. headers count, without the deltas
+    head = (rb"(?:" + re.escape(_varint(base + 2)) + rb"\x00" + _ONE + _ONE
+            + rb"|" + re.escape(_varint(base + 3)) + rb"\x00(?:" + _ONE + _TWO + rb"|"
+            + _TWO + _ONE + rb")"
+            + rb"|" + re.escape(_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
+    key = re.escape(vk) + rb"\x00\x01"
+    record = head + key + rb"(.{%d})" % (k - 2) + re.escape(vv) + rb"(.{%d})\x00" % v
+    bare = head + key + rb".{%d}" % (k - 2) + re.escape(vv) + rb".{%d}\x00" % v
+    patterns = (re.compile(rb"(?:" + bare + rb")*", re.S), re.compile(record, re.S))
+    _SHAPES[shape] = patterns
+    return patterns
+
+
+def _read_varint(buf, p: int) -> tuple[int, int]:
+    z = shift = 0
+    while True:
+        b = buf[p]
+        p += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), p
+        shift += 7
+        if shift > 28:
+            raise IndexError("varint too long")
+
+
+def _first_shape(buf, p: int) -> tuple[int, int]:
+    """(key length, value length) of the record at p."""
+    _, p = _read_varint(buf, p)   # record length
+    _, p = _read_varint(buf, p + 1)  # after attributes: timestamp delta
+    _, p = _read_varint(buf, p)   # offset delta
+    k, p = _read_varint(buf, p)
+    v, _ = _read_varint(buf, p + max(k, 0))
+    return k, v
+
+
+def _earlier(entry) -> tuple[int, bytes] | None:
+    """What a tombstone keeps of the entry it replaces: the key's last
+    commit with a value since the previous flush, if any."""
+    if entry is None:
+        return None
+    if entry.__class__ is bytes:
+        return (1, entry)
+    return entry[2] if entry[1] is None else entry[:2]
 
 
 class ShardLoader:
     """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
     records_loaded, load_errors and apply()."""
+
+    _last_shape: tuple[re.Pattern, re.Pattern] | None = None
 
     async def load(self) -> None:
         """Replay the shard's log into a fresh core.
@@ -92,13 +173,16 @@ class ShardLoader:
         write wins, and a commit's other effect (a simple group for its
         group id, created if absent) is kept by replaying, before a final
         tombstone, the key's last commit with a value since the previous
-        flush.  Uncompressed batches are walked in place for their keys and
-        values (after the CRC check); anything else goes through
-        decode_batch as before."""
+        flush.  Uncompressed batches are matched whole by a pattern of
+        their shape or walked in place for their keys and values (after
+        the CRC check); anything else goes through decode_batch."""
         start = time.monotonic()
         offset = self.plog.log_start_offset
         end = self.plog.log_end_offset
-        latest: dict = {}  # OffsetCommit key fields -> (type, value, earlier (type, value))
+        # OffsetCommit key fields -> (type, value, earlier (type, value)), or
+        # just the value for a type-1 commit with a value and nothing earlier
+        latest: dict = {}
+        match, scan = self._match_batch, self._scan_batch
         while offset < end:
             chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
             if not chunk:
@@ -107,8 +191,9 @@ class ShardLoader:
                 offset = header.base_offset + header.last_offset_delta + 1
                 if header.attributes & 0x20:  # control batch: no group records
                     continue
-                if header.attributes & COMPRESSION_MASK or not self._scan_batch(
-                        chunk, pos, header, latest):
+                if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
+                        or not (match(chunk, pos, header, latest)
+                                or scan(chunk, pos, header, latest))):
                     _, records = decode_batch(chunk, pos)
                     for rec in records:
                         self._take(rec.key, rec.value, latest)
@@ -122,15 +207,36 @@ class ShardLoader:
         if on_loaded is not None:  # e.g. restart the sessions of loaded group members
             await self.apply(on_loaded(int(time.time() * 1000)))
 
-    def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
-        """Take the records of an uncompressed batch of OffsetCommits, reading
-        keys and values in place.  False when the batch needs decode_batch:
-        a CRC mismatch, a record of another kind, anything unexpected
-        (which decode_batch reports).  Commits taken before such a stop are
-        taken again from decode_batch's records; taking a run of commits
-        twice leaves `latest` as taking it once."""
-        if not batch_crc_ok(buf, pos, header):
+    def _match_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
+        """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with
+        values, all of one key length and one value length, with the
+        patterns of that shape.  False (nothing taken) for anything else."""
+        start = pos + HEADER_SIZE
+        end = pos + LOG_OVERHEAD + header.batch_length
+        patterns = self._last_shape  # batches in a row mostly share a shape
+        if patterns is None or patterns[0].fullmatch(buf, start, end) is None:
+            try:
+                k, v = _first_shape(buf, start)
+            except IndexError:
+                return False
+            patterns = _SHAPES.get((k, v)) or _shape_patterns(k, v)
+            if patterns is None or patterns[0].fullmatch(buf, start, end) is None:
+                return False
+            self._last_shape = patterns
+        found = patterns[1].findall(buf, start, end)
+        if len(found) != header.records_count:
             return False
+        latest.update(found)
+        self.records_loaded += len(found)
+        return True
+
+    def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
+        """Take the records of a CRC-checked uncompressed batch of
+        OffsetCommits, reading keys and values in place.  False when the
+        batch needs decode_batch: a record of another kind, anything
+        unexpected (which decode_batch reports).  Commits taken before such
+        a stop are taken again from decode_batch's records; taking a run of
+        commits twice leaves `latest` as taking it once."""
         end = pos + LOG_OVERHEAD + header.batch_length
         count = header.records_count
         if count < 0 or count * 7 > end - pos - HEADER_SIZE:
@@ -172,9 +278,7 @@ class ShardLoader:
                     latest[buf[kpos + 2:p]] = (rtype, buf[q:q + n], None)
                 elif n < 0 and q <= rend:  # null value: a tombstone
                     key = buf[kpos + 2:p]
-                    entry = get(key)
-                    latest[key] = (rtype, None, None if entry is None else
-                                   entry[2] if entry[1] is None else entry[:2])
+                    latest[key] = (rtype, None, _earlier(get(key)))
                 else:
                     return False  # an empty or long value is no OffsetCommit value
                 p = rend
@@ -190,13 +294,10 @@ class ShardLoader:
         record first replays `latest`, then itself."""
         if key is not None and len(key) >= 2 and key[0] == 0 and key[1] < 2:
             key = bytes(key)
-            entry = latest.get(key[2:])
             if value is not None:
                 latest[key[2:]] = (key[1], value, None)
-            elif entry is None:
-                latest[key[2:]] = (key[1], None, None)
             else:
-                latest[key[2:]] = (key[1], None, entry[2] if entry[1] is None else entry[:2])
+                latest[key[2:]] = (key[1], None, _earlier(latest.get(key[2:])))
             self.records_loaded += 1
             return
         self._replay_latest(latest)
@@ -205,10 +306,13 @@ class ShardLoader:
     def _replay_latest(self, latest: dict) -> None:
         """Replay the latest commit of each key taken since the last flush."""
         replay = self.core.replay
-        for key, (rtype, value, earlier) in latest.items():
-            for rtype, value in ((earlier or (None, None)), (rtype, value)):
-                if rtype is None:
-                    continue
+        for key, entry in latest.items():
+            if entry.__class__ is bytes:
+                commits = ((1, entry),)
+            else:
+                rtype, value, earlier = entry
+                commits = ((rtype, value),) if earlier is None else (earlier, (rtype, value))
+            for rtype, value in commits:
                 try:
                     record = (_decode_commit(rtype, key, value)
                               or decode_record(_COMMIT_PREFIX[rtype] + key, value))
@@ -234,5 +338,3 @@ class ShardLoader:
             return
         self.core.replay(record)
         self.records_loaded += 1
-
-    # -------------------------------------------------------------- writes

@@ -140,6 +140,88 @@ def test_load_of_commit_then_tombstone_keeps_the_simple_group(tmp_path):
     plog.close()
 
 
+def commit_record(rnd: random.Random, group: str, topic: str, partition: int,
+                  version: int = 3, tombstone: bool = False) -> tuple[bytes, bytes | None]:
+    key = encode_record_key(1, {"group": group, "topic": topic, "partition": partition})
+    if tombstone:
+        return key, None
+    if version == 1:
+        return key, encode_record_value(1, 1, {"offset": rnd.randint(0, 10**12), "metadata": "",
+                                               "commit_timestamp": 5, "expire_timestamp": -1})
+    return key, encode_record_value(1, 3, {"offset": rnd.randint(0, 10**12), "leader_epoch": 0,
+                                           "metadata": "", "commit_timestamp": 7})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_uniform_batches_take_the_pattern_path(tmp_path, seed, monkeypatch):
+    """Batches whose commits share one key length and one value length (ids
+    of one length, as a group commit of similar groups writes) are taken by
+    the pattern of their shape; batches of mixed shapes, tombstones, long
+    timestamp deltas or other records go the other ways; the state is the
+    record-by-record one either way."""
+    rnd = random.Random(seed)
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0")
+    groups = [f"group-{i:03d}" for i in range(rnd.choice([3, 40]))]
+    for _ in range(rnd.randint(5, 40)):
+        n = rnd.choice([1, 10, 63, 64, 65, 100, 200, 300])
+        kind = rnd.random()
+        version = rnd.choice([1, 3])
+        recs = []
+        for i in range(n):
+            group = rnd.choice(groups)
+            if kind < 0.1:  # mixed value versions: two shapes in one batch
+                version = rnd.choice([1, 3])
+            tombstone = kind > 0.9 and rnd.random() < 0.1
+            key, value = commit_record(rnd, group, rnd.choice(["ab", "cd"]), rnd.randrange(3),
+                                       version, tombstone)
+            # timestamp deltas of one byte, two bytes, or (rarely) three
+            step = rnd.choice([0, 0, 1, 100, 9000]) if kind < 0.8 else 0
+            recs.append((key, value, [], 1000 + i * step))
+        if kind > 0.95:
+            recs.append((*random_record(rnd, 1.0, 4), [], 1000))  # another kind of record
+        plog.append(build_batch(recs))
+    plog.flush()
+    taken = []
+    original = ShardRuntime._match_batch
+
+    def counting(self, buf, pos, header, latest):
+        ok = original(self, buf, pos, header, latest)
+        taken.append(ok)
+        return ok
+
+    monkeypatch.setattr(ShardRuntime, "_match_batch", counting)
+    ref, loaded, errors = replay_one_by_one(plog)
+    shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
+    asyncio.run(shard.load())
+    assert state(shard.core) == state(ref)
+    assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
+    assert any(taken)
+    plog.close()
+
+
+def test_pattern_path_refuses_a_record_whose_length_disagrees(tmp_path):
+    """A batch that passes its CRC but whose record length field does not
+    fit the record is not taken by the pattern (decode_batch then decides)."""
+    from kcoord.protocol.records import HEADER_SIZE
+    from kcoord.server.shard_loader import ShardLoader
+
+    rnd = random.Random(3)
+    recs = [(*commit_record(rnd, "g", "t", p), [], 1) for p in range(3)]
+    batch = bytearray(build_batch(recs))
+    header = next(iter_batches(bytes(batch)))[1]
+
+    class Probe(ShardLoader):
+        records_loaded = 0
+
+    latest: dict = {}
+    assert Probe()._match_batch(bytes(batch), 0, header, latest)
+    assert len(latest) == 3
+    batch[HEADER_SIZE] += 2  # the first record claims one byte more
+    latest = {}
+    assert not Probe()._match_batch(bytes(batch), 0, header, latest)
+    assert latest == {}
+
+
 # ------------------------------------------------ restarts of `kcoord serve`
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
 
