@@ -86,8 +86,11 @@ def rows() -> list[list]:
                 ok = r["records_per_s"] >= 1_000_000 and (
                     r["records"] < 10_000_000 or r["restart_s"] < 10)
                 met = "met" if ok else "MISSED"
+            crash = (r.get("after_crash") or {}).get("restart_s")
             out.append([label, f"replay {r['replay_s']:.2f} s ({r['records_per_s']:,.0f}/s), "
-                        f"restart {r['restart_s']:.2f} s", goal, met, ld["machine"]["date"]])
+                        f"restart {r['restart_s']:.2f} s"
+                        + (f" (after a crash {crash:.2f} s)" if crash else ""),
+                        goal, met, ld["machine"]["date"]])
     out.extend(_consumer_group_rows())
     return out
 
