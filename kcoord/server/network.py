@@ -29,7 +29,6 @@ log = logging.getLogger("kcoord.network")
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")  # frame size, then the response header's correlation id
 _HEADER = struct.Struct(">hhih")   # request header: api key, version, correlation id, client id length
-_CORR = struct.Struct(">i")
 API_VERSIONS = 18
 MAX_PENDING = 1024  # responses queued per connection before reading pauses
 
@@ -75,7 +74,7 @@ class KafkaConnection(asyncio.Protocol):
         self.writing_paused = False
         # The last request of a pure API (dispatcher.pure) that was answered:
         # (frame size, api key + version bytes, bytes after the correlation
-        # id, dispatcher.handlers_version, response size field, response body)
+        # id, dispatcher.handlers_version, response size field bytes, body)
         self.memo: tuple | None = None
 
     # ------------------------------------------------------------ transport
@@ -140,7 +139,14 @@ class KafkaConnection(asyncio.Protocol):
         pos = 0
         end = len(data)
         limit = self.max_request_bytes
+        out = self.out.append
+        # The memo answers only while no response is pending ahead and the
+        # handlers are the ones it was made with; both change only in
+        # handle_frame, after which it is looked at again.
         memo = self.memo
+        if memo is not None and (self.pending or memo[3] is not self.dispatcher.handlers_version):
+            memo = None
+        msize = memo[0] if memo is not None else -1
         while end - pos >= 4:
             size, = _SIZE.unpack_from(data, pos)
             if size < 0 or size > limit:
@@ -148,13 +154,13 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            if (memo is not None and size == memo[0] and data.startswith(memo[1], pos + 4)
-                    and data.startswith(memo[2], pos + 12) and not self.pending
-                    and memo[3] is self.dispatcher.handlers_version):
+            if (size == msize and data.startswith(memo[1], pos + 4)
+                    and data.startswith(memo[2], pos + 12)):
                 # The very bytes (but the correlation id) of the last pure
                 # request, which decoded and was answered: the same answer.
-                self.out.append(_SIZE_CORR.pack(memo[4], _CORR.unpack_from(data, pos + 8)[0]))
-                self.out.append(memo[5])
+                out(memo[4])                    # frame size
+                out(data[pos + 8:pos + 12])     # correlation id
+                out(memo[5])                    # body
                 pos += 4 + size
                 continue
             frame = data[pos + 4:pos + 4 + size]
@@ -163,6 +169,10 @@ class KafkaConnection(asyncio.Protocol):
             if self.closed:
                 return
             memo = self.memo
+            if memo is not None and (self.pending
+                                     or memo[3] is not self.dispatcher.handlers_version):
+                memo = None
+            msize = memo[0] if memo is not None else -1
         if pos < end:
             buf += data[pos:]
         self.flush()
@@ -222,7 +232,7 @@ class KafkaConnection(asyncio.Protocol):
             data = self._frame(encode, correlation_id, tagged_header, result)
             if result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header:
                 self.memo = (len(frame), frame[:4], frame[8:], self.dispatcher.handlers_version,
-                             len(result) + 4, result)
+                             _SIZE.pack(len(result) + 4), result)
             if self.pending:  # behind a response still being worked on
                 slot = _Slot()
                 slot.data = data
