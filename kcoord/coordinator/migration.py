@@ -212,12 +212,14 @@ class GroupMigration:
         for m in classic.members.values():
             _, subscription = decode_subscription(m.metadata_for(classic.protocol_name))
             assigned: dict[bytes, frozenset[int]] = {}
-            if m.assignment:  # a member that joined during a rebalance has none yet
-                _, assignment = decode_assignment(m.assignment)
-                for tp in assignment["assigned_partitions"]:
-                    if tp["topic"] in ids and tp["partitions"]:
-                        tid = ids[tp["topic"]]
-                        assigned[tid] = assigned.get(tid, frozenset()) | frozenset(tp["partitions"])
+            # A member without assignment bytes (it joined during a rebalance, or the
+            # rebalance reset them) fails here, as in Kafka: its client may still own
+            # partitions (cooperative), so an empty assignment would not be safe.
+            _, assignment = decode_assignment(m.assignment)
+            for tp in assignment["assigned_partitions"]:
+                if tp["topic"] in ids and tp["partitions"]:
+                    tid = ids[tp["topic"]]
+                    assigned[tid] = assigned.get(tid, frozenset()) | frozenset(tp["partitions"])
             member = ConsumerMember(
                 m.member_id, member_epoch=generation, previous_member_epoch=generation,
                 instance_id=m.group_instance_id, rack_id=subscription.get("rack_id"),

@@ -110,7 +110,11 @@ def consumer_group_with_one_member(h) -> tuple[str, int]:
 # ============================================================ classic member in a consumer group
 def test_classic_member_joins_syncs_and_gets_released_partitions(h):
     c1, e1 = consumer_group_with_one_member(h)
+    n = len(h.log)
     m, generation = h.classic_member()
+    # Kafka's record order: member, epoch (same topics: no new subscription metadata),
+    # targets, target epoch, current assignment
+    assert [decode_record(k, v).type for k, v in h.log[n:]] == [5, 3, 7, 7, 6, 8]
     group = h.cgroup()
     member = group.members[m]
     assert member.classic_member_metadata["session_timeout_ms"] == 10000
@@ -131,8 +135,12 @@ def test_classic_member_joins_syncs_and_gets_released_partitions(h):
     assert r["member_epoch"] == group.group_epoch
     # now the classic member's partitions are free: it is told to rejoin
     assert h.heartbeat(m, generation) == Err.REBALANCE_IN_PROGRESS
+    n = len(h.log)
     again = h.classic_join(m)
     assert again["error_code"] == 0 and again["generation_id"] == h.cgroup().group_epoch
+    assert again["leader"] == "" and again["members"] == [] and again["protocol_type"] == "consumer"
+    # a rejoin that changes nothing but the assignment writes only the current assignment
+    assert [decode_record(k, v).type for k, v in h.log[n:]] == [8]
     sync = h.classic_sync(m, again["generation_id"])
     assert parts(sync["assignment"]) == {0, 1, 2, 3} - kept
     assert h.heartbeat(m, again["generation_id"]) == Err.NONE
@@ -302,6 +310,15 @@ def test_online_upgrade_of_a_stable_classic_group(h):
     h.check_consistency()
     h.restart()
     assert h.cgroup().members[ids[0]].classic_member_metadata is not None
+
+
+def test_upgrade_refused_while_a_member_has_no_assignment(h):
+    ids, generation = stable_classic_group(h)
+    newcomer = h.new_member(client="late", protocols=[("range", sub("t"))])
+    h.join(newcomer, client="late", protocols=[("range", sub("t"))])  # a rebalance starts
+    assert h.group().state == PREPARING_REBALANCE
+    assert h.cg()["error_code"] == Err.GROUP_ID_NOT_FOUND  # its assignment does not parse
+    assert h.cgroup() is None and h.group().state == PREPARING_REBALANCE
 
 
 def test_upgrade_answers_parked_requests(h):
