@@ -460,17 +460,23 @@ class SimClient:
 
 
 class Simulation:
-    """Classic (eager range) and KIP-848 clients on one 4-partition topic; the group
-    flips between classic and consumer as KIP-848 members come and go.  After
-    every step no partition is owned by two live clients; the live shard equals
-    the replayed log every few steps and at the end."""
+    """Classic and KIP-848 clients on one 4-partition topic; the group flips
+    between classic and consumer as KIP-848 members come and go.  The classic
+    clients are all eager (range: they revoke everything before rejoining) or
+    all cooperative (cooperative-sticky: they keep what they own, revoke what
+    an assignment takes away, then rejoin; their leader never moves a
+    partition its owner has not revoked yet).  After every step no partition
+    is owned by two live clients; the live shard equals the replayed log
+    every few steps and at the end."""
 
     HB_CLASSIC, HB_KIP848 = 3000, 5000
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, protocol: str = "range") -> None:
         import random
         self.rng = random.Random(seed)
         self.seed = seed
+        self.protocol = protocol
+        self.coop = protocol == "cooperative-sticky"
         self.h = Harness()
         self.clients: list[SimClient] = []
         self.counter = 0
@@ -486,8 +492,10 @@ class Simulation:
     def classic_step(self, c: SimClient) -> None:
         h = self.h
         if c.phase == "join":
-            c.owned.clear()  # eager: everything is revoked before joining
-            c.token = h.join(c.member_id, protocols=[("range", sub("t"))], session=10000,
+            if not self.coop:
+                c.owned.clear()  # eager: everything is revoked before joining
+            metadata = sub("t", owned=c.owned if self.coop else None)
+            c.token = h.join(c.member_id, protocols=[(self.protocol, metadata)], session=10000,
                              rebalance=20000, client=c.name)
             c.phase = "joining"
         if c.phase == "joining":
@@ -499,11 +507,9 @@ class Simulation:
             if code == Err.NONE:
                 c.member_id, c.generation = reply["member_id"], reply["generation_id"]
                 assignments = None
-                if reply["members"]:  # the leader of a classic group assigns (range)
-                    ids = sorted(m["member_id"] for m in reply["members"])
-                    assignments = {m: assignment("t", [p for p in range(4) if p % len(ids) == i])
-                                   for i, m in enumerate(ids)}
-                c.token = self.h.sync(c.member_id, c.generation, protocol_name="range",
+                if reply["members"]:  # the leader of a classic group assigns
+                    assignments = self.leader_assignment(reply["members"])
+                c.token = self.h.sync(c.member_id, c.generation, protocol_name=self.protocol,
                                       assignments=assignments)
                 c.phase = "syncing"
             else:
@@ -515,9 +521,13 @@ class Simulation:
                 c.next_at = h.now + 100
                 return
             if reply["error_code"] == Err.NONE:
-                c.owned = parts(reply["assignment"])
-                c.phase = "stable"
-                c.next_at = h.now + self.HB_CLASSIC
+                assigned = parts(reply["assignment"])
+                revoked = c.owned - assigned
+                c.owned = assigned
+                if revoked:  # cooperative: revoke, then rejoin at once for the rest
+                    c.phase, c.next_at = "join", h.now
+                else:
+                    c.phase, c.next_at = "stable", h.now + self.HB_CLASSIC
             else:
                 self._classic_reset(c, reply["error_code"], reply)
             return
@@ -528,10 +538,24 @@ class Simulation:
             else:
                 self._classic_reset(c, code, {})
 
+    def leader_assignment(self, members: list[dict]) -> dict[str, bytes]:
+        """Range over the members; cooperative: a partition another member still
+        owns goes to nobody this round (its owner revokes it and rejoins)."""
+        ids = sorted(m["member_id"] for m in members)
+        target = {m: {p for p in range(4) if p % len(ids) == i} for i, m in enumerate(ids)}
+        if self.coop:
+            owner = {}
+            for m in members:
+                for tp in decode_subscription(m["metadata"])[1]["owned_partitions"]:
+                    owner.update({p: m["member_id"] for p in tp["partitions"]})
+            target = {m: {p for p in ps if owner.get(p, m) == m} for m, ps in target.items()}
+        return {m: assignment("t", sorted(ps)) for m, ps in target.items()}
+
     def _classic_reset(self, c: SimClient, code: int, reply: dict) -> None:
         assert code in (Err.MEMBER_ID_REQUIRED, Err.REBALANCE_IN_PROGRESS, Err.UNKNOWN_MEMBER_ID,
                         Err.ILLEGAL_GENERATION), (self.seed, c.name, code, reply)
-        c.owned.clear()
+        if code != Err.REBALANCE_IN_PROGRESS or not self.coop:
+            c.owned.clear()  # eager revokes everything; a fenced member has lost its partitions
         if code == Err.MEMBER_ID_REQUIRED:
             c.member_id = reply["member_id"]
         elif code == Err.UNKNOWN_MEMBER_ID:
@@ -606,6 +630,7 @@ class Simulation:
             assert owned == {0, 1, 2, 3}, (self.seed, [(c.name, c.kind, c.owned) for c in alive])
 
 
+@pytest.mark.parametrize("protocol", ["range", "cooperative-sticky"])
 @pytest.mark.parametrize("seed", range(40))
-def test_simulation(seed):
-    Simulation(seed).run(400)
+def test_simulation(seed, protocol):
+    Simulation(seed, protocol).run(400)
