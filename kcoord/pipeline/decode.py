@@ -130,6 +130,8 @@ def uuid_str(raw) -> str | None:
 _MIX1 = np.uint64(0x9E3779B97F4A7C15)
 _MIX2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _KEY_WORDS = 32  # keys of up to 256 bytes (length prefix included) go in the table
+_WORD_MIX = np.random.default_rng(0x6B636F6F7264).integers(
+    1 << 62, size=_KEY_WORDS, dtype=np.uint64) * np.uint64(2) + np.uint64(1)  # odd
 # _WORD_MASKS[n, j]: the bytes of word j that belong to a key of n bytes
 _WORD_MASKS = np.array([[(1 << (8 * max(0, min(8, n - 8 * j)))) - 1 for j in range(_KEY_WORDS)]
                         for n in range(8 * _KEY_WORDS + 1)], dtype=np.uint64)
@@ -169,11 +171,12 @@ class _KeyTable:
             words &= _WORD_MASKS[top, :w]
         else:
             words &= _WORD_MASKS[lens, :w]
+        # words past a key are zero and add nothing: the hash does not depend on w
         h = lens.astype(np.uint64) * _MIX1
         for j in range(w):
-            h ^= words[:, j]
-            h *= _MIX2
-        h ^= h >> np.uint64(31)
+            h += words[:, j] * _WORD_MIX[j]
+        h ^= h >> np.uint64(29)
+        h *= _MIX2
         return h, words, usable
 
     def lookup(self, h, words, klen, usable):
@@ -224,10 +227,11 @@ class _KeyTable:
 class RecordBatchBuilder:
     """Collects decoded rows for one (log partition, segment) and emits Arrow batches.
 
-    Rows are kept as a few flat arrays: per record only its key id and the
-    end position of its value in the concatenated batch bodies; offsets and
-    timestamps come from per-batch bases plus the (rare) records whose
-    deltas are not the plain 0, 1, 2, ... and 0.
+    Rows are kept as a few flat arrays: per record only its key id and
+    whether it has a 24-byte offset-commit value (kept aside, in row order:
+    arrays from the column-wise parse, bytes from the per-record loop);
+    offsets and timestamps come from per-batch bases plus the (rare) records
+    whose deltas are not the plain 0, 1, 2, ... and 0.
     """
 
     def __init__(self, topic_names: dict | None = None, columns: list[str] | None = None,
@@ -259,9 +263,10 @@ class RecordBatchBuilder:
 
     def _reset(self) -> None:
         self.kids = array("i")         # key id per row, -1 when the row has no decoded key
-        self.ends = array("q")         # fast rows: end of the record in the bodies; else -1
-        self.bodies: list[bytes] = []  # batch bodies the ends point into
-        self.body_base = 0
+        # per row: 0 no 24-byte value, 1 its value is in fast_vals, 2 in plain_vals
+        self.vkind = array("b")
+        self.fast_vals: list = []          # 24-byte values of the column-wise parse (numpy V24)
+        self.plain_vals = bytearray()      # 24-byte values of the per-record loop
         # per batch (or per error row): first row, rows, base offset/timestamp, producer
         # per batch: (first row, base offset, base timestamp, producer id, transactional);
         # a batch's rows run to the next batch's first row
@@ -305,7 +310,7 @@ class RecordBatchBuilder:
         if offset is None:
             self.null_offset_rows.append(row)
         self.kids.append(-1)
-        self.ends.append(-1)
+        self.vkind.append(0)
         self.slow[row] = ("error", kind, detail, record_type)
 
     def add_batch(self, buf, pos: int, h, *, verify_crc: bool = True) -> None:
@@ -343,13 +348,14 @@ class RecordBatchBuilder:
             self.add_error("corrupt_batch", f"batch at offset {h[0]}: {exc or 'record truncated'}",
                            offset=h[0], timestamp=h[8])
             return
-        self.bodies.append(data)
-        self.body_base += len(data)
 
     def _rollback(self, rows: int) -> None:
         """Forget every row from `rows` on, and the batch they started."""
         del self.kids[rows:]
-        del self.ends[rows:]
+        plain = self.vkind[rows:].count(2)
+        if plain:
+            del self.plain_vals[len(self.plain_vals) - 24 * plain:]
+        del self.vkind[rows:]
         for r in [r for r in self.slow if r >= rows]:
             del self.slow[r]
         for r in [r for r in self.raw if r >= rows]:
@@ -369,7 +375,7 @@ class RecordBatchBuilder:
             if ts_delta:
                 self.ts_exc.append((row, ts_delta))
             self.kids.append(-1)
-            self.ends.append(-1)
+            self.vkind.append(0)
             ctype = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else None
             self.slow[row] = ("control", ctype)
             row += 1
@@ -390,9 +396,6 @@ class RecordBatchBuilder:
         per-record loop `_plain_batch`, and compressed and control batches
         through `add_batch`, each in its place in log order."""
         stop = len(buf)
-        chunk_base = self.body_base
-        self.bodies.append(buf)
-        self.body_base += stop
         head = _WALK.unpack_from
         crc = _crc32c
         mv = memoryview(buf)
@@ -436,7 +439,7 @@ class RecordBatchBuilder:
                 ends = where[cand] + 12 + heads["length"][cand].astype(np.int64)
                 fast = self._parse_fast(buf, where[cand] + 61, ends, count[cand])
                 code[cand[fast[0]]] = _FAST
-                rows = self._fast_rows(fast, cand, heads, chunk_base)
+                rows = self._fast_rows(buf, fast, cand, heads)
         # Batches in log order: runs of parsed batches in bulk, the others one by one.
         prev = 0
         for j in np.flatnonzero(code != _FAST).tolist() + [n]:
@@ -456,7 +459,7 @@ class RecordBatchBuilder:
             elif kind == _GENERAL:
                 self.add_batch(buf, at, h, verify_crc=False)  # its CRC is checked above
             else:
-                self._plain_batch(buf, at, h, chunk_base)
+                self._plain_batch(buf, at, h)
         return pos, why
 
     def _parse_fast(self, buf: bytes, rstart, bend, count):
@@ -540,25 +543,32 @@ class RecordBatchBuilder:
         h, words, usable = table.words_of(buf, kpos, klen)
         kid = table.lookup(h, words, klen, usable)
         miss = np.flatnonzero(kid < 0)
-        if miss.size:
-            # new keys: one of each (by hash) decoded and added, then looked up again
-            _, first = np.unique(h[miss], return_index=True)
-            one = miss[first]
-            one = one[usable[one]]
-            if one.size:
-                get = self._ckeys.get
-                got = np.array(
-                    [get(buf[a:b], -2) for a, b in zip(kpos[one].tolist(), kend[one].tolist())],
-                    dtype=np.int64)
-                for i in np.flatnonzero(got == -2).tolist():
-                    r = one[i]
-                    got[i] = self._commit_key(buf[int(kpos[r]):int(kend[r])], int(key_len[r]))
-                keep = got >= 0
-                if keep.any():
-                    one = one[keep]
-                    table.add(h[one], words[one], klen[one], got[keep])
-                    kid[miss] = table.lookup(h[miss], words[miss], klen[miss], usable[miss])
-                    miss = miss[kid[miss] < 0]
+        # New keys: one record of each distinct hash, from a growing sample of the
+        # misses, is resolved and added; then the misses are looked up again.
+        tried = np.empty(0, dtype=np.uint64)
+        window = 4096
+        while miss.size:
+            sample = miss[~np.isin(h[miss], tried)][:window] if tried.size else miss[:window]
+            sample = sample[usable[sample]]
+            if not sample.size:
+                break
+            hashes, first = np.unique(h[sample], return_index=True)
+            tried = np.concatenate([tried, hashes])
+            window *= 2
+            one = sample[first]
+            get = self._ckeys.get
+            got = np.array(
+                [get(buf[a:b], -2) for a, b in zip(kpos[one].tolist(), kend[one].tolist())],
+                dtype=np.int64)
+            for i in np.flatnonzero(got == -2).tolist():
+                r = one[i]
+                got[i] = self._commit_key(buf[int(kpos[r]):int(kend[r])], int(key_len[r]))
+            keep = got >= 0
+            if keep.any():
+                one = one[keep]
+                table.add(h[one], words[one], klen[one], got[keep])
+                kid[miss] = table.lookup(h[miss], words[miss], klen[miss], usable[miss])
+                miss = miss[kid[miss] < 0]
         if miss.size:  # not in the table: keys it cannot hold, collisions, other types
             get = self._ckeys.get
             spans = list(zip(kpos[miss].tolist(), kend[miss].tolist(), key_len[miss].tolist()))
@@ -585,7 +595,7 @@ class RecordBatchBuilder:
             return -1
         return kid if rtype <= 1 else -1
 
-    def _fast_rows(self, fast, cand, heads, chunk_base: int) -> dict:
+    def _fast_rows(self, buf: bytes, fast, cand, heads) -> dict:
         """What _append_fast copies, for all parsed batches of the chunk at once."""
         ok, first, kid, rec_end, tomb, off_delta, ts_delta = fast
         counts = np.diff(first)
@@ -603,7 +613,8 @@ class RecordBatchBuilder:
         block[:, 4] = (attrs & 0x10) != 0  # transactional
         return {
             "cand": cand, "first": first, "block": block,
-            "kids": kid.astype(np.int32), "ends": np.where(tomb, -1, rec_end + chunk_base),
+            "kids": kid.astype(np.int32), "vkind": np.where(tomb, 0, 1).astype(np.int8),
+            "tombs": tomb, "vals": _items24(buf)[np.clip(rec_end - 25, 0, len(buf) - 24)],
             "tomb": np.flatnonzero(tomb), "off": (off_rows, (off_delta - index)[off_rows]),
             "ts": (ts_rows, ts_delta[ts_rows].astype(np.int64)),
         }
@@ -615,9 +626,11 @@ class RecordBatchBuilder:
         r0, r1 = int(first[c0]), int(first[c1])
         shift = len(self.kids) - r0  # row = record index in the chunk + shift
         self.kids.frombytes(rows["kids"][r0:r1].tobytes())
-        self.ends.frombytes(rows["ends"][r0:r1].tobytes())
+        self.vkind.frombytes(rows["vkind"][r0:r1].tobytes())
+        vals = rows["vals"][r0:r1]
         tomb = rows["tomb"]
         if tomb.size:
+            vals = vals[~rows["tombs"][r0:r1]]
             i0, i1 = np.searchsorted(tomb, [r0, r1]).tolist()
             self.tomb_rows.extend((tomb[i0:i1] + shift).tolist())
         for name, out in (("off", self.off_exc), ("ts", self.ts_exc)):
@@ -632,14 +645,16 @@ class RecordBatchBuilder:
             self.batch_blocks.append(np.array(self.batches, dtype=np.int64).reshape(-1, 5))
             self.batches = []
         self.batch_blocks.append(block)
+        self.fast_vals.append(vals)
 
-    def _plain_batch(self, buf: bytes, pos: int, h, chunk_base: int) -> None:
+    def _plain_batch(self, buf: bytes, pos: int, h) -> None:
         """One uncompressed data batch (CRC checked), record by record, in buf."""
         zz1 = _ZZ1
         varint = _varint
         ckeys_get = self._ckeys.get
         kids_append = self.kids.append
-        ends_append = self.ends.append
+        vkind_append = self.vkind.append
+        vals = self.plain_vals
         off_exc = self.off_exc
         ts_exc = self.ts_exc
         end = pos + 12 + h[1]
@@ -698,10 +713,11 @@ class RecordBatchBuilder:
                     kid = ckeys_get(buf[p:rec_end - 26])
                     if kid is not None:
                         kids_append(kid)
-                        ends_append(chunk_base + rec_end)
+                        vkind_append(2)
+                        vals += buf[rec_end - 25:rec_end - 1]
                         p = rec_end
                         continue
-                self._general_record(buf, p, rec_end, length, row + i, chunk_base, end)
+                self._general_record(buf, p, rec_end, length, row + i, end)
                 p = rec_end
             if p != end:
                 raise _Corrupt(f"{end - p} bytes left over after {count} records")
@@ -722,10 +738,10 @@ class RecordBatchBuilder:
         varint = _varint
         ckeys_get = self._ckeys.get
         kids_append = self.kids.append
-        ends_append = self.ends.append
+        vkind_append = self.vkind.append
+        vals = self.plain_vals
         off_exc = self.off_exc
         ts_exc = self.ts_exc
-        dbase = self.body_base
         pos = 0
         for i in range(count):
             b = data[pos]
@@ -771,16 +787,17 @@ class RecordBatchBuilder:
                 kid = ckeys_get(data[pos:rec_end - 26])
                 if kid is not None:
                     kids_append(kid)
-                    ends_append(dbase + rec_end)
+                    vkind_append(2)
+                    vals += data[rec_end - 25:rec_end - 1]
                     pos = rec_end
                     continue
-            self._general_record(data, pos, rec_end, length, row + i, dbase, dlen)
+            self._general_record(data, pos, rec_end, length, row + i, dlen)
             pos = rec_end
         if pos != dlen:
             raise _Corrupt(f"{dlen - pos} bytes left over after {count} records")
 
     def _general_record(self, data: bytes, pos: int, rec_end: int, length: int, row: int,
-                        dbase: int, limit: int | None = None) -> None:
+                        limit: int | None = None) -> None:
         """Any record the fast path does not take: parse key and value in full."""
         if length < 6 or rec_end > (len(data) if limit is None else limit):
             raise _Corrupt(f"record length {length} out of range")
@@ -803,7 +820,7 @@ class RecordBatchBuilder:
             _skip_headers(data, pos, rec_end)  # coordinator records carry none
         if key is None:
             self.kids.append(-1)
-            self.ends.append(-1)
+            self.vkind.append(0)
             self.slow[row] = ("error", "undecodable_key", "record with a null key", None)
             return
         kid = self._ckeys.get(raw_key)
@@ -818,22 +835,23 @@ class RecordBatchBuilder:
                     rtype, kid = self._key(key, raw_key)
                 except UnknownRecordTypeError as exc:
                     self.kids.append(-1)
-                    self.ends.append(-1)
+                    self.vkind.append(0)
                     self.slow[row] = ("error", "unknown_record_type", str(exc), exc.record_type)
                     return
                 except ProtocolError as exc:
                     self.kids.append(-1)
-                    self.ends.append(-1)
+                    self.vkind.append(0)
                     self.slow[row] = ("error", "undecodable_key", str(exc), None)
                     return
         self.kids.append(kid)
         if vlen < 0:
-            self.ends.append(-1)
+            self.vkind.append(0)
             self.tomb_rows.append(row)
         elif rtype <= 1 and vlen == 24 and no_headers:
-            self.ends.append(dbase + rec_end)
+            self.vkind.append(2)
+            self.plain_vals += data[vstart:vstart + 24]
         else:
-            self.ends.append(-1)
+            self.vkind.append(0)
             raw = data[vstart:vstart + vlen]
             self.slow[row] = self._slow_value(rtype, raw)
             if rtype >= 2:
@@ -891,22 +909,21 @@ class RecordBatchBuilder:
         pid_valid = pids != _NO_PID
         txn = np.repeat(b[:, 4] == 1, counts)
 
-        # 24-byte commit values: gathered with one numpy take and checked for v3 layout
-        ends = np.frombuffer(self.ends, dtype=np.int64)
-        fast = ends >= 0
-        raw = np.zeros(n, dtype="V24")
-        big = None
-        if fast.any():
-            big = b"".join(self.bodies)
-            # a view with one 24-byte item starting at every byte position
-            items = np.ndarray(shape=(len(big) - 23,), dtype=np.dtype("V24"), buffer=big,
-                               strides=(1,))
-            raw[fast] = items[ends[fast] - 25]
+        # 24-byte commit values, checked for the v3 layout
+        vkind = np.frombuffer(self.vkind, dtype=np.int8)
+        fast = vkind != 0
+        if self.fast_vals and not self.plain_vals and fast.all():
+            raw = np.concatenate(self.fast_vals)
+        else:
+            raw = np.zeros(n, dtype="V24")
+            if self.fast_vals:
+                raw[vkind == 1] = np.concatenate(self.fast_vals)
+            if self.plain_vals:
+                raw[vkind == 2] = np.frombuffer(bytes(self.plain_vals), dtype="V24")
         vals = raw.view(_V3_DTYPE)
         good = fast & (vals["version"] == 3) & (vals["mlen"] == 0)
         for row in np.flatnonzero(fast & ~good).tolist():
-            p = int(ends[row]) - 25
-            slow[row] = self._slow_value(int(types[row]), big[p:p + 24])
+            slow[row] = self._slow_value(int(types[row]), raw[row].tobytes())
 
         tomb = np.zeros(n, dtype=bool)
         if self.tomb_rows:
@@ -948,11 +965,11 @@ class RecordBatchBuilder:
                     cg_rows[row] = self._consumer_group(rtype, msg)
             elif kind == "control":
                 if control is None:
-                    control = [None] * n
+                    control = {}
                 control[row] = item[1]
             else:  # error
                 if error is None:
-                    error, detail = [None] * n, [None] * n
+                    error, detail = {}, {}
                 is_err[row] = True
                 error[row] = item[1]
                 detail[row] = item[2]
@@ -979,7 +996,7 @@ class RecordBatchBuilder:
             "tombstone": lambda: pa.array(tomb, mask=~known_type | is_err),
             "producer_id": lambda: pa.array(pids, mask=~pid_valid),
             "transactional": lambda: pa.array(txn, mask=~pid_valid),
-            "control_type": lambda: _maybe(control, n, pa.int16()),
+            "control_type": lambda: _sparse(control, n, pa.int16()),
             "group": lambda: k_group.take(kid_pa),
             "topic": lambda: k_topic.take(kid_pa),
             "partition": lambda: k_partition.take(kid_pa),
@@ -990,13 +1007,13 @@ class RecordBatchBuilder:
             "metadata": lambda: _metadata_array(metadata, has_value, n),
             "commit_timestamp": lambda: pa.array(commit_ts, mask=no_value),
             "expire_timestamp": lambda: pa.array(expire, mask=~has_expire),
-            "group_metadata": lambda: _sparse_struct(
+            "group_metadata": lambda: _sparse(
                 gm_rows, n, self.full_schema.field("group_metadata").type, group_metadata_row),
-            "consumer_group": lambda: _sparse_struct(
-                cg_rows, n, self.full_schema.field("consumer_group").type, lambda m: m),
-            "error": lambda: _maybe(error, n, pa.string()),
-            "raw_value": lambda: _maybe(_sparse(self.raw, n), n, pa.binary()),
-            "error_detail": lambda: _maybe(detail, n, pa.string()),
+            "consumer_group": lambda: _sparse(
+                cg_rows, n, self.full_schema.field("consumer_group").type),
+            "error": lambda: _sparse(error, n, pa.string()),
+            "raw_value": lambda: _sparse(self.raw, n, pa.binary()),
+            "error_detail": lambda: _sparse(detail, n, pa.string()),
         }
         arrays = [cols[name]() for name in self.columns]
         self._reset()
@@ -1052,31 +1069,33 @@ def consumer_group_row(rtype: int, msg: dict, names: dict) -> dict:
     return {}
 
 
-def _sparse(rows: dict, n: int) -> list | None:
+def _sparse(rows: dict | None, n: int, typ, convert=None):
+    """A column of n rows, null except at the rows of `rows` (row -> value)."""
     if not rows:
-        return None
-    out = [None] * n
-    for row, item in rows.items():
-        out[row] = item
-    return out
-
-
-def _maybe(items: list | None, n: int, typ):
-    """A column that is all null unless some row set a value."""
-    return pa.nulls(n, typ) if items is None else pa.array(items, typ)
+        return pa.nulls(n, typ)
+    at = sorted(rows)
+    items = [rows[r] for r in at] if convert is None else [convert(rows[r]) for r in at]
+    index = np.zeros(n, dtype=np.int32)
+    index[at] = np.arange(len(at), dtype=np.int32)
+    unset = np.ones(n, dtype=bool)
+    unset[at] = False
+    return pa.array(items, typ).take(pa.array(index, mask=unset))
 
 
 def _metadata_array(metadata: dict | None, has_value, n: int):
     """Metadata strings: "" for every commit unless a row says otherwise."""
-    if metadata is None:
-        validity = pa.array(has_value).buffers()[1]
-        offsets = pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
-        return pa.StringArray.from_buffers(n, offsets, pa.py_buffer(b""), validity)
-    items = np.empty(n, dtype=object)
-    items[:] = ""
-    for row, text in metadata.items():
-        items[row] = text
-    return pa.array(items, pa.string(), mask=~has_value)
+    validity = pa.array(has_value).buffers()[1]
+    lengths = np.zeros(n + 1, dtype=np.int64)
+    data = b""
+    if metadata:
+        at = sorted(metadata)
+        texts = [metadata[r].encode() for r in at]
+        lengths[np.array(at) + 1] = [len(t) for t in texts]
+        data = b"".join(texts)
+    if len(data) >= 1 << 31:
+        raise ValueError("metadata too large for one batch")
+    offsets = np.cumsum(lengths).astype(np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
 
 
 def group_metadata_row(msg: dict) -> dict:
@@ -1095,15 +1114,6 @@ def group_metadata_row(msg: dict) -> dict:
     }
 
 
-def _sparse_struct(rows: dict, n: int, typ, convert):
-    if not rows:
-        return pa.nulls(n, typ)
-    items = [None] * n
-    for row, msg in rows.items():
-        items[row] = convert(msg)
-    return pa.array(items, typ)
-
-
 def _varint(data, pos: int):
     """Zigzag varint at pos -> (value, new pos); 5 bytes at most."""
     z = 0
@@ -1118,6 +1128,12 @@ def _varint(data, pos: int):
         if shift > 63:
             raise _Corrupt("varint too long")
     return (z >> 1) ^ -(z & 1), pos
+
+
+def _items24(buf: bytes):
+    """A numpy view of buf with one 24-byte item starting at every byte position."""
+    return np.ndarray(shape=(max(0, len(buf) - 23),), dtype=np.dtype("V24"), buffer=buf,
+                      strides=(1,))
 
 
 def _varint_tables():
