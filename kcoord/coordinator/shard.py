@@ -80,11 +80,12 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
-        if record.type in (OFFSET_COMMIT, LEGACY_OFFSET_COMMIT):
-            self.offsets.replay(record.key, record.value, record.value_version)
-            if record.value is not None:
+        rtype, key, value, version = record
+        if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
+            self.offsets.replay(key, value, version)
+            if value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
-                group_id = record.key["group"]
+                group_id = key["group"]
                 if group_id not in self.groups and group_id not in self.consumer.groups:
                     self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:

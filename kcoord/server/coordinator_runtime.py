@@ -12,6 +12,7 @@ the loop here.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import struct
 import time
@@ -396,6 +397,22 @@ class ShardRuntime(ShardLoader):
         self._timers.clear()
 
 
+# Young-generation size of the cyclic garbage collector while serving.  A
+# commit allocates some 80 dicts, lists and tuples, nearly all freed by
+# reference counting within a round; with Python's default (700) the
+# collector runs every few commits and walks every young object still in
+# flight (hundreds of pipelined requests), measured at 15-20% of the server's
+# CPU under the OffsetCommit bench.  Cycles are still collected, just in
+# fewer, larger passes.
+GC_GEN0_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    gen0, gen1, gen2 = gc.get_threshold()
+    if 0 < gen0 < GC_GEN0_THRESHOLD:  # 0: collection disabled by the embedder, leave it
+        gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
 class CoordinatorRuntime:
     def __init__(self, catalogue, config) -> None:
         self.catalogue = catalogue
@@ -421,6 +438,7 @@ class CoordinatorRuntime:
         return self.shards[partition_for(group_id, len(self.shards))]
 
     def start(self) -> None:
+        tune_gc()
         loop = asyncio.get_running_loop()
         # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
         self._tasks = [loop.create_task(s.load()) for s in self.shards]
@@ -429,6 +447,7 @@ class CoordinatorRuntime:
 
     async def _log_all_loaded(self, start: float) -> None:
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        gc.freeze()  # the loaded state is long-lived: keep it out of later collections
         if all(s.loaded for s in self.shards):
             log.info("all shards loaded: %d records in %.2fs",
                      sum(s.records_loaded for s in self.shards), time.monotonic() - start)
