@@ -10,6 +10,7 @@ import logging
 
 from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Timer
+from ..protocol.api import response_codec
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime, wall_ms
 from .dispatch import Dispatcher, RequestContext
@@ -17,6 +18,7 @@ from .dispatch import Dispatcher, RequestContext
 KEY_TYPE_GROUP = 0
 PARKED_CHECK_S = 1.0  # how often a parked JoinGroup/SyncGroup checks its shard is still there
 HEARTBEAT_SHARDS_MAX = 100_000  # group ids whose shard the heartbeat path remembers
+COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 log = logging.getLogger("kcoord.groups")
 
@@ -55,6 +57,7 @@ class GroupHandlers:
         self.catalogue = catalogue
         self.config = config
         self._heartbeat_shards: dict = {}  # group id -> shard (see heartbeat)
+        self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def register(self, d: Dispatcher) -> None:
@@ -145,7 +148,8 @@ class GroupHandlers:
                 return
             response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
             if result.records and not result.replies:
-                shard.write(result.records, response, fut)
+                shard.write(result.records, self._commit_body(ctx.api_version, req, response,
+                                                              len(result.records)), fut)
                 if result.timers:  # a refreshed member session
                     shard.arm_timers(result.timers)
                 return
@@ -154,6 +158,27 @@ class GroupHandlers:
             return
         task = asyncio.ensure_future(self._commit_after(shard, result, response))
         task.add_done_callback(lambda t: _settle(fut, t))
+
+    def _commit_body(self, version: int, req: dict, response: dict, taken: int):
+        """The response as cached encoded bytes when every partition of a
+        one-topic commit was taken (each taken partition gives one record,
+        so the answer is all NONE and depends only on the version, the
+        topic and the partition indexes), else the response dict."""
+        topics = req["topics"]
+        if len(topics) != 1:
+            return response
+        topic = topics[0]
+        partitions = topic["partitions"]
+        if len(partitions) != taken:
+            return response
+        key = (version, topic["name"], tuple([p["partition_index"] for p in partitions]))
+        body = self._commit_bodies.get(key)
+        if body is None:
+            if len(self._commit_bodies) >= COMMIT_BODIES_MAX:
+                self._commit_bodies.clear()
+            body = self._commit_bodies[key] = bytes(
+                response_codec(8, version)[0](response, bytearray()))
+        return body
 
     async def _commit_after(self, shard, result, response: dict) -> dict:
         await self._apply(shard, result)  # the records, and a refreshed member session
