@@ -245,30 +245,49 @@ class GroupMigration:
         return records
 
     # ============================================================ downgrade
+    def _downgrade_refusal(self, group: ConsumerGroup, leaving: ConsumerMember,
+                           remaining: int) -> str | None:
+        """Kafka's validateOnlineDowngrade* (None: downgrade): `leaving` is the last
+        member using the consumer protocol, `remaining` the classic group's size."""
+        if leaving.classic_member_metadata is not None or any(
+                m.classic_member_metadata is None for m in group.members.values()
+                if m.member_id != leaving.member_id):
+            return "consumer-protocol members remain"
+        if remaining == 0:
+            return "the group would be empty"
+        if not self.downgrade_enabled:
+            return "the online downgrade is disabled"
+        if remaining > self.shard.config.group_max_size:
+            return "its size is greater than group.max.size"
+        return None
+
     def maybe_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember,
                         now: int | None) -> Result | None:
         """Kafka's validateOnlineDowngradeWithFencedMember + convertToClassicGroup:
-        None when the group stays a consumer group."""
-        if now is None or leaving.classic_member_metadata is not None:
+        None when the group stays a consumer group.  The remaining members rebalance."""
+        if now is None:
             return None
-        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
-        if not others or any(m.classic_member_metadata is None for m in others):
+        refused = self._downgrade_refusal(group, leaving, len(group.members) - 1)
+        if refused:
+            if refused != "consumer-protocol members remain":
+                log.info("group %s: no downgrade to a classic group: %s", group.group_id, refused)
             return None
+        members = [(m, m.member_id) for m in group.members.values()
+                   if m.member_id != leaving.member_id]
+        return self._convert_to_classic(group, members, {}, Result(), now, rebalance=True)
+
+    def _convert_to_classic(self, group: ConsumerGroup, members: list[tuple], renamed: dict,
+                            res: Result, now: int, rebalance: bool) -> Result | None:
+        """Tombstone the consumer group (member ids `renamed` old -> new) and install
+        the classic group of `members` ((member, id whose target it takes) pairs)."""
         gid = group.group_id
-        if not self.downgrade_enabled:
-            log.info("group %s: cannot downgrade to a classic group: the online downgrade is "
-                     "disabled", gid)
-            return None
-        if len(others) > self.shard.config.group_max_size:
-            log.info("group %s: cannot downgrade: more members than group.max.size", gid)
-            return None
         try:
-            classic = self._classic_group_of(group, others, now)
+            classic = self._classic_group_of(group, members, now)
         except Exception as exc:  # inconsistent protocols or malformed metadata
             log.warning("group %s: cannot downgrade to a classic group: %s", gid, exc)
             return None
-        res = Result(records=cg.group_tombstones(group))
-        for mid in group.members:
+        res.records.extend(self._tombstones(group, renamed))
+        for mid in list(group.members) + list(renamed.values()):
             self.consumer._cancel_timers(res, gid, mid)
         # the classic group is installed directly (Kafka does the same): the
         # rebalance below needs the live object; its record is registered as live
@@ -276,28 +295,44 @@ class GroupMigration:
         self.shard._emit(res, classic, group_metadata_record(classic, classic.assignment_map()))
         for m in classic.members.values():
             self.shard._arm_heartbeat(res, classic, m.member_id, m.session_timeout_ms, now)
-        self.shard._prepare_rebalance(res, classic, now)
+        if rebalance:
+            self.shard._prepare_rebalance(res, classic, now)
         log.info("group %s: downgraded from consumer to classic group (%d members)",
                  gid, len(classic.members))
         return res
 
-    def _classic_group_of(self, group: ConsumerGroup, members: list[ConsumerMember],
+    @staticmethod
+    def _tombstones(group: ConsumerGroup, renamed: dict) -> list[Record]:
+        """Kafka's createGroupTombstoneRecords(WithReplacedMember), in its order."""
+        gid = group.group_id
+        ids = [renamed.get(mid, mid) for mid in group.members]
+        records = [cg.current_assignment_tombstone(gid, mid) for mid in ids]
+        records += [cg.target_member_tombstone(gid, mid) for mid in ids]
+        records.append(cg.target_epoch_tombstone(gid))
+        records += [cg.member_metadata_tombstone(gid, mid) for mid in ids]
+        records.append(cg.subscription_metadata_tombstone(gid))
+        records.append(cg.group_epoch_tombstone(gid))
+        return records
+
+    def _classic_group_of(self, group: ConsumerGroup, members: list[tuple],
                           now: int) -> ClassicGroup:
         """Kafka's ClassicGroup.fromConsumerGroup: Stable, generation = group epoch,
-        each member's assignment = its target, encoded in its subscription's version."""
+        each member's assignment = the target of the member whose place it takes,
+        encoded in its subscription's version."""
         classic = ClassicGroup(group.group_id, state=STABLE, state_timestamp_ms=now,
                                protocol_type=CONSUMER_PROTOCOL_TYPE,
                                generation_id=group.group_epoch)
-        for m in members:
+        for m, _ in members:
             classic.add(ClassicMember(
                 m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                 m.classic_member_metadata["session_timeout_ms"], CONSUMER_PROTOCOL_TYPE,
                 classic_protocols(m)))
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
-        for m in classic.members.values():
-            m.assignment = self.assignment_bytes(group, group.target.get(m.member_id, EMPTY),
-                                                 m.metadata_for(classic.protocol_name))
+        for m, target_of in members:
+            member = classic.members[m.member_id]
+            member.assignment = self.assignment_bytes(
+                group, group.target.get(target_of, EMPTY), member.metadata_for(classic.protocol_name))
         return classic
 
     # ============================================================ JoinGroup
@@ -358,14 +393,24 @@ class GroupMigration:
                 res.records.append(cg.current_assignment_record(gid, reconciled))
             updated = reconciled
 
-        self._cancel(res, (JOIN_TIMER, gid, updated.member_id))
-        self._touch_session(res, gid, updated, now)
-        self._arm(res, (SYNC_TIMER, gid, updated.member_id), now + join["rebalance"])
-        return res.reply(token, {
+        response = {
             "throttle_time_ms": 0, "error_code": Err.NONE, "generation_id": updated.member_epoch,
             "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": protocols[0][0],
             "leader": "", "skip_assignment": False, "member_id": updated.member_id,
-            "members": []})
+            "members": []}
+        self._cancel(res, (JOIN_TIMER, gid, updated.member_id))
+        if replaced is not None and not self._downgrade_refusal(group, replaced,
+                                                                len(group.members)):
+            # the last consumer-protocol member was a static member this classic one
+            # replaces: the group becomes classic, the newcomer takes its assignment
+            members = [(m, m.member_id) for m in group.members.values()
+                       if m.member_id != replaced.member_id] + [(updated, replaced.member_id)]
+            if self._convert_to_classic(group, members, {replaced.member_id: updated.member_id},
+                                        res, now, rebalance=False) is not None:
+                return res.reply(token, response)
+        self._touch_session(res, gid, updated, now)
+        self._arm(res, (SYNC_TIMER, gid, updated.member_id), now + join["rebalance"])
+        return res.reply(token, response)
 
     def _join_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                      unknown: bool, records: list[Record]

@@ -50,10 +50,11 @@ class Harness(ClassicHarness):
         self.apply(self.shard.on_topics_changed(dict(TOPICS), self.now))
 
     # ---------------------------------------------------------- KIP-848 member
-    def cg(self, member_id="kip848", epoch=0, owned=(), names=("t",), group="g") -> dict:
+    def cg(self, member_id="kip848", epoch=0, owned=(), names=("t",), group="g",
+           instance=None) -> dict:
         first = epoch == 0
         req = {"group_id": group, "member_id": member_id, "member_epoch": epoch,
-               "instance_id": None, "rack_id": None,
+               "instance_id": instance, "rack_id": None,
                "rebalance_timeout_ms": 30000 if first else -1,
                "subscribed_topic_names": list(names) if first else None,
                "subscribed_topic_regex": None, "server_assignor": None,
@@ -66,10 +67,11 @@ class Harness(ClassicHarness):
 
     # ---------------------------------------------------------- classic member
     def classic_join(self, member_id="", owned=None, *, session=10000, rebalance=30000,
-                     version=7, protocol_type="consumer", name="cooperative-sticky") -> dict:
+                     version=7, protocol_type="consumer", name="cooperative-sticky",
+                     instance=None) -> dict:
         token = self.join(member_id, version=version, session=session, rebalance=rebalance,
                           protocols=[(name, sub("t", owned=owned))], protocol_type=protocol_type,
-                          client="classic")
+                          client="classic", instance=instance)
         return self.reply(token)
 
     def classic_member(self, owned=None, **kw) -> tuple[str, int]:
@@ -423,6 +425,40 @@ def test_classic_leave_never_downgrades(h):
     assert h.cgroup() is not None and ids[0] not in h.cgroup().members
     h.cg(c["member_id"], -1)  # now the last consumer member leaves: one classic member left
     assert h.cgroup() is None and set(h.group().members) == {ids[1]}
+
+
+def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_member(h):
+    r = h.cg("static-848", instance="inst")
+    assert r["error_code"] == 0
+    m, generation = h.classic_member()
+    epoch = h.cgroup().group_epoch
+    target = {p for ps in h.cgroup().target["static-848"].values() for p in ps}
+    # the instance comes back with the classic protocol: no rebalance, a classic group
+    joined = h.classic_join("", instance="inst")
+    assert joined["error_code"] == 0
+    new_id = joined["member_id"]
+    assert h.cgroup() is None
+    group = h.group()
+    assert group.state == STABLE and group.generation_id == epoch
+    assert set(group.members) == {m, new_id} and group.static_members == {"inst": new_id}
+    assert parts(group.members[new_id].assignment) == target  # the replaced member's target
+    assert not [k for k in h.armed if k[0].startswith("cg")]
+    assert h.code(h.sync(new_id, group.generation_id, protocol_name="cooperative-sticky",
+                         instance="inst")) == Err.NONE
+    h.check_consistency()
+    h.restart()
+    assert set(h.group().members) == {m, new_id}
+
+
+def test_classic_static_member_replacing_one_of_several_consumer_members(h):
+    assert h.cg("static-848", instance="inst")["error_code"] == 0
+    assert h.cg("other-848")["error_code"] == 0
+    joined = h.classic_join("", instance="inst")
+    assert joined["error_code"] == 0
+    group = h.cgroup()
+    assert group is not None and "static-848" not in group.members
+    assert group.static_members == {"inst": joined["member_id"]}
+    assert group.members[joined["member_id"]].classic_member_metadata is not None
 
 
 def test_subscription_bytes_decode_for_the_downgraded_group(h):
