@@ -46,6 +46,7 @@ POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
 MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
+NOT_LAST = "the leaving member is not the last one using the consumer protocol"
 
 
 def classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]]) -> dict:
@@ -252,7 +253,7 @@ class GroupMigration:
         if leaving.classic_member_metadata is not None or any(
                 m.classic_member_metadata is None for m in group.members.values()
                 if m.member_id != leaving.member_id):
-            return "consumer-protocol members remain"
+            return NOT_LAST
         if remaining == 0:
             return "the group would be empty"
         if not self.downgrade_enabled:
@@ -269,7 +270,7 @@ class GroupMigration:
             return None
         refused = self._downgrade_refusal(group, leaving, len(group.members) - 1)
         if refused:
-            if refused != "consumer-protocol members remain":
+            if refused is not NOT_LAST:
                 log.info("group %s: no downgrade to a classic group: %s", group.group_id, refused)
             return None
         members = [(m, m.member_id) for m in group.members.values()
