@@ -78,9 +78,11 @@ def _decode_commit(rtype: int, key: bytes, value: bytes | None) -> Record | None
 # A batch whose records are all OffsetCommits of type 1 with a value, keys
 # of one length and values of one length (a group commit of groups with
 # ids of one length; the common case) is matched by a regular expression
-# built for that shape, which runs in C: a fullmatch checks that the
-# records fill the batch exactly (each record's length field agrees with
-# its shape), then findall returns (key, value) pairs for dict.update.
+# built for that shape, which runs in C.  The pattern is "one record, or
+# nothing": findall over the batch's records then gives a (key, value)
+# pair per record, and an empty match (b"", b"") wherever no record
+# starts, which happens exactly once, at the end, when the records fill
+# the batch exactly with every length field agreeing with its record.
 # Timestamp and offset deltas of one or two bytes are covered; anything
 # else (tombstones, other record kinds, mixed shapes, longer deltas) is
 # left to _scan_batch.
@@ -97,16 +99,18 @@ def _varint(n: int) -> bytes:
 _ONE = rb"[\x00-\x7f]"               # a one-byte varint
 _TWO = rb"[\x80-\xff][\x00-\x7f]"    # a two-byte varint
 _MAX_SHAPES = 256
-_SHAPES: dict[tuple[int, int], tuple[re.Pattern, re.Pattern] | None] = {}
+_SHAPES: dict[tuple[int, int], re.Pattern | None] = {}
+_NO_RECORD = (b"", b"")
 
 
-def _shape_patterns(k: int, v: int) -> tuple[re.Pattern, re.Pattern] | None:
-    """(whole batch, one record with (key after its type, value) groups)
-    for records with a k-byte type-1 key and a v-byte value."""
+def _shape_pattern(k: int, v: int) -> re.Pattern | None:
+    """One record with (key after its type, value) groups, or nothing, for
+    records with a k-byte type-1 key and a v-byte value."""
     shape = (k, v)
     if shape in _SHAPES:
         return _SHAPES[shape]
-    if len(_SHAPES) >= _MAX_SHAPES or k < 2 or v < 0:
+    # k > 2: a record's key group is never empty, so never _NO_RECORD
+    if len(_SHAPES) >= _MAX_SHAPES or k <= 2 or v < 0:
         return None
     vk, vv = _varint(k), _varint(v)
     base = 1 + len(vk) + k + len(vv) + v + 1  # attributes .. headers count, without the deltas
@@ -116,10 +120,8 @@ def _shape_patterns(k: int, v: int) -> tuple[re.Pattern, re.Pattern] | None:
             + rb"|" + re.escape(_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
     key = re.escape(vk) + rb"\x00\x01"
     record = head + key + rb"(.{%d})" % (k - 2) + re.escape(vv) + rb"(.{%d})\x00" % v
-    bare = head + key + rb".{%d}" % (k - 2) + re.escape(vv) + rb".{%d}\x00" % v
-    patterns = (re.compile(rb"(?:" + bare + rb")*", re.S), re.compile(record, re.S))
-    _SHAPES[shape] = patterns
-    return patterns
+    pattern = _SHAPES[shape] = re.compile(record + rb"|", re.S)
+    return pattern
 
 
 def _read_varint(buf, p: int) -> tuple[int, int]:
@@ -159,7 +161,7 @@ class ShardLoader:
     """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
     records_loaded, load_errors and apply()."""
 
-    _last_shape: tuple[re.Pattern, re.Pattern] | None = None
+    _last_shape: re.Pattern | None = None
 
     async def load(self) -> None:
         """Replay the shard's log into a fresh core.
@@ -210,24 +212,34 @@ class ShardLoader:
     def _match_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
         """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with
         values, all of one key length and one value length, with the
-        patterns of that shape.  False (nothing taken) for anything else."""
+        pattern of that shape.  False (nothing taken) for anything else."""
         start = pos + HEADER_SIZE
         end = pos + LOG_OVERHEAD + header.batch_length
-        patterns = self._last_shape  # batches in a row mostly share a shape
-        if patterns is None or patterns[0].fullmatch(buf, start, end) is None:
-            try:
-                k, v = _first_shape(buf, start)
-            except IndexError:
-                return False
-            patterns = _SHAPES.get((k, v)) or _shape_patterns(k, v)
-            if patterns is None or patterns[0].fullmatch(buf, start, end) is None:
-                return False
-            self._last_shape = patterns
-        found = patterns[1].findall(buf, start, end)
-        if len(found) != header.records_count:
+        count = header.records_count
+        pattern = self._last_shape  # batches in a row mostly share a shape
+        if pattern is not None:
+            found = pattern.findall(buf, start, end)
+            # whole: `count` records, then the one empty match at the end
+            if len(found) == count + 1 and found[-1] == _NO_RECORD and \
+                    found.count(_NO_RECORD) == 1:
+                found.pop()
+                latest.update(found)
+                self.records_loaded += count
+                return True
+        try:
+            k, v = _first_shape(buf, start)
+        except IndexError:
             return False
+        shape = _SHAPES.get((k, v)) or _shape_pattern(k, v)
+        if shape is None or shape is pattern:
+            return False
+        found = shape.findall(buf, start, end)
+        if len(found) != count + 1 or found[-1] != _NO_RECORD or found.count(_NO_RECORD) != 1:
+            return False
+        self._last_shape = shape
+        found.pop()
         latest.update(found)
-        self.records_loaded += len(found)
+        self.records_loaded += count
         return True
 
     def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:

@@ -222,6 +222,47 @@ def test_pattern_path_refuses_a_record_whose_length_disagrees(tmp_path):
     assert latest == {}
 
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pattern_path_takes_only_exact_batches(tmp_path, seed):
+    """Bytes inserted or removed anywhere among the records, a record more
+    or less than the count says: the pattern path refuses the batch and
+    takes nothing (the CRC is checked before; here it is not recomputed)."""
+    from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD
+    from kcoord.server.shard_loader import ShardLoader
+
+    class Probe(ShardLoader):
+        records_loaded = 0
+
+    rnd = random.Random(seed)
+    n = rnd.choice([1, 2, 5, 70])
+    recs = [(*commit_record(rnd, "grp", "t", p % 7), [], 1000 + rnd.choice([0, 3, 50]) * p)
+            for p in range(n)]
+    good = build_batch(recs)
+    header = next(iter_batches(good))[1]
+
+    def attempt(region: bytes, count: int) -> tuple[bool, dict]:
+        data = good[:HEADER_SIZE] + region
+        h = header._replace(batch_length=len(data) - LOG_OVERHEAD, records_count=count)
+        latest: dict = {}
+        probe = Probe()
+        return probe._match_batch(data, 0, h, latest), latest
+
+    region = good[HEADER_SIZE:]
+    ok, latest = attempt(region, n)
+    assert ok and len(latest) == len({r[0] for r in recs})
+    for _ in range(20):
+        at = rnd.randrange(len(region) + 1)
+        ok, latest = attempt(region[:at] + bytes([rnd.randrange(256)]) + region[at:], n)
+        assert not ok and latest == {}
+        at = rnd.randrange(len(region))
+        ok, latest = attempt(region[:at] + region[at + 1:], n)
+        assert not ok and latest == {}
+    assert attempt(region, n + 1) == (False, {})
+    assert attempt(region, n - 1) == (False, {})
+    assert attempt(region + region, n) == (False, {})
+    assert attempt(region + region, 2 * n)[0]
+
 # ------------------------------------------------ restarts of `kcoord serve`
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
 
