@@ -51,10 +51,13 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
     has more than `metadata_max` UTF-16 code units (as Java's String.length)."""
     records: list[Record] = []
     add = records.append
+    new, record_type = _new_tuple, Record
+    too_large = Err.OFFSET_METADATA_TOO_LARGE
     out = []
     for t in topics:
         name = t["name"]
         parts = []
+        part = parts.append
         for p in t["partitions"]:
             index = p["partition_index"]
             code = p.get("error_code")  # set by the runtime for unknown partitions
@@ -65,9 +68,9 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
                 # a string of n characters has n..2n UTF-16 code units
                 if 2 * len(meta) > metadata_max and \
                         len(meta.encode("utf-16-le")) // 2 > metadata_max:
-                    code = Err.OFFSET_METADATA_TOO_LARGE
+                    code = too_large
                 elif expire is None:
-                    add(_new_tuple(Record, (
+                    add(new(record_type, (
                         OFFSET_COMMIT, {"group": group, "topic": name, "partition": index},
                         {"offset": p["committed_offset"],
                          "leader_epoch": p.get("committed_leader_epoch", -1),
@@ -76,7 +79,7 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
                     add(offset_record(group, name, index, OffsetValue(
                         p["committed_offset"], p.get("committed_leader_epoch", -1), meta, now,
                         expire)))
-            parts.append({"partition_index": index, "error_code": code})
+            part({"partition_index": index, "error_code": code})
         out.append({"name": name, "partitions": parts})
     return out, records
 

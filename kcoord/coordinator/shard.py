@@ -95,6 +95,29 @@ class CoordinatorShard(ClassicGroupHandlers):
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
 
+    def replay_all(self, records: list[Record]) -> None:
+        """replay() of every record, in order.  An OffsetCommit with a v3
+        value (what every commit writes) takes an inlined copy of its path
+        (OffsetStore.replay, then the simple group): the runtime replays ten
+        records per commit."""
+        by_group = self.offsets.by_group
+        groups, consumer_groups = self.groups, self.consumer.groups
+        new = tuple.__new__
+        for record in records:
+            rtype, key, value, version = record
+            if rtype != OFFSET_COMMIT or version != 3 or value is None:
+                self.replay(record)
+                continue
+            group_id = key["group"]
+            offsets = by_group.get(group_id)
+            if offsets is None:
+                offsets = by_group[group_id] = {}
+            offsets[(key["topic"], key["partition"])] = new(OffsetValue, (
+                value["offset"], value.get("leader_epoch", -1), value["metadata"] or "",
+                value["commit_timestamp"], None))
+            if group_id not in groups and group_id not in consumer_groups:
+                groups[group_id] = ClassicGroup(group_id)
+
     def _replay_group_metadata(self, group_id: str, value: dict | None) -> None:
         if value is None:
             self.groups.pop(group_id, None)

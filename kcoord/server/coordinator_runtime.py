@@ -291,9 +291,7 @@ class ShardRuntime(ShardLoader):
             if self._last_write is not None and not self._last_write.done():
                 return self._last_write
             return None
-        replay = self.core.replay
-        for record in records:
-            replay(record)
+        self.core.replay_all(records)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
         self._pending += records

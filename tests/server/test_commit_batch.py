@@ -76,3 +76,19 @@ def test_commit_records_are_offset_records():
     assert records[0] == offset_record("g", "t", 0, OffsetValue(5, 1, "x", NOW, NOW + 60_000))
     out, records = commit_records("g", topics, 22, NOW, None, 10)  # the group's error
     assert not records and [p["error_code"] for p in out[0]["partitions"]] == [22, 22, 22, 3]
+
+
+def test_replay_all_is_replay_of_each_record():
+    from kcoord.coordinator.shard import CoordinatorShard, group_tombstone
+    records = sample_records()
+    records += [offset_tombstone("g", "topic", 3), group_tombstone("g"),
+                offset_record("g", "topic", 4, OffsetValue(1, 2, "", NOW, None)),
+                offset_record("h", "x", 0, OffsetValue(9, -1, "m", NOW, NOW + 5))]
+    one, many = CoordinatorShard(0), CoordinatorShard(0)
+    for record in records:
+        one.replay(record)
+    for i in range(0, len(records), 7):  # in several calls, as rounds would
+        many.replay_all(records[i:i + 7])
+    assert many.snapshot() == one.snapshot()
+    assert many.offsets.by_group == one.offsets.by_group
+    assert set(many.groups) == set(one.groups)
