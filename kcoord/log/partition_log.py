@@ -122,6 +122,11 @@ class PartitionLog:
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
 
+    def segment_files(self) -> list[tuple[Path, int]]:
+        """(.log path, size) of every segment, oldest first: what a reader
+        in another process may scan while nothing is appended."""
+        return [(seg.log_path, seg.size) for seg in self._segments]
+
     # ------------------------------------------------------------- append
 
     def append(self, batches) -> tuple[int, int]:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
+import os
 import re
 import struct
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import Callable
 
 from ..coordinator.result import Record, Result
@@ -23,6 +27,13 @@ from .record_codec import _COMMIT_PREFIX, decode_record
 log = logging.getLogger("kcoord.coordinator")
 
 LOAD_CHUNK_BYTES = 4 << 20
+# A shard whose log holds at least this much is scanned in a worker
+# process (as Kafka loads partitions on several threads), when the machine
+# has more than one core: the worker walks the segment files and returns
+# what the replay needs (the latest commit per key between other records,
+# and those other records); the shard's own process replays it.
+PARALLEL_LOAD_MIN_BYTES = 4 << 20
+LOAD_WORKERS = min(os.cpu_count() or 1, 4)
 
 
 # One-byte zigzag varint -> length, for the in-place walk of a batch:
@@ -157,6 +168,59 @@ def _earlier(entry) -> tuple[int, bytes] | None:
     return entry[2] if entry[1] is None else entry[:2]
 
 
+class _LoadPool:
+    """The worker processes of the loads under way, started with the first
+    shard that wants one and stopped when the last load using them ends."""
+    pool: ProcessPoolExecutor | None = None
+    users = 0
+
+    @classmethod
+    def acquire(cls) -> ProcessPoolExecutor:
+        if cls.pool is None:
+            cls.pool = ProcessPoolExecutor(LOAD_WORKERS, mp_context=get_context("spawn"))
+        cls.users += 1
+        return cls.pool
+
+    @classmethod
+    def release(cls) -> None:
+        cls.users -= 1
+        if cls.users == 0 and cls.pool is not None:
+            cls.pool.shutdown(wait=False)
+            cls.pool = None
+
+
+class _Collector:
+    """Stands in for the replay in a worker: keeps what ShardLoader would
+    have replayed, in order (dicts of latest commits, (key, value) of
+    other records).  Made a ShardLoader below."""
+
+    def __init__(self) -> None:
+        self.ops: list = []
+        self.records_loaded = 0
+
+    def _replay_latest(self, latest: dict) -> None:
+        if latest:
+            self.ops.append(dict(latest))
+            latest.clear()
+
+    def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
+        self.ops.append((key, value))
+
+
+def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
+    """Run in a worker process: scan a shard's segment files (path, size)
+    as ShardLoader.load does.  -> (ops to replay in order, commits taken)."""
+    collector = _WorkerScan()
+    latest: dict = {}
+    for path, size in files:
+        if size <= 0:
+            continue
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            collector._scan_chunk(mm, latest, 0)
+    collector._replay_latest(latest)
+    return collector.ops, collector.records_loaded
+
+
 class ShardLoader:
     """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
     records_loaded, load_errors and apply()."""
@@ -179,28 +243,20 @@ class ShardLoader:
         their shape or walked in place for their keys and values (after
         the CRC check); anything else goes through decode_batch."""
         start = time.monotonic()
-        offset = self.plog.log_start_offset
-        end = self.plog.log_end_offset
-        # OffsetCommit key fields -> (type, value, earlier (type, value)), or
-        # just the value for a type-1 commit with a value and nothing earlier
-        latest: dict = {}
-        match, scan = self._match_batch, self._scan_batch
-        while offset < end:
-            chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
-            if not chunk:
-                break
-            for pos, header in iter_batches(chunk):
-                offset = header.base_offset + header.last_offset_delta + 1
-                if header.attributes & 0x20:  # control batch: no group records
-                    continue
-                if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
-                        or not (match(chunk, pos, header, latest)
-                                or scan(chunk, pos, header, latest))):
-                    _, records = decode_batch(chunk, pos)
-                    for rec in records:
-                        self._take(rec.key, rec.value, latest)
-            await asyncio.sleep(0)  # let other shards and requests run
-        self._replay_latest(latest)
+        if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
+                and await self._load_in_worker()):
+            offset = self.plog.log_start_offset
+            end = self.plog.log_end_offset
+            # OffsetCommit key fields -> (type, value, earlier (type, value)), or
+            # just the value for a type-1 commit with a value and nothing earlier
+            latest: dict = {}
+            while offset < end:
+                chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
+                if not chunk:
+                    break
+                offset = self._scan_chunk(chunk, latest, offset)
+                await asyncio.sleep(0)  # let other shards and requests run
+            self._replay_latest(latest)
         self.loaded = True
         took = time.monotonic() - start
         if self.records_loaded:
@@ -208,6 +264,44 @@ class ShardLoader:
         on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
         if on_loaded is not None:  # e.g. restart the sessions of loaded group members
             await self.apply(on_loaded(int(time.time() * 1000)))
+
+    async def _load_in_worker(self) -> bool:
+        """Scan the log in a worker process and replay what it returns.
+        False (nothing replayed) if the worker failed: the caller loads
+        in this process instead."""
+        files = [(str(path), size) for path, size in self.plog.segment_files()]
+        pool = _LoadPool.acquire()
+        try:
+            ops, taken = await asyncio.get_running_loop().run_in_executor(
+                pool, scan_segment_files, files)
+        except Exception as exc:  # a worker that died, a file it could not read
+            log.warning("shard %d: loading in a worker failed (%r); loading here", self.index, exc)
+            return False
+        finally:
+            _LoadPool.release()
+        self.records_loaded += taken
+        for op in ops:
+            if op.__class__ is dict:
+                self._replay_latest(op)
+            else:
+                self._replay_raw(*op)
+        return True
+
+    def _scan_chunk(self, chunk, latest: dict, offset: int) -> int:
+        """Take every batch of `chunk` (whole batches); -> the offset after
+        the last one (`offset` if there is none)."""
+        match, scan = self._match_batch, self._scan_batch
+        for pos, header in iter_batches(chunk):
+            offset = header.base_offset + header.last_offset_delta + 1
+            if header.attributes & 0x20:  # control batch: no group records
+                continue
+            if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
+                    or not (match(chunk, pos, header, latest)
+                            or scan(chunk, pos, header, latest))):
+                _, records = decode_batch(chunk, pos)
+                for rec in records:
+                    self._take(rec.key, rec.value, latest)
+        return offset
 
     def _match_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
         """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with
@@ -350,3 +444,7 @@ class ShardLoader:
             return
         self.core.replay(record)
         self.records_loaded += 1
+
+
+class _WorkerScan(_Collector, ShardLoader):
+    """ShardLoader's scan with _Collector's stand-ins for the replay."""

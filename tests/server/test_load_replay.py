@@ -14,7 +14,7 @@ import pytest
 
 from kcoord.coordinator.result import Record
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
-from kcoord.log import PartitionLog
+from kcoord.log import LogConfig, PartitionLog
 from kcoord.protocol.errors import ProtocolError
 from kcoord.protocol.messages.coordinator_records import (RECORD_TYPES, decode_record_key,
                                                          decode_record_value, encode_record_key,
@@ -78,7 +78,7 @@ def replay_one_by_one(plog: PartitionLog) -> tuple[CoordinatorShard, int, int]:
     """The reference: every record decoded and replayed in log order."""
     core = CoordinatorShard(0, CoordinatorConfig())
     loaded = errors = 0
-    data = plog.read(plog.log_start_offset, 1 << 30)
+    data = b"".join(path.read_bytes() for path, _ in plog.segment_files())  # every segment
     for pos, header in iter_batches(data):
         if header.attributes & 0x20:
             continue
@@ -262,6 +262,69 @@ def test_pattern_path_takes_only_exact_batches(tmp_path, seed):
     assert attempt(region, n - 1) == (False, {})
     assert attempt(region + region, n) == (False, {})
     assert attempt(region + region, 2 * n)[0]
+
+def _load_with_workers(plog, monkeypatch, executor_factory=None) -> ShardRuntime:
+    from kcoord.server import shard_loader
+    monkeypatch.setattr(shard_loader, "PARALLEL_LOAD_MIN_BYTES", 0)
+    monkeypatch.setattr(shard_loader, "LOAD_WORKERS", 2)
+    if executor_factory is not None:
+        monkeypatch.setattr(shard_loader._LoadPool, "pool", None)
+        monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
+                            lambda workers, mp_context=None: executor_factory())
+    shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
+    asyncio.run(shard.load())
+    return shard
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_scan_in_a_worker_gives_the_same_state(tmp_path, seed, monkeypatch):
+    """The worker's scan (here on a thread) returns what the replay needs;
+    replaying it gives the record-by-record state, counts included, also
+    across several segments."""
+    from concurrent.futures import ThreadPoolExecutor
+    rnd = random.Random(seed)
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0",
+                        LogConfig(segment_bytes=rnd.choice([2_000, 50_000, 1 << 30])))
+    write_log(plog, rnd, rnd.choice([50, 400, 2000]), rnd.choice([0.2, 0.01]), rnd.choice([4, 100]))
+    ref, loaded, errors = replay_one_by_one(plog)
+    shard = _load_with_workers(plog, monkeypatch, lambda: ThreadPoolExecutor(2))
+    assert state(shard.core) == state(ref)
+    assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
+    plog.close()
+
+
+def test_scan_in_worker_processes(tmp_path, monkeypatch):
+    """The same through real worker processes (spawned)."""
+    rnd = random.Random(7)
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0", LogConfig(segment_bytes=20_000))
+    write_log(plog, rnd, 3000, 0.05, 30)
+    ref, loaded, errors = replay_one_by_one(plog)
+    shard = _load_with_workers(plog, monkeypatch)
+    assert state(shard.core) == state(ref)
+    assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
+    plog.close()
+
+
+def test_a_failing_worker_falls_back_to_loading_in_process(tmp_path, monkeypatch, caplog):
+    from kcoord.server import shard_loader
+
+    class Broken:
+        def submit(self, *args, **kwargs):
+            raise RuntimeError("worker died")
+
+        def shutdown(self, wait=True):
+            pass
+
+    rnd = random.Random(8)
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0")
+    write_log(plog, rnd, 500, 0.1, 10)
+    ref, loaded, errors = replay_one_by_one(plog)
+    shard = _load_with_workers(plog, monkeypatch, Broken)
+    assert "loading in a worker failed" in caplog.text
+    assert state(shard.core) == state(ref)
+    assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
+    assert shard_loader._LoadPool.pool is None and shard_loader._LoadPool.users == 0
+    plog.close()
 
 # ------------------------------------------------ restarts of `kcoord serve`
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
