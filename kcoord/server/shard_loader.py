@@ -185,7 +185,7 @@ class _LoadPool:
     def release(cls) -> None:
         cls.users -= 1
         if cls.users == 0 and cls.pool is not None:
-            cls.pool.shutdown(wait=False)
+            cls.pool.shutdown(wait=False, cancel_futures=True)  # none left unless stopping
             cls.pool = None
 
 

@@ -312,7 +312,7 @@ def test_a_failing_worker_falls_back_to_loading_in_process(tmp_path, monkeypatch
         def submit(self, *args, **kwargs):
             raise RuntimeError("worker died")
 
-        def shutdown(self, wait=True):
+        def shutdown(self, wait=True, cancel_futures=False):
             pass
 
     rnd = random.Random(8)
