@@ -188,7 +188,7 @@ DAMAGE = {
 def test_torn_tail_recovers_whole_batches(torn_server, damage):
     server = torn_server
     stored = fill(server, 40)
-    server.stop()
+    server.kill()  # a crash (no clean-shutdown marker): the restart scans the active tail
 
     files = segment_files(server.data_dir, TOPIC, 0)
     assert len(files) >= 3, f"expected several segments with log.segment.bytes={SEGMENT_BYTES}"
@@ -241,7 +241,7 @@ def test_torn_first_batch_of_last_segment(torn_server):
     the log then ends at that segment's base offset."""
     server = torn_server
     stored = fill(server, 40)
-    server.stop()
+    server.kill()  # a crash (no clean-shutdown marker): the restart scans the active tail
     files = segment_files(server.data_dir, TOPIC, 0)
     last = files[-1]
     data = last.read_bytes()
