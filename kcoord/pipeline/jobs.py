@@ -104,6 +104,61 @@ def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = T
     return reader.load(str(data_dir))
 
 
+SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
+
+
+def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: bool = True,
+                  columns: list[str] = MAIN_COLUMNS):
+    """Decode the log once into a Parquet stage at `path`; -> the stage as a DataFrame.
+
+    The same input partitions and reader code as the kcoord_offsets source (one
+    Spark task per log partition, or per segment), but each task writes its
+    Arrow batches to Parquet with pyarrow, in the Python worker: the rows never
+    cross into the JVM to be converted and encoded there."""
+    import shutil
+
+    from pyspark.sql.types import StructType
+
+    from .decode import RecordBatchBuilder
+    from .schema import spark_schema
+    from .source import OffsetsReader
+    reader = OffsetsReader({"path": str(data_dir), "split": split,
+                            "verifyCrc": str(verify_crc).lower()}, columns)
+    parts = reader.partitions()
+    path = Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    target, verify, cols = str(path), reader.verify, list(columns)
+    schema = RecordBatchBuilder(columns=cols).schema
+
+    def write(index, items):
+        import os
+
+        import pyarrow.parquet as pq
+
+        from .source import _read
+        tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
+        rows = 0
+        with pq.ParquetWriter(tmp, schema, compression="none") as out:
+            for part in items:
+                for batch in _read(part, verify, cols):
+                    out.write_batch(batch)
+                    rows += batch.num_rows
+        os.replace(tmp, os.path.join(target, f"part-{index:05d}.parquet"))
+        yield rows
+
+    sc = spark.sparkContext
+    sc.parallelize(parts, len(parts)).mapPartitionsWithIndex(write).collect()
+    # Read back in a few splits per core (Spark's default of 128 MB would make
+    # 3 splits of 10 M records for 2 cores: the last one runs alone).  The
+    # setting is the session's: run_pipeline puts the old value back.
+    size = sum(f.stat().st_size for f in path.glob("*.parquet"))
+    split_bytes = max(8 << 20, size // (3 * sc.defaultParallelism) + 1)
+    spark.conf.set(SPLIT_CONF, str(min(split_bytes, 128 << 20)))
+    full = spark_schema("records+")
+    return spark.read.schema(StructType([full[c] for c in cols])).parquet(target)
+
+
 def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
     reader = spark.read.format("kcoord_log_ends")
     if bootstrap:
@@ -341,14 +396,25 @@ def generations(records, partitions: int, topic_names: dict | None = None):
 # -------------------------------------------------------------------- run
 
 
-def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
-                 bootstrap: str | None = None, split: str = "partition",
-                 settings: Settings | None = None, report: bool = True,
-                 partitions: int | None = None, keep_stage: bool = False, log=print) -> dict:
+def run_pipeline(spark, data_dir, out_dir, **kw) -> dict:
     """Read the data dir, write every table under out_dir, return the run summary.
 
     The records are decoded once into a Parquet stage (out_dir/_stage, removed
-    at the end) that every later step reads."""
+    at the end) that every later step reads.  Keywords: see _run_pipeline."""
+    saved = spark.conf.get(SPLIT_CONF, None)
+    try:
+        return _run_pipeline(spark, data_dir, out_dir, **kw)
+    finally:
+        if saved is None:
+            spark.conf.unset(SPLIT_CONF)
+        else:
+            spark.conf.set(SPLIT_CONF, saved)
+
+
+def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
+                  bootstrap: str | None = None, split: str = "partition",
+                  settings: Settings | None = None, report: bool = True,
+                  partitions: int | None = None, keep_stage: bool = False, log=print) -> dict:
     import shutil
 
     from pyspark import StorageLevel
@@ -368,10 +434,8 @@ def run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 
     t0 = time.time()
     stage = out_dir / "_stage"
-    # uncompressed: the stage lives for one run, and snappy would cost a third of this step
-    load_records(spark, data_dir, split, columns=MAIN_COLUMNS).write.mode("overwrite") \
-        .option("compression", "none").parquet(str(stage / "records"))
-    records = spark.read.parquet(str(stage / "records"))
+    # uncompressed: the stage lives for one run
+    records = stage_records(spark, data_dir, stage / "records", split)
     counts = records.groupBy("record_type", "tombstone", "error", "control_type").agg(
         F.count(F.lit(1)).alias("n"), F.max("commit_timestamp").alias("max_commit"),
         F.min("commit_timestamp").alias("min_commit"),
