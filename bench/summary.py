@@ -92,6 +92,38 @@ def rows() -> list[list]:
                         + (f" (after a crash {crash:.2f} s)" if crash else ""),
                         goal, met, ld["machine"]["date"]])
     out.extend(_consumer_group_rows())
+    out.extend(_pipeline_rows())
+    return out
+
+
+def _pipeline_rows() -> list[list]:
+    """Issue 7: 10 M commit records to every table on local[2] (< 90 s), and the
+    decoder alone (>= 1 M records per CPU-second); the latest run of each."""
+    pl = _load("pipeline")
+    if not pl:
+        return []
+    latest: dict = {}
+    for r in pl.get("runs", []):  # in run order: a later run replaces an earlier one
+        latest[(r.get("requested"), r.get("mode"))] = r
+    out = []
+    for (n, mode), r in sorted(latest.items(),
+                               key=lambda x: (x[0][0] or 0, x[0][1] != "local[2]", x[0][1] or "")):
+        if not r.get("pipeline_s"):
+            continue
+        goal = "< 90 s" if n == 10_000_000 and mode == "local[2]" else "-"
+        status = ("met" if r["pipeline_s"] < 90 else "MISSED") if goal != "-" else "-"
+        out.append([f"pipeline {r['records']:,} commit records to all tables, {mode}",
+                    f"{r['pipeline_s']:.1f} s ({r['records'] / r['pipeline_s']:,.0f} records/s), "
+                    f"code {r.get('git', '?')}", goal, status, r.get("date", "-")])
+    decoded: dict = {}
+    for r in pl.get("runs", []):
+        if (r.get("decode") or {}).get("records_per_cpu_s"):
+            decoded[r["requested"]] = r
+    for n, r in sorted(decoded.items()):
+        rate = r["decode"]["records_per_cpu_s"]
+        out.append([f"pipeline decoder, one process ({r['records']:,}-record log)",
+                    f"{rate:,} records/CPU-s, code {r.get('git', '?')}", ">= 1 M records/CPU-s",
+                    "met" if rate >= 1_000_000 else "MISSED", r.get("date", "-")])
     return out
 
 

@@ -5,15 +5,29 @@ benchmark and tests call it directly.
 
 A segment is walked batch by batch in chunks (a segment can be a gigabyte).
 Each record becomes one row of `schema.RECORDS`.  Keys and values are
-decoded with kcoord's own codec (`coordinator_records`), with two shortcuts
+decoded with kcoord's own codec (`coordinator_records`), with shortcuts
 that do not change a result:
 
+* one Python loop walks a chunk's batch headers and checks the CRCs; the
+  uncompressed data batches it finds are then parsed together, column-wise
+  with numpy (`_parse_fast`): record boundaries record index by record
+  index across all batches, then every field of every record at once;
 * keys repeat (one group commits the same partitions over and over), so a
-  key is decoded once and remembered by its bytes;
+  key is decoded once with the codec and then recognised by its raw bytes:
+  the column-wise parse looks keys up in a numpy hash table whose hits are
+  confirmed byte for byte (`_KeyTable`);
 * an OffsetCommitValue v3 with empty metadata (what Kafka and kcoord write
   for almost every commit) has a fixed 24-byte layout, so those values are
   collected and unpacked together with numpy; any other value goes through
   the codec.
+
+A batch the column-wise parse does not take whole (a record with headers, a
+value that is neither 24 bytes nor a tombstone, a group record, a key the
+codec rejects, a varint longer than two bytes, a record structure that does
+not add up, more than 64 records) goes through the per-record loop
+(`_plain_batch`), and compressed and control batches through `add_batch`;
+rows stay in log order.  `RecordBatchBuilder(vectorized=False)` sends every
+batch through the per-record loop: the tests check both give the same rows.
 
 Bad input never raises.  It becomes a row with `error` set:
 

@@ -107,14 +107,22 @@ def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = T
 SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
 
 
+COUNT_KEYS = ["record_type", "tombstone", "error", "control_type"]
+
+
 def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: bool = True,
                   columns: list[str] = MAIN_COLUMNS):
-    """Decode the log once into a Parquet stage at `path`; -> the stage as a DataFrame.
+    """Decode the log once into a Parquet stage at `path`.
+
+    -> (the stage as a DataFrame, the record counts: one dict per distinct
+    (record_type, tombstone, error, control_type) with n, max_commit,
+    min_commit (commit timestamps) and max_ts (record timestamps)).
 
     The same input partitions and reader code as the kcoord_offsets source (one
     Spark task per log partition, or per segment), but each task writes its
     Arrow batches to Parquet with pyarrow, in the Python worker: the rows never
-    cross into the JVM to be converted and encoded there."""
+    cross into the JVM to be converted and encoded there.  The tasks count the
+    rows as they write them."""
     import shutil
 
     from pyspark.sql.types import StructType
@@ -138,17 +146,19 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
 
         from .source import _read
         tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
-        rows = 0
+        counts: dict = {}
         with pq.ParquetWriter(tmp, schema, compression="none") as out:
             for part in items:
                 for batch in _read(part, verify, cols):
                     out.write_batch(batch)
-                    rows += batch.num_rows
+                    _count(counts, batch)
         os.replace(tmp, os.path.join(target, f"part-{index:05d}.parquet"))
-        yield rows
+        yield counts
 
     sc = spark.sparkContext
-    sc.parallelize(parts, len(parts)).mapPartitionsWithIndex(write).collect()
+    counts: dict = {}
+    for part_counts in sc.parallelize(parts, len(parts)).mapPartitionsWithIndex(write).collect():
+        _merge_counts(counts, part_counts)
     # Read back in a few splits per core (Spark's default of 128 MB would make
     # 3 splits of 10 M records for 2 cores: the last one runs alone).  The
     # setting is the session's: run_pipeline puts the old value back.
@@ -156,7 +166,33 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     split_bytes = max(8 << 20, size // (3 * sc.defaultParallelism) + 1)
     spark.conf.set(SPLIT_CONF, str(min(split_bytes, 128 << 20)))
     full = spark_schema("records+")
-    return spark.read.schema(StructType([full[c] for c in cols])).parquet(target)
+    records = spark.read.schema(StructType([full[c] for c in cols])).parquet(target)
+    return records, [dict(zip(COUNT_KEYS, key), **v) for key, v in counts.items()]
+
+
+def _count(counts: dict, batch) -> None:
+    """Add one Arrow batch of records to counts: {(type, tombstone, error, control): stats}."""
+    grouped = pa.Table.from_batches([batch]).group_by(COUNT_KEYS, use_threads=False).aggregate(
+        [([], "count_all"), ("commit_timestamp", "max"), ("commit_timestamp", "min"),
+         ("timestamp", "max")])
+    for r in grouped.to_pylist():
+        _merge_counts(counts, {tuple(r[k] for k in COUNT_KEYS): {
+            "n": r["count_all"], "max_commit": r["commit_timestamp_max"],
+            "min_commit": r["commit_timestamp_min"], "max_ts": r["timestamp_max"]}})
+
+
+def _merge_counts(into: dict, more: dict) -> None:
+    def pick(f, a, b):
+        return b if a is None else a if b is None else f(a, b)
+    for key, v in more.items():
+        have = into.get(key)
+        if have is None:
+            into[key] = dict(v)
+            continue
+        have["n"] += v["n"]
+        have["max_commit"] = pick(max, have["max_commit"], v["max_commit"])
+        have["min_commit"] = pick(min, have["min_commit"], v["min_commit"])
+        have["max_ts"] = pick(max, have["max_ts"], v["max_ts"])
 
 
 def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
@@ -418,7 +454,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     import shutil
 
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     settings = settings or Settings()
     out_dir = Path(out_dir)
@@ -435,11 +470,7 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     t0 = time.time()
     stage = out_dir / "_stage"
     # uncompressed: the stage lives for one run
-    records = stage_records(spark, data_dir, stage / "records", split)
-    counts = records.groupBy("record_type", "tombstone", "error", "control_type").agg(
-        F.count(F.lit(1)).alias("n"), F.max("commit_timestamp").alias("max_commit"),
-        F.min("commit_timestamp").alias("min_commit"),
-        F.max("timestamp").alias("max_ts")).collect()
+    records, counts = stage_records(spark, data_dir, stage / "records", split)
     step("decode", t0)
 
     t0 = time.time()
