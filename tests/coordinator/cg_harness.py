@@ -8,7 +8,8 @@ import itertools
 from kcoord.coordinator.consumer_group import TopicInfo
 from kcoord.coordinator.result import Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
-from kcoord.server.coordinator_runtime import decode_record, encode_record
+from kcoord.server.record_batch import encode_record
+from kcoord.server.record_codec import decode_record
 
 GROUP = "g"
 HOUR = 3600_000

@@ -7,7 +7,7 @@ from kcoord.coordinator.offsets import OffsetValue, commit_records, offset_recor
 from kcoord.coordinator.result import Record
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, decode_batch
-from kcoord.server.coordinator_runtime import build_records_batch, encode_record
+from kcoord.server.record_batch import build_records_batch, encode_record
 from kcoord.server.record_codec import decode_record
 
 NOW = 1_700_000_000_123

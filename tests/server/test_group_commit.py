@@ -12,7 +12,8 @@ from kcoord.coordinator.offsets import OffsetValue, offset_record
 from kcoord.coordinator.shard import CoordinatorConfig
 from kcoord.log import PartitionLog
 from kcoord.protocol.records import iter_batches, decode_batch
-from kcoord.server.coordinator_runtime import GroupCommit, ShardRuntime
+from kcoord.server.coordinator_runtime import ShardRuntime
+from kcoord.server.group_commit import GroupCommit
 from kcoord.server.record_codec import decode_record
 
 

@@ -1,0 +1,100 @@
+"""Group commit across every shard of the coordinator runtime: one round
+appends each waiting shard's records as one batch and fsyncs them all
+together off the event loop; replies are released only after that."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from ..log.group_sync import ThreadedSync
+
+if TYPE_CHECKING:
+    from .coordinator_runtime import ShardRuntime
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCommit:
+    """Group commit across every shard of the runtime.
+
+    A shard with records to write joins the next round.  A round starts
+    `group.coordinator.append.linger.ms` after its first write (at once when
+    the linger is 0), or as soon as the round before it is durable, so at
+    most one round is under way: each shard of the round appends its
+    pending records as one batch (on the loop, to the page cache), then the
+    fsyncs of all of them run together in worker threads (ThreadedSync) and
+    the loop serves meanwhile; once they are all done the waiting writes
+    are released, shard by shard (a shard whose append or fsync failed fails
+    its writes and reloads).  Everything written during a round joins the
+    next one."""
+
+    def __init__(self, linger_ms: float, sync: ThreadedSync | None = None) -> None:
+        self.linger = linger_ms / 1000.0
+        self.sync = sync or ThreadedSync()
+        self._queue: list["ShardRuntime"] = []
+        self._scheduled = False
+        self._in_flight = False
+        self.rounds = 0  # rounds begun (metrics and tests)
+
+    def add(self, shard: "ShardRuntime") -> None:
+        self._queue.append(shard)
+        if not self._scheduled and not self._in_flight:
+            self._scheduled = True
+            loop = asyncio.get_running_loop()
+            if self.linger > 0:
+                loop.call_later(self.linger, self._round)
+            else:
+                loop.call_soon(self._round)
+
+    def _round(self) -> None:
+        self._scheduled = False
+        if self._in_flight or not self._queue:
+            return
+        if self.sync.closed:  # stopping: write and fsync right here
+            self.flush_now()
+            return
+        shards, self._queue = self._queue, []
+        now = wall_ms()
+        jobs = []
+        for shard in shards:
+            taken = shard._append(now)
+            if taken is not None:
+                jobs.append((shard, *taken))
+        if not jobs:
+            return
+        self._in_flight = True
+        self.rounds += 1
+        self.sync.sync([job[0].plog for job in jobs], lambda errors: self._synced(jobs, errors))
+
+    def _synced(self, jobs: list, errors: list) -> None:
+        self._in_flight = False
+        # Released last request first: a connection's answers then wait for
+        # its earliest one and leave in one write (network.py writes the
+        # finished answers at the head of its queue after each completion).
+        for (shard, waiters, replies), error in zip(reversed(jobs), reversed(errors)):
+            shard._synced(waiters, replies, error)
+        if self._queue and not self._scheduled:
+            self._round()  # what was written meanwhile has waited long enough
+
+    def flush_now(self) -> None:
+        """Append and fsync every pending write on the caller's thread (stop)."""
+        shards, self._queue = self._queue, []
+        now = wall_ms()
+        for shard in shards:
+            taken = shard._append(now)
+            if taken is None:
+                continue
+            try:
+                shard.plog.flush()
+            except Exception as exc:
+                shard._synced(*taken, exc)
+            else:
+                shard._synced(*taken, None)
+
+    def close(self) -> None:
+        """Wait for the fsyncs under way, then write what is pending."""
+        self.sync.close()
+        self.flush_now()
