@@ -98,13 +98,28 @@ class Worker(threading.Thread):
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
         }
         self.ready = threading.Event()
+        self.stale_retries = 0  # commits repeated after STALE_MEMBER_EPOCH
 
     def _commit(self, consumer, partitions) -> None:
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
         offsets = [TopicPartition(self.topic, p, self.positions[p])
                    for p in partitions if p in self.positions]
-        if offsets:
-            consumer.commit(offsets=offsets, asynchronous=False)
+        if not offsets:
+            return
+        # A commit sent with the epoch this member had when another member's
+        # leave moved it on gets STALE_MEMBER_EPOCH, as from Kafka; the
+        # client learns its new epoch from its next heartbeat response (on
+        # librdkafka's own thread), so the application commits again, as the
+        # Java consumer does.  Bounded: 50 tries, 0.1 s apart.
+        for attempt in range(50):
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or attempt == 49:
+                    raise
+                self.stale_retries += 1
+                time.sleep(0.1)
 
     def run(self) -> None:
         from confluent_kafka import Consumer
