@@ -15,11 +15,13 @@ the condition; nothing sleeps for a fixed time.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 
 import pytest
+
+from tests.clients import group_workers
+from tests.clients.group_workers import Ledger, Worker
 
 pytestmark = pytest.mark.clients
 
@@ -29,154 +31,11 @@ DEADLINE_S = 120.0
 
 
 def wait_for(condition, what: str, timeout: float = DEADLINE_S, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-class Ledger:
-    """What every consumer saw: ownership intervals and consumed records."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.events: list[tuple[float, str, str, int]] = []  # (time, consumer, kind, partition)
-        self.consumed: dict[tuple[int, int], list[str]] = defaultdict(list)
-        self.owned: dict[str, set[int]] = defaultdict(set)
-
-    def event(self, who: str, kind: str, partitions) -> None:
-        now = time.monotonic()
-        with self.lock:
-            for p in partitions:
-                self.events.append((now, who, kind, p))
-                if kind == "assign":
-                    self.owned[who].add(p)
-                else:
-                    self.owned[who].discard(p)
-
-    def consume(self, who: str, partition: int, offset: int) -> None:
-        with self.lock:
-            self.consumed[(partition, offset)].append(who)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.consumed)
-
-    def check_no_partition_owned_twice(self) -> None:
-        """Replay the callbacks in time order: an assign of a partition another
-        consumer still owns (not yet revoked or lost) is a double ownership."""
-        owner: dict[int, str] = {}
-        with self.lock:
-            events = sorted(self.events, key=lambda e: e[0])
-        for t, who, kind, p in events:
-            if kind == "assign":
-                assert p not in owner or owner[p] == who, (
-                    f"partition {p} assigned to {who} at {t:.3f} while {owner[p]} owns it")
-                owner[p] = who
-            elif owner.get(p) == who:
-                del owner[p]
-
-
-class Worker(threading.Thread):
-    """One consumer in its own thread: poll, record, commit on revoke and on stop."""
-
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str, assignor: str,
-                 ledger: Ledger) -> None:
-        super().__init__(name=name, daemon=True)
-        self.ledger = ledger
-        self.topic = topic
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-        self.positions: dict[int, int] = {}  # partition -> next offset to commit
-        self.config = {
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-            "group.protocol": "consumer", "group.remote.assignor": assignor,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        }
-        self.ready = threading.Event()
-        self.stale_retries = 0  # commits repeated after STALE_MEMBER_EPOCH
-
-    def _commit(self, consumer, partitions) -> None:
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
-        offsets = [TopicPartition(self.topic, p, self.positions[p])
-                   for p in partitions if p in self.positions]
-        if not offsets:
-            return
-        # A commit sent with the epoch this member had when another member's
-        # leave moved it on gets STALE_MEMBER_EPOCH, as from Kafka; the
-        # client learns its new epoch from its next heartbeat response (on
-        # librdkafka's own thread), so the application commits again, as the
-        # Java consumer does.  Bounded: 50 tries, 0.1 s apart.
-        for attempt in range(50):
-            try:
-                consumer.commit(offsets=offsets, asynchronous=False)
-                return
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or attempt == 49:
-                    raise
-                self.stale_retries += 1
-                time.sleep(0.1)
-
-    def run(self) -> None:
-        from confluent_kafka import Consumer
-        consumer = Consumer(self.config)
-
-        def on_assign(c, partitions):
-            self.ledger.event(self.name, "assign", [tp.partition for tp in partitions])
-
-        closing = threading.Event()
-
-        def on_revoke(c, partitions):
-            ps = [tp.partition for tp in partitions]
-            try:
-                if not closing.is_set():  # close() follows a commit of every position
-                    self._commit(c, ps)
-            except Exception as exc:  # recorded; the test fails on it
-                self.errors.append(f"commit on revoke: {exc}")
-            for p in ps:
-                self.positions.pop(p, None)
-            self.ledger.event(self.name, "revoke", ps)
-
-        def on_lost(c, partitions):
-            ps = [tp.partition for tp in partitions]
-            self.errors.append(f"partitions lost: {ps}")
-            self.ledger.event(self.name, "lost", ps)
-
-        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke,
-                           on_lost=on_lost)
-        self.ready.set()
-        try:
-            while not self.stop.is_set():
-                msg = consumer.poll(0.1)
-                if msg is None:
-                    continue
-                if msg.error():
-                    self.errors.append(str(msg.error()))
-                    continue
-                self.ledger.consume(self.name, msg.partition(), msg.offset())
-                self.positions[msg.partition()] = msg.offset() + 1
-            self._commit(consumer, list(self.positions))
-        except Exception as exc:
-            self.errors.append(repr(exc))
-        finally:
-            # a synchronous commit from the revoke callback inside close() can
-            # race the leave and hang librdkafka 2.16's close(): positions were
-            # committed just above, so the callback only records the revoke
-            closing.set()
-            consumer.close()  # revokes and leaves with epoch -1
+    return group_workers.wait_for(condition, what, timeout, interval)
 
 
 def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(start, start + count):
-        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(),
-                         partition=i % PARTITIONS)
-    assert producer.flush(60) == 0
+    group_workers.produce(bootstrap, topic, start, count, PARTITIONS)
 
 
 def describe(admin, group: str):
@@ -186,7 +45,7 @@ def describe(admin, group: str):
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
 def test_consumer_protocol_scale_down_and_up(server, assignor):
-    from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, group = f"kip848-{assignor}", f"group-{assignor}"
@@ -198,7 +57,8 @@ def test_consumer_protocol_scale_down_and_up(server, assignor):
 
     def start(n: int) -> None:
         for _ in range(n):
-            w = Worker(f"{assignor}-c{len(workers)}", server.bootstrap, group, topic, assignor, ledger)
+            w = Worker(f"{assignor}-c{len(workers)}", server.bootstrap, group, topic, ledger,
+                       {"group.protocol": "consumer", "group.remote.assignor": assignor})
             workers.append(w)
             w.start()
             w.ready.wait(30)
@@ -256,6 +116,7 @@ def test_consumer_protocol_scale_down_and_up(server, assignor):
         w.join(DEADLINE_S)
         assert not w.is_alive()
     errors = [e for w in workers for e in w.errors]
+    errors += [f"{w.name} lost partitions {lost}" for w in workers for lost in w.lost]
     assert errors == []
 
     # every record exactly once, no partition ever owned twice

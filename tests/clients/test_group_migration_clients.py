@@ -12,11 +12,12 @@ at the log end.  Every wait polls a condition under a deadline.
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 
 import pytest
 
+from tests.clients import group_workers
+from tests.clients.group_workers import Ledger, Worker
 from tests.support import ServerProcess
 
 pytestmark = pytest.mark.clients
@@ -27,139 +28,20 @@ DEADLINE_S = 60.0
 
 
 def wait_for(condition, what: str, timeout: float = DEADLINE_S, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    return group_workers.wait_for(condition, what, timeout, interval)
 
 
-class Ledger:
-    """Ownership events and consumed records of every consumer."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.events: list[tuple[float, str, str, int]] = []
-        self.consumed: dict[tuple[int, int], list[str]] = defaultdict(list)
-        self.owned: dict[str, set[int]] = defaultdict(set)
-
-    def event(self, who: str, kind: str, partitions) -> None:
-        now = time.monotonic()
-        with self.lock:
-            for p in partitions:
-                self.events.append((now, who, kind, p))
-                if kind == "assign":
-                    self.owned[who].add(p)
-                else:
-                    self.owned[who].discard(p)
-
-    def consume(self, who: str, partition: int, offset: int) -> None:
-        with self.lock:
-            self.consumed[(partition, offset)].append(who)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.consumed)
-
-    def check_no_partition_owned_twice(self) -> None:
-        owner: dict[int, str] = {}
-        with self.lock:
-            events = sorted(self.events, key=lambda e: e[0])
-        for t, who, kind, p in events:
-            if kind == "assign":
-                assert p not in owner or owner[p] == who, (
-                    f"partition {p} assigned to {who} at {t:.3f} while {owner[p]} owns it")
-                owner[p] = who
-            elif owner.get(p) == who:
-                del owner[p]
-
-
-class Worker(threading.Thread):
-    """One confluent-kafka consumer: poll, record, commit on revoke and on stop."""
-
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str, ledger: Ledger,
-                 protocol: str, strategy: str | None = None) -> None:
-        super().__init__(name=name, daemon=True)
-        self.ledger, self.topic = ledger, topic
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-        self.errors: list[str] = []
-        self.lost: list[list[int]] = []
-        self.positions: dict[int, int] = {}
-        self.incremental = strategy == "cooperative-sticky"
-        self.config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-                       "group.protocol": protocol, "enable.auto.commit": False,
-                       "auto.offset.reset": "earliest"}
-        if protocol == "classic":
-            self.config.update({"partition.assignment.strategy": strategy,
-                                "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
-
-    def _commit(self, consumer, partitions) -> None:
-        from confluent_kafka import TopicPartition
-        offsets = [TopicPartition(self.topic, p, self.positions[p])
-                   for p in partitions if p in self.positions]
-        if offsets:
-            consumer.commit(offsets=offsets, asynchronous=False)
-
-    def run(self) -> None:
-        from confluent_kafka import Consumer
-        consumer = Consumer(self.config)
-        closing = threading.Event()
-
-        def on_assign(c, partitions):
-            self.ledger.event(self.name, "assign", [tp.partition for tp in partitions])
-
-        def on_revoke(c, partitions):
-            ps = [tp.partition for tp in partitions]
-            try:
-                if not closing.is_set():  # close() follows a commit of every position
-                    self._commit(c, ps)
-            except Exception as exc:  # recorded; the test fails on it
-                self.errors.append(f"commit on revoke: {exc}")
-            for p in ps:
-                self.positions.pop(p, None)
-            self.ledger.event(self.name, "revoke", ps)
-
-        def on_lost(c, partitions):
-            ps = [tp.partition for tp in partitions]
-            self.lost.append(ps)
-            for p in ps:
-                self.positions.pop(p, None)
-            self.ledger.event(self.name, "lost", ps)
-
-        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke,
-                           on_lost=on_lost)
-        self.ready.set()
-        try:
-            while not self.stop.is_set():
-                msg = consumer.poll(0.1)
-                if msg is None:
-                    continue
-                if msg.error():
-                    self.errors.append(str(msg.error()))
-                    continue
-                self.ledger.consume(self.name, msg.partition(), msg.offset())
-                self.positions[msg.partition()] = msg.offset() + 1
-            self._commit(consumer, list(self.positions))
-        except Exception as exc:
-            self.errors.append(repr(exc))
-        finally:
-            # librdkafka 2.16 can hang in close() on a synchronous commit from the
-            # revoke callback: every position was committed just above
-            closing.set()
-            consumer.close()
+def confluent_worker(name: str, bootstrap: str, group: str, topic: str, ledger: Ledger,
+                     protocol: str, strategy: str | None = None) -> Worker:
+    config = {"group.protocol": protocol}
+    if protocol == "classic":
+        config.update({"partition.assignment.strategy": strategy,
+                       "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
+    return Worker(name, bootstrap, group, topic, ledger, config)
 
 
 def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(start, start + count):
-        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(),
-                         partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
+    group_workers.produce(bootstrap, topic, start, count, PARTITIONS)
 
 
 def group_type(admin, group: str):
@@ -193,7 +75,7 @@ def test_classic_group_upgrades_and_downgrades(migration_server, strategy):
     workers: list[Worker] = []
 
     def start(name: str, protocol: str) -> Worker:
-        w = Worker(name, server.bootstrap, group, topic, ledger, protocol, strategy)
+        w = confluent_worker(name, server.bootstrap, group, topic, ledger, protocol, strategy)
         workers.append(w)
         w.start()
         w.ready.wait(30)
@@ -342,7 +224,7 @@ def test_kafka_python_classic_members_in_a_consumer_group(migration_server):
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         f.result(30)
     ledger = Ledger()
-    kip848 = Worker("kip848", server.bootstrap, group, topic, ledger, "consumer")
+    kip848 = confluent_worker("kip848", server.bootstrap, group, topic, ledger, "consumer")
     kip848.start()
     kip848.ready.wait(30)
     wait_for(lambda: len(ledger.owned["kip848"]) == PARTITIONS, "the KIP-848 consumer's partitions")
