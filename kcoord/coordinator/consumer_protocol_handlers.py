@@ -381,27 +381,8 @@ class ConsumerGroupManager:
             subscription_changed = ("subscribed_topic_names" in changes
                                     or "subscribed_topic_regex" in changes)
 
-        group_epoch = group.group_epoch
-        metadata = group.subscription_metadata
-        if subscription_changed or group.metadata_refresh:
-            after = self._members_after(group, updated, replaced)
-            metadata = compute_subscription_metadata(after.values(), self.topics)
-            bump = subscription_changed
-            if metadata != group.subscription_metadata:
-                records.append(cg.subscription_metadata_record(group_id, metadata))
-                bump = True
-            if bump:
-                group_epoch += 1
-                records.append(cg.group_epoch_record(group_id, group_epoch))
-            group.metadata_refresh = False
-
-        # 2. A new target assignment when the group epoch moved past the assignment epoch.
-        if group_epoch > group.assignment_epoch:
-            target = self._update_target(group, group_epoch, updated, replaced, metadata, records)
-            target_epoch = group_epoch
-        else:
-            target_epoch = group.assignment_epoch
-            target = group.target_of(updated.member_id, updated.instance_id)
+        target_epoch, target = self.refresh_target(group, updated, replaced,
+                                                   subscription_changed, records)
 
         # 3. Reconcile the member towards its target.
         if not updated.is_reconciled_to(target_epoch):
@@ -432,6 +413,32 @@ class ConsumerGroupManager:
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
             response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
         return res.reply(token, response)
+
+    def refresh_target(self, group: ConsumerGroup, updated: ConsumerMember,
+                       replaced: ConsumerMember | None, subscription_changed: bool,
+                       records: list[Record]) -> tuple[int, dict]:
+        """Steps 1b-2 of a heartbeat (also of a classic member's join): the
+        subscription metadata, the group epoch bump, and a new target
+        assignment once the group epoch passes the assignment epoch.
+        Returns the target's epoch and the member's target."""
+        group_id = group.group_id
+        group_epoch = group.group_epoch
+        metadata = group.subscription_metadata
+        if subscription_changed or group.metadata_refresh:
+            after = self._members_after(group, updated, replaced)
+            metadata = compute_subscription_metadata(after.values(), self.topics)
+            bump = subscription_changed
+            if metadata != group.subscription_metadata:
+                records.append(cg.subscription_metadata_record(group_id, metadata))
+                bump = True
+            if bump:
+                group_epoch += 1
+                records.append(cg.group_epoch_record(group_id, group_epoch))
+            group.metadata_refresh = False
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target(group, group_epoch, updated, replaced, metadata, records)
+            return group_epoch, target
+        return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
 
     @staticmethod
     def _members_after(group: ConsumerGroup, updated: ConsumerMember | None,

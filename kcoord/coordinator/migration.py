@@ -381,8 +381,8 @@ class GroupMigration:
         if changed or (member.member_id not in group.members and replaced is None):
             res.records.append(cg.member_metadata_record(gid, updated))
         subscription_changed = not updated.subscription_equal(member)
-        target_epoch, target = self._target(group, updated, replaced, subscription_changed,
-                                            res.records)
+        target_epoch, target = self.consumer.refresh_target(
+            group, updated, replaced, subscription_changed, res.records)
         owned = self._to_topic_ids(subscription.get("owned_partitions"))
         if not updated.is_reconciled_to(target_epoch):
             try:
@@ -460,31 +460,6 @@ class GroupMigration:
         if meta != member.classic_member_metadata:
             changes["classic_member_metadata"] = meta
         return member.copy(**changes) if changes else member
-
-    def _target(self, group: ConsumerGroup, updated: ConsumerMember,
-                replaced: ConsumerMember | None, subscription_changed: bool,
-                records: list[Record]) -> tuple[int, dict]:
-        """Steps 1b-2 of the heartbeat: subscription metadata, epoch bump, target."""
-        consumer = self.consumer
-        gid = group.group_id
-        group_epoch = group.group_epoch
-        metadata = group.subscription_metadata
-        if subscription_changed or group.metadata_refresh:
-            after = consumer._members_after(group, updated, replaced)
-            metadata = compute_subscription_metadata(after.values(), consumer.topics)
-            bump = subscription_changed
-            if metadata != group.subscription_metadata:
-                records.append(cg.subscription_metadata_record(gid, metadata))
-                bump = True
-            if bump:
-                group_epoch += 1
-                records.append(cg.group_epoch_record(gid, group_epoch))
-            group.metadata_refresh = False
-        if group_epoch > group.assignment_epoch:
-            target = consumer._update_target(group, group_epoch, updated, replaced, metadata,
-                                             records)
-            return group_epoch, target
-        return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
 
     # ============================================================ SyncGroup
     def _classic_member(self, group: ConsumerGroup, member_id: str,
