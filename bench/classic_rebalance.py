@@ -38,8 +38,8 @@ import sys
 import time
 import uuid
 
-from .common import loadavg, start_peer, table, timed, write_results
-from .rebalance_common import EventPump, Worker, create_topic, run_worker, stats
+from .common import start_peer, table, timed, write_results
+from .rebalance_common import EventPump, Worker, measure_sizes, run_worker, stats
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 6000
@@ -184,25 +184,8 @@ def run(args) -> dict:
             except Exception as exc:
                 results[name] = {"error": f"could not start: {exc}"}
                 continue
-            results[name] = {"sizes": {}, "cpu_note": peer.cpu_note}
-            try:
-                if name != "mock":
-                    create_topic(peer.bootstrap, TOPIC, PARTITIONS)
-                for size in sizes:
-                    with timed(f"  {name}: group of {size}"):
-                        load_before = loadavg()
-                        try:
-                            results[name]["sizes"][str(size)] = measure(
-                                peer, size, trials, min(5, size))
-                            results[name]["sizes"][str(size)]["loadavg"] = [load_before,
-                                                                            loadavg()]
-                        except Exception as exc:
-                            results[name]["sizes"][str(size)] = {
-                                "error": f"{type(exc).__name__}: {exc}"}
-            except Exception as exc:
-                results[name]["error"] = f"{type(exc).__name__}: {exc}"
-            finally:
-                peer.stop()
+            topic = None if name == "mock" else (TOPIC, PARTITIONS)
+            results[name] = measure_sizes(peer, topic, sizes, trials, measure)
     return report(results, sizes, trials)
 
 

@@ -48,7 +48,7 @@ import time
 import uuid
 
 from .common import MockServer, start_peer, table, timed, write_results
-from .rebalance_common import CALLBACKS, EventPump, Worker, create_topic, run_worker, stats
+from .rebalance_common import CALLBACKS, EventPump, Worker, measure_sizes, run_worker, stats
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 45000
@@ -212,22 +212,8 @@ def run(args) -> dict:
             except Exception as exc:
                 results[name] = {"error": f"could not start: {exc}"}
                 continue
-            results[name] = {"sizes": {}, "cpu_note": peer.cpu_note}
-            try:
-                if name != "mock":
-                    create_topic(peer.bootstrap, TOPIC, PARTITIONS)
-                for size in sizes:
-                    with timed(f"  {name}: group of {size}"):
-                        try:
-                            results[name]["sizes"][str(size)] = measure(
-                                peer, size, trials, min(5, size))
-                        except Exception as exc:
-                            results[name]["sizes"][str(size)] = {
-                                "error": f"{type(exc).__name__}: {exc}"}
-            except Exception as exc:
-                results[name]["error"] = f"{type(exc).__name__}: {exc}"
-            finally:
-                peer.stop()
+            topic = None if name == "mock" else (TOPIC, PARTITIONS)
+            results[name] = measure_sizes(peer, topic, sizes, trials, measure)
     return report(results, sizes, trials)
 
 

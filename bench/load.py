@@ -20,7 +20,6 @@ marker removed first: every active segment is CRC-scanned).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable
 
-from .common import PY, ROOT
+from .common import PY, ROOT, loadavg, timed
 
 CALLBACKS = ("assign", "revoke", "lost")
 
@@ -36,6 +36,31 @@ def stats(values: list[float]) -> dict:
         return {}
     return {"median": statistics.median(values), "min": min(values), "max": max(values),
             "n": len(values)}
+
+
+def measure_sizes(peer, topic: tuple[str, int] | None, sizes: list[int], trials: int,
+                  measure: Callable) -> dict:
+    """Run `measure(peer, size, trials, workers)` for each group size against a
+    started peer, after creating `topic` (name, partitions) unless it is None
+    (the mock gets its topics at start); then stop the peer.  An error is
+    kept per size."""
+    out: dict = {"sizes": {}, "cpu_note": peer.cpu_note}
+    try:
+        if topic is not None:
+            create_topic(peer.bootstrap, *topic)
+        for size in sizes:
+            with timed(f"  {peer.name}: group of {size}"):
+                load_before = loadavg()
+                try:
+                    out["sizes"][str(size)] = measure(peer, size, trials, min(5, size))
+                    out["sizes"][str(size)]["loadavg"] = [load_before, loadavg()]
+                except Exception as exc:
+                    out["sizes"][str(size)] = {"error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        peer.stop()
+    return out
 
 
 class Worker:
