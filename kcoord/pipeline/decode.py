@@ -74,7 +74,6 @@ _CONTROL = 0x20
 _TRANSACTIONAL = 0x10
 _LOG_APPEND_TIME = 0x08
 _ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
-_ZERO24 = bytes(24)
 _NO_PID = -(1 << 63)  # producer id of an error row (a real batch's is -1 or more)
 # OffsetCommitValue v3: version, offset, leader epoch, metadata length, commit time.
 _V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">i4"),

@@ -217,6 +217,15 @@ def log_end_observations(log_ends_df, current_only: bool = False
     return out
 
 
+def data_dir_log_ends(data_dir, resolution_ms: int = 1000
+                      ) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """What log_end_observations makes of the kcoord_log_ends source over a data
+    dir, read in the driver: batch headers only, too little work for a job."""
+    from .logend import partition_history, user_partitions
+    return {(t, p): list(partition_history(d, resolution_ms))
+            for t, p, d in user_partitions(data_dir)}
+
+
 # ----------------------------------------------------------------- stages
 
 
@@ -474,8 +483,10 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("decode", t0)
 
     t0 = time.time()
-    obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap),
-                               current_only=bool(bootstrap))
+    if bootstrap:
+        obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap), current_only=True)
+    else:
+        obs = data_dir_log_ends(data_dir)
     step("log ends", t0)
 
     if as_of is None and bootstrap:
