@@ -1,14 +1,102 @@
 """Request dispatch by API key: the table of what kcoord serves."""
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol.api import APIS
 
-# A handler returns a response dict, an awaitable of one, or NO_RESPONSE
-# (Produce with acks=0 is the only request Kafka never answers).
+# A handler returns a response dict (or its encoded body as bytes), a Reply
+# or another awaitable of one, or NO_RESPONSE (Produce with acks=0 is the
+# only request Kafka never answers).
 NO_RESPONSE = None
+
+log = logging.getLogger("kcoord.dispatch")
+
+
+class Reply:
+    """A response that a handler completes later, lighter than an asyncio
+    future: set_result / set_exception run the done callbacks at once, on
+    the caller's (the loop's) thread, instead of one loop callback each, so
+    the group commit releases a round's answers in one pass.  Awaitable (an
+    asyncio future that mirrors it is made on demand); never cancelled."""
+    __slots__ = ("_done", "_result", "_exception", "_callbacks")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result = None
+        self._exception: BaseException | None = None
+        self._callbacks: list | None = []
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return False
+
+    def result(self):
+        if not self._done:
+            raise asyncio.InvalidStateError("result is not set")
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        if not self._done:
+            raise asyncio.InvalidStateError("exception is not set")
+        return self._exception
+
+    def add_done_callback(self, fn: Callable[["Reply"], Any]) -> None:
+        if self._done:
+            fn(self)
+        else:
+            self._callbacks.append(fn)
+
+    def set_result(self, value) -> None:
+        if self._done:
+            raise asyncio.InvalidStateError("already done")
+        self._result = value
+        self._finish()
+
+    def set_exception(self, exc: BaseException) -> None:
+        if self._done:
+            raise asyncio.InvalidStateError("already done")
+        self._exception = exc
+        self._finish()
+
+    def cancel(self) -> bool:
+        """Not cancellable as such: fails with CancelledError (what a
+        cancelled task of the response would give)."""
+        if self._done:
+            return False
+        self.set_exception(asyncio.CancelledError())
+        return True
+
+    def _finish(self) -> None:
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:  # one listener's failure must not stop the others
+                log.exception("reply callback %r failed", fn)
+
+    def __await__(self):
+        if self._done:
+            return self.result()
+        fut = asyncio.get_running_loop().create_future()
+
+        def mirror(reply: "Reply") -> None:
+            if not fut.done():
+                if reply._exception is not None:
+                    fut.set_exception(reply._exception)
+                else:
+                    fut.set_result(reply._result)
+
+        self._callbacks.append(mirror)
+        return (yield from fut)
 
 
 @dataclass(slots=True)
@@ -32,6 +120,9 @@ class Dispatcher:
         # the same request bytes with the same body without decoding it again.
         self.pure: set[int] = set()
         self.handlers_version = object()
+        # handler calls so far (network.py counts them): lets a handler tell
+        # whether any other request was handed out since its last call
+        self.calls = 0
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False) -> None:

@@ -13,7 +13,7 @@ from ..coordinator.result import Timer
 from ..protocol.api import response_codec
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime, wall_ms
-from .dispatch import Dispatcher, RequestContext
+from .dispatch import Dispatcher, Reply, RequestContext
 
 KEY_TYPE_GROUP = 0
 PARKED_CHECK_S = 1.0  # how often a parked JoinGroup/SyncGroup checks its shard is still there
@@ -59,8 +59,12 @@ class GroupHandlers:
         self._heartbeat_shards: dict = {}  # group id -> shard (see heartbeat)
         self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._commit_batch: list | None = None  # commits waiting for one loop callback
+        self._commit_calls: int | None = None  # dispatcher.calls at the last commit
 
     def register(self, d: Dispatcher) -> None:
+        self._dispatcher = d
         d.register(10, self.find_coordinator)
         d.register(8, self.offset_commit)
         d.register(9, self.offset_fetch)
@@ -120,22 +124,44 @@ class GroupHandlers:
                 {"partition_index": p["partition_index"], "error_code": p.get("error_code", code)}
                 for p in t["partitions"]]} for t in req["topics"]]}
 
-    def offset_commit(self, ctx: RequestContext, req: dict) -> asyncio.Future:
-        """A future of the response, resolved once the commit's records are
-        durable (by the group commit itself: no task per request).
+    def offset_commit(self, ctx: RequestContext, req: dict) -> Reply:
+        """A Reply of the response, resolved once the commit's records are
+        durable (by the group commit itself: no task, no future per request).
 
         The commit runs in a loop callback, not here: callbacks and the first
         steps of the tasks of other requests run in the order the requests
         were read, so a commit still sees the state every request read before
-        it left (as when it was a coroutine)."""
+        it left (as when it was a coroutine).  Commits handed out one right
+        after the other (no other request in between, dispatcher.calls) share
+        one callback, which runs them in order."""
+        reply = Reply()
         loop = self._loop
         if loop is None or not loop.is_running():
             loop = self._loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        loop.call_soon(self._commit, ctx, req, fut)
-        return fut
+            self._commit_batch = None  # one left by a loop that stopped never runs
+        d = self._dispatcher
+        calls = d.calls if d is not None else None
+        batch = self._commit_batch
+        if batch is not None and calls is not None and calls == self._commit_calls + 1:
+            batch.append((ctx, req, reply))
+        else:
+            batch = self._commit_batch = [(ctx, req, reply)]
+            loop.call_soon(self._commit_all, batch)
+        self._commit_calls = calls
+        return reply
 
-    def _commit(self, ctx: RequestContext, req: dict, fut: asyncio.Future) -> None:
+    def _commit_all(self, batch: list) -> None:
+        if self._commit_batch is batch:
+            self._commit_batch = None
+        commit = self._commit
+        for ctx, req, reply in batch:
+            try:
+                commit(ctx, req, reply)
+            except Exception as exc:  # as when a handler raises: that connection closes
+                if not reply.done():
+                    reply.set_exception(exc)
+
+    def _commit(self, ctx: RequestContext, req: dict, fut: Reply) -> None:
         try:
             # Kafka answers unknown topics before it asks the group coordinator
             self._mark_unknown_partitions(req["topics"])

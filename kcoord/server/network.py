@@ -18,11 +18,12 @@ import inspect
 import logging
 import struct
 from collections import deque
+from functools import partial
 
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import encode_response_header, peek_request_header, skip_header_tags
-from .dispatch import NO_RESPONSE, Dispatcher, RequestContext
+from .dispatch import NO_RESPONSE, Dispatcher, Reply, RequestContext
 
 log = logging.getLogger("kcoord.network")
 
@@ -31,6 +32,7 @@ _SIZE_CORR = struct.Struct(">ii")  # frame size, then the response header's corr
 _HEADER = struct.Struct(">hhih")   # request header: api key, version, correlation id, client id length
 API_VERSIONS = 18
 MAX_PENDING = 1024  # responses queued per connection before reading pauses
+_FUTURE = asyncio.Future  # what loop.create_future() returns (asyncio's and uvloop's loops)
 
 
 class _Slot:
@@ -200,7 +202,8 @@ class KafkaConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
-        entry = self.dispatcher.handlers.get(key)
+        dispatcher = self.dispatcher
+        entry = dispatcher.handlers.get(key)
         if entry is None:
             self.close(f"unsupported API key {key}")
             return
@@ -220,6 +223,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return
         ctx = RequestContext(key, version, correlation_id, client_id, self.host)
+        dispatcher.calls += 1
         try:
             result = handler(ctx, request)
         except Exception:
@@ -242,14 +246,23 @@ class KafkaConnection(asyncio.Protocol):
                 self.out.append(data)
             return
         slot = _Slot()
-        self.pending.append(slot)
+        pending = self.pending
+        pending.append(slot)
+        if result.__class__ is Reply or result.__class__ is _FUTURE:
+            # The hot case (OffsetCommit's Reply) or a plain future: completed
+            # straight into its slot, no task and no lookups when it is done.
+            result.add_done_callback(partial(self._complete, slot, ctx, tagged_header, encode))
+            if len(pending) >= MAX_PENDING:
+                self._update_reading()
+            return
         if isinstance(result, dict):
             self._fill(slot, ctx, flexible, result)
             return
         if inspect.isawaitable(result):
             fut = asyncio.ensure_future(result)
-            fut.add_done_callback(lambda f: self._complete(slot, ctx, flexible, f))
-            self._update_reading()
+            fut.add_done_callback(partial(self._complete, slot, ctx, tagged_header, encode))
+            if len(pending) >= MAX_PENDING:
+                self._update_reading()
             return
         log.error("handler for %s returned %r", APIS[key].name, type(result))
         self.close("internal error")
@@ -271,7 +284,8 @@ class KafkaConnection(asyncio.Protocol):
         slot.data = self._frame(encode, ctx.correlation_id, tagged_header, response)
         slot.done = True
 
-    def _complete(self, slot: _Slot, ctx: RequestContext, flexible: bool, fut) -> None:
+    def _complete(self, slot: _Slot, ctx: RequestContext, tagged_header: bool, encode,
+                  fut) -> None:
         if self.closed:
             return
         if fut.cancelled():
@@ -283,8 +297,11 @@ class KafkaConnection(asyncio.Protocol):
                       exc_info=exc)
             self.close("internal error")
             return
-        self._fill(slot, ctx, flexible, fut.result())
-        self.flush()
+        slot.data = self._frame(encode, ctx.correlation_id, tagged_header, fut.result())
+        slot.done = True
+        # Only an answer at the head of the queue lets anything out.
+        if self.pending[0] is slot:
+            self.flush()
 
     def flush(self) -> None:
         if self.closed:
@@ -297,7 +314,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.transport.write(b"".join(out) if len(out) > 1 else out[0])
         out.clear()
-        self._update_reading()
+        if self.reading_paused:  # pending only shrank: nothing new to pause for
+            self._update_reading()
 
     def _unsupported_api_versions(self, correlation_id: int) -> None:
         """KIP-511: answer an unknown ApiVersions version in the v0 format."""
