@@ -71,13 +71,22 @@ class GroupCommit:
 
     def _synced(self, jobs: list, errors: list) -> None:
         self._in_flight = False
+        # What was written meanwhile has waited long enough: its round starts
+        # now, before this round's answers are written to the sockets (they
+        # are written at once when released, network.py), so its fsyncs run
+        # meanwhile.  After a failed fsync the shard must first fail what it
+        # wrote since, so then the release comes first.
+        started = False
+        if self._queue and not self._scheduled and not any(errors):
+            self._round()
+            started = True
         # Released last request first: a connection's answers then wait for
         # its earliest one and leave in one write (network.py writes the
         # finished answers at the head of its queue after each completion).
         for (shard, waiters, replies), error in zip(reversed(jobs), reversed(errors)):
             shard._synced(waiters, replies, error)
-        if self._queue and not self._scheduled:
-            self._round()  # what was written meanwhile has waited long enough
+        if not started and self._queue and not self._scheduled:
+            self._round()
 
     def flush_now(self) -> None:
         """Append and fsync every pending write on the caller's thread (stop)."""
