@@ -462,9 +462,12 @@ class GroupMigration:
         return member.copy(**changes) if changes else member
 
     # ============================================================ SyncGroup
-    def _classic_member(self, group: ConsumerGroup, member_id: str,
-                        instance_id: str | None) -> ConsumerMember:
-        """validateConsumerGroupMember + throwIfMemberDoesNotUseClassicProtocol."""
+    @staticmethod
+    def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None,
+                        any_member_id: bool = False) -> ConsumerMember:
+        """validateConsumerGroupMember + throwIfMemberDoesNotUseClassicProtocol.
+        any_member_id: a static member may be named by its instance id alone
+        (LeaveGroup with an empty member id)."""
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -473,7 +476,7 @@ class GroupMigration:
             member = group.static_member(instance_id)
             if member is None:
                 raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
-            if member.member_id != member_id:
+            if member.member_id != member_id and not (any_member_id and not member_id):
                 raise HeartbeatError(Err.FENCED_INSTANCE_ID)
         if member.classic_member_metadata is None:
             raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
@@ -553,18 +556,7 @@ class GroupMigration:
         left: dict[str, ConsumerMember] = {}
         for member_id, instance_id in identities:
             try:
-                if instance_id is None:
-                    member = group.members.get(member_id)
-                    if member is None:
-                        raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
-                else:
-                    member = group.static_member(instance_id)
-                    if member is None:
-                        raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
-                    if member_id and member.member_id != member_id:
-                        raise HeartbeatError(Err.FENCED_INSTANCE_ID)
-                if member.classic_member_metadata is None:
-                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID)
+                member = self._classic_member(group, member_id, instance_id, any_member_id=True)
             except HeartbeatError as exc:
                 responses.append({"member_id": member_id, "group_instance_id": instance_id,
                                   "error_code": exc.code})

@@ -52,6 +52,26 @@ def group_type(admin, group: str):
     return None
 
 
+def check_the_end(admin, group: str, workers, ledger: Ledger, records: int) -> None:
+    """Every worker (already told to stop) has stopped without errors or lost
+    partitions; records 0..records-1 were each consumed, no partition was
+    owned twice, and the committed offsets are the log ends."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    for w in workers:
+        w.join(DEADLINE_S)
+        assert not w.is_alive()
+    assert [e for w in workers for e in w.errors] == []
+    assert [lost for w in workers for lost in w.lost] == []
+    per_partition = defaultdict(int)
+    for i in range(records):
+        per_partition[i % PARTITIONS] += 1
+    assert set(ledger.consumed) == {(p, o) for p, n in per_partition.items() for o in range(n)}
+    ledger.check_no_partition_owned_twice()
+    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    committed = {tp.partition: tp.offset for tp in future.result(30).topic_partitions}
+    assert committed == dict(per_partition)
+
+
 @pytest.fixture
 def migration_server(tmp_path):
     settings = {"group.initial.rebalance.delay.ms": "0",
@@ -63,7 +83,7 @@ def migration_server(tmp_path):
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_classic_group_upgrades_and_downgrades(migration_server, strategy):
-    from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType
+    from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient, NewTopic
 
     server = migration_server
@@ -119,21 +139,7 @@ def test_classic_group_upgrades_and_downgrades(migration_server, strategy):
 
     for w in workers:
         w.stop.set()
-    for w in workers:
-        w.join(DEADLINE_S)
-        assert not w.is_alive()
-    assert [e for w in workers for e in w.errors] == []
-    assert [lost for w in workers for lost in w.lost] == []
-
-    per_partition = defaultdict(int)
-    for i in range(3 * BATCH):
-        per_partition[i % PARTITIONS] += 1
-    expected = {(p, o) for p, n in per_partition.items() for o in range(n)}
-    assert set(ledger.consumed) == expected
-    ledger.check_no_partition_owned_twice()
-    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
-    committed = {tp.partition: tp.offset for tp in future.result(30).topic_partitions}
-    assert committed == dict(per_partition)
+    check_the_end(admin, group, workers, ledger, 3 * BATCH)
     log = "\n".join(server.log_lines)
     assert "upgraded from classic to consumer group" in log
     assert "downgraded from consumer to classic group" in log
@@ -215,7 +221,7 @@ class KafkaPythonWorker(threading.Thread):
 def test_kafka_python_classic_members_in_a_consumer_group(migration_server):
     """kafka-python classic consumers join a consumer group a KIP-848 consumer
     started; when it leaves, the group is classic again and they carry on."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType
+    from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient, NewTopic
 
     server = migration_server
@@ -259,17 +265,4 @@ def test_kafka_python_classic_members_in_a_consumer_group(migration_server):
     wait_for(lambda: ledger.count() >= 3 * BATCH, "the third batch")
     for w in classics:
         w.stop.set()
-    for w in workers:
-        w.join(DEADLINE_S)
-        assert not w.is_alive()
-    assert [e for w in workers for e in w.errors] == []
-    assert [lost for w in workers for lost in w.lost] == []
-
-    per_partition = defaultdict(int)
-    for i in range(3 * BATCH):
-        per_partition[i % PARTITIONS] += 1
-    assert set(ledger.consumed) == {(p, o) for p, n in per_partition.items() for o in range(n)}
-    ledger.check_no_partition_owned_twice()
-    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
-    committed = {tp.partition: tp.offset for tp in future.result(30).topic_partitions}
-    assert committed == dict(per_partition)
+    check_the_end(admin, group, workers, ledger, 3 * BATCH)
