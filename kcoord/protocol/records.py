@@ -197,7 +197,8 @@ def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
 _VARINT_1 = [bytes((z,)) for z in range(128)]
 
 
-def _varint(n: int) -> bytes:
+def encode_varint(n: int) -> bytes:
+    """A signed value as a zigzag varint (record fields of batch format v2)."""
     z = (n << 1) ^ (n >> 63)
     if z < 0x80:
         return _VARINT_1[z]
@@ -263,7 +264,7 @@ def build_batch(
     max_ts = None
     body = bytearray()
     rec = bytearray()  # one record's bytes after its length prefix, reused
-    varint = _varint
+    varint = encode_varint
     v1 = _VARINT_1
     # Small non-negative n encodes as the single byte 2n: that covers most
     # lengths and offset deltas without a function call.

@@ -11,7 +11,7 @@ from ..coordinator.result import Record
 from ..protocol.messages.coordinator_records import encode_record_key, encode_record_value
 # the batch layout's internals: this module writes batches the way records.py does
 from ..protocol.records import (_ATTRIBUTES_OFFSET, _CRC_OFFSET, _HEADER as _BATCH_HEADER,
-                                HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, _UINT32, _crc, _varint)
+                                HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, _UINT32, _crc, encode_varint)
 from .record_codec import _KEY_CODECS, _VALUE_CODECS, _key_codec, _value_codec
 
 
@@ -84,7 +84,7 @@ def _encode_commit(record: Record) -> tuple[bytes, bytes | None] | None:
 # Zigzag varints of 0..16383 (one or two bytes), for the records of a batch,
 # and the same after a record's attributes and timestamp delta (both 0).
 _ZV_MAX = 1 << 14
-_ZV = tuple(_varint(n) for n in range(_ZV_MAX))
+_ZV = tuple(encode_varint(n) for n in range(_ZV_MAX))
 _ZV00 = tuple(b"\x00\x00" + z for z in _ZV)
 # An OffsetCommit record from its partition on: partition, value length (24,
 # as a varint), value v3 with empty metadata, no headers.
@@ -101,7 +101,7 @@ def build_records_batch(records: list[Record], now: int) -> bytearray:
     fewer steps per record.  An OffsetCommit with a v3 value and no metadata
     (what consumers commit) is one struct pack after its (group, topic)
     part, which is encoded once."""
-    zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, _varint
+    zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
     heads = _COMMIT_HEADS
     pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
     out = [bytes(HEADER_SIZE)]

@@ -21,7 +21,7 @@ from ..coordinator.result import Record, Result
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
-                                batch_crc_ok, decode_batch, iter_batches)
+                                batch_crc_ok, decode_batch, encode_varint, iter_batches)
 from .record_codec import _COMMIT_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
@@ -97,16 +97,6 @@ def _decode_commit(rtype: int, key: bytes, value: bytes | None) -> Record | None
 # Timestamp and offset deltas of one or two bytes are covered; anything
 # else (tombstones, other record kinds, mixed shapes, longer deltas) is
 # left to _scan_batch.
-def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 _ONE = rb"[\x00-\x7f]"               # a one-byte varint
 _TWO = rb"[\x80-\xff][\x00-\x7f]"    # a two-byte varint
 _MAX_SHAPES = 256
@@ -123,19 +113,19 @@ def _shape_pattern(k: int, v: int) -> re.Pattern | None:
     # k > 2: a record's key group is never empty, so never _NO_RECORD
     if len(_SHAPES) >= _MAX_SHAPES or k <= 2 or v < 0:
         return None
-    vk, vv = _varint(k), _varint(v)
+    vk, vv = encode_varint(k), encode_varint(v)
     base = 1 + len(vk) + k + len(vv) + v + 1  # attributes .. headers count, without the deltas
-    head = (rb"(?:" + re.escape(_varint(base + 2)) + rb"\x00" + _ONE + _ONE
-            + rb"|" + re.escape(_varint(base + 3)) + rb"\x00(?:" + _ONE + _TWO + rb"|"
+    head = (rb"(?:" + re.escape(encode_varint(base + 2)) + rb"\x00" + _ONE + _ONE
+            + rb"|" + re.escape(encode_varint(base + 3)) + rb"\x00(?:" + _ONE + _TWO + rb"|"
             + _TWO + _ONE + rb")"
-            + rb"|" + re.escape(_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
+            + rb"|" + re.escape(encode_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
     key = re.escape(vk) + rb"\x00\x01"
     record = head + key + rb"(.{%d})" % (k - 2) + re.escape(vv) + rb"(.{%d})\x00" % v
     pattern = _SHAPES[shape] = re.compile(record + rb"|", re.S)
     return pattern
 
 
-def _read_varint(buf, p: int) -> tuple[int, int]:
+def _readencode_varint(buf, p: int) -> tuple[int, int]:
     z = shift = 0
     while True:
         b = buf[p]
@@ -150,11 +140,11 @@ def _read_varint(buf, p: int) -> tuple[int, int]:
 
 def _first_shape(buf, p: int) -> tuple[int, int]:
     """(key length, value length) of the record at p."""
-    _, p = _read_varint(buf, p)   # record length
-    _, p = _read_varint(buf, p + 1)  # after attributes: timestamp delta
-    _, p = _read_varint(buf, p)   # offset delta
-    k, p = _read_varint(buf, p)
-    v, _ = _read_varint(buf, p + max(k, 0))
+    _, p = _readencode_varint(buf, p)   # record length
+    _, p = _readencode_varint(buf, p + 1)  # after attributes: timestamp delta
+    _, p = _readencode_varint(buf, p)   # offset delta
+    k, p = _readencode_varint(buf, p)
+    v, _ = _readencode_varint(buf, p + max(k, 0))
     return k, v
 
 

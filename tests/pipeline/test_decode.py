@@ -10,7 +10,7 @@ from kcoord.pipeline import decode
 from kcoord.pipeline.generate import generate
 from kcoord.pipeline.logend import partition_history, user_partitions
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
-from kcoord.protocol.records import build_batch
+from kcoord.protocol.records import build_batch, encode_varint
 
 from . import reference as ref
 
@@ -204,22 +204,12 @@ def test_projection_raw_group_values_and_type_filter(small):
 # ------------------------------------------- column-wise parse against the per-record loop
 
 
-def _zz(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def _rec(key, value, ts_delta=0, off_delta=0, headers=b"\x00") -> bytes:
-    body = b"\x00" + _zz(ts_delta) + _zz(off_delta)
-    body += _zz(-1) if key is None else _zz(len(key)) + key
-    body += _zz(-1) if value is None else _zz(len(value)) + value
+    body = b"\x00" + encode_varint(ts_delta) + encode_varint(off_delta)
+    body += encode_varint(-1) if key is None else encode_varint(len(key)) + key
+    body += encode_varint(-1) if value is None else encode_varint(len(value)) + value
     body += headers
-    return _zz(len(body)) + body
+    return encode_varint(len(body)) + body
 
 
 def _raw_batch(recs, base_offset, *, count=None, last_delta=None, ts=1000, attrs=0, pid=-1):

@@ -428,7 +428,7 @@ def raw_batch(records_bytes: bytes, count: int, codec: int = 0) -> bytearray:
 
 def record_bytes(*fields: bytes) -> bytes:
     body = b"".join(fields)
-    return R._varint(len(body)) + body
+    return R.encode_varint(len(body)) + body
 
 
 @pytest.mark.parametrize("codec", [0, 4])
@@ -463,8 +463,8 @@ def test_malformed_records(codec):
 
 def test_max_width_varints_accepted():
     # 5-byte varint -2**31 and 10-byte varlong -2**63 are legal
-    rec = record_bytes(b"\x00", R._varint(-(2**63)), R._varint(-(2**31)), b"\x01\x01\x00")
-    assert len(R._varint(-(2**63))) == 10 and len(R._varint(-(2**31))) == 5
+    rec = record_bytes(b"\x00", R.encode_varint(-(2**63)), R.encode_varint(-(2**31)), b"\x01\x01\x00")
+    assert len(R.encode_varint(-(2**63))) == 10 and len(R.encode_varint(-(2**31))) == 5
     out = decode_batch(raw_batch(rec, 1))[1]
     assert out == [Record(-(2**31), -(2**63), None, None, [])]
 
