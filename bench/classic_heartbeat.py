@@ -32,7 +32,7 @@ import struct
 import sys
 import time
 
-from .common import PY, ROOT, loadavg, start_peer, table, timed, write_results
+from .common import loadavg, run_loadgen, start_peer, table, timed, write_results
 
 GOAL_US = 10.0
 JOIN, HEARTBEAT, SYNC = 11, 12, 14
@@ -86,16 +86,7 @@ def run(args) -> dict:
 
 
 def loadgen(spec: dict, timeout: float) -> dict:
-    import subprocess
-    try:
-        out = subprocess.run([PY, "-m", "bench.classic_heartbeat", json.dumps(spec)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"load generator did not finish in {timeout:.0f}s"}
-    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
-    if not lines:
-        return {"error": f"load generator failed (exit {out.returncode}): {out.stderr[-2000:]}"}
-    return json.loads(lines[-1])
+    return run_loadgen(spec, timeout, module="bench.classic_heartbeat")
 
 
 def report(results: dict, groups: int, per_group: int, connections: int, seconds: float,
@@ -305,7 +296,7 @@ class Setup:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Conn, Run, api_versions, frame, percentile, proc_times
+    from .loadgen import Pipelines, api_versions, frame, percentile, proc_times
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -356,29 +347,16 @@ async def generator(spec: dict) -> dict:
 
     nconn = spec["connections"]
     shares = [members[c::nconn] for c in range(nconn)]
-    stats = {"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}}
-    loop = asyncio.get_running_loop()
-    conns = []
-    for c, share in enumerate(shares):
-        frames = [frame(HEARTBEAT, Workload.version, slot,
-                        {"group_id": g, "generation_id": gen, "member_id": mid,
-                         "group_instance_id": None})
-                  for slot, (g, mid, gen) in enumerate(share)]
-        _, proto = await loop.create_connection(
-            lambda c=c, frames=frames: Conn(c, frames, len(frames), stats, Workload), host, port)
-        conns.append(proto)
-
-    async def phase(requests: int, seconds: float, record: bool) -> Run:
-        run = Run(requests, seconds, record)
-        for conn in conns:
-            conn.start(run)
-        if run.in_flight == 0:
-            run.finished.set_result(None)
-        await asyncio.wait_for(run.finished, seconds + 60)
-        return run
+    pipes = Pipelines()
+    await pipes.connect(host, port, [
+        [frame(HEARTBEAT, Workload.version, slot,
+               {"group_id": g, "generation_id": gen, "member_id": mid,
+                "group_instance_id": None})
+         for slot, (g, mid, gen) in enumerate(share)] for share in shares], Workload)
+    phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec["warmup"], spec["seconds"], False)
-    stats.update({"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}})
+    pipes.reset_stats()
     pid = spec["pid"]
     u0, s0 = proc_times(pid)
     me0 = time.process_time()
@@ -387,8 +365,7 @@ async def generator(spec: dict) -> dict:
     wall = time.monotonic() - t1
     u1, s1 = proc_times(pid)
     me1 = time.process_time()
-    for conn in conns:
-        conn.transport.close()
+    pipes.close()
     lat = sorted(run.latencies)
     return {
         "versions": {"join": versions[JOIN], "sync": versions[SYNC],

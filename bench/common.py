@@ -345,10 +345,11 @@ def timed(label: str):
     print(f"[bench] {label} done in {time.monotonic() - t0:.1f}s", flush=True)
 
 
-def run_loadgen(spec: dict, timeout: float) -> dict:
-    """Run bench/loadgen.py in its own process; returns its JSON result."""
+def run_loadgen(spec: dict, timeout: float, module: str = "bench.loadgen") -> dict:
+    """Run a load generator (`python -m <module> SPEC`) in its own process;
+    returns the last JSON line it prints."""
     try:
-        out = subprocess.run([PY, "-m", "bench.loadgen", json.dumps(spec)], cwd=ROOT,
+        out = subprocess.run([PY, "-m", module, json.dumps(spec)], cwd=ROOT,
                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"load generator did not finish in {timeout:.0f}s"}

@@ -45,13 +45,12 @@ import base64
 import json
 import statistics
 import struct
-import subprocess
 import sys
 import time
 import uuid
 from collections import deque
 
-from .common import PY, ROOT, start_peer, table, timed, write_results
+from .common import run_loadgen, start_peer, table, timed, write_results
 
 GOAL_US = 15.0
 HEARTBEAT = 68
@@ -120,15 +119,7 @@ def run(args) -> dict:
 
 
 def loadgen(spec: dict, timeout: float) -> dict:
-    try:
-        out = subprocess.run([PY, "-m", "bench.consumer_heartbeat", json.dumps(spec)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"load generator did not finish in {timeout:.0f}s"}
-    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
-    if not lines:
-        return {"error": f"load generator failed (exit {out.returncode}): {out.stderr[-2000:]}"}
-    return json.loads(lines[-1])
+    return run_loadgen(spec, timeout, module="bench.consumer_heartbeat")
 
 
 def report(results: dict, connections: int, seconds: float, requests: int, rounds: int) -> dict:
@@ -403,7 +394,7 @@ def group_stable(members: list[Member]) -> bool:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Conn, Run, api_versions, frame, percentile, proc_times
+    from .loadgen import Pipelines, api_versions, frame, percentile, proc_times
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -454,27 +445,14 @@ async def generator(spec: dict) -> dict:
 
     nconn = spec["connections"]
     shares = [members[c::nconn] for c in range(nconn)]
-    stats = {"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}}
-    loop = asyncio.get_running_loop()
-    conns = []
-    for c, share in enumerate(shares):
-        frames = [frame(HEARTBEAT, version, slot, steady(m.group, m.member_id, m.epoch))
-                  for slot, m in enumerate(share)]
-        _, proto = await loop.create_connection(
-            lambda c=c, frames=frames: Conn(c, frames, len(frames), stats, Workload), host, port)
-        conns.append(proto)
-
-    async def phase(requests: int, seconds: float, record: bool) -> Run:
-        run = Run(requests, seconds, record)
-        for conn in conns:
-            conn.start(run)
-        if run.in_flight == 0:
-            run.finished.set_result(None)
-        await asyncio.wait_for(run.finished, seconds + 60)
-        return run
+    pipes = Pipelines()
+    await pipes.connect(host, port, [
+        [frame(HEARTBEAT, version, slot, steady(m.group, m.member_id, m.epoch))
+         for slot, m in enumerate(share)] for share in shares], Workload)
+    phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec["warmup"], spec["seconds"], False)
-    stats.update({"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}})
+    pipes.reset_stats()
     pid = spec["pid"]
     if spec.get("signal_pid"):  # profiling: SIGUSR1 tells a profiled server to start
         import os
@@ -518,8 +496,7 @@ async def generator(spec: dict) -> dict:
             not_steady += 1
             if len(examples) < 3:
                 examples.append({k: v for k, v in r.items() if k != "assignment"})
-    for conn in conns:
-        conn.transport.close()
+    pipes.close()
     for client in pool:
         client.close()
 

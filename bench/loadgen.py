@@ -245,6 +245,41 @@ class Conn(asyncio.Protocol):
                 self.stats["errors"][str(code)] = self.stats["errors"].get(str(code), 0) + 1
 
 
+class Pipelines:
+    """One Conn per frame list, each keeping all its frames in flight, and
+    the measuring phases run over all of them together."""
+
+    def __init__(self) -> None:
+        self.stats = {"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}}
+        self.conns: list[Conn] = []
+
+    async def connect(self, host: str, port: int, frame_lists: list[list[bytes]],
+                      workload) -> None:
+        loop = asyncio.get_running_loop()
+        for i, frames in enumerate(frame_lists):
+            _, proto = await loop.create_connection(
+                lambda i=i, frames=frames: Conn(i, frames, len(frames), self.stats, workload),
+                host, port)
+            self.conns.append(proto)
+
+    async def phase(self, requests: int, seconds: float, record: bool) -> Run:
+        """Up to `requests` answers or `seconds`, whichever comes first."""
+        run = Run(requests, seconds, record)
+        for c in self.conns:
+            c.start(run)
+        if run.in_flight == 0:
+            run.finished.set_result(None)
+        await asyncio.wait_for(run.finished, seconds + 60)
+        return run
+
+    def reset_stats(self) -> None:
+        self.stats.update({"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}})
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.transport.close()
+
+
 def percentile(sorted_values: list[int], q: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -259,24 +294,11 @@ async def main(spec: dict) -> dict:
     workload: Workload = {"apiversions": ApiVersionsLoad,
                           "offset_commit": OffsetCommitLoad}[kind](spec, versions)
     depth, nconn = spec["depth"], spec["connections"]
-    stats = {"out_of_order": 0, "undecodable": 0, "checked": 0, "errors": {}}
-    loop = asyncio.get_running_loop()
-    conns: list[Conn] = []
-    for i in range(nconn):
-        frames = [frame(workload.key, workload.version, slot, workload.request(i, slot))
-                  for slot in range(depth)]
-        _, proto = await loop.create_connection(
-            lambda i=i, frames=frames: Conn(i, frames, depth, stats, workload), host, port)
-        conns.append(proto)
-
-    async def phase(requests: int, seconds: float, record: bool) -> Run:
-        run = Run(requests, seconds, record)
-        for c in conns:
-            c.start(run)
-        if run.in_flight == 0:
-            run.finished.set_result(None)
-        await asyncio.wait_for(run.finished, seconds + 60)
-        return run
+    pipes = Pipelines()
+    await pipes.connect(host, port, [
+        [frame(workload.key, workload.version, slot, workload.request(i, slot))
+         for slot in range(depth)] for i in range(nconn)], workload)
+    phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec.get("warmup", depth * nconn * 3), spec["seconds"], False)
     pid = spec.get("pid")
@@ -289,8 +311,7 @@ async def main(spec: dict) -> dict:
     u1, s1 = proc_times(pid) if pid else nan
     me1 = time.process_time()
     cpu0, cpu1 = u0 + s0, u1 + s1
-    for c in conns:
-        c.transport.close()
+    pipes.close()
     lat = sorted(run.latencies)
     return {
         "kind": kind, "api_key": workload.key, "version": workload.version,
