@@ -418,28 +418,41 @@ class Ledger:
             return "\n".join(lines)
 
     # -------------------------------------------------------------- replay
-    def intervals(self) -> list[tuple[int, str, float, float]]:
-        """(partition, consumer, start, end) of every ownership, end=inf if still open."""
-        out = []
+    def _walks(self):
+        """(consumer, walk) per consumer; a walk yields each of its events with
+        the partitions it owned just before that event (partition -> since),
+        then applies the event: assign opens, revoke and lost close those
+        partitions, closed / killed / exited close them all.  The dict is the
+        same object throughout, so after the walk it holds what stayed open."""
         with self.lock:
             streams = {who: list(events) for who, events in self.events.items()}
-        for who, events in streams.items():
-            open_: dict[int, float] = {}
+
+        def walk(events, open_):
             for ev in events:
+                yield ev, open_
                 kind = ev["e"]
                 if kind == "assign":
                     for p in ev["ps"]:
                         open_.setdefault(p, ev["t"])
                 elif kind in ("revoke", "lost"):
                     for p in ev["ps"]:
-                        if p in open_:
-                            out.append((p, who, open_.pop(p), ev["t"]))
+                        open_.pop(p, None)
                 elif kind in ("closed", "killed", "exited"):
-                    for p, start in open_.items():
-                        out.append((p, who, start, ev["t"]))
                     open_.clear()
-            for p, start in open_.items():
-                out.append((p, who, start, INF))
+        return [(who, walk(events, {})) for who, events in streams.items()]
+
+    def intervals(self) -> list[tuple[int, str, float, float]]:
+        """(partition, consumer, start, end) of every ownership, end=inf if still open."""
+        out = []
+        for who, walk in self._walks():
+            open_: dict[int, float] = {}
+            for ev, open_ in walk:
+                kind = ev["e"]
+                if kind in ("revoke", "lost"):
+                    out.extend((p, who, open_[p], ev["t"]) for p in ev["ps"] if p in open_)
+                elif kind in ("closed", "killed", "exited"):
+                    out.extend((p, who, start, ev["t"]) for p, start in open_.items())
+            out.extend((p, who, start, INF) for p, start in open_.items())
         return out
 
     def check_no_partition_owned_twice(self) -> None:
@@ -461,21 +474,9 @@ class Ledger:
         """(time, consumer, partition, offset, start of the ownership it fell in).
         Asserts every record was handed to a consumer that owned its partition."""
         out, problems = [], []
-        with self.lock:
-            streams = {who: list(events) for who, events in self.events.items()}
-        for who, events in streams.items():
-            open_: dict[int, float] = {}
-            for ev in events:
-                kind = ev["e"]
-                if kind == "assign":
-                    for p in ev["ps"]:
-                        open_.setdefault(p, ev["t"])
-                elif kind in ("revoke", "lost"):
-                    for p in ev["ps"]:
-                        open_.pop(p, None)
-                elif kind in ("closed", "killed", "exited"):
-                    open_.clear()
-                elif kind == "recs":
+        for who, walk in self._walks():
+            for ev, open_ in walk:
+                if ev["e"] == "recs":
                     for p, o in ev["r"]:
                         if p not in open_:
                             problems.append(f"{who} got record {p}:{o} at {ev['t']:.3f} "
