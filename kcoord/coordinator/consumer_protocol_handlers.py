@@ -385,21 +385,15 @@ class ConsumerGroupManager:
                                                    subscription_changed, records)
 
         # 3. Reconcile the member towards its target.
-        if not updated.is_reconciled_to(target_epoch):
-            try:
-                reconciled = cg.reconcile(updated, target_epoch, target,
-                                          group.current_partition_epoch, owned)
-            except cg.FencedError as exc:
-                raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
-            if reconciled is not updated:
-                records.append(cg.current_assignment_record(group_id, reconciled))
-                key = (REBALANCE_TIMER, group_id, member_id)
-                if reconciled.state == UNREVOKED_PARTITIONS:
-                    self._rebalance_epochs[key] = reconciled.member_epoch
-                    res.arm(key, now + max(reconciled.rebalance_timeout_ms, 0))
-                elif key in self._rebalance_epochs:
-                    del self._rebalance_epochs[key]
-                    res.cancel(key)
+        reconciled = self.reconcile_member(group, updated, target_epoch, target, owned, records)
+        if reconciled is not updated:
+            key = (REBALANCE_TIMER, group_id, member_id)
+            if reconciled.state == UNREVOKED_PARTITIONS:
+                self._rebalance_epochs[key] = reconciled.member_epoch
+                res.arm(key, now + max(reconciled.rebalance_timeout_ms, 0))
+            elif key in self._rebalance_epochs:
+                del self._rebalance_epochs[key]
+                res.cancel(key)
             updated = reconciled
 
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
@@ -413,6 +407,23 @@ class ConsumerGroupManager:
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
             response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
         return res.reply(token, response)
+
+    @staticmethod
+    def reconcile_member(group: ConsumerGroup, member: ConsumerMember, target_epoch: int,
+                         target: dict, owned, records: list[Record]) -> ConsumerMember:
+        """Step 3 of a heartbeat (also of a classic member's join): the member
+        reconciled towards its target, with a CurrentMemberAssignment record
+        if that changed it."""
+        if member.is_reconciled_to(target_epoch):
+            return member
+        try:
+            reconciled = cg.reconcile(member, target_epoch, target,
+                                      group.current_partition_epoch, owned)
+        except cg.FencedError as exc:
+            raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
+        if reconciled is not member:
+            records.append(cg.current_assignment_record(group.group_id, reconciled))
+        return reconciled
 
     def refresh_target(self, group: ConsumerGroup, updated: ConsumerMember,
                        replaced: ConsumerMember | None, subscription_changed: bool,

@@ -384,15 +384,8 @@ class GroupMigration:
         target_epoch, target = self.consumer.refresh_target(
             group, updated, replaced, subscription_changed, res.records)
         owned = self._to_topic_ids(subscription.get("owned_partitions"))
-        if not updated.is_reconciled_to(target_epoch):
-            try:
-                reconciled = cg.reconcile(updated, target_epoch, target,
-                                          group.current_partition_epoch, owned)
-            except cg.FencedError as exc:
-                raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
-            if reconciled is not updated:
-                res.records.append(cg.current_assignment_record(gid, reconciled))
-            updated = reconciled
+        updated = self.consumer.reconcile_member(group, updated, target_epoch, target, owned,
+                                                 res.records)
 
         response = {
             "throttle_time_ms": 0, "error_code": Err.NONE, "generation_id": updated.member_epoch,
