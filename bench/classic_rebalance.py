@@ -39,7 +39,7 @@ import time
 import uuid
 
 from .common import start_peer, table, timed, write_results
-from .rebalance_common import EventPump, Worker, measure_sizes, run_worker, stats
+from .rebalance_common import EventPump, Worker, measure_sizes, run_worker, start_group, stats
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 6000
@@ -107,23 +107,14 @@ def measure(peer, size: int, trials: int, workers_n: int) -> dict:
     workers = [Worker("bench.classic_rebalance", {"bootstrap": peer.bootstrap, "group": group_id,
                                                   "topic": TOPIC, "worker": i}, events)
                for i in range(workers_n)]
-    members: set[int] = set()
-    next_id = 0
     out: dict = {"size": size, "trials": [], "workers": workers_n}
     rng = random.Random(size)  # the same join phases for every server
     try:
         # ------------------------------------------------ the first size-1
-        t_setup = time.monotonic()
-        for _ in range(size - 1):
-            w = workers[next_id % workers_n]
-            w.send(op="start", id=next_id)
-            members.add(next_id)
-            next_id += 1
-        if group.wait_stable(members, 0.0, STABLE_TIMEOUT_S) is None:
-            out["error"] = (f"the first {size - 1} consumers were not stable after "
-                            f"{STABLE_TIMEOUT_S}s; errors: {group.errors[:3]}")
+        members = start_group(group, workers, size - 1, SETTLE_S, STABLE_TIMEOUT_S, out)
+        if members is None:
             return out
-        out["setup_s"] = time.monotonic() - t_setup - SETTLE_S
+        next_id = len(members)
         for trial in range(trials):
             k = next_id
             next_id += 1

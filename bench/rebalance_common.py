@@ -63,6 +63,23 @@ def measure_sizes(peer, topic: tuple[str, int] | None, sizes: list[int], trials:
     return out
 
 
+def start_group(group: "EventPump", workers: list["Worker"], count: int, settle_s: float,
+                timeout_s: float, out: dict) -> set[int] | None:
+    """Start consumers 0..count-1 spread over the workers and wait until the
+    group is stable (group.wait_stable); out gets setup_s, or an error and
+    None is returned."""
+    t_setup = time.monotonic()
+    members = set(range(count))
+    for k in sorted(members):
+        workers[k % len(workers)].send(op="start", id=k)
+    if group.wait_stable(members, 0.0, timeout_s) is None:
+        out["error"] = (f"the first {count} consumers were not stable after "
+                        f"{timeout_s}s; errors: {group.errors[:3]}")
+        return None
+    out["setup_s"] = time.monotonic() - t_setup - settle_s
+    return members
+
+
 class Worker:
     """A worker process hosting consumers; its events go to a shared queue."""
 
