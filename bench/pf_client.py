@@ -17,14 +17,7 @@ import struct
 import sys
 import time
 
-
-def proc_times(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process in seconds, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as fh:
-        text = fh.read()
-    fields = text[text.rindex(")") + 2:].split()
-    tck = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tck, int(fields[12]) / tck
+from .loadgen import proc_times
 
 
 class Cpu:

@@ -33,30 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-RESULTS = ROOT / "bench" / "results"
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
+from bench.common import RESULTS, git_rev, loadavg  # noqa: E402
 
 
 def cpu_seconds() -> float:
     t = os.times()
     return t.user + t.system
-
-
-def _git_rev() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "kcoord/pipeline"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return rev + ("+changes" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
 
 
 def parse_count(text: str) -> int:
@@ -268,7 +250,7 @@ def main(argv=None) -> int:
         "command": "python bench/pipeline_bench.py " + " ".join(argv or sys.argv[1:]),
         "not_run": [],
         "fresh": args.fresh,
-        "git": _git_rev(),
+        "git": git_rev("kcoord/pipeline", "+changes"),
     }
     try:
         meta["machine"] = Path("/proc/cpuinfo").read_text().split("model name")[1] \
