@@ -5,25 +5,16 @@ per GB, kcoord vs Tansu (and the librdkafka mock) in one run.
 Goal: kcoord ahead of Tansu on both."""
 from __future__ import annotations
 
-import json
-import subprocess
 
-from .common import PY, ROOT, median, start_all, stop_all, table, timed, write_results
+from .common import median, run_loadgen, start_all, stop_all, table, timed, write_results
 
 SIZE = 1024
 PARTITIONS = 3
 
 
 def client(spec: dict, timeout: float) -> dict:
-    try:
-        out = subprocess.run([PY, "-m", "bench.pf_client", json.dumps(spec)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"client did not finish in {timeout:.0f}s"}
-    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
-    if not lines:
-        return {"error": f"client failed (exit {out.returncode}): {out.stderr[-1500:]}"}
-    return json.loads(lines[-1])
+    """bench/pf_client.py in its own process; its JSON result."""
+    return run_loadgen(spec, timeout, module="bench.pf_client")
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
