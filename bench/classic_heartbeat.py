@@ -27,7 +27,6 @@ The load generator (this module run as a script, its own process):
 from __future__ import annotations
 
 import asyncio
-import json
 import struct
 import sys
 import time
@@ -389,16 +388,8 @@ async def generator(spec: dict) -> dict:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    try:
-        try:
-            import uvloop
-            result = uvloop.run(generator(spec))
-        except ImportError:
-            result = asyncio.run(generator(spec))
-    except Exception as exc:  # reported, not raised: the caller writes it into the table
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    print(json.dumps(result))
+    from .loadgen import generator_main
+    generator_main(generator)
 
 
 if __name__ == "__main__":

@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import statistics
 import struct
-import sys
 import time
 import uuid
 from collections import deque
@@ -524,16 +522,8 @@ async def generator(spec: dict) -> dict:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    try:
-        try:
-            import uvloop
-            result = uvloop.run(generator(spec))
-        except ImportError:
-            result = asyncio.run(generator(spec))
-    except Exception as exc:  # reported, not raised: the caller writes it into the table
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    print(json.dumps(result, default=str))
+    from .loadgen import generator_main
+    generator_main(generator)
 
 
 if __name__ == "__main__":

@@ -328,18 +328,21 @@ async def main(spec: dict) -> dict:
     }
 
 
-def run_generator(spec: dict) -> dict:
+def generator_main(generator) -> None:
+    """A load generator process: `generator(spec)` on uvloop when installed,
+    spec from argv[1]; prints one JSON line, the result or the error (reported,
+    not raised: the caller writes it into the table)."""
+    spec = json.loads(sys.argv[1])
     try:
-        import uvloop
-        return uvloop.run(main(spec))
-    except ImportError:
-        return asyncio.run(main(spec))
+        try:
+            import uvloop
+            result = uvloop.run(generator(spec))
+        except ImportError:
+            result = asyncio.run(generator(spec))
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":
-    spec = json.loads(sys.argv[1])
-    try:
-        result = run_generator(spec)
-    except Exception as exc:  # reported, not raised: the caller writes it into the table
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    print(json.dumps(result))
+    generator_main(main)
