@@ -48,8 +48,8 @@ import time
 import uuid
 
 from .common import MockServer, start_peer, table, timed, write_results
-from .rebalance_common import (CALLBACKS, EventPump, Worker, measure_sizes, run_worker,
-                               start_group, stats)
+from .rebalance_common import (CALLBACKS, EventPump, Worker, join_one, leave_one,
+                               measure_sizes, run_worker, start_group, stats)
 
 HEARTBEAT_MS = 1000
 SESSION_MS = 45000
@@ -138,13 +138,8 @@ def measure(peer, size: int, trials: int, workers_n: int) -> dict:
             k = next_id
             next_id += 1
             w = workers[trial % workers_n]
-            w.send(op="prepare", id=k)
-            group.wait_mark("prepared", k, 30)
-            group.pump(1.0)  # let it bootstrap and find its coordinator
-            w.send(op="subscribe", id=k)
-            t0 = group.wait_mark("subscribe", k, 30)
-            everyone = members | {k}
-            done = group.wait_stable(everyone, t0, STABLE_TIMEOUT_S)
+            # 1 s to bootstrap and find its coordinator
+            t0, done = join_one(group, w, k, members, 1.0, STABLE_TIMEOUT_S)
             row: dict = {"trial": trial}
             if done is None:
                 row["error"] = f"no convergence within {STABLE_TIMEOUT_S}s"
@@ -163,14 +158,11 @@ def measure(peer, size: int, trials: int, workers_n: int) -> dict:
                 "new_member_assign_callbacks": len(new_assigns),
             })
             # ------------------------------------ the new consumer leaves again
-            w.send(op="close", id=k)
-            t_leave = group.wait_mark("closing", k, 30)
-            left = group.wait_stable(members, t_leave, STABLE_TIMEOUT_S)
-            row["leave_converged_ms"] = (left - t_leave) * 1000 if left is not None else None
+            row["leave_converged_ms"] = leave_one(group, w, k, members, STABLE_TIMEOUT_S)
             group.holding.pop(k, None)
             out["trials"].append(row)
             print(f"[bench]   {peer.name} size {size} trial {trial}: {row}", flush=True)
-            if left is None:
+            if row["leave_converged_ms"] is None:
                 break
         out["errors"] = group.errors[:10]
         out["double_owned"] = group.double_owned()

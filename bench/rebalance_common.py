@@ -80,6 +80,29 @@ def start_group(group: "EventPump", workers: list["Worker"], count: int, settle_
     return members
 
 
+def join_one(group: "EventPump", worker: "Worker", k: int, members: set[int],
+             before_s: float, timeout_s: float) -> tuple[float, float | None]:
+    """Consumer k is created, given `before_s` to bootstrap, then subscribes;
+    returns t0 (its subscribe) and the time the group with it was stable
+    (None on timeout)."""
+    worker.send(op="prepare", id=k)
+    group.wait_mark("prepared", k, 30)
+    group.pump(before_s)
+    worker.send(op="subscribe", id=k)
+    t0 = group.wait_mark("subscribe", k, 30)
+    return t0, group.wait_stable(members | {k}, t0, timeout_s)
+
+
+def leave_one(group: "EventPump", worker: "Worker", k: int, members: set[int],
+              timeout_s: float) -> float | None:
+    """Consumer k closes; ms from its close() until `members` are stable
+    again (None on timeout)."""
+    worker.send(op="close", id=k)
+    t_leave = group.wait_mark("closing", k, 30)
+    left = group.wait_stable(members, t_leave, timeout_s)
+    return (left - t_leave) * 1000 if left is not None else None
+
+
 class Worker:
     """A worker process hosting consumers; its events go to a shared queue."""
 
