@@ -322,14 +322,23 @@ def build_batch(
 
     out = bytearray(HEADER_SIZE)
     out += body
+    seal_batch(out, base_offset, attributes, count, base_timestamp, max_ts,
+               partition_leader_epoch, producer_id, producer_epoch, base_sequence)
+    return bytes(out)
+
+
+def seal_batch(buf: bytearray, base_offset: int, attributes: int, count: int, base_ts: int,
+               max_ts: int, partition_leader_epoch: int = -1, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1) -> None:
+    """Write the v2 header and its CRC into the first HEADER_SIZE bytes of
+    buf, whose rest is the batch's (possibly compressed) records."""
     _HEADER.pack_into(
-        out, 0,
-        base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-        attributes, max(count - 1, 0), base_timestamp, max_ts,
+        buf, 0,
+        base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, max(count - 1, 0), base_ts, max_ts,
         producer_id, producer_epoch, base_sequence, count,
     )
-    _UINT32.pack_into(out, _CRC_OFFSET, _crc(memoryview(out)[_ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    _UINT32.pack_into(buf, _CRC_OFFSET, _crc(memoryview(buf)[_ATTRIBUTES_OFFSET:]))
 
 
 # ------------------------------------------------------------------ decode

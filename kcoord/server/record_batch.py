@@ -9,9 +9,7 @@ import struct
 
 from ..coordinator.result import Record
 from ..protocol.messages.coordinator_records import encode_record_key, encode_record_value
-# the batch layout's internals: this module writes batches the way records.py does
-from ..protocol.records import (_ATTRIBUTES_OFFSET, _CRC_OFFSET, _HEADER as _BATCH_HEADER,
-                                HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, _UINT32, _crc, encode_varint)
+from ..protocol.records import HEADER_SIZE, encode_varint, seal_batch
 from .record_codec import _KEY_CODECS, _VALUE_CODECS, _key_codec, _value_codec
 
 
@@ -145,7 +143,5 @@ def build_records_batch(records: list[Record], now: int) -> bytearray:
         append(rec)
     batch = bytearray().join(out)
     count = len(records)
-    _BATCH_HEADER.pack_into(batch, 0, 0, len(batch) - LOG_OVERHEAD, -1, MAGIC_V2, 0, 0,
-                            max(count - 1, 0), now, now, -1, -1, -1, count)
-    _UINT32.pack_into(batch, _CRC_OFFSET, _crc(memoryview(batch)[_ATTRIBUTES_OFFSET:]))
+    seal_batch(batch, 0, 0, count, now, now)
     return batch
