@@ -78,7 +78,7 @@ class GroupMigration:
     # ------------------------------------------------------------ policy
     @property
     def policy(self) -> str:
-        return getattr(self.shard.config, "consumer_group_migration_policy", "bidirectional")
+        return self.shard.config.consumer_group_migration_policy
 
     @property
     def upgrade_enabled(self) -> bool:

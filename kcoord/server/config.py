@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..coordinator.assignors import ASSIGNORS
+
 log = logging.getLogger("kcoord.config")
 
 INT_MAX = 2**31 - 1
@@ -80,7 +82,7 @@ MINIMUMS = {
     "group.consumer.max.size": 1,
 }
 
-KNOWN_ASSIGNORS = ("uniform", "range")
+KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 
@@ -121,6 +123,7 @@ def check_consistency(values: dict) -> None:
     if unknown or "classic" not in protocols:
         raise ValueError(f"group.coordinator.rebalance.protocols: {protocols}: must include "
                          f"classic, and name only {', '.join(KNOWN_REBALANCE_PROTOCOLS)}")
+
 
 # keys whose value is one of a few names (case-insensitive, as Kafka parses them)
 CHOICES = {
