@@ -99,20 +99,19 @@ class ConsumerGroupManager:
     # ------------------------------------------------------------- config
     @property
     def assignor_names(self) -> list[str]:
-        names = getattr(self.config, "consumer_group_assignors", None) or ["uniform", "range"]
-        return [n for n in names if n in ASSIGNORS] or ["uniform"]
+        return [n for n in self.config.consumer_group_assignors if n in ASSIGNORS] or ["uniform"]
 
     @property
     def session_timeout_ms(self) -> int:
-        return getattr(self.config, "consumer_group_session_timeout_ms", 45000)
+        return self.config.consumer_group_session_timeout_ms
 
     @property
     def heartbeat_interval_ms(self) -> int:
-        return getattr(self.config, "consumer_group_heartbeat_interval_ms", 5000)
+        return self.config.consumer_group_heartbeat_interval_ms
 
     @property
     def max_size(self) -> int:
-        return getattr(self.config, "consumer_group_max_size", 2**31 - 1)
+        return self.config.consumer_group_max_size
 
     # ------------------------------------------------------------- replay
     def replay(self, record: Record) -> None:
