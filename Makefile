@@ -1,5 +1,6 @@
 # `make serve` and `make test` work on a fresh machine: they build the
-# virtualenv and install everything (Python packages and kafkajs) first.
+# virtualenv and install what each needs first. Serving installs kcoord
+# alone (no Spark, no test tools); testing installs every extra and kafkajs.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,15 +8,23 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test venv js bench clean
+.PHONY: serve test venv venv-all js bench clean
 
-venv: $(VENV)/.installed
-
-$(VENV)/.installed: pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,pipeline]'
+
+venv: $(VENV)/.installed-serve
+
+$(VENV)/.installed-serve: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
 	touch $@
+
+venv-all: $(VENV)/.installed-all
+
+$(VENV)/.installed-all: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[test,bench,pipeline,cluster]'
+	touch $@ $(VENV)/.installed-serve
 
 js: $(JS_DIR)/node_modules/.installed
 
@@ -26,10 +35,10 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 serve: venv
 	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-test: venv js
+test: venv-all js
 	$(PY) -m pytest -q
 
-bench: venv
+bench: venv-all
 	$(PY) -m bench
 
 clean:
