@@ -1,0 +1,46 @@
+"""Partition state shared by the control plane and the replica manager.
+
+Kafka's LeaderAndIsr (ZooKeeper era): who leads a partition, in which leader
+epoch, which replicas hold it and which of them are in sync. It changes only
+by a compare-and-set on `version` (etcd's mod revision in kcoord, zkVersion's
+role in Kafka), so a stale leader cannot overwrite a newer decision."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Awaitable, Protocol
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int              # node id, NO_LEADER when none is in sync
+    leader_epoch: int        # bumped on every leader change
+    isr: tuple[int, ...]     # in-sync replicas, the leader among them
+    replicas: tuple[int, ...]  # assigned replicas, preferred leader first
+    version: int = 0         # compare-and-set version of this state in the store
+
+    def with_isr(self, isr: tuple[int, ...]) -> "PartitionState":
+        """The same leadership with another ISR (the leader's AlterPartition)."""
+        return replace(self, isr=tuple(isr))
+
+
+class PartitionStateStore(Protocol):
+    """What the replica manager needs from the control plane."""
+
+    def alter_isr(self, proposed: PartitionState) -> Awaitable[PartitionState | None]:
+        """Compare-and-set the ISR of `proposed` against its `version`: the
+        stored state on success (new version), None when the version or the
+        leader epoch no longer match (this leader is stale: it must stop
+        acknowledging and wait for the next state)."""
+        ...
+
+
+class PartitionStateListener(Protocol):
+    """What the control plane calls on every node when a state changes."""
+
+    def on_partition_state(self, state: PartitionState) -> None:
+        """Become leader, follower, or neither, of state's partition."""
+        ...
