@@ -17,6 +17,8 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .txn_handlers import TxnHandlers
+from .txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.server")
 
@@ -35,6 +37,9 @@ class Server:
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         self.coordinator = CoordinatorRuntime(self.catalogue, config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.producer_ids = ProducerIds()
+        self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
+                              self.group_sync, self.producer_ids)
         self._register()
         self._server: asyncio.base_events.Server | None = None
         self._retention: asyncio.TimerHandle | None = None
@@ -48,8 +53,8 @@ class Server:
         d.register(19, self.topic_admin.create_topics)
         d.register(20, self.topic_admin.delete_topics)
         d.register(37, self.topic_admin.create_partitions)
-        d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -75,6 +80,7 @@ class Server:
         self.config.port = self._server.sockets[0].getsockname()[1]
         self._schedule_retention()
         self.coordinator.start()
+        self.txn.start()
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
@@ -84,6 +90,7 @@ class Server:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        self.txn.stop()
         self.coordinator.stop()
         self.catalogue.close()
         log.info("kcoord stopped")

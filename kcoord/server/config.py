@@ -53,6 +53,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # transactions (kcoord/txn)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
 }
 
 
@@ -80,6 +87,12 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.max.timeout.ms": 1,
+    "transactional.id.expiration.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has

@@ -23,7 +23,7 @@ from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
 from .group_commit import GroupCommit, wall_ms
-from .record_batch import build_records_batch
+from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
 
 log = logging.getLogger("kcoord.coordinator")
@@ -86,7 +86,7 @@ class ShardRuntime(ShardLoader):
         if not records:
             return None
         try:
-            self.plog.append(build_records_batch(records, now))
+            self.plog.append(build_shard_batches(records, now))
         except Exception as exc:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._fail(waiters, exc)

@@ -12,10 +12,12 @@ from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Timer
 from ..protocol.api import response_codec
 from ..protocol.errors import Err
+from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime, wall_ms
 from .dispatch import Dispatcher, Reply, RequestContext
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
 PARKED_CHECK_S = 1.0  # how often a parked JoinGroup/SyncGroup checks its shard is still there
 HEARTBEAT_SHARDS_MAX = 100_000  # group ids whose shard the heartbeat path remembers
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
@@ -92,10 +94,10 @@ class GroupHandlers:
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:
-            if req.get("key_type", 0) != KEY_TYPE_GROUP:
+            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                        "error_message": "only group coordinators are served"}
+                        "error_message": "only group and transaction coordinators are served"}
             return {"key": key, "node_id": node, "host": host, "port": port,
                     "error_code": Err.NONE, "error_message": None}
 
@@ -212,7 +214,7 @@ class GroupHandlers:
 
     # ---------------------------------------------------------- OffsetFetch
     def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
-                     member_epoch: int = -1):
+                     member_epoch: int = -1, require_stable: bool = False):
         """(answer, pending write or None). The answer is read now, in request
         order; it is sent only once the writes it may show are durable."""
         if not group_id:
@@ -221,6 +223,8 @@ class GroupHandlers:
         if error:
             return {"group_id": group_id, "topics": [], "error_code": error}, None
         code, out = shard.core.offset_fetch(group_id, topics, member_id, member_epoch)
+        if require_stable and not code and shard.core.txn_offsets.has_open(group_id):
+            mark_unstable(shard.core.txn_offsets, group_id, out)
         return {"group_id": group_id, "topics": out, "error_code": code}, shard.write([])
 
     @staticmethod
@@ -231,14 +235,17 @@ class GroupHandlers:
 
     async def offset_fetch(self, ctx: RequestContext, req: dict) -> dict:
         if ctx.api_version >= 8:
+            stable = req.get("require_stable", False)
             answers = [self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
-                                         g.get("member_epoch", -1)) for g in req["groups"]]
+                                         g.get("member_epoch", -1), stable)
+                       for g in req["groups"]]
             await self._when_durable([p for _, p in answers])
             return {"throttle_time_ms": 0, "groups": [a for a, _ in answers]}
         topics = req["topics"]
         if ctx.api_version < 2 and not topics:
             topics = None if topics is None else []
-        result, pending = self._fetch_group(req["group_id"], topics)
+        result, pending = self._fetch_group(req["group_id"], topics,
+                                            require_stable=req.get("require_stable", False))
         await self._when_durable([pending])
         code = result["error_code"]
         out_topics = result["topics"]
