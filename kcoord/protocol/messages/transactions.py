@@ -94,7 +94,7 @@ DESCRIBE_TRANSACTIONS = api(65, "DescribeTransactions", "0", "0+", request=[
         f("transaction_timeout_ms", "int32"),
         f("transaction_start_time_ms", "int64"),
         f("producer_id", "int64"),
-        f("producer_epoch", "int32"),
+        f("producer_epoch", "int16"),
         f("topics", "[]", fields=[
             f("topic", "string"),
             f("partitions", "[]int32"),
