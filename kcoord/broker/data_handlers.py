@@ -47,6 +47,9 @@ class DataPlane:
         self.sync = group_sync
         self.appended = AppendNotifier()
 
+    def in_sync_replicas(self, topic, index: int) -> int:
+        return 1  # one node: the leader is the whole ISR
+
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
         acks = req["acks"]
@@ -60,7 +63,7 @@ class DataPlane:
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
-                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"])
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"], acks)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -83,11 +86,15 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
         plog = topic.partitions[index]
+        if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
+                "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
+            return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
+                                    "fewer in-sync replicas than min.insync.replicas"), None
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))

@@ -12,6 +12,7 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..log.group_sync import GroupSync
 from .config import Config
+from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
@@ -35,6 +36,8 @@ class Server:
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         self.coordinator = CoordinatorRuntime(self.catalogue, config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.configs = build_config_handlers(config, self.catalogue,
+                                             self.coordinator.core_config.group_overrides)
         self._register()
         self._server: asyncio.base_events.Server | None = None
         self._retention: asyncio.TimerHandle | None = None
@@ -50,6 +53,7 @@ class Server:
         d.register(37, self.topic_admin.create_partitions)
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        self.configs.register(d)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
