@@ -189,13 +189,19 @@ class EtcdControlPlane:
                          t.mod(k.controller_epoch.encode()) == self.view.controller_epoch_version],
                 success=[t.put(k.controller.encode(), encode_controller(self.node_id, epoch),
                                lease=self.session.lease_id),
-                         t.put(k.controller_epoch.encode(), str(epoch).encode())])
+                         t.put(k.controller_epoch.encode(), str(epoch).encode())],
+                failure=[])
             if ok:
                 log.info("node %d is the controller (epoch %d)", self.node_id, epoch)
-        except Exception as exc:
+        except Exception as exc:  # etcd busy or away: try again while nobody leads
             log.warning("controller election attempt failed: %s", exc)
+            asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
         finally:
             self._campaigning = False
+
+    def _campaign_if_vacant(self) -> None:
+        if self.view.controller is None and not self.stopping:
+            asyncio.get_running_loop().create_task(self._campaign())
 
     def _controller_changed(self) -> None:
         from .etcd_controller import EtcdController
@@ -221,7 +227,7 @@ class EtcdControlPlane:
         t = self.txn
         ok, responses = await self.client.transaction(
             compare=[t.mod(key) == proposed.version],
-            success=[t.put(key, encode_state(proposed))])
+            success=[t.put(key, encode_state(proposed))], failure=[])
         if not ok:
             return None
         return PartitionState(proposed.topic, proposed.partition, proposed.leader,
@@ -238,7 +244,7 @@ class EtcdControlPlane:
         key = self.keys.topic(name).encode()
         ok, _ = await self.client.transaction(
             compare=[self.txn.create(key) == 0],
-            success=[self.txn.put(key, encode_topic(record))])
+            success=[self.txn.put(key, encode_topic(record))], failure=[])
         return record if ok else None
 
     async def delete_topic(self, name: str) -> bool:
@@ -249,7 +255,8 @@ class EtcdControlPlane:
         ok, _ = await self.client.transaction(
             compare=[self.txn.create(key) > 0],
             success=[self.txn.delete(key),
-                     self.txn.delete(prefix, range_end=prefix_range_end(prefix))])
+                     self.txn.delete(prefix, range_end=prefix_range_end(prefix))],
+            failure=[])
         return ok
 
     async def set_partition_count(self, name: str, count: int) -> bool:
@@ -265,7 +272,7 @@ class EtcdControlPlane:
                             record.configs)
         ok, _ = await self.client.transaction(
             compare=[self.txn.mod(key) == result.mod_revision],
-            success=[self.txn.put(key, encode_topic(grown))])
+            success=[self.txn.put(key, encode_topic(grown))], failure=[])
         return ok
 
     # -------------------------------------------------- controlled shutdown
@@ -297,6 +304,6 @@ class EtcdControlPlane:
                 await self.client.transaction(
                     compare=[t.create(self.keys.controller.encode()) ==
                              self.view.controller.create_revision],
-                    success=[t.delete(self.keys.controller.encode())])
+                    success=[t.delete(self.keys.controller.encode())], failure=[])
             except Exception as exc:
                 log.warning("resigning as controller failed: %s", exc)

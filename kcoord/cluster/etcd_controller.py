@@ -121,5 +121,6 @@ class EtcdController:
         if old is None:
             compare.append(t.create(key) == 0)
         ok, _ = await plane.client.transaction(compare=compare,
-                                               success=[t.put(key, encode_state(new))])
+                                               success=[t.put(key, encode_state(new))],
+                                               failure=[])
         return ok
