@@ -55,6 +55,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
+    "etcd.endpoints": (list, []),
+    "etcd.lease.ttl.ms": (int, 2000),
+    "etcd.prefix": (str, "/kcoord"),
+    "offsets.topic.replication.factor": (int, 3),
+    "min.insync.replicas": (int, 1),
+    "unclean.leader.election.enable": (bool, False),
 }
 
 
@@ -83,6 +90,10 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
+    "offsets.topic.replication.factor": 1,
+    "default.replication.factor": 1,
+    "min.insync.replicas": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
