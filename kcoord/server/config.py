@@ -129,6 +129,10 @@ def check_consistency(values: dict) -> None:
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
                          f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+    for endpoint in values["etcd.endpoints"]:
+        host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd.endpoints: {endpoint!r} is not host:port")
     protocols = values["group.coordinator.rebalance.protocols"]
     unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
     if unknown or "classic" not in protocols:
