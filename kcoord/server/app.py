@@ -12,6 +12,7 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..log.group_sync import GroupSync
 from .config import Config
+from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
@@ -35,6 +36,8 @@ class Server:
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         self.coordinator = CoordinatorRuntime(self.catalogue, config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.configs = build_config_handlers(config, self.catalogue,
+                                             self.coordinator.core_config.group_overrides)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
@@ -53,6 +56,7 @@ class Server:
         d.register(37, self.topic_admin.create_partitions)
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        self.configs.register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue

@@ -31,6 +31,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.check.interval.ms": (int, 300000),
     "log.flush.interval.messages": (int, 2**63 - 1),
     "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleanup.policy": (list, ["delete"]),
+    "min.insync.replicas": (int, 1),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
     "offsets.retention.minutes": (int, 10080),
@@ -71,6 +73,7 @@ MINIMUMS = {
     "log.segment.bytes": 14,
     "log.retention.check.interval.ms": 1,
     "log.flush.interval.messages": 1,
+    "min.insync.replicas": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
@@ -179,11 +182,14 @@ class Config:
     port: int = 9092
     data_dir: Path = Path("./data")
     values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
+    # the keys set by --config/--set, as given: DescribeConfigs reports them as static
+    static: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     def set(self, key: str, raw: Any) -> None:
+        self.static[key] = raw if isinstance(raw, str) else str(raw)
         # Kafka accepts log.retention.hours/minutes as coarser forms of log.retention.ms
         coarse = {"log.retention.hours": 3600000, "log.retention.minutes": 60000}
         if key in coarse:
