@@ -60,7 +60,6 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "etcd.lease.ttl.ms": (int, 2000),
     "etcd.prefix": (str, "/kcoord"),
     "offsets.topic.replication.factor": (int, 3),
-    "min.insync.replicas": (int, 1),
     "unclean.leader.election.enable": (bool, False),
 }
 
@@ -93,7 +92,6 @@ MINIMUMS = {
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,
-    "min.insync.replicas": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
