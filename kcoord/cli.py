@@ -31,7 +31,11 @@ def main(argv: list[str] | None = None) -> int:
             config = build_config(args.listen, args.data_dir, args.config, args.set)
         except (ValueError, OSError) as exc:
             parser.error(str(exc))
-        run(config)
+        try:
+            run(config)
+        except ConnectionError as exc:  # cluster mode: etcd unreachable at start
+            print(f"kcoord: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 
