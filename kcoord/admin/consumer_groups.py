@@ -389,6 +389,8 @@ def delete_offsets(admin: AdminClient, args) -> None:
     group_id = args.group[0]
     partitions = sorted(set(_topic_partitions(admin, args.topic)))
     top, per_partition = ops.delete_offsets(admin, group_id, partitions)
+    if top == Err.NONE:  # as the Admin client's all(): the first partition error fails it
+        top = next((code for _, code in sorted(per_partition.items()) if code), Err.NONE)
     if top == Err.NONE:
         print(f"Request succeeded for deleting offsets from group {group_id}.")
     elif top in (Err.INVALID_GROUP_ID, Err.GROUP_ID_NOT_FOUND, Err.GROUP_AUTHORIZATION_FAILED,
