@@ -53,6 +53,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
+    "http.listen": (str, ""),
 }
 
 
@@ -84,6 +86,15 @@ MINIMUMS = {
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
+
+
+def parse_hostport(spec: str, key: str) -> tuple[str, int]:
+    """HOST:PORT -> (host, port); a ValueError naming `key` for anything
+    else, a port outside 0-65535 included (never wrapped)."""
+    host, sep, port = spec.strip().rpartition(":")
+    if not sep or not port.strip().isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{key}: {spec!r} is not HOST:PORT with a port in 0-65535")
+    return host.strip().strip("[]") or "127.0.0.1", int(port)
 
 
 def _check_between(values: dict, key: str, low_key: str, high_key: str) -> None:
@@ -118,6 +129,8 @@ def check_consistency(values: dict) -> None:
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
                          f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+    if values.get("http.listen"):
+        parse_hostport(values["http.listen"], "http.listen")
     protocols = values["group.coordinator.rebalance.protocols"]
     unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
     if unknown or "classic" not in protocols:
@@ -138,7 +151,10 @@ def _convert(kind: type, raw: str) -> Any:
             raise ValueError(f"expected true or false, got {raw!r}")
         return raw.lower() == "true"
     if kind is int:
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a number") from None
     if kind is list:
         return [item.strip() for item in raw.split(",") if item.strip()]
     return raw
@@ -211,8 +227,8 @@ class Config:
 
 def build_config(listen: str, data_dir: str, config_file: str | None,
                  overrides: list[str]) -> Config:
-    host, _, port = listen.rpartition(":")
-    cfg = Config(host=host or "127.0.0.1", port=int(port), data_dir=Path(data_dir))
+    host, port = parse_hostport(listen, "--listen")
+    cfg = Config(host=host, port=port, data_dir=Path(data_dir))
     if config_file:
         cfg.update(parse_properties(Path(config_file).read_text()))
     for item in overrides:

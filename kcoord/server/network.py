@@ -19,6 +19,7 @@ import logging
 import struct
 from collections import deque
 from functools import partial
+from time import perf_counter
 
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
@@ -57,6 +58,17 @@ def _route(key: int, version: int) -> tuple[bool, bool, object, object]:
                  request_codec(key, version)[1], response_codec(key, version)[0])
         _ROUTES[(key, version)] = route
     return route
+
+
+def _timed(metrics, key: int, started: float, _fut) -> None:
+    metrics.request_done(key, perf_counter() - started)
+
+
+async def _timed_coroutine(coro, metrics, key: int, started: float):
+    try:
+        return await coro
+    finally:
+        metrics.request_done(key, perf_counter() - started)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -203,6 +215,9 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"malformed request header: {exc}")
             return
         dispatcher = self.dispatcher
+        metrics = dispatcher.metrics
+        if metrics is not None:
+            started = perf_counter()
         entry = dispatcher.handlers.get(key)
         if entry is None:
             self.close(f"unsupported API key {key}")
@@ -230,6 +245,13 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("handler for %s v%d failed", APIS[key].name, version)
             self.close("internal error")
             return
+        if metrics is not None:
+            if result is NO_RESPONSE or result.__class__ is dict or result.__class__ is bytes:
+                metrics.request_done(key, perf_counter() - started)
+            elif hasattr(result, "add_done_callback"):
+                result.add_done_callback(partial(_timed, metrics, key, started))
+            else:  # a coroutine: timed once its task is done (below)
+                result = _timed_coroutine(result, metrics, key, started)
         if result is NO_RESPONSE:
             return
         if result.__class__ is dict or result.__class__ is bytes:
