@@ -77,30 +77,30 @@ class KcoordCollector:
                 if g.members:
                     group_members.add_metric([gid], len(g.members))
             offsets += sum(len(o) for o in core.offsets.by_group.values())
-        fam = GaugeMetricFamily("kcoord_group_coordinator_group_count",
+        fam = GaugeMetricFamily("kcoord_group_coordinator_groups",
                                 "Groups per protocol (Kafka's group-count)", labels=["protocol"])
         fam.add_metric(["classic"], sum(classic.values()))
         fam.add_metric(["consumer"], sum(consumer.values()))
         yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_classic_group_count",
+        fam = GaugeMetricFamily("kcoord_group_coordinator_classic_groups",
                                 "Classic groups per state (Kafka's classic-group-count)",
                                 labels=["state"])
         for state, n in classic.items():
             fam.add_metric([state], n)
         yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_consumer_group_count",
+        fam = GaugeMetricFamily("kcoord_group_coordinator_consumer_groups",
                                 "KIP-848 consumer groups per state (Kafka's consumer-group-count)",
                                 labels=["state"])
         for state, n in consumer.items():
             fam.add_metric([state], n)
         yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_member_count",
+        fam = GaugeMetricFamily("kcoord_group_coordinator_members",
                                 "Members of all groups per protocol", labels=["protocol"])
         for protocol, n in members.items():
             fam.add_metric([protocol], n)
         yield fam
         yield group_members
-        yield GaugeMetricFamily("kcoord_group_coordinator_offset_count",
+        yield GaugeMetricFamily("kcoord_group_coordinator_offsets",
                                 "Committed offsets retained (Kafka's offset-count)", value=offsets)
         fam = GaugeMetricFamily("kcoord_group_coordinator_num_partitions",
                                 "__consumer_offsets shards by state (Kafka's num-partitions)",
