@@ -54,6 +54,10 @@ class PartitionLog:
         self._closed = False
         self.recovery_scanned = False  # whether opening CRC-scanned the active segment
         self._open_segments(clean_shutdown)
+        # The end of what the last successful flush made durable (what opening
+        # found counts): readers that must never see a write that could still
+        # be lost (the coordinator log's high watermark) stop here.
+        self.durable_end_offset = self.log_end_offset
 
     # ------------------------------------------------------------ opening
 
@@ -291,10 +295,13 @@ class PartitionLog:
         """fsync the active segment, and the directory if segment files were
         created or removed (sealed segments were fsynced when sealed)."""
         self._check_open()
+        end = self.log_end_offset  # read first: appends racing the fsync are not covered
         self.active.flush()
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
+        if end > self.durable_end_offset:
+            self.durable_end_offset = end
 
     def _fsync_dir(self) -> None:
         fd = os.open(self.path, os.O_RDONLY)
@@ -362,6 +369,7 @@ class PartitionLog:
             position = found[0] if found is not None else seg.size
             self._size -= seg.size - position
             seg.truncate_at(position)
+        self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
 
     # ---------------------------------------------------------- compaction

@@ -13,6 +13,7 @@ from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.group_sync import GroupSync
 from .config import Config, parse_hostport
+from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
@@ -46,6 +47,8 @@ class Server:
         self.http = None
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.configs = build_config_handlers(config, self.catalogue,
+                                             self.coordinator.core_config.group_overrides)
         self._register()
         self._server: asyncio.base_events.Server | None = None
         self._retention: asyncio.TimerHandle | None = None
@@ -61,6 +64,7 @@ class Server:
         d.register(37, self.topic_admin.create_partitions)
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        self.configs.register(d)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)

@@ -31,6 +31,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.check.interval.ms": (int, 300000),
     "log.flush.interval.messages": (int, 2**63 - 1),
     "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleanup.policy": (list, ["delete"]),
+    "min.insync.replicas": (int, 1),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
     "offsets.retention.minutes": (int, 10080),
@@ -55,6 +57,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "cluster.id": (str, "kcoord-cluster-0000000"),
     # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
     "http.listen": (str, ""),
+    # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
+    "etcd.endpoints": (list, []),
+    "etcd.lease.ttl.ms": (int, 2000),
+    "etcd.prefix": (str, "/kcoord"),
+    "offsets.topic.replication.factor": (int, 3),
+    "min.insync.replicas": (int, 1),
+    "unclean.leader.election.enable": (bool, False),
 }
 
 
@@ -66,6 +75,7 @@ MINIMUMS = {
     "log.segment.bytes": 14,
     "log.retention.check.interval.ms": 1,
     "log.flush.interval.messages": 1,
+    "min.insync.replicas": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
@@ -82,6 +92,10 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
+    "offsets.topic.replication.factor": 1,
+    "default.replication.factor": 1,
+    "min.insync.replicas": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
@@ -180,11 +194,14 @@ class Config:
     port: int = 9092
     data_dir: Path = Path("./data")
     values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
+    # the keys set by --config/--set, as given: DescribeConfigs reports them as static
+    static: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     def set(self, key: str, raw: Any) -> None:
+        self.static[key] = raw if isinstance(raw, str) else str(raw)
         # Kafka accepts log.retention.hours/minutes as coarser forms of log.retention.ms
         coarse = {"log.retention.hours": 3600000, "log.retention.minutes": 60000}
         if key in coarse:
