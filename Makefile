@@ -33,7 +33,7 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	touch $@
 
 serve: venv
-	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=127.0.0.1:9644
 
 test: venv-all js
 	$(PY) -m pytest -q

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from ..protocol.errors import Err
 from . import consumer_group as cg
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
-from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
+from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
 from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
@@ -542,7 +542,7 @@ class ConsumerGroupManager:
             specs[mid] = MemberSpec(subscribed, current, m.instance_id, m.rack_id)
         try:
             result = ASSIGNORS[assignor](GroupSpec(specs, is_homogeneous(specs)), partitions)
-        except AssignorError as exc:
+        except Exception as exc:  # AssignorError, or a custom assignor's failure
             raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
                                  f"Failed to compute a new target assignment for epoch "
                                  f"{group_epoch}: {exc}") from None

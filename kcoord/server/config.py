@@ -139,10 +139,13 @@ def check_consistency(values: dict) -> None:
         raise ValueError("group.consumer.heartbeat.interval.ms must be less than "
                          "group.consumer.session.timeout.ms")
     assignors = values["group.consumer.assignors"]
-    unknown = [a for a in assignors if a not in KNOWN_ASSIGNORS]
+    from .assignor_plugins import load_assignors
+    load_assignors(assignors)  # custom ones from the kcoord.assignors entry points
+    unknown = [a for a in assignors if a not in ASSIGNORS]
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
-                         f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+                         f"known assignors are {', '.join(ASSIGNORS)} and the "
+                         "kcoord.assignors entry points installed")
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
     protocols = values["group.coordinator.rebalance.protocols"]
