@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             run(config)
         except StartupError as exc:
             return _startup_error(str(exc))
+        except ConnectionError as exc:  # cluster mode: etcd unreachable at start
+            print(f"kcoord: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -145,7 +145,8 @@ class Catalogue:
         return topic.partitions[index]
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-               validate_only: bool = False) -> Topic | None:
+               validate_only: bool = False, topic_id: bytes | None = None) -> Topic | None:
+        """topic_id: the id the cluster's catalogue gave it (a new one if None)."""
         problem = topic_name_problem(name)
         if problem:
             raise TopicError(17, problem)  # INVALID_TOPIC_EXCEPTION
@@ -163,7 +164,7 @@ class Catalogue:
             raise TopicError(40, f"invalid config: {exc}")  # INVALID_CONFIG
         if validate_only:
             return None
-        topic = self._open(name, uuid.uuid4().bytes, partitions, configs)
+        topic = self._open(name, topic_id or uuid.uuid4().bytes, partitions, configs)
         self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         self._changed()

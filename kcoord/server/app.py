@@ -50,6 +50,9 @@ class Server:
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides)
         self._register()
+        self.cluster = None
+        if config["etcd.endpoints"]:
+            self._join_cluster()
         self._server: asyncio.base_events.Server | None = None
         self._retention: asyncio.TimerHandle | None = None
 
@@ -65,6 +68,16 @@ class Server:
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
         self.configs.register(d)
+
+    def _join_cluster(self) -> None:
+        """Cluster mode (etcd.endpoints set): routing and the topic catalogue
+        come from the control plane (kcoord/cluster/node.py)."""
+        from ..cluster.node import ClusterNode
+        self.cluster = ClusterNode(self.config, self.catalogue)
+        self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
+        self.dispatcher.register(19, self.cluster.create_topics)
+        self.dispatcher.register(20, self.cluster.delete_topics)
+        self.dispatcher.register(37, self.cluster.create_partitions)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -95,6 +108,8 @@ class Server:
         self.config.port = self._server.sockets[0].getsockname()[1]
         self._schedule_retention()
         self.coordinator.start()
+        if self.cluster is not None:
+            await self.cluster.start()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
@@ -109,6 +124,8 @@ class Server:
                  self.config.data_dir)
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # hand leaderships over while still serving
+            await self.cluster.stop()
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:

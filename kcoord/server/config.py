@@ -62,7 +62,6 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "etcd.lease.ttl.ms": (int, 2000),
     "etcd.prefix": (str, "/kcoord"),
     "offsets.topic.replication.factor": (int, 3),
-    "min.insync.replicas": (int, 1),
     "unclean.leader.election.enable": (bool, False),
 }
 
@@ -95,7 +94,6 @@ MINIMUMS = {
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,
-    "min.insync.replicas": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
@@ -148,6 +146,10 @@ def check_consistency(values: dict) -> None:
                          "kcoord.assignors entry points installed")
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    for endpoint in values["etcd.endpoints"]:
+        host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd.endpoints: {endpoint!r} is not host:port")
     protocols = values["group.coordinator.rebalance.protocols"]
     unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
     if unknown or "classic" not in protocols:
