@@ -16,6 +16,7 @@ from bisect import bisect_left
 from collections import deque
 
 from ..coordinator.observer import CoordinatorObserver
+from ..protocol.api import APIS
 
 log = logging.getLogger("kcoord.groups")
 
@@ -110,7 +111,10 @@ class ServerMetrics(GroupEventLog):
         self.offset_expirations = 0
         self.shard_load_seconds = Histogram(LOAD_BUCKETS)
         self.shard_load_max = 0.0
-        # api key -> Histogram of request seconds (its count is the request count)
+        # requests per api key (the network layer adds one per request: a
+        # list indexed by the key), and a Histogram of seconds per api key
+        # from the requests it times (1 in 16, network.TIMING_MASK)
+        self.request_counts = [0] * (max(APIS) + 1)  # every served key is in APIS
         self.requests: dict[int, Histogram] = {}
         self.append_seconds = Histogram(LATENCY_BUCKETS)
         self.fsync_seconds = Histogram(LATENCY_BUCKETS)
