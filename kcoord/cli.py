@@ -18,7 +18,13 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="INFO")
     from .pipeline.cli import add_parser as add_pipeline_parser
     add_pipeline_parser(sub)
+    from .cluster.cli import add_parser as add_cluster_parser
+    add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "cluster":
+        from .cluster.cli import main as cluster_main
+        logging.basicConfig(level="WARNING", stream=sys.stderr)
+        return cluster_main(args)
     if args.command == "pipeline":
         from .pipeline.cli import main as pipeline_main
         return pipeline_main(args)

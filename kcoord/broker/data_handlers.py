@@ -230,7 +230,9 @@ class DataPlane:
                 elif ts >= 0:
                     found = plog.offset_for_timestamp(ts)
                     if found is not None:
-                        entry["offset"], entry["timestamp"] = found
+                        # records below the log start (DeleteRecords) are gone
+                        entry["offset"] = max(found[0], plog.log_start_offset)
+                        entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if entry["offset"] >= 0:

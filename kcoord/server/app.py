@@ -8,11 +8,13 @@ import time
 
 from ..broker.catalogue import Catalogue
 from ..broker.data_handlers import DataPlane
+from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.group_sync import GroupSync
 from .config import Config, parse_hostport
+from .cluster_handlers import ClusterHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -68,6 +70,8 @@ class Server:
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
         self.configs.register(d)
+        PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
+        ClusterHandlers(self.config).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
