@@ -23,6 +23,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def high_watermark(topic, plog) -> int:
+    """What readers may see.  The coordinator's log (an internal topic) shows
+    only what is durable: its writer acknowledges a record after the fsync,
+    and a record whose fsync failed may still be dropped.  A user topic
+    shows its whole log (one node: nothing to wait for)."""
+    return plog.durable_end_offset if topic.internal else plog.log_end_offset
+
+
+def below(data, hw: int):
+    """The whole batches of `data` that end before offset `hw`."""
+    end = 0
+    for pos, header in iter_batches(data):
+        if header.base_offset + header.last_offset_delta >= hw:
+            break
+        end = pos + LOG_OVERHEAD + header.batch_length
+    return data[:end]
+
+
 class AppendNotifier:
     """Wakes long-polling fetches when any partition grows."""
 
@@ -81,6 +99,9 @@ class DataPlane:
         self.appended.notify()
         return Err.NONE, plog
 
+    def in_sync_replicas(self, topic, index: int) -> int:
+        return 1  # one node: the leader is the whole ISR
+
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
         acks = req["acks"]
@@ -95,7 +116,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            ctx.api_version)
+                                            acks, ctx.api_version)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -118,11 +139,18 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records, version: int = 3):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
+        if topic.internal:  # only the coordinator writes its log (Kafka's ReplicaManager)
+            return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
+        if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
+                "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
+            return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
+                                    "fewer in-sync replicas than min.insync.replicas"), None
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
@@ -224,7 +252,7 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                hw = plog.log_end_offset
+                hw = high_watermark(topic, plog)
                 state = self.txn_state(plog)
                 lso = state.last_stable_offset(hw)
                 entry["high_watermark"] = hw
@@ -238,6 +266,8 @@ class DataPlane:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
+                if hw < plog.log_end_offset:
+                    data = below(data, hw)
                 if read_committed:
                     data, upper = self._below(data, lso)
                     entry["aborted_transactions"] = [
@@ -282,7 +312,7 @@ class DataPlane:
                     continue
                 plog = topic.partitions[index]
                 ts = preq["timestamp"]
-                bound = plog.log_end_offset
+                bound = high_watermark(topic, plog)
                 if req.get("isolation_level", 0) == 1:  # read_committed: up to the LSO
                     bound = self.txn_state(plog).last_stable_offset(bound)
                 if ts == LATEST:
@@ -296,7 +326,9 @@ class DataPlane:
                 elif ts >= 0:
                     found = plog.offset_for_timestamp(ts)
                     if found is not None:
-                        entry["offset"], entry["timestamp"] = found
+                        # records below the log start (DeleteRecords) are gone
+                        entry["offset"] = max(found[0], plog.log_start_offset)
+                        entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if ts != LATEST and entry["offset"] >= bound:
