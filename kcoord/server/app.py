@@ -11,6 +11,7 @@ from ..broker.data_handlers import DataPlane
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..log.group_sync import GroupSync
+from ..security.setup import SecuritySetup
 from .config import Config
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -28,6 +29,9 @@ class Server:
         self.config = config
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
+        self.security.load()
+        self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values)
         self.group_sync = GroupSync()
         self.data = DataPlane(self.catalogue, config, self.group_sync)
@@ -36,7 +40,7 @@ class Server:
         self.coordinator = CoordinatorRuntime(self.catalogue, config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self._register()
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list = []
         self._retention: asyncio.TimerHandle | None = None
 
     def _register(self) -> None:
@@ -68,11 +72,22 @@ class Server:
         loop = asyncio.get_running_loop()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         max_bytes = self.config["socket.request.max.bytes"]
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self.dispatcher, max_bytes),
-            self.config.host, self.config.port, reuse_address=True, backlog=1024)
-        # port 0 binds an ephemeral port: advertise the real one
-        self.config.port = self._server.sockets[0].getsockname()[1]
+
+        def connection(listener, gate, tls_principal):
+            return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal)
+
+        for lsn in self.security.listeners:
+            server = await loop.create_server(
+                self.security.protocol_factory(lsn, connection),
+                lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+            self._servers.append(server)
+            # port 0 binds an ephemeral port: advertise the real one
+            lsn.port = server.sockets[0].getsockname()[1]
+            log.info("kcoord listener %s (%s) on %s:%d", lsn.name, lsn.protocol,
+                     lsn.host, lsn.port)
+        self.config.listeners = self.security.listeners
+        first = self.security.listeners[0]
+        self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
         self.coordinator.start()
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
@@ -81,9 +96,10 @@ class Server:
     async def stop(self) -> None:
         if self._retention is not None:
             self._retention.cancel()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
         self.coordinator.stop()
         self.catalogue.close()
         log.info("kcoord stopped")
