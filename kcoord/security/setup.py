@@ -41,6 +41,16 @@ class SecuritySetup:
                                 or "DEFAULT"))
                         for lsn in self.listeners if lsn.protocol == "SSL"}
 
+    checks = None
+
+    def use_catalogue(self, catalogue) -> None:
+        """Topic ids -> names for the checks of APIs that name topics by id."""
+        if self.checks is not None:
+            def name(topic_id):
+                topic = catalogue.by_id.get(topic_id)
+                return None if topic is None else topic.name
+            self.checks.topic_name = name
+
     def load(self) -> None:
         self.store.load()
 
@@ -50,7 +60,8 @@ class SecuritySetup:
         from .admin_handlers import SecurityAdmin
         if self.authorizer is not None:
             from .checks import Checks
-            dispatcher.guard = Checks(self.authorizer).guard
+            self.checks = Checks(self.authorizer)
+            dispatcher.guard = self.checks.guard
         SecurityAdmin(self.store, self.authorizer is not None).register(dispatcher)
 
     @property

@@ -33,6 +33,7 @@ class Server:
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values)
+        self.security.use_catalogue(self.catalogue)
         self.group_sync = GroupSync()
         self.data = DataPlane(self.catalogue, config, self.group_sync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
