@@ -21,7 +21,13 @@ def main(argv: list[str] | None = None) -> int:
                             "--add-scram: 'SCRAM-SHA-256=[name=alice,password=secret]'")
     from .pipeline.cli import add_parser as add_pipeline_parser
     add_pipeline_parser(sub)
+    from .cluster.cli import add_parser as add_cluster_parser
+    add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "cluster":
+        from .cluster.cli import main as cluster_main
+        logging.basicConfig(level="WARNING", stream=sys.stderr)
+        return cluster_main(args)
     if args.command == "pipeline":
         from .pipeline.cli import main as pipeline_main
         return pipeline_main(args)
@@ -37,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
                 add_scram(config.data_dir, args.add_scram)
         except (ValueError, OSError) as exc:
             parser.error(str(exc))
-        run(config)
+        try:
+            run(config)
+        except ConnectionError as exc:  # cluster mode: etcd unreachable at start
+            print(f"kcoord: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

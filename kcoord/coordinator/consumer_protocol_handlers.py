@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from ..protocol.errors import Err
 from . import consumer_group as cg
 from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
+from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
@@ -108,6 +109,15 @@ class ConsumerGroupManager:
     @property
     def heartbeat_interval_ms(self) -> int:
         return self.config.consumer_group_heartbeat_interval_ms
+
+    # a group's own values (IncrementalAlterConfigs on the group), else the broker's
+    def session_timeout_for(self, group_id: str) -> int:
+        return self.config.group_overrides.get(group_id, SESSION_TIMEOUT,
+                                               self.config.consumer_group_session_timeout_ms)
+
+    def heartbeat_interval_for(self, group_id: str) -> int:
+        return self.config.group_overrides.get(group_id, HEARTBEAT_INTERVAL,
+                                               self.config.consumer_group_heartbeat_interval_ms)
 
     @property
     def max_size(self) -> int:
@@ -219,7 +229,7 @@ class ConsumerGroupManager:
             return None
         # the session moves (see __init__: a timer is armed only when none is)
         key = (SESSION_TIMER, group_id, member_id)
-        deadline = now + self.session_timeout_ms
+        deadline = now + self.session_timeout_for(group_id)
         self._session_deadlines[key] = deadline
         armed = self._session_armed.get(key)
         timer = None
@@ -228,7 +238,8 @@ class ConsumerGroupManager:
             timer = Timer(key, deadline)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None},
+                 "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+                 "assignment": None},
                 timer)
 
     @staticmethod
@@ -396,11 +407,12 @@ class ConsumerGroupManager:
             updated = reconciled
 
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
-                            now + self.session_timeout_ms)
+                            now + self.session_timeout_for(group_id))
 
         response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": updated.member_id, "member_epoch": updated.member_epoch,
-                    "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+                    "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+                    "assignment": None}
         full = epoch == 0 or (rebalance_timeout != -1 and owned is not None
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
@@ -623,7 +635,7 @@ class ConsumerGroupManager:
                 key = (SESSION_TIMER, gid, mid)
                 classic = m.classic_member_metadata
                 # a classic-protocol member keeps the session timeout it joined with
-                deadline = now + (self.session_timeout_ms if classic is None
+                deadline = now + (self.session_timeout_for(gid) if classic is None
                                   else classic["session_timeout_ms"])
                 self._session_deadlines[key] = self._session_armed[key] = deadline
                 res.arm(key, deadline)

@@ -8,11 +8,14 @@ import time
 
 from ..broker.catalogue import Catalogue
 from ..broker.data_handlers import DataPlane
+from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .config import Config
+from .cluster_handlers import ClusterHandlers
+from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
@@ -40,7 +43,12 @@ class Server:
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         self.coordinator = CoordinatorRuntime(self.catalogue, config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.configs = build_config_handlers(config, self.catalogue,
+                                             self.coordinator.core_config.group_overrides)
         self._register()
+        self.cluster = None
+        if config["etcd.endpoints"]:
+            self._join_cluster()
         self._servers: list = []
         self._retention: asyncio.TimerHandle | None = None
 
@@ -55,6 +63,19 @@ class Server:
         d.register(37, self.topic_admin.create_partitions)
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        self.configs.register(d)
+        PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
+        ClusterHandlers(self.config).register(d)
+
+    def _join_cluster(self) -> None:
+        """Cluster mode (etcd.endpoints set): routing and the topic catalogue
+        come from the control plane (kcoord/cluster/node.py)."""
+        from ..cluster.node import ClusterNode
+        self.cluster = ClusterNode(self.config, self.catalogue)
+        self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
+        self.dispatcher.register(19, self.cluster.create_topics)
+        self.dispatcher.register(20, self.cluster.delete_topics)
+        self.dispatcher.register(37, self.cluster.create_partitions)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -91,10 +112,14 @@ class Server:
         self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
         self.coordinator.start()
+        if self.cluster is not None:
+            await self.cluster.start()
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # hand leaderships over while still serving
+            await self.cluster.stop()
         if self._retention is not None:
             self._retention.cancel()
         for server in self._servers:

@@ -32,6 +32,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.check.interval.ms": (int, 300000),
     "log.flush.interval.messages": (int, 2**63 - 1),
     "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleanup.policy": (list, ["delete"]),
+    "min.insync.replicas": (int, 1),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
     "offsets.retention.minutes": (int, 10080),
@@ -54,6 +56,12 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
+    "etcd.endpoints": (list, []),
+    "etcd.lease.ttl.ms": (int, 2000),
+    "etcd.prefix": (str, "/kcoord"),
+    "offsets.topic.replication.factor": (int, 3),
+    "unclean.leader.election.enable": (bool, False),
 }
 
 
@@ -65,6 +73,7 @@ MINIMUMS = {
     "log.segment.bytes": 14,
     "log.retention.check.interval.ms": 1,
     "log.flush.interval.messages": 1,
+    "min.insync.replicas": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
@@ -81,6 +90,9 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
+    "offsets.topic.replication.factor": 1,
+    "default.replication.factor": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
@@ -119,6 +131,10 @@ def check_consistency(values: dict) -> None:
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
                          f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+    for endpoint in values["etcd.endpoints"]:
+        host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd.endpoints: {endpoint!r} is not host:port")
     protocols = values["group.coordinator.rebalance.protocols"]
     unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
     if unknown or "classic" not in protocols:
@@ -167,11 +183,14 @@ class Config:
     values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
     # the bound listeners (kcoord.security.listeners.Listener), set by the server
     listeners: list = field(default_factory=list)
+    # the keys set by --config/--set, as given: DescribeConfigs reports them as static
+    static: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     def set(self, key: str, raw: Any) -> None:
+        self.static[key] = raw if isinstance(raw, str) else str(raw)
         # Kafka accepts log.retention.hours/minutes as coarser forms of log.retention.ms
         coarse = {"log.retention.hours": 3600000, "log.retention.minutes": 60000}
         if key in coarse:
