@@ -581,3 +581,108 @@ def _init_producer_id(c: Checks, ctx, req, handler):
             return handler(ctx, req)
         code = Err.CLUSTER_AUTHORIZATION_FAILED
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+# ----------------------------------------------------- config and admin APIs
+# ConfigResource types: TOPIC 2, BROKER 4, BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32
+_CONFIG_TARGET = {2: (R.TOPIC, Err.TOPIC_AUTHORIZATION_FAILED),
+                  32: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED)}
+
+
+def _config_rule(op: int, field: str):
+    def check(c: Checks, ctx, req, handler):
+        def ok(res):
+            rtype, _ = _CONFIG_TARGET.get(res["resource_type"], (R.CLUSTER, None))
+            name = res["resource_name"] if rtype != R.CLUSTER else CLUSTER_NAME
+            return c.allowed(ctx, op, rtype, name)
+        allowed, denied = _split(req["resources"], ok)
+        if not denied:
+            return handler(ctx, req)
+        errors = [{"error_code": _CONFIG_TARGET.get(r["resource_type"], (
+                       None, Err.CLUSTER_AUTHORIZATION_FAILED))[1],
+                   "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"], "configs": []} for r in denied]
+        if not allowed:
+            return {"throttle_time_ms": 0, field: errors}
+        return then(ctx, handler(ctx, {**req, "resources": allowed}),
+                    lambda r: _merge_topics(r, field, "resource_name", errors))
+    return check
+
+
+RULES[32] = _config_rule(Op.DESCRIBE_CONFIGS, "results")
+RULES[33] = _config_rule(Op.ALTER_CONFIGS, "responses")
+RULES[44] = _config_rule(Op.ALTER_CONFIGS, "responses")
+
+
+@rule(21)
+def _delete_records(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DELETE, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "low_watermark": -1,
+         "error_code": Err.TOPIC_AUTHORIZATION_FAILED} for p in t["partitions"]]} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+@rule(35)
+def _describe_log_dirs(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "results": []}
+
+
+@rule(43)
+def _elect_leaders(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.ALTER):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "replica_election_results": [
+                {"topic": t["topic"], "partition_result": [
+                    {"partition_id": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+                     "error_message": None} for p in t["partitions"]]}
+                for t in req.get("topic_partitions") or []]}
+
+
+@rule(48)
+def _describe_client_quotas(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE_CONFIGS):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None, "entries": None}
+
+
+@rule(60)
+def _describe_cluster(c: Checks, ctx, req, handler):
+    if not req.get("include_cluster_authorized_operations"):
+        return handler(ctx, req)
+
+    def fix(resp):
+        resp["cluster_authorized_operations"] = (
+            c.az.authorized_operations(ctx.principal, ctx.client_host, R.CLUSTER, CLUSTER_NAME)
+            if c.cluster(ctx, Op.DESCRIBE) else 0)
+        return resp
+    return then(ctx, handler(ctx, req), fix)
+
+
+@rule(75)
+def _describe_topic_partitions(c: Checks, ctx, req, handler):
+    asked = req["topics"]
+    ok, denied = _split(asked, lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
+    errors = [{"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": t["name"],
+               "topic_id": ZERO_UUID, "is_internal": False, "partitions": []} for t in denied]
+
+    def fix(resp):
+        topics = [t for t in resp.get("topics") or []
+                  if asked or c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"])]
+        resp["topics"] = topics + errors
+        return resp
+    if asked and not denied:
+        return handler(ctx, req)
+    if asked and not ok:
+        return {"throttle_time_ms": 0, "topics": errors, "next_cursor": None}
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
