@@ -37,7 +37,7 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	touch $@
 
 serve: venv
-	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=127.0.0.1:9644
 
 # a local cluster: etcd and 3 nodes on 127.0.0.1:9092-9094 (Ctrl-C stops it)
 cluster: $(VENV)/.installed-cluster

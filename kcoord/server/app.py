@@ -11,9 +11,10 @@ from ..broker.data_handlers import DataPlane
 from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
+from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
-from .config import Config
+from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
@@ -23,6 +24,10 @@ from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
 
 log = logging.getLogger("kcoord.server")
+
+
+class StartupError(Exception):
+    """The server cannot start; the message is the one line to print."""
 
 
 class Server:
@@ -41,7 +46,13 @@ class Server:
         self.data = DataPlane(self.catalogue, config, self.group_sync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
-        self.coordinator = CoordinatorRuntime(self.catalogue, config)
+        # /metrics counts only when the HTTP endpoint is on; the log lines are always there
+        self.http_listen = config.values.get("http.listen") or ""
+        self.events = ServerMetrics() if self.http_listen else GroupEventLog()
+        if self.http_listen:
+            self.dispatcher.metrics = self.events
+        self.http = None
+        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides)
@@ -65,7 +76,8 @@ class Server:
         self.groups.register(d)
         self.configs.register(d)
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
-        ClusterHandlers(self.config).register(d)
+        self.cluster_handlers = ClusterHandlers(self.config)
+        self.cluster_handlers.register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -73,6 +85,7 @@ class Server:
         from ..cluster.node import ClusterNode
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
+        self.cluster_handlers.cluster = self.cluster
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
@@ -99,9 +112,16 @@ class Server:
             return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal)
 
         for lsn in self.security.listeners:
-            server = await loop.create_server(
-                self.security.protocol_factory(lsn, connection),
-                lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+            try:
+                server = await loop.create_server(
+                    self.security.protocol_factory(lsn, connection),
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+            except OSError as exc:
+                for bound in self._servers:
+                    bound.close()
+                self.catalogue.close()  # writes the clean-shutdown marker back
+                raise StartupError(f"listener {lsn.name} {lsn.host}:{lsn.port}: cannot listen: "
+                                   f"{exc.strerror or exc}") from None
             self._servers.append(server)
             # port 0 binds an ephemeral port: advertise the real one
             lsn.port = server.sockets[0].getsockname()[1]
@@ -114,6 +134,16 @@ class Server:
         self.coordinator.start()
         if self.cluster is not None:
             await self.cluster.start()
+        if self.http_listen:
+            from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
+            self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+                                     ["%s:%d" % self.config.advertised])
+            try:
+                await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
+            except OSError as exc:
+                await self.stop()
+                raise StartupError(f"http.listen {self.http_listen}: cannot listen: "
+                                   f"{exc.strerror or exc}") from None
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
@@ -122,6 +152,8 @@ class Server:
             await self.cluster.stop()
         if self._retention is not None:
             self._retention.cancel()
+        if self.http is not None:
+            await self.http.stop()
         for server in self._servers:
             server.close()
         for server in self._servers:

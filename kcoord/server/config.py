@@ -56,6 +56,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
+    "http.listen": (str, ""),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -99,6 +101,15 @@ KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 
+def parse_hostport(spec: str, key: str) -> tuple[str, int]:
+    """HOST:PORT -> (host, port); a ValueError naming `key` for anything
+    else, a port outside 0-65535 included (never wrapped)."""
+    host, sep, port = spec.strip().rpartition(":")
+    if not sep or not port.strip().isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{key}: {spec!r} is not HOST:PORT with a port in 0-65535")
+    return host.strip().strip("[]") or "127.0.0.1", int(port)
+
+
 def _check_between(values: dict, key: str, low_key: str, high_key: str) -> None:
     value, low, high = values[key], values[low_key], values[high_key]
     if not low <= value <= high:
@@ -127,10 +138,15 @@ def check_consistency(values: dict) -> None:
         raise ValueError("group.consumer.heartbeat.interval.ms must be less than "
                          "group.consumer.session.timeout.ms")
     assignors = values["group.consumer.assignors"]
-    unknown = [a for a in assignors if a not in KNOWN_ASSIGNORS]
+    from .assignor_plugins import load_assignors
+    load_assignors(assignors)  # custom ones from the kcoord.assignors entry points
+    unknown = [a for a in assignors if a not in ASSIGNORS]
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
-                         f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+                         f"known assignors are {', '.join(ASSIGNORS)} and the "
+                         "kcoord.assignors entry points installed")
+    if values.get("http.listen"):
+        parse_hostport(values["http.listen"], "http.listen")
     for endpoint in values["etcd.endpoints"]:
         host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -155,7 +171,10 @@ def _convert(kind: type, raw: str) -> Any:
             raise ValueError(f"expected true or false, got {raw!r}")
         return raw.lower() == "true"
     if kind is int:
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a number") from None
     if kind is list:
         return [item.strip() for item in raw.split(",") if item.strip()]
     return raw
@@ -245,8 +264,8 @@ class Config:
 
 def build_config(listen: str, data_dir: str, config_file: str | None,
                  overrides: list[str]) -> Config:
-    host, _, port = listen.rpartition(":")
-    cfg = Config(host=host or "127.0.0.1", port=int(port), data_dir=Path(data_dir))
+    host, port = parse_hostport(listen, "--listen")
+    cfg = Config(host=host, port=port, data_dir=Path(data_dir))
     if config_file:
         cfg.update(parse_properties(Path(config_file).read_text()))
     for item in overrides:

@@ -128,6 +128,9 @@ class Dispatcher:
         # wraps each handler as it is registered (kcoord.security.checks:
         # authorization when an authorizer is configured)
         self.guard: Callable[[int, Handler], Handler] | None = None
+        # admin.events.ServerMetrics when the HTTP endpoint is on: network.py
+        # reports each request's API and seconds to its request_done
+        self.metrics = None
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False) -> None:

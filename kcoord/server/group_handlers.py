@@ -176,6 +176,8 @@ class GroupHandlers:
                 fut.set_result(self._commit_error(req, error))
                 return
             response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
+            if shard.metrics is not None:
+                shard.metrics.offsets_committed(len(result.records))
             if result.records and not result.replies:
                 shard.write(result.records, self._commit_body(ctx.api_version, req, response,
                                                               len(result.records)), fut)
