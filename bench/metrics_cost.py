@@ -282,7 +282,19 @@ def report(keep: dict, serve: dict) -> dict:
         table(["request", "repeats", "server CPU ms", "wall ms", "first request CPU ms",
                "bytes", "lines"], srows),
     ]
-    raw = {"keeping": keep, "serving": serve, "goal_pct": GOAL_PCT, "verdict": verdict}
+    m = serve.get("/metrics") or {}
+    summary = [
+        ["metrics on vs off: server CPU per KIP-848 heartbeat / per OffsetCommit",
+         " / ".join("-" if keep[k]["more_pct"] is None else
+                    f"{keep[k]['off_us']:.1f} -> {keep[k]['on_us']:.1f} us "
+                    f"({keep[k]['more_pct']:+.1f}%)" for k in ("heartbeat", "commit"))
+         + f"; network hook {keep['hook']['hook_ns']:.0f} ns/request",
+         f"<= {GOAL_PCT:.0f}% more", verdict],
+        ["/metrics scrape, 1,000 groups x 10 partitions",
+         "-" if not m else f"{m['cpu_s'] * 1000:.0f} ms server CPU, {m['bytes']:,} bytes",
+         "-", "-"]]
+    raw = {"keeping": keep, "serving": serve, "goal_pct": GOAL_PCT, "verdict": verdict,
+           "summary": summary}
     md = write_results("metrics_cost", "What the metrics cost: keeping and serving them",
                        sections, raw)
     print(md.read_text())
