@@ -7,8 +7,11 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .admin.commands import add_parsers as add_admin_parsers, version
     parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka-protocol group coordinator")
+    parser.add_argument("--version", action="version", version=f"kcoord {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_admin_parsers(sub)
     serve = sub.add_parser("serve", help="serve the Kafka protocol")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT (port 0 picks one)")
     serve.add_argument("--data-dir", default="./data")
@@ -21,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     from .cluster.cli import add_parser as add_cluster_parser
     add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "run", None) is not None:  # the operator commands
+        return args.run(args)
     if args.command == "cluster":
         from .cluster.cli import main as cluster_main
         logging.basicConfig(level="WARNING", stream=sys.stderr)

@@ -71,7 +71,8 @@ class Server:
         self.groups.register(d)
         self.configs.register(d)
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
-        ClusterHandlers(self.config).register(d)
+        self.cluster_handlers = ClusterHandlers(self.config)
+        self.cluster_handlers.register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -79,6 +80,7 @@ class Server:
         from ..cluster.node import ClusterNode
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
+        self.cluster_handlers.cluster = self.cluster
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
