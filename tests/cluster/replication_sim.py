@@ -125,6 +125,8 @@ class Node:
 
 
 class Simulation:
+    replica_class = Replica     # tests swap in broken replicas to see the checks fire
+
     def __init__(self, seed: int, config: SimConfig | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -153,7 +155,7 @@ class Simulation:
         self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0,
                       "elections": 0, "isr_changes": 0, "truncations": 0}
         for node in self.nodes.values():
-            node.replica = Replica(node.id, node.log, self.rcfg)
+            node.replica = self.replica_class(node.id, node.log, self.rcfg)
 
     # ------------------------------------------------------------ scheduling
 
@@ -570,7 +572,7 @@ class Simulation:
         # process) is fsynced when the log is opened.
         node.log.flush()
         node.backoff_until = 0
-        node.replica = Replica(node.id, node.log, self.rcfg,
+        node.replica = self.replica_class(node.id, node.log, self.rcfg,
                                high_watermark=min(node.hwm_checkpoint, node.log.log_end_offset))
         self.at(self.now + 1, "tick", node.id, node.incarnation)
         self._register(node)
