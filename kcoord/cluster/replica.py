@@ -239,6 +239,14 @@ class Replica:
             out.append(Resigned())
         return out
 
+    def on_session_lost(self, now: int) -> list:
+        """This node's lease may have lapsed, so the controller may already
+        have moved its leadership: acknowledge nothing (and keep the high
+        watermark) until a newer state arrives, as after a refused ISR change."""
+        if self.role is Role.LEADER:
+            self._stale = True
+        return []
+
     def _become_leader(self, state: PartitionState, now: int, out: list) -> None:
         # Kafka's makeLeader: the new epoch starts at the log end, and every
         # follower's position is unknown until it fetches in this epoch (so

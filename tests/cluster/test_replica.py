@@ -256,3 +256,14 @@ def test_waiting_writes_fail_when_leadership_moves():
     assert a.role is Role.FOLLOWER
     # An older state never goes back.
     assert a.on_state(state(0, 1, (0, 1), (0, 1)), 0) == [] and a.role is Role.FOLLOWER
+
+
+def test_a_leader_whose_lease_may_have_lapsed_acknowledges_nothing():
+    a = replica(0)
+    s = state(0, 1, (0,), (0, 1))
+    a.on_state(s, 0)
+    a.on_session_lost(1)
+    end = write(a, "x")
+    assert a.on_flushed(2) == [] and a.await_offset(end, "w") == [] and a.high_watermark == 0
+    outs = a.on_state(_with_version(s), 3)      # still the leader, says the controller
+    assert completed(outs) == [("w", Err.NONE)]
