@@ -337,6 +337,33 @@ class Cluster:
             return code, p["records"] or b"", p["high_watermark"], p.get("log_start_offset", -1)
         raise WireError(f"Fetch {topic}-{partition}: no leader answered")
 
+    def fetch_many(self, node_id: int, items: list[tuple[str, int, int]],
+                   part_bytes: int) -> list[tuple[int, bytes, int]]:
+        """One Fetch to one broker for many (topic, partition, offset), each at most
+        part_bytes.  -> [(error code, record bytes, log start offset)] in item order
+        (a partition the answer leaves out, or a lost connection: error -1)."""
+        topics: dict[str, list] = {}
+        for t, p, off in items:
+            topics.setdefault(t, []).append({
+                "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": part_bytes})
+        try:
+            resp, _ = self.connection(node_id).call(1, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                "max_bytes": part_bytes * len(items), "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        except WireError:
+            self.drop(node_id)
+            return [(-1, b"", -1)] * len(items)
+        got = {}
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                got[(t["topic"], p["partition_index"])] = (
+                    p["error_code"], p["records"] or b"", p.get("log_start_offset", -1))
+        return [got.get((t, p), (-1, b"", -1)) for t, p, _ in items]
+
     def close(self) -> None:
         for node in list(self._conns):
             self.drop(node)
