@@ -18,21 +18,46 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="INFO")
     from .pipeline.cli import add_parser as add_pipeline_parser
     add_pipeline_parser(sub)
+    from .cluster.cli import add_parser as add_cluster_parser
+    add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "cluster":
+        from .cluster.cli import main as cluster_main
+        logging.basicConfig(level="WARNING", stream=sys.stderr)
+        return cluster_main(args)
     if args.command == "pipeline":
         from .pipeline.cli import main as pipeline_main
         return pipeline_main(args)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+    level = logging.getLevelName(args.log_level.upper())
+    if not isinstance(level, int):
+        return _startup_error(f"--log-level: {args.log_level!r} is not one of "
+                              "CRITICAL, ERROR, WARNING, INFO, DEBUG")
+    logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        from .server.app import run
+        from .server.app import StartupError, run
         from .server.config import build_config
         try:
             config = build_config(args.listen, args.data_dir, args.config, args.set)
-        except (ValueError, OSError) as exc:
-            parser.error(str(exc))
-        run(config)
+        except ValueError as exc:
+            return _startup_error(str(exc))
+        except OSError as exc:
+            return _startup_error(f"--config {exc.filename or args.config}: "
+                                  f"{exc.strerror or exc}")
+        try:
+            run(config)
+        except StartupError as exc:
+            return _startup_error(str(exc))
+        except ConnectionError as exc:  # cluster mode: etcd unreachable at start
+            print(f"kcoord: {exc}", file=sys.stderr)
+            return 1
     return 0
+
+
+def _startup_error(message: str) -> int:
+    """One line naming the key, no traceback; exit status 2 (as argparse's)."""
+    print(f"kcoord: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -65,6 +65,9 @@ class DataPlane:
         self.sync = group_sync
         self.appended = AppendNotifier()
 
+    def in_sync_replicas(self, topic, index: int) -> int:
+        return 1  # one node: the leader is the whole ISR
+
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
         acks = req["acks"]
@@ -78,7 +81,7 @@ class DataPlane:
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
-                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"])
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"], acks)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -101,7 +104,7 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -109,6 +112,10 @@ class DataPlane:
             return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
+        if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
+                "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
+            return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
+                                    "fewer in-sync replicas than min.insync.replicas"), None
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
@@ -223,7 +230,9 @@ class DataPlane:
                 elif ts >= 0:
                     found = plog.offset_for_timestamp(ts)
                     if found is not None:
-                        entry["offset"], entry["timestamp"] = found
+                        # records below the log start (DeleteRecords) are gone
+                        entry["offset"] = max(found[0], plog.log_start_offset)
+                        entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if entry["offset"] >= 0:

@@ -12,6 +12,7 @@ class TopicAdmin:
     def __init__(self, catalogue: Catalogue, config) -> None:
         self.catalogue = catalogue
         self.config = config
+        self.cluster = None  # cluster mode: topics and partitions from kcoord/cluster/node.py
 
     def create_topics(self, ctx, req: dict) -> dict:
         results = []
@@ -80,6 +81,8 @@ class TopicAdmin:
     # ------------------------------------------------------------- Metadata
     def metadata_topics(self, names: list[str] | None, allow_auto_create: bool,
                         version: int) -> list[dict]:
+        if self.cluster is not None:
+            return self.cluster.metadata_topics(names, allow_auto_create, version)
         node_id = self.config["node.id"]
         if names is None:
             chosen = list(self.catalogue.topics)

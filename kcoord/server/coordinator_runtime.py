@@ -22,6 +22,7 @@ from ..coordinator.result import Record, Result
 from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
+from ..admin.events import GroupEventLog, ServerMetrics
 from .group_commit import GroupCommit, wall_ms
 from .record_batch import build_records_batch
 from .shard_loader import ShardLoader
@@ -33,8 +34,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 class ShardRuntime(ShardLoader):
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
-                 linger_ms: int, commit: GroupCommit | None = None) -> None:
+                 linger_ms: int, commit: GroupCommit | None = None,
+                 events: GroupEventLog | None = None) -> None:
         self.index = index
+        # logs rebalances, expiries and loads; a ServerMetrics also counts them
+        self.events = events if events is not None else GroupEventLog()
+        self.metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.plog = plog
         self.config = config
         self.core = CoordinatorShard(index, config)
@@ -86,7 +91,12 @@ class ShardRuntime(ShardLoader):
         if not records:
             return None
         try:
-            self.plog.append(build_records_batch(records, now))
+            if self.metrics is None:
+                self.plog.append(build_records_batch(records, now))
+            else:
+                started = time.perf_counter()
+                self.plog.append(build_records_batch(records, now))
+                self.metrics.appended(time.perf_counter() - started)
         except Exception as exc:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._fail(waiters, exc)
@@ -185,9 +195,11 @@ def tune_gc() -> None:
 
 
 class CoordinatorRuntime:
-    def __init__(self, catalogue, config) -> None:
+    def __init__(self, catalogue, config, events: GroupEventLog | None = None) -> None:
         self.catalogue = catalogue
         self.config = config
+        self.events = events if events is not None else GroupEventLog()
+        metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.core_config = CoordinatorConfig.from_values(config.values)
         wanted = config["offsets.topic.num.partitions"]
         topic = catalogue.get(OFFSETS_TOPIC)
@@ -199,8 +211,8 @@ class CoordinatorRuntime:
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                         OFFSETS_TOPIC, len(topic.partitions), wanted)
         linger = config["group.coordinator.append.linger.ms"]
-        self.commit = GroupCommit(linger)  # one group commit for every shard
-        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit)
+        self.commit = GroupCommit(linger, metrics=metrics)  # one group commit for every shard
+        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]
         self._tasks: list[asyncio.Task] = []
         self._cleanup: asyncio.TimerHandle | None = None
@@ -239,6 +251,7 @@ class CoordinatorRuntime:
             records = shard.core.cleanup(now)
             if records:
                 log.info("shard %d: expiring %d records", shard.index, len(records))
+                self.events.offsets_expired(sum(1 for r in records if r.type in (0, 1)))
                 shard.write(records)
             # compact once per newly sealed segment; records stay replayable
             # (latest per key), so live and reloaded state stay equal

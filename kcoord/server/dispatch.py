@@ -123,6 +123,9 @@ class Dispatcher:
         # handler calls so far (network.py counts them): lets a handler tell
         # whether any other request was handed out since its last call
         self.calls = 0
+        # admin.events.ServerMetrics when the HTTP endpoint is on: network.py
+        # reports each request's API and seconds to its request_done
+        self.metrics = None
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False) -> None:

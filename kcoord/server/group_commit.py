@@ -31,8 +31,11 @@ class GroupCommit:
     its writes and reloads).  Everything written during a round joins the
     next one."""
 
-    def __init__(self, linger_ms: float, sync: ThreadedSync | None = None) -> None:
+    def __init__(self, linger_ms: float, sync: ThreadedSync | None = None,
+                 metrics=None) -> None:
         self.linger = linger_ms / 1000.0
+        self.metrics = metrics  # admin.events.ServerMetrics (fsync latency) or None
+        self._sync_started = 0.0
         self.sync = sync or ThreadedSync()
         self._queue: list["ShardRuntime"] = []
         self._scheduled = False
@@ -67,10 +70,14 @@ class GroupCommit:
             return
         self._in_flight = True
         self.rounds += 1
+        if self.metrics is not None:
+            self._sync_started = time.perf_counter()
         self.sync.sync([job[0].plog for job in jobs], lambda errors: self._synced(jobs, errors))
 
     def _synced(self, jobs: list, errors: list) -> None:
         self._in_flight = False
+        if self.metrics is not None:
+            self.metrics.synced(time.perf_counter() - self._sync_started)
         # What was written meanwhile has waited long enough: its round starts
         # now, before this round's answers are written to the sockets (they
         # are written at once when released, network.py), so its fsyncs run

@@ -62,6 +62,7 @@ class GroupHandlers:
         self._dispatcher: Dispatcher | None = None
         self._commit_batch: list | None = None  # commits waiting for one loop callback
         self._commit_calls: int | None = None  # dispatcher.calls at the last commit
+        self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
 
     def register(self, d: Dispatcher) -> None:
         self._dispatcher = d
@@ -92,6 +93,8 @@ class GroupHandlers:
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:
+            if self.cluster is not None:
+                return self.cluster.find_coordinator(key, req.get("key_type", 0))
             if req.get("key_type", 0) != KEY_TYPE_GROUP:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
@@ -173,6 +176,8 @@ class GroupHandlers:
                 fut.set_result(self._commit_error(req, error))
                 return
             response, result = shard.core.offset_commit_result(req, ctx.api_version, wall_ms())
+            if shard.metrics is not None:
+                shard.metrics.offsets_committed(len(result.records))
             if result.records and not result.replies:
                 shard.write(result.records, self._commit_body(ctx.api_version, req, response,
                                                               len(result.records)), fut)

@@ -19,6 +19,7 @@ import logging
 import struct
 from collections import deque
 from functools import partial
+from time import perf_counter
 
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
@@ -57,6 +58,20 @@ def _route(key: int, version: int) -> tuple[bool, bool, object, object]:
                  request_codec(key, version)[1], response_codec(key, version)[0])
         _ROUTES[(key, version)] = route
     return route
+
+
+TIMING_MASK = 15  # requests whose dispatcher.calls & TIMING_MASK == 0 are timed: 1 in 16
+
+
+def _timed(metrics, key: int, started: float, _fut) -> None:
+    metrics.request_done(key, perf_counter() - started)
+
+
+async def _timed_coroutine(coro, metrics, key: int, started: float):
+    try:
+        return await coro
+    finally:
+        metrics.request_done(key, perf_counter() - started)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -224,12 +239,28 @@ class KafkaConnection(asyncio.Protocol):
             return
         ctx = RequestContext(key, version, correlation_id, client_id, self.host)
         dispatcher.calls += 1
+        # metrics (admin.events.ServerMetrics, None when off): every request
+        # counted per API, one in TIMING_SAMPLE timed from here to its answer
+        metrics = dispatcher.metrics
+        timed = False
+        if metrics is not None:
+            metrics.request_counts[key] += 1
+            if not dispatcher.calls & TIMING_MASK:
+                timed = True
+                started = perf_counter()
         try:
             result = handler(ctx, request)
         except Exception:
             log.exception("handler for %s v%d failed", APIS[key].name, version)
             self.close("internal error")
             return
+        if timed:
+            if result is NO_RESPONSE or result.__class__ is dict or result.__class__ is bytes:
+                metrics.request_done(key, perf_counter() - started)
+            elif hasattr(result, "add_done_callback"):
+                result.add_done_callback(partial(_timed, metrics, key, started))
+            else:  # a coroutine: timed once its task is done (below)
+                result = _timed_coroutine(result, metrics, key, started)
         if result is NO_RESPONSE:
             return
         if result.__class__ is dict or result.__class__ is bytes:

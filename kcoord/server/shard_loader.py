@@ -250,7 +250,9 @@ class ShardLoader:
         self.loaded = True
         took = time.monotonic() - start
         if self.records_loaded:
-            log.info("loaded shard %d: %d records in %.2fs", self.index, self.records_loaded, took)
+            self.events.shard_loaded(self.index, self.records_loaded, took)
+        # from now on the core reports rebalances and expiries (not while replaying)
+        self.core.set_observer(self.events)
         on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
         if on_loaded is not None:  # e.g. restart the sessions of loaded group members
             await self.apply(on_loaded(int(time.time() * 1000)))

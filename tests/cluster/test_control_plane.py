@@ -42,6 +42,15 @@ async def wait(p, predicate, what):
     assert await p.wait_for(predicate, WAIT), what
 
 
+async def all_registered(planes):
+    """Every plane sees every node and the controller (placement uses the
+    nodes the controller sees)."""
+    ids = {p.node_id for p in planes}
+    for p in planes:
+        await wait(p, lambda p=p: set(p.view.nodes) == ids and p.view.controller is not None,
+                   "all registered")
+
+
 def test_registration_election_and_placement(etcd):
     async def main():
         planes = [plane(etcd, i) for i in (1, 2, 3)]
@@ -78,6 +87,7 @@ def test_alter_isr_is_a_compare_and_set_on_the_version(etcd):
         planes = [plane(etcd, i) for i in (1, 2)]
         await asyncio.gather(*(p.start() for p in planes))
         try:
+            await all_registered(planes)
             await planes[0].create_topic("t", 1, 2)
             await wait(planes[0], lambda: planes[0].view.state("t", 0) is not None, "placed")
             s = planes[0].view.state("t", 0)
@@ -99,6 +109,7 @@ def test_lease_expiry_reelects_controller_and_moves_leaderships(etcd):
         planes = {i: plane(etcd, i) for i in (1, 2, 3)}
         await asyncio.gather(*(p.start() for p in planes.values()))
         try:
+            await all_registered(list(planes.values()))
             await planes[1].create_topic("t", 6, 2)
             await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 6, "placed")
             first = planes[1].view.controller
@@ -135,6 +146,7 @@ def test_controlled_shutdown_hands_leaderships_over_before_stopping(etcd):
         planes = {i: plane(etcd, i) for i in (1, 2, 3)}
         await asyncio.gather(*(p.start() for p in planes.values()))
         try:
+            await all_registered(list(planes.values()))
             await planes[1].create_topic("t", 6, 3)
             await wait(planes[2], lambda: len(planes[2].view.topic_states("t")) == 6, "placed")
             controller = planes[2].view.controller.node_id
@@ -159,6 +171,7 @@ def test_new_incarnation_is_fenced_and_rejoins_as_follower(etcd):
         planes = {i: plane(etcd, i) for i in (1, 2)}
         await asyncio.gather(*(p.start() for p in planes.values()))
         try:
+            await all_registered(list(planes.values()))
             await planes[1].create_topic("t", 4, 2)
             await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
             controller = planes[1].view.controller.node_id
