@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -34,21 +35,50 @@ _WHY_NOT = _cluster_command_available()
 pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")
 
 
+def _free_ports(n: int) -> int:
+    """A base port with n free ports from it (bound and released at once)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for i in range(n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no run of free ports")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster3")
     proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "cluster", "up", "--nodes", "3",
-                             "--data-dir", str(root)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                             "--data-dir", str(root), "--base-port", str(_free_ports(3))],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     bootstrap = None
+    seen = []
     try:
-        for line in proc.stdout:  # bounded: the command prints its bootstrap list once up
+        for line in proc.stdout:  # ends when the command exits; it prints the list once up
+            seen.append(line)
             m = re.search(r"bootstrap[^0-9]*((?:[\d.]+:\d+,?)+)", line)
             if m:
                 bootstrap = m.group(1).rstrip(",")
                 break
+        # keep reading what it prints, so a full pipe never blocks the cluster
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
         if bootstrap is None:
-            pytest.fail("`kcoord cluster up` ended without printing its bootstrap servers")
+            pytest.fail("`kcoord cluster up` ended without printing its bootstrap servers:\n"
+                        + "".join(seen[-20:]))
         yield bootstrap
     finally:
         proc.terminate()
