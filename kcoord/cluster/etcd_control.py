@@ -32,6 +32,7 @@ class EtcdControlPlane:
         self.view = ClusterView(self.keys)
         self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms)
         self.session.on_expired = self._reregister
+        self.session.on_lapsed = self._lapsed
         self.unclean = unclean
         self.listeners: list[PartitionStateListener] = []
         # called with each change apply() reports, after the view took it
@@ -66,6 +67,15 @@ class EtcdControlPlane:
         # a put under the new lease takes the key over from a previous incarnation's lease
         await self.client.put(self.keys.node(self.node_id).encode(), encode_node(info),
                               lease=self.session.lease_id)
+
+    def _lapsed(self) -> None:
+        for listener in list(self.listeners):
+            lost = getattr(listener, "on_session_lost", None)
+            if lost is not None:
+                try:
+                    lost()
+                except Exception:
+                    log.exception("session-lost listener failed")
 
     async def _reregister(self) -> None:
         await self._register()

@@ -30,13 +30,15 @@ class EtcdController:
         self.create_revision = create_revision
         self._dirty = asyncio.Event()
         self._task: asyncio.Task | None = None
-        # node -> lease of the incarnation last seen: a node that came back under
-        # a new lease (restart, or paused past its lease) counts as gone once, so
-        # its leaderships move and it rejoins as a follower
-        self._sessions: dict[int, int] = {}
+        # node -> lease of the incarnation handled, recorded in etcd
+        # (<prefix>/incarnations/<id>) so a controller elected later knows it
+        # too: a node registered under another lease (restarted, or paused
+        # past its lease) counts as gone once, so its leaderships move with a
+        # new epoch and it rejoins as a follower.  This dict holds what this
+        # controller wrote and the watch has not brought back yet.
+        self._recorded: dict[int, int] = {}
 
     def start(self) -> None:
-        self._sessions = dict(self.plane.view.sessions)
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.poke()
 
@@ -75,8 +77,9 @@ class EtcdController:
         """One pass over the view; True if some write lost its compare."""
         view = self.plane.view
         live = view.live()
+        handled = {**view.incarnations, **self._recorded}
         bounced = {n for n, lease in view.sessions.items()
-                   if n in self._sessions and self._sessions[n] != lease}
+                   if n in handled and handled[n] != lease}
         stopping = view.stopping() | bounced
         writes: list[tuple[PartitionState | None, PartitionState]] = []
         # new topics and partitions: place replicas on the serving nodes
@@ -95,22 +98,35 @@ class EtcdController:
         states = list(view.partitions.values())
         for new in decisions.reconcile(states, live - bounced, stopping, self.plane.unclean):
             writes.append((view.state(new.topic, new.partition), new))
-        if not writes:
-            self._sessions = dict(view.sessions)
-            return False
-        results = await asyncio.gather(*(self._write(old, new) for old, new in writes),
-                                       return_exceptions=True)
-        failed = [r for r in results if r is not True]
-        for (old, new), r in zip(writes, results):
-            if r is True and (old is None or old.leader != new.leader):
-                log.info("partition %s-%d: leader %d epoch %d isr %s", new.topic, new.partition,
-                         new.leader, new.leader_epoch, list(new.isr))
-        if bounced and not failed:
-            # the bounce is handled once its leaderships were moved
-            self._sessions.update({n: view.sessions[n] for n in bounced})
-        for n, lease in view.sessions.items():
-            self._sessions.setdefault(n, lease)
+        sessions = dict(view.sessions)
+        failed = []
+        if writes:
+            results = await asyncio.gather(*(self._write(old, new) for old, new in writes),
+                                           return_exceptions=True)
+            failed = [r for r in results if r is not True]
+            for (old, new), r in zip(writes, results):
+                if r is True and (old is None or old.leader != new.leader):
+                    log.info("partition %s-%d: leader %d epoch %d isr %s", new.topic,
+                             new.partition, new.leader, new.leader_epoch, list(new.isr))
+        # a bounce is handled once its leaderships were moved; a node seen for
+        # the first time needs nothing moved
+        record = {n: lease for n, lease in sessions.items()
+                  if handled.get(n) != lease and not (n in bounced and failed)}
+        if record:
+            if not await self._record_incarnations(record):
+                failed.append(False)
         return bool(failed)
+
+    async def _record_incarnations(self, record: dict[int, int]) -> bool:
+        plane, t = self.plane, self.plane.txn
+        ok, _ = await plane.client.transaction(
+            compare=[t.create(plane.keys.controller.encode()) == self.create_revision],
+            success=[t.put(plane.keys.incarnation(n).encode(), str(lease).encode())
+                     for n, lease in record.items()],
+            failure=[])
+        if ok:
+            self._recorded.update(record)
+        return ok
 
     async def _write(self, old: PartitionState | None, new: PartitionState) -> bool:
         plane = self.plane

@@ -75,6 +75,10 @@ class EtcdSession:
         self.client: aetcd.Client | None = None
         self.lease_id = 0
         self.on_expired: Callable[[], Awaitable[None]] | None = None
+        # called once when no refresh was answered for a whole TTL (the lease may be gone)
+        self.on_lapsed: Callable[[], None] | None = None
+        self._last_ok = 0.0
+        self._lapsed = False
         self._keepalive: asyncio.Task | None = None
         self._closed = False
 
@@ -88,10 +92,25 @@ class EtcdSession:
         self.lease_id = lease.id
         log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
 
+    def _check_lapse(self) -> None:
+        loop = asyncio.get_running_loop()
+        if not self._lapsed and loop.time() - self._last_ok >= self.ttl_s:
+            self._lapsed = True
+            log.warning("no etcd lease refresh answered for %ds: leaderships may be gone",
+                        self.ttl_s)
+            if self.on_lapsed is not None:
+                try:
+                    self.on_lapsed()
+                except Exception:
+                    log.exception("lease lapse listener failed")
+
     async def _refresh_loop(self) -> None:
         period = self.ttl_s / 3.0
+        self._last_ok = asyncio.get_running_loop().time()
         while not self._closed:
             await asyncio.sleep(period)
+            self._check_lapse()  # also after a pause of the whole process
+            sent = asyncio.get_running_loop().time()
             try:
                 reply = await asyncio.wait_for(self.client.refresh_lease(self.lease_id),
                                                timeout=self.ttl_s)
@@ -100,12 +119,20 @@ class EtcdSession:
                 raise
             except Exception as exc:
                 log.warning("etcd lease refresh failed: %s", exc)
+                self._check_lapse()
                 continue
+            if not expired:
+                self._last_ok = sent  # etcd restarted the TTL no earlier than this
+                self._lapsed = False
+            else:
+                self._check_lapse()
             if expired and not self._closed:
                 log.warning("etcd lease %x expired: registering again as a new incarnation",
                             self.lease_id)
                 try:
                     await self._grant()
+                    self._last_ok = asyncio.get_running_loop().time()
+                    self._lapsed = False
                     if self.on_expired is not None:
                         await self.on_expired()
                 except asyncio.CancelledError:

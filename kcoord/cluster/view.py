@@ -7,6 +7,8 @@ ZooKeeper layout had it:
     <prefix>/controller_epoch           "<epoch>"
     <prefix>/topics/<name>              {"id", "partitions", "replication_factor", "configs"}
     <prefix>/partitions/<topic>/<p>     {"leader", "leader_epoch", "isr", "replicas"}
+    <prefix>/incarnations/<id>          "<lease>": the node's registration the controller
+                                        last handled (a new lease = the node bounced)
 A partition state's `version` is its key's mod revision (zkVersion's role)."""
 from __future__ import annotations
 
@@ -48,9 +50,13 @@ class Keys:
         self.controller_epoch = f"{self.prefix}/controller_epoch"
         self.topics = f"{self.prefix}/topics/"
         self.partitions = f"{self.prefix}/partitions/"
+        self.incarnations = f"{self.prefix}/incarnations/"
 
     def node(self, node_id: int) -> str:
         return f"{self.nodes}{node_id}"
+
+    def incarnation(self, node_id: int) -> str:
+        return f"{self.incarnations}{node_id}"
 
     def topic(self, name: str) -> str:
         return f"{self.topics}{name}"
@@ -89,6 +95,7 @@ class ClusterView:
         self.keys = keys
         self.nodes: dict[int, NodeInfo] = {}
         self.sessions: dict[int, int] = {}  # node -> lease of its registration (its incarnation)
+        self.incarnations: dict[int, int] = {}  # node -> lease the controller last handled
         self.controller: Controller | None = None
         self.controller_epoch = 0
         self.controller_epoch_version = 0  # mod revision of the epoch key (0: absent)
@@ -138,6 +145,13 @@ class ClusterView:
                 doc = json.loads(value)
                 self.controller = Controller(int(doc["node"]), int(doc["epoch"]), create_revision)
             return ("controller", None)
+        if key.startswith(k.incarnations):
+            node_id = int(key[len(k.incarnations):])
+            if value is None:
+                self.incarnations.pop(node_id, None)
+            else:
+                self.incarnations[node_id] = int(value)
+            return ("incarnation", node_id)
         if key == k.controller_epoch:
             self.controller_epoch = int(value) if value is not None else 0
             self.controller_epoch_version = mod_revision if value is not None else 0

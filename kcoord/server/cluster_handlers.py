@@ -19,6 +19,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 class ClusterHandlers:
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.cluster = None  # cluster mode: nodes and controller from kcoord/cluster/node.py
 
     def register(self, dispatcher) -> None:
         dispatcher.register(48, self.describe_client_quotas)
@@ -29,7 +30,7 @@ class ClusterHandlers:
         return CLUSTER_OPERATIONS
 
     def describe_cluster(self, ctx, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]
         endpoint = req.get("endpoint_type", BROKERS_ENDPOINT)
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
@@ -47,6 +48,11 @@ class ClusterHandlers:
             return response
         response["brokers"] = [{"broker_id": node_id, "host": host, "port": port, "rack": None,
                                 "is_fenced": False}]
+        if self.cluster is not None:
+            response["controller_id"] = self.cluster.controller_id()
+            response["brokers"] = [{"broker_id": b["node_id"], "host": b["host"],
+                                    "port": b["port"], "rack": None, "is_fenced": False}
+                                   for b in self.cluster.brokers()]
         if req.get("include_cluster_authorized_operations"):
             response["cluster_authorized_operations"] = self.cluster_operations(ctx)
         return response

@@ -48,6 +48,12 @@ def test_routing_follows_the_offsets_partition_leaders(cluster):
         again = wait_until(lambda: routed(cluster, node_id), "routed on another node")
         assert {g: a["node_id"] for g, a in again.items()} == \
             {g: a["node_id"] for g, a in answers.items()}
+    # DescribeCluster agrees with Metadata
+    with WireClient(cluster.nodes[1].port) as c:
+        d = c.request(60, 1, {"include_cluster_authorized_operations": False,
+                              "endpoint_type": 1})
+    assert d["controller_id"] == meta["controller_id"]
+    assert {b["broker_id"]: b["port"] for b in d["brokers"]} == ports
     # the v0-3 single-key form agrees
     with WireClient(cluster.nodes[3].port) as c:
         r = c.request(10, 3, {"key": GROUPS[0], "key_type": 0})
@@ -133,3 +139,36 @@ def test_graceful_stop_hands_leaderships_over_first(cluster):
     for i in led:
         assert after[i]["leader_id"] != target
         assert after[i]["leader_epoch"] == before[i]["leader_epoch"] + 1
+
+
+def test_sigstop_past_the_lease_fences_the_node_and_it_rejoins(cluster):
+    wait_until(lambda: routed(cluster, 1), "every group routed")
+    controller = cluster.metadata(1)["controller_id"]
+    paused = next(i for i in (1, 2, 3) if i != controller)
+    before = offsets_leaders(cluster.metadata(controller, ["__consumer_offsets"]))
+    led = {i for i, p in before.items() if p["leader_id"] == paused}
+    assert led
+    proc = cluster.nodes[paused].proc
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        after = wait_until(
+            lambda: (m := cluster.metadata(controller, ["__consumer_offsets"])) and
+            paused not in {b["node_id"] for b in m["brokers"]} and
+            all(p["leader_id"] != paused for p in offsets_leaders(m).values()) and
+            offsets_leaders(m), "leaderships moved off the paused node")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    for i in led:
+        assert after[i]["leader_epoch"] > before[i]["leader_epoch"]
+    # awake: it learns its lease lapsed, registers again and leads nothing it led before
+    wait_until(lambda: paused in {b["node_id"] for b in cluster.metadata(controller)["brokers"]},
+               "paused node registered again")
+    wait_until(lambda: any("registering again as a new incarnation" in l
+                           for l in cluster.nodes[paused].log_lines), "new incarnation logged")
+    now = offsets_leaders(cluster.metadata(controller, ["__consumer_offsets"]))
+    assert all(now[i]["leader_id"] != paused for i in led)
+    # its own answers agree with the cluster once its view caught up
+    answers = wait_until(lambda: (a := routed(cluster, paused)) and
+                         all(a[g]["node_id"] == now[shard_of(g)]["leader_id"] for g in GROUPS)
+                         and a, "paused node routes like the others")
+    assert paused not in {a["node_id"] for a in answers.values()}

@@ -15,9 +15,13 @@ WAIT = 30.0  # bounded waits: etcd shares 2 loaded cores
 class Recorder:
     def __init__(self):
         self.states = []
+        self.sessions_lost = 0
 
     def on_partition_state(self, state):
         self.states.append(state)
+
+    def on_session_lost(self):
+        self.sessions_lost += 1
 
 
 def plane(etcd, node_id, prefix="/kc-test"):
@@ -188,6 +192,40 @@ def test_new_incarnation_is_fenced_and_rejoins_as_follower(etcd):
             for p, old in led.items():
                 s = watcher.view.state("t", p)
                 assert s.leader_epoch > old.leader_epoch and node not in s.isr
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
+def test_a_paused_node_learns_its_lease_lapsed_and_is_fenced(etcd):
+    """The whole process (both nodes and so the controller too) stalls past
+    the lease, as under SIGSTOP: on waking each node tells its listeners the
+    session was lost and registers as a new incarnation, and whichever
+    controller is elected next fences every leadership of the old
+    incarnations with a new epoch (the incarnations it handled are in etcd)."""
+    import time
+
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 4, 2)
+            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
+            controller = planes[1].view.controller.node_id
+            node = 2 if controller == 1 else 1
+            paused = planes[node]
+            before = {s.partition: s for s in paused.view.topic_states("t")}
+            old_lease = paused.session.lease_id
+            time.sleep(TTL_MS / 1000 * 2)  # blocks this whole loop: both planes stall
+            await wait(paused, lambda: paused.recorder.sessions_lost >= 1, "lapse noticed")
+            watcher = planes[controller]
+            await wait(watcher, lambda: watcher.view.sessions.get(node) not in (None, old_lease),
+                       "registered again under a new lease")
+            await wait(watcher, lambda: all(
+                watcher.view.state("t", p).leader_epoch > s.leader_epoch
+                and watcher.view.state("t", p).leader != NO_LEADER
+                for p, s in before.items()), "fenced and led again")
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
     asyncio.run(main())
