@@ -151,3 +151,33 @@ def test_stream_over_the_wire_follows_new_commits(spark, served, tmp_path):
         assert got == sorted(map(str, read_table(batch / name))), name
     live = [r for r in read_table(out / "lag") if r["group"] == "live-wire"]
     assert len(live) == 2 and all(r["lag"] > 0 and r["time_lag_seconds"] > 0 for r in live)
+
+
+def test_security_hooks_are_called_with_the_client_properties(served, monkeypatch):
+    """What the security work plugs in (wire.SOCKET_FACTORIES / AUTHENTICATORS) gets the
+    client properties, and a failing authenticator is one clear error."""
+    from kcoord.pipeline import wire
+    from kcoord.pipeline.wire_source import WireOffsetsReader
+    _, server, _ = served
+    seen = []
+
+    def factory(host, port, props, timeout):
+        seen.append(("connect", props.get("sasl.mechanism")))
+        return wire._plain_socket(host, port, props, timeout)
+
+    def authenticate(conn, props):
+        seen.append(("auth", conn.send(18, 0, {})["error_code"]))
+
+    monkeypatch.setitem(wire.SOCKET_FACTORIES, "SASL_PLAINTEXT", factory)
+    monkeypatch.setitem(wire.AUTHENTICATORS, "SASL_PLAINTEXT", authenticate)
+    opts = {"bootstrap": server.bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN"}
+    parts = WireOffsetsReader(opts).partitions()
+    assert len(parts) == WORKLOAD["log_partitions"]
+    assert ("connect", "PLAIN") in seen and ("auth", 0) in seen
+
+    def refuse(conn, props):
+        raise ValueError("bad password")
+    monkeypatch.setitem(wire.AUTHENTICATORS, "SASL_PLAINTEXT", refuse)
+    with pytest.raises(wire.WireError, match="authentication failed: bad password"):
+        WireOffsetsReader(opts).partitions()
