@@ -32,7 +32,7 @@ class TopicAdmin:
                 result["error_code"] = Err.INVALID_REPLICATION_FACTOR
                 result["error_message"] = "replication factor must be 1 on a single-node cluster"
                 continue
-            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            configs = {c["name"]: c["value"] for c in t["configs"]}
             try:
                 topic = self.catalogue.create(name, count, configs, req["validate_only"])
             except TopicError as exc:

@@ -110,6 +110,12 @@ def test_create_topics_unknown_key_message_kafka_python(server):
         admin.close()
 
 
+def test_create_topics_null_value_is_invalid_config(wire):
+    result = create_topic(wire, "cfg-null", 1, {"retention.ms": None})
+    assert result["error_code"] == Err.INVALID_CONFIG
+    assert describe(wire, TOPIC, "cfg-null")["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
+
+
 # -------------------------------------------------------------- topic describe
 def test_describe_topic_every_key_sources_and_synonyms(wire):
     assert create_topic(wire, "d1", 2)["error_code"] == 0
