@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config key (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
+                       help="store a SCRAM credential before serving, as kafka-storage format "
+                            "--add-scram: 'SCRAM-SHA-256=[name=alice,password=secret]'")
     from .pipeline.cli import add_parser as add_pipeline_parser
     add_pipeline_parser(sub)
     from .cluster.cli import add_parser as add_cluster_parser
@@ -44,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         from .server.config import build_config
         try:
             config = build_config(args.listen, args.data_dir, args.config, args.set)
+            if args.add_scram:
+                from .security.store import add_scram
+                add_scram(config.data_dir, args.add_scram)
         except ValueError as exc:
             return _startup_error(str(exc))
         except OSError as exc:
