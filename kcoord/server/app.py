@@ -56,7 +56,8 @@ class Server:
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.configs = build_config_handlers(config, self.catalogue,
-                                             self.coordinator.core_config.group_overrides)
+                                             self.coordinator.core_config.group_overrides,
+                                             self.topic_admin)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
