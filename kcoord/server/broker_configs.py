@@ -154,7 +154,7 @@ class BrokerConfigs:
         if self.on_change is not None:
             self.on_change()
 
-    def _value(self, name: str, source: int, raw: str) -> str | None:
+    def _value(self, name: str, raw: str) -> str | None:
         if is_sensitive(name):
             return None
         key = BROKER_KEYS.get(name)
@@ -170,7 +170,7 @@ class BrokerConfigs:
         for source, layer in self._layers():
             for name in names:
                 if name in layer:
-                    out.append((name, self._value(name, source, layer[name]), source))
+                    out.append((name, self._value(name, layer[name]), source))
         for name in names:
             key = BROKER_KEYS.get(name)
             if key is not None and key.default is not None:
@@ -200,7 +200,7 @@ class BrokerConfigs:
         """Every config entry of the resource, before key filtering: for this
         node's id all keys, for "" only the dynamic cluster defaults."""
         if resource_name == "":
-            return [self._entry(name, ((name, self._value(name, 3, raw),
+            return [self._entry(name, ((name, self._value(name, raw),
                                         SOURCE_DYNAMIC_DEFAULT_BROKER),))
                     for name, raw in sorted(self.store.get("broker", "").items())]
         names = set(BROKER_KEYS) | set(self.config.static)
