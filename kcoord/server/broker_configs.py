@@ -130,6 +130,7 @@ class BrokerConfigs:
         self.store = store
         self.on_change = on_change  # re-derive what depends on the values (topic logs)
         self.base = dict(config.values)  # static or default, before dynamic overrides
+        self._applied: set[str] = set()  # dynamic keys written into the live values
         self.node_id = str(config["node.id"])
         self._apply()
 
@@ -144,13 +145,15 @@ class BrokerConfigs:
         """Write the effective dynamic values into the live config."""
         values = self.config.values
         dynamic_now = {**self.store.get("broker", ""), **self.store.get("broker", self.node_id)}
-        for name in DYNAMIC_KEYS | set(dynamic_now):
-            if name in dynamic_now and name in BROKER_KEYS:
-                values[name] = BROKER_KEYS[name].parse(dynamic_now[name])
+        for name in DYNAMIC_KEYS | set(dynamic_now) | self._applied:
+            if name in dynamic_now:
+                key = BROKER_KEYS.get(name)
+                values[name] = key.parse(dynamic_now[name]) if key else dynamic_now[name]
             elif name in self.base:
                 values[name] = self.base[name]
             else:
                 values.pop(name, None)
+        self._applied = set(dynamic_now)
         if self.on_change is not None:
             self.on_change()
 
