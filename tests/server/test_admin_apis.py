@@ -223,6 +223,14 @@ def test_elect_leaders(wire, server):
     result = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition("ld", 0)]).result(30)
     [(tp, error)] = list(result.items())
     assert error is not None and error.code() == ELECTION_NOT_NEEDED
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    try:
+        response = admin.elect_leaders(0, {"ld": [0, 1]})  # ELECTION_NOT_NEEDED is not raised
+        [topic] = response.replica_election_results
+        assert [p.error_code for p in topic.partition_result] == [ELECTION_NOT_NEEDED] * 2
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------- DescribeTopicPartitions
