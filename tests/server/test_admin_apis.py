@@ -233,6 +233,19 @@ def test_elect_leaders(wire, server):
         admin.close()
 
 
+# ------------------------------------------------- ListPartitionReassignments
+def test_list_partition_reassignments(wire, server):
+    for topics in (None, [{"name": "ld", "partition_indexes": [0]}]):
+        resp = wire.request(46, 0, {"timeout_ms": 30000, "topics": topics})
+        assert (resp["error_code"], resp["topics"]) == (0, [])
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    try:
+        assert not admin.list_partition_reassignments()
+    finally:
+        admin.close()
+
+
 # ---------------------------------------------------- DescribeTopicPartitions
 def test_describe_topic_partitions_paging(wire):
     assert create_topic(wire, "dtp-a", 3)["error_code"] == 0
