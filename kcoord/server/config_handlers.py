@@ -28,7 +28,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 class ConfigResource(Protocol):
-    def check_name(self, name: str) -> None: ...            # ConfigError if not describable
+    def check_name(self, name: str, altering: bool = False) -> None: ...  # ConfigError if bad
     def entries(self, name: str) -> list[dict]: ...          # every entry, unfiltered
     def current(self, name: str) -> dict[str, str]: ...      # stored overrides
     def key_type(self, name: str, key: str) -> int | None: ...
@@ -195,6 +195,9 @@ class BrokerResource:
 class ConfigHandlers:
     def __init__(self, resources: dict[int, ConfigResource]) -> None:
         self.resources = resources  # resource type id -> adapter; more types can be added
+        # cluster mode: a change here would reach this node only, so alters are refused
+        # (validate_only still answers) rather than leave the nodes disagreeing
+        self.local_only = False
 
     def register(self, dispatcher) -> None:
         dispatcher.register(32, self.describe_configs)
@@ -299,6 +302,10 @@ class ConfigHandlers:
                     raise ConfigError("Duplicate config keys in one resource", Err.INVALID_REQUEST)
                 adapter.check_name(name, altering=True)
                 configs = adapter.validate(name, new_set(adapter, name, res["configs"]))
+                if self.local_only and not req["validate_only"]:
+                    raise ConfigError("Config changes are not replicated between kcoord "
+                                      "cluster nodes yet; set them at topic creation or in "
+                                      "each node's server config", Err.INVALID_REQUEST)
                 if not req["validate_only"]:
                     adapter.replace(name, configs)
             except ConfigError as exc:

@@ -309,6 +309,16 @@ def test_kafka_python_describe_and_alter(server):
         assert topic["retention.ms"]["value"] == "86400000"
         assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert topic["cleanup.policy"]["value"] == "delete"
+        # the legacy AlterConfigs path (AKHQ's): the client re-sends the other overrides
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": "3600000"})],
+                            incremental=False)
+        topic = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "d1")])[
+            "topic"]["d1"]
+        assert topic["segment.ms"]["value"] == "3600000"
+        assert topic["retention.ms"]["value"] == "86400000"  # kept by the client's re-send
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": ("DELETE", None)})])
     finally:
         admin.close()
 
