@@ -24,6 +24,7 @@ from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
 from .result import Record, Result, Timer
+from .timers import Timers
 
 log = logging.getLogger("kcoord.consumer_group")
 
@@ -75,7 +76,8 @@ class ConsumerGroupManager:
     """The consumer groups of one shard and the handlers that change them."""
 
     def __init__(self, config, classic_groups: dict | None = None,
-                 new_member_id: Callable[[], str] | None = None) -> None:
+                 new_member_id: Callable[[], str] | None = None,
+                 timers: Timers | None = None) -> None:
         self.config = config
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
@@ -83,18 +85,11 @@ class ConsumerGroupManager:
         self.new_member_id = new_member_id or random_member_id
         # classic <-> consumer interop (migration.GroupMigration), installed by the shard
         self.migration = None
+        # the shard's timer service (timers.py: session timers are re-armed
+        # lazily, so a heartbeat only moves a deadline); in memory, rebuilt by on_loaded
+        self.timers = timers if timers is not None else Timers()
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
-        # Session timers are re-armed lazily (in memory, rebuilt by on_loaded):
-        # session timer key -> the member's session deadline, and -> the deadline
-        # of the timer the runtime holds.  A heartbeat only moves the deadline;
-        # the timer is armed again only if it would fire after the new deadline
-        # (or none is armed).  When it fires before the deadline, on_timer arms
-        # it for the deadline.  So a member costs one timer firing per session
-        # timeout instead of a cancel and an arm per heartbeat, and still
-        # expires exactly a session timeout after its last heartbeat.
-        self._session_deadlines: dict[tuple, int] = {}
-        self._session_armed: dict[tuple, int] = {}
 
     # ------------------------------------------------------------- config
     @property
@@ -217,15 +212,9 @@ class ConsumerGroupManager:
                 or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
-        # the session moves (see __init__: a timer is armed only when none is)
-        key = (SESSION_TIMER, group_id, member_id)
-        deadline = now + self.session_timeout_ms
-        self._session_deadlines[key] = deadline
-        armed = self._session_armed.get(key)
-        timer = None
-        if armed is None or armed > deadline:
-            self._session_armed[key] = deadline
-            timer = Timer(key, deadline)
+        # the session moves (timers.py: a timer is armed only when none fires early enough)
+        timer = self.timers.touch((SESSION_TIMER, group_id, member_id),
+                                  now + self.session_timeout_ms)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
                  "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None},
@@ -389,10 +378,10 @@ class ConsumerGroupManager:
             key = (REBALANCE_TIMER, group_id, member_id)
             if reconciled.state == UNREVOKED_PARTITIONS:
                 self._rebalance_epochs[key] = reconciled.member_epoch
-                res.arm(key, now + max(reconciled.rebalance_timeout_ms, 0))
+                self.timers.arm(res, key, now + max(reconciled.rebalance_timeout_ms, 0))
             elif key in self._rebalance_epochs:
                 del self._rebalance_epochs[key]
-                res.cancel(key)
+                self.timers.cancel(res, key)
             updated = reconciled
 
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
@@ -564,55 +553,36 @@ class ConsumerGroupManager:
         return res
 
     def _touch_session(self, res: Result, key: tuple, deadline: int) -> None:
-        """The member's session now ends at `deadline` (see __init__)."""
-        self._session_deadlines[key] = deadline
-        armed = self._session_armed.get(key)
-        if armed is None or armed > deadline:
-            self._session_armed[key] = deadline
-            res.arm(key, deadline)
+        """The member's session now ends at `deadline` (lazily re-armed: timers.py)."""
+        self.timers.arm(res, key, deadline)
 
     def _cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
-        key = (SESSION_TIMER, group_id, member_id)
-        self._session_deadlines.pop(key, None)
-        self._session_armed.pop(key, None)
-        res.cancel(key)
+        self.timers.cancel(res, (SESSION_TIMER, group_id, member_id))
         key = (REBALANCE_TIMER, group_id, member_id)
-        if self._rebalance_epochs.pop(key, None) is not None:
-            res.cancel(key)
+        self._rebalance_epochs.pop(key, None)
+        self.timers.cancel(res, key)
         if self.migration is not None:  # a classic member's join and sync deadlines
             self.migration.cancel_member_timers(res, group_id, member_id)
 
     # ------------------------------------------------------------- timers
     def on_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        if not self.timers.fired(res, key, now):
+            return res  # cancelled, or early (heartbeats came since): armed again
         kind, group_id, member_id = key[0], key[1], key[2]
         group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
         if kind == REBALANCE_TIMER:
             armed_epoch = self._rebalance_epochs.pop(key, None)
-            if group is None or armed_epoch is None:
-                return Result()
-            member = group.members.get(member_id)
-            if member is None or member.member_epoch != armed_epoch:
-                return Result()
+            if member is None or armed_epoch is None or member.member_epoch != armed_epoch:
+                return res
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
             return self.fence(group, member, now)
-        if kind == SESSION_TIMER:
-            self._session_armed.pop(key, None)
-            deadline = self._session_deadlines.get(key)
-            if deadline is not None and deadline > now:  # heartbeats came since it was armed
-                res = Result()
-                self._session_armed[key] = deadline
-                res.arm(key, deadline)
-                return res
-            self._session_deadlines.pop(key, None)
-            if group is None:
-                return Result()
-            member = group.members.get(member_id)
-            if member is None:
-                return Result()
+        if kind == SESSION_TIMER and member is not None:
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
             return self.fence(group, member, now)
-        return Result()
+        return res
 
     def on_loaded(self, now: int) -> Result:
         """After loading: session timers for every member, rebalance timers where revoking."""
@@ -620,17 +590,15 @@ class ConsumerGroupManager:
         for gid, group in self.groups.items():
             group.metadata_refresh = True
             for mid, m in group.members.items():
-                key = (SESSION_TIMER, gid, mid)
                 classic = m.classic_member_metadata
                 # a classic-protocol member keeps the session timeout it joined with
-                deadline = now + (self.session_timeout_ms if classic is None
-                                  else classic["session_timeout_ms"])
-                self._session_deadlines[key] = self._session_armed[key] = deadline
-                res.arm(key, deadline)
+                self.timers.arm(res, (SESSION_TIMER, gid, mid),
+                                now + (self.session_timeout_ms if classic is None
+                                       else classic["session_timeout_ms"]))
                 if m.state == UNREVOKED_PARTITIONS and classic is None:
                     key = (REBALANCE_TIMER, gid, mid)
                     self._rebalance_epochs[key] = m.member_epoch
-                    res.arm(key, now + max(m.rebalance_timeout_ms, 0))
+                    self.timers.arm(res, key, now + max(m.rebalance_timeout_ms, 0))
         return res
 
     # ------------------------------------------------------------- topic metadata

@@ -24,11 +24,14 @@ class Timer(NamedTuple):
     deadline_ms: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[tuple[Any, dict]] = field(default_factory=list)  # (token, response)
     timers: list[Timer] = field(default_factory=list)
+    # The answer to the request that ran the handler, when it has one now
+    # (None: it answers through its token, in `replies`, now or later).
+    response: Any = None
 
     def reply(self, token: Any, response: dict) -> "Result":
         self.replies.append((token, response))
@@ -41,6 +44,7 @@ class Result:
         self.timers.append(Timer(key, None))
 
     def merge(self, other: "Result") -> "Result":
+        """Add another result's records, replies and timers (its response is not taken)."""
         self.records.extend(other.records)
         self.replies.extend(other.replies)
         self.timers.extend(other.timers)

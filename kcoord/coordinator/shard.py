@@ -21,6 +21,7 @@ from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, offset_record,
                       offset_tombstone)
 from .result import Record, Result
+from .timers import Timers
 
 LEGACY_OFFSET_COMMIT = 0
 
@@ -73,9 +74,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self.deadlines: dict[tuple, int] = {}       # timers the core has armed
+        self.timers = Timers()  # every timer of the shard (classic, consumer, migration)
         self._live_records: dict[int, tuple] = {}  # emitted records the model already holds
-        self.consumer = ConsumerGroupManager(self.config, self.groups)  # KIP-848 consumer groups
+        self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
+            self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
 
     # ================================================================ replay
@@ -334,6 +336,11 @@ class CoordinatorShard(ClassicGroupHandlers):
         return False
 
     # ================================================================ state
+    @property
+    def deadlines(self) -> dict[tuple, int]:
+        """The pending timers: key -> deadline."""
+        return self.timers.deadlines
+
     def snapshot(self) -> dict:
         """Durable state, for checking replayed state against live state."""
         # a group no GroupMetadata record describes and with no offsets left is
