@@ -17,6 +17,7 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from . import consumer_group as cg
 from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
@@ -34,7 +35,6 @@ GROUP_METADATA_RECORD = 2
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 
 
 class HeartbeatError(Exception):
@@ -70,6 +70,59 @@ def compute_subscription_metadata(members, topics: Mapping[str, Any]) -> dict[st
         for n in cg.regex_matches(rx, topics):
             out[n] = as_topic_info(topics[n])
     return out
+
+
+_JAVA_BLANK = "".join(map(chr, range(33)))  # what Java's String.trim() strips
+
+
+def is_blank(value: str) -> bool:
+    """Empty, or only what Java's trim() strips (throwIfEmptyString)."""
+    return not value.strip(_JAVA_BLANK)
+
+
+def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatError | None:
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService).
+    Strings are empty when blank, as Kafka's throwIfEmptyString (value.trim().isEmpty())."""
+    epoch = req["member_epoch"]
+    if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        if req["member_id"] is None or is_blank(req["member_id"]):
+            return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
+    if req["group_id"] is None or is_blank(req["group_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
+    if req.get("instance_id") is not None and is_blank(req["instance_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.get("rack_id") is not None and is_blank(req["rack_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
+    if epoch == 0:
+        if req.get("rebalance_timeout_ms", -1) == -1:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "RebalanceTimeoutMs must be provided in first request.")
+        owned = req.get("topic_partitions")
+        if owned is None or len(owned) > 0:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "TopicPartitions must be empty when (re-)joining.")
+        if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                                  "non-null when (re-)joining.")
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if req.get("instance_id") is None:
+            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
+    assignor = req.get("server_assignor")
+    if assignor is not None and assignor not in assignor_names:
+        return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
+                              f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                              f"{', '.join(assignor_names)}.")
+    return None
+
+
+def describe_error(gid: str, code: int, message: str | None) -> dict:
+    """A ConsumerGroupDescribe group entry that only carries an error."""
+    return {"error_code": int(code), "error_message": message, "group_id": gid,
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+            "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
 
 
 class ConsumerGroupManager:
@@ -120,40 +173,7 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------- validation
     def validate_heartbeat(self, req: dict, version: int) -> HeartbeatError | None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService)."""
-        epoch = req["member_epoch"]
-        if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not req["member_id"]:
-                return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
-        if not req["group_id"]:
-            return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
-        if req.get("instance_id") == "":
-            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
-        if req.get("rack_id") == "":
-            return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
-        if epoch == 0:
-            if req.get("rebalance_timeout_ms", -1) == -1:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "RebalanceTimeoutMs must be provided in first request.")
-            owned = req.get("topic_partitions")
-            if owned is None or len(owned) > 0:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "TopicPartitions must be empty when (re-)joining.")
-            if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                                      "non-null when (re-)joining.")
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.get("instance_id") is None:
-                return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
-        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
-        assignor = req.get("server_assignor")
-        if assignor is not None and assignor not in self.assignor_names:
-            return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
-                                  f"ServerAssignor {assignor} is not supported. Supported assignors: "
-                                  f"{', '.join(self.assignor_names)}.")
-        return None
+        return validate_heartbeat(req, version, self.assignor_names)
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
@@ -663,11 +683,11 @@ class ConsumerGroupManager:
         out = []
         for gid in group_ids:
             if not gid:
-                out.append(self._describe_error(gid, Err.INVALID_GROUP_ID, None))
+                out.append(describe_error(gid, Err.INVALID_GROUP_ID, None))
                 continue
             group = self.groups.get(gid)
             if group is None:
-                out.append(self._describe_error(gid, Err.GROUP_ID_NOT_FOUND,
+                out.append(describe_error(gid, Err.GROUP_ID_NOT_FOUND,
                                                 f"Group {gid} not found."))
                 continue
             names = {info[0]: n for n, info in self.topics.items()}
@@ -691,12 +711,6 @@ class ConsumerGroupManager:
                         "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
                         if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
         return out
-
-    @staticmethod
-    def _describe_error(gid: str, code: int, message: str | None) -> dict:
-        return {"error_code": int(code), "error_message": message, "group_id": gid,
-                "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
 
     # ------------------------------------------------------------- offsets and admin
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
@@ -287,7 +288,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         group = self.groups.get(group_id)
         base = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
                 "protocol_type": "", "protocol_data": "", "members": [],
-                "authorized_operations": -(2**31)}
+                "authorized_operations": AUTH_OPS_NOT_REQUESTED}
         if not group_id:
             base["error_code"] = Err.INVALID_GROUP_ID
             return base
