@@ -8,7 +8,7 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test venv venv-all js bench clean
+.PHONY: serve test venv venv-all js bench clean cluster
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ $(VENV)/.installed-all: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test,bench,pipeline,cluster]'
 	touch $@ $(VENV)/.installed-serve
 
+$(VENV)/.installed-cluster: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[cluster]'
+	touch $@ $(VENV)/.installed-serve
+
 js: $(JS_DIR)/node_modules/.installed
 
 $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
@@ -33,7 +37,11 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	touch $@
 
 serve: venv
-	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=127.0.0.1:9644
+
+# a local cluster: etcd and 3 nodes on 127.0.0.1:9092-9094 (Ctrl-C stops it)
+cluster: $(VENV)/.installed-cluster
+	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster
 
 test: venv-all js
 	$(PY) -m pytest -q

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..log import LogConfig, PartitionLog
+from ..protocol.config_types import ConfigError
+from .topic_configs import canonical, validate_topic_configs
 from ..log.clean_shutdown import take_clean_shutdown_marker, write_clean_shutdown_marker
 
 log = logging.getLogger("kcoord.catalogue")
@@ -111,9 +113,16 @@ class Catalogue:
     def log_config(self, configs: dict[str, str]) -> LogConfig:
         merged = {k: v for k, v in self.defaults.items() if k.startswith("log.")}
         merged.update(configs)
-        if merged.get("log.flush.interval.messages", 0) >= 2**62:
-            merged.pop("log.flush.interval.messages")  # Kafka's "never" default
-        return LogConfig.from_properties(merged)
+        for key in ("log.flush.interval.messages", "flush.messages"):
+            if int(merged.get(key, 0) or 0) >= 2**62:
+                merged.pop(key)  # Kafka's "never" default
+        policy = configs.get("cleanup.policy", self.defaults.get("log.cleanup.policy", "delete"))
+        if isinstance(policy, str):
+            policy = [p.strip() for p in policy.split(",")]
+        if "delete" not in policy:  # compact-only topics are never trimmed by retention
+            merged["retention.ms"] = merged["retention.bytes"] = -1
+        return LogConfig.from_properties(
+            {k: v for k, v in merged.items() if k in LogConfig.KAFKA_NAMES})
 
     def _open(self, name: str, topic_id: bytes, count: int, configs: dict[str, str],
               clean_shutdown: bool = False) -> Topic:
@@ -136,7 +145,8 @@ class Catalogue:
         return topic.partitions[index]
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-               validate_only: bool = False) -> Topic | None:
+               validate_only: bool = False, topic_id: bytes | None = None) -> Topic | None:
+        """topic_id: the id the cluster's catalogue gave it (a new one if None)."""
         problem = topic_name_problem(name)
         if problem:
             raise TopicError(17, problem)  # INVALID_TOPIC_EXCEPTION
@@ -144,14 +154,17 @@ class Catalogue:
             raise TopicError(36, f"topic '{name}' already exists")  # TOPIC_ALREADY_EXISTS
         if partitions < 1:
             raise TopicError(37, "number of partitions must be at least 1")  # INVALID_PARTITIONS
-        configs = {k: str(v) for k, v in (configs or {}).items()}
         try:
+            validate_topic_configs(configs or {})
+            configs = canonical(configs or {})
             self.log_config(configs)
+        except ConfigError as exc:
+            raise TopicError(exc.code, exc.message)  # INVALID_CONFIG
         except (ValueError, TypeError) as exc:
             raise TopicError(40, f"invalid config: {exc}")  # INVALID_CONFIG
         if validate_only:
             return None
-        topic = self._open(name, uuid.uuid4().bytes, partitions, configs)
+        topic = self._open(name, topic_id or uuid.uuid4().bytes, partitions, configs)
         self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         self._changed()
@@ -171,6 +184,23 @@ class Catalogue:
             topic.partitions.append(PartitionLog(self.data_dir / f"{name}-{p}", cfg))
         self._save()
         self._changed()
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's override set (already validated), durably, and
+        apply it to its logs at once."""
+        topic = self.topics[name]
+        cfg = self.log_config(configs)
+        topic.configs = dict(configs)
+        self._save()
+        for plog in topic.partitions:
+            plog.config = cfg
+
+    def reconfigure(self) -> None:
+        """Re-derive every topic's log settings (after a broker default changed)."""
+        for topic in self.topics.values():
+            cfg = self.log_config(topic.configs)
+            for plog in topic.partitions:
+                plog.config = cfg
 
     def delete(self, name: str) -> None:
         topic = self.topics.pop(name, None)

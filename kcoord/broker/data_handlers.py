@@ -21,6 +21,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def high_watermark(topic, plog) -> int:
+    """What readers may see.  The coordinator's log (an internal topic) shows
+    only what is durable: its writer acknowledges a record after the fsync,
+    and a record whose fsync failed may still be dropped.  A user topic
+    shows its whole log (one node: nothing to wait for)."""
+    return plog.durable_end_offset if topic.internal else plog.log_end_offset
+
+
+def below(data, hw: int):
+    """The whole batches of `data` that end before offset `hw`."""
+    end = 0
+    for pos, header in iter_batches(data):
+        if header.base_offset + header.last_offset_delta >= hw:
+            break
+        end = pos + LOG_OVERHEAD + header.batch_length
+    return data[:end]
+
+
 class AppendNotifier:
     """Wakes long-polling fetches when any partition grows."""
 
@@ -47,6 +65,9 @@ class DataPlane:
         self.sync = group_sync
         self.appended = AppendNotifier()
 
+    def in_sync_replicas(self, topic, index: int) -> int:
+        return 1  # one node: the leader is the whole ISR
+
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
         acks = req["acks"]
@@ -60,7 +81,7 @@ class DataPlane:
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
-                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"])
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"], acks)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -83,11 +104,18 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
+        if topic.internal:  # only the coordinator writes its log (Kafka's ReplicaManager)
+            return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
+        if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
+                "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
+            return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
+                                    "fewer in-sync replicas than min.insync.replicas"), None
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
@@ -155,7 +183,7 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                hw = plog.log_end_offset
+                hw = high_watermark(topic, plog)
                 entry["high_watermark"] = entry["last_stable_offset"] = hw
                 entry["log_start_offset"] = plog.log_start_offset
                 limit = min(preq["partition_max_bytes"], budget - total)
@@ -165,6 +193,8 @@ class DataPlane:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
+                if hw < plog.log_end_offset:
+                    data = below(data, hw)
                 entry["records"] = data
                 total += len(data)
             responses.append({"topic": treq.get("topic", ""), "topic_id": treq.get("topic_id"),
@@ -190,7 +220,7 @@ class DataPlane:
                 plog = topic.partitions[index]
                 ts = preq["timestamp"]
                 if ts == LATEST:
-                    entry["offset"] = plog.log_end_offset
+                    entry["offset"] = high_watermark(topic, plog)
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
@@ -200,7 +230,9 @@ class DataPlane:
                 elif ts >= 0:
                     found = plog.offset_for_timestamp(ts)
                     if found is not None:
-                        entry["offset"], entry["timestamp"] = found
+                        # records below the log start (DeleteRecords) are gone
+                        entry["offset"] = max(found[0], plog.log_start_offset)
+                        entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if entry["offset"] >= 0:

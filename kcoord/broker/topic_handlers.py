@@ -12,6 +12,7 @@ class TopicAdmin:
     def __init__(self, catalogue: Catalogue, config) -> None:
         self.catalogue = catalogue
         self.config = config
+        self.cluster = None  # cluster mode: topics and partitions from kcoord/cluster/node.py
 
     def create_topics(self, ctx, req: dict) -> dict:
         results = []
@@ -31,7 +32,7 @@ class TopicAdmin:
                 result["error_code"] = Err.INVALID_REPLICATION_FACTOR
                 result["error_message"] = "replication factor must be 1 on a single-node cluster"
                 continue
-            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            configs = {c["name"]: c["value"] for c in t["configs"]}
             try:
                 topic = self.catalogue.create(name, count, configs, req["validate_only"])
             except TopicError as exc:
@@ -80,6 +81,8 @@ class TopicAdmin:
     # ------------------------------------------------------------- Metadata
     def metadata_topics(self, names: list[str] | None, allow_auto_create: bool,
                         version: int) -> list[dict]:
+        if self.cluster is not None:
+            return self.cluster.metadata_topics(names, allow_auto_create, version)
         node_id = self.config["node.id"]
         if names is None:
             chosen = list(self.catalogue.topics)

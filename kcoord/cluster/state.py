@@ -44,3 +44,10 @@ class PartitionStateListener(Protocol):
     def on_partition_state(self, state: PartitionState) -> None:
         """Become leader, follower, or neither, of state's partition."""
         ...
+
+    # Optional (called only if the listener has it):
+    #   on_session_lost(self) -> None
+    # This node's etcd lease may have lapsed (no refresh answered for a whole
+    # TTL: paused, or cut off from etcd), so the controller may already have
+    # given its leaderships to others: stop acknowledging as a leader until
+    # the next on_partition_state says otherwise.

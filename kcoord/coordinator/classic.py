@@ -28,6 +28,7 @@ from ..protocol.errors import Err
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
+from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 
 GROUP_METADATA = 2
@@ -72,6 +73,7 @@ class ClassicGroupHandlers:
     """Mixin: needs self.groups, self.config, self.timers, self.new_uuid."""
 
     groups: dict[str, ClassicGroup]
+    observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
@@ -129,7 +131,7 @@ class ClassicGroupHandlers:
             for member in group.members.values():
                 self._arm_heartbeat(res, group, member.member_id, member.session_timeout_ms, now)
             if len(group.members) > self.config.group_max_size:
-                self._prepare_rebalance(res, group, now)
+                self._prepare_rebalance(res, group, now, "loaded with more members than group.max.size")
         return res
 
     # ========================================================= JoinGroup
@@ -275,7 +277,8 @@ class ClassicGroupHandlers:
         group.add(member, join["token"])
         # the session does not apply to a member parked in its first join
         self._arm_heartbeat(res, group, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS, now)
-        self._maybe_prepare_rebalance_or_complete_join(res, group, now)
+        self._maybe_prepare_rebalance_or_complete_join(
+            res, group, now, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(self, res: Result, group: ClassicGroup,
                                      member: ClassicMember, join: dict, now: int) -> None:
@@ -283,7 +286,8 @@ class ClassicGroupHandlers:
                                         join["session"], join["token"])
         if displaced is not None:  # a newer JoinGroup of the same member replaces it
             res.reply(displaced, join_error(Err.REBALANCE_IN_PROGRESS, member.member_id))
-        self._maybe_prepare_rebalance_or_complete_join(res, group, now)
+        self._maybe_prepare_rebalance_or_complete_join(
+            res, group, now, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, res: Result, group: ClassicGroup, old_id: str,
                               new_id: str, join: dict, now: int) -> None:
@@ -307,22 +311,25 @@ class ClassicGroupHandlers:
                     response = self._join_response(group, new_id, [], leader=current_leader)
                 group.complete_join(member, response, res)
             else:
-                self._maybe_prepare_rebalance_or_complete_join(res, group, now)
+                self._maybe_prepare_rebalance_or_complete_join(
+                    res, group, now, f"static member {instance_id} rejoined with a new protocol")
         elif group.state == COMPLETING_REBALANCE:
             # the leader may already be assigning with the old member id
-            self._prepare_rebalance(res, group, now)
+            self._prepare_rebalance(res, group, now,
+                                    f"static member {instance_id} rejoined during the sync")
         else:
             self._maybe_complete_join_phase(res, group, now)
 
     # ---------------------------------------------------------- rebalance
     def _maybe_prepare_rebalance_or_complete_join(self, res: Result, group: ClassicGroup,
-                                                  now: int) -> None:
+                                                  now: int, reason: str = "") -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(res, group, now)
+            self._prepare_rebalance(res, group, now, reason)
         else:
             self._maybe_complete_join_phase(res, group, now)
 
-    def _prepare_rebalance(self, res: Result, group: ClassicGroup, now: int) -> None:
+    def _prepare_rebalance(self, res: Result, group: ClassicGroup, now: int,
+                           reason: str = "") -> None:
         if group.state == COMPLETING_REBALANCE:
             self._reset_and_propagate_assignment(res, group, Err.REBALANCE_IN_PROGRESS, now)
         group.pending_sync_members.clear()
@@ -334,7 +341,10 @@ class ClassicGroupHandlers:
             group.initial_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.join_timer = "initial"
             self._arm(res, (JOIN, group.group_id), now + delay)
+        old_generation = group.generation_id
         group.transition(PREPARING_REBALANCE, now)
+        self.observer.rebalance_started(group.group_id, "classic", old_generation,
+                                        len(group.members), reason)
         if not initial:
             self._maybe_complete_join_else_schedule(res, group, now)
 
@@ -385,6 +395,7 @@ class ClassicGroupHandlers:
         group.init_next_generation(now)
         if group.state == EMPTY:
             self._emit(res, group, group_metadata_record(group, {}))
+            self.observer.rebalance_completed(group.group_id, "classic", group.generation_id, 0)
             return
         leader_members = group.join_members()
         for member in group.members.values():
@@ -438,15 +449,18 @@ class ClassicGroupHandlers:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        self._remove_member_and_update_group(res, group, member, now)
+        self.observer.member_expired(group.group_id, member_id, "classic")
+        self._remove_member_and_update_group(res, group, member, now,
+                                             f"member {member_id}'s session expired")
 
     def _remove_member_and_update_group(self, res: Result, group: ClassicGroup,
-                                        member: ClassicMember, now: int) -> None:
+                                        member: ClassicMember, now: int,
+                                        reason: str = "") -> None:
         # a new member may still be parked in its join: tell it to join again
         group.complete_join(member, join_error(Err.UNKNOWN_MEMBER_ID, ""), res)
         self._remove_member(res, group, member.member_id)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(res, group, now)
+            self._maybe_prepare_rebalance_or_complete_join(res, group, now, reason)
         elif group.state == PREPARING_REBALANCE and group.has_all_members_joined():
             self._complete_join(res, group, now)
 
@@ -460,7 +474,7 @@ class ClassicGroupHandlers:
         for member_id in list(group.pending_sync_members):
             self._remove_member(res, group, member_id)
             self._cancel(res, (HEARTBEAT, group.group_id, member_id))
-        self._prepare_rebalance(res, group, now)
+        self._prepare_rebalance(res, group, now, "members did not send SyncGroup in time")
 
     # ========================================================= SyncGroup
     def sync_group(self, req: dict, version: int, token: Any, now: int) -> Result:
@@ -509,6 +523,8 @@ class ClassicGroupHandlers:
                     m.assignment = assignment[m.member_id]
                 self._propagate_assignment(res, group, Err.NONE, now)
                 group.transition(STABLE, now)
+                self.observer.rebalance_completed(group_id, "classic", group.generation_id,
+                                                  len(group.members))
         else:  # Stable: hand out the current assignment
             self._remove_pending_sync_member(res, group, member_id)
             res.reply(token, sync_response(Err.NONE, member.assignment, group.protocol_type,
@@ -604,7 +620,8 @@ class ClassicGroupHandlers:
                 responses.append(_left(member_id, instance_id, error))
         if any(r["error_code"] == Err.NONE for r in responses):
             if group.state in (STABLE, COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(res, group, now)
+                self._maybe_prepare_rebalance_or_complete_join(
+                    res, group, now, "member left the group (LeaveGroup)")
             elif group.state == PREPARING_REBALANCE:
                 self._maybe_complete_join_phase(res, group, now)
         return _leave(version, Err.NONE, responses), res

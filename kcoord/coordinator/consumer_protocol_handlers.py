@@ -20,7 +20,9 @@ from typing import Any, Callable, Mapping
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from . import consumer_group as cg
-from .assignors import ASSIGNORS, AssignorError, GroupSpec, MemberSpec, is_homogeneous
+from .consumer_group import GROUP_EMPTY, GROUP_STABLE
+from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
+from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
@@ -143,6 +145,10 @@ class ConsumerGroupManager:
         self.timers = timers if timers is not None else Timers()
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
+        # observer.CoordinatorObserver, or None (the default, and while loading)
+        self.observer = None
+        self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
+        self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
 
     # ------------------------------------------------------------- config
     @property
@@ -157,13 +163,44 @@ class ConsumerGroupManager:
     def heartbeat_interval_ms(self) -> int:
         return self.config.consumer_group_heartbeat_interval_ms
 
+    # a group's own values (IncrementalAlterConfigs on the group), else the broker's
+    def session_timeout_for(self, group_id: str) -> int:
+        return self.config.group_overrides.get(group_id, SESSION_TIMEOUT,
+                                               self.config.consumer_group_session_timeout_ms)
+
+    def heartbeat_interval_for(self, group_id: str) -> int:
+        return self.config.group_overrides.get(group_id, HEARTBEAT_INTERVAL,
+                                               self.config.consumer_group_heartbeat_interval_ms)
+
     @property
     def max_size(self) -> int:
         return self.config.consumer_group_max_size
 
     # ------------------------------------------------------------- replay
     def replay(self, record: Record) -> None:
+        if self.observer is None:
+            cg.replay(self.groups, record, self._on_group_created)
+            return
+        gid = record.key["group_id"]
+        group = self.groups.get(gid)
+        before = group.group_epoch if group is not None else 0
         cg.replay(self.groups, record, self._on_group_created)
+        self._observe(gid, before)
+
+    def _observe(self, gid: str, epoch_before: int) -> None:
+        """Tell the observer when a replayed record started or ended a rebalance."""
+        group = self.groups.get(gid)
+        members = len(group.members) if group is not None else 0
+        if group is not None and group.group_epoch > epoch_before and members:
+            reason = self.epoch_reasons.pop(gid, "the group epoch was bumped")
+            self._rebalancing.add(gid)
+            self.observer.rebalance_started(gid, "consumer", group.group_epoch, members, reason)
+        elif gid in self._rebalancing and (group is None or group.state in (GROUP_STABLE,
+                                                                             GROUP_EMPTY)):
+            self._rebalancing.discard(gid)
+            self.epoch_reasons.pop(gid, None)
+            self.observer.rebalance_completed(gid, "consumer",
+                                              group.group_epoch if group else 0, members)
 
     def _on_group_created(self, group_id: str) -> None:
         # A simple group (created by offset commits) is replaced by the consumer group.
@@ -234,10 +271,11 @@ class ConsumerGroupManager:
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         timer = self.timers.touch((SESSION_TIMER, group_id, member_id),
-                                  now + self.session_timeout_ms)
+                                  now + self.session_timeout_for(group_id))
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None},
+                 "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+                 "assignment": None},
                 timer)
 
     @staticmethod
@@ -405,11 +443,12 @@ class ConsumerGroupManager:
             updated = reconciled
 
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
-                            now + self.session_timeout_ms)
+                            now + self.session_timeout_for(group_id))
 
         response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": updated.member_id, "member_epoch": updated.member_epoch,
-                    "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+                    "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+                    "assignment": None}
         full = epoch == 0 or (rebalance_timeout != -1 and owned is not None
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
@@ -453,6 +492,10 @@ class ConsumerGroupManager:
             if bump:
                 group_epoch += 1
                 records.append(cg.group_epoch_record(group_id, group_epoch))
+                self.epoch_reasons[group_id] = (
+                    f"member {updated.member_id} joined" if updated.member_id not in group.members
+                    else f"member {updated.member_id} changed its subscription" if subscription_changed
+                    else "the subscribed topics changed")
             group.metadata_refresh = False
         if group_epoch > group.assignment_epoch:
             target = self._update_target(group, group_epoch, updated, replaced, metadata, records)
@@ -508,7 +551,7 @@ class ConsumerGroupManager:
             specs[mid] = MemberSpec(subscribed, current, m.instance_id, m.rack_id)
         try:
             result = ASSIGNORS[assignor](GroupSpec(specs, is_homogeneous(specs)), partitions)
-        except AssignorError as exc:
+        except Exception as exc:  # AssignorError, or a custom assignor's failure
             raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
                                  f"Failed to compute a new target assignment for epoch "
                                  f"{group_epoch}: {exc}") from None
@@ -554,7 +597,8 @@ class ConsumerGroupManager:
             return res.reply(token, response)
         return self.fence(group, member, now).reply(token, response)
 
-    def fence(self, group: ConsumerGroup, member: ConsumerMember, now: int | None = None) -> Result:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, now: int | None = None,
+              reason: str | None = None) -> Result:
         """Remove the member, recompute the subscription metadata, bump the group epoch;
         or, if only classic members remain, convert the group back to a classic
         group (online downgrade; needs `now`)."""
@@ -569,6 +613,7 @@ class ConsumerGroupManager:
         if metadata != group.subscription_metadata:
             res.records.append(cg.subscription_metadata_record(gid, metadata))
         res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
+        self.epoch_reasons[gid] = reason or f"member {member.member_id} left the group"
         self._cancel_timers(res, gid, member.member_id)
         return res
 
@@ -598,10 +643,14 @@ class ConsumerGroupManager:
                 return res
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
-            return self.fence(group, member, now)
+            return self.fence(group, member, now,
+                              f"member {member_id} did not revoke its partitions in time")
         if kind == SESSION_TIMER and member is not None:
-            log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self.fence(group, member, now)
+            if self.observer is not None:  # it logs the expiry
+                self.observer.member_expired(group_id, member_id, "consumer")
+            else:
+                log.info("group %s: member %s fenced: its session expired", group_id, member_id)
+            return self.fence(group, member, now, f"member {member_id}'s session expired")
         return res
 
     def on_loaded(self, now: int) -> Result:
@@ -613,7 +662,7 @@ class ConsumerGroupManager:
                 classic = m.classic_member_metadata
                 # a classic-protocol member keeps the session timeout it joined with
                 self.timers.arm(res, (SESSION_TIMER, gid, mid),
-                                now + (self.session_timeout_ms if classic is None
+                                now + (self.session_timeout_for(gid) if classic is None
                                        else classic["session_timeout_ms"]))
                 if m.state == UNREVOKED_PARTITIONS and classic is None:
                     key = (REBALANCE_TIMER, gid, mid)
@@ -659,6 +708,7 @@ class ConsumerGroupManager:
         records.append(cg.subscription_metadata_record(gid, metadata))
         epoch = group.group_epoch + 1
         records.append(cg.group_epoch_record(gid, epoch))
+        self.epoch_reasons[gid] = "the subscribed topics changed"
         try:
             self._update_target(group, epoch, None, None, metadata, records)
         except HeartbeatError as exc:  # the next heartbeat tries again

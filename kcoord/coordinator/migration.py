@@ -47,6 +47,7 @@ JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
 MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
 NOT_LAST = "the leaving member is not the last one using the consumer protocol"
+WOULD_BE_EMPTY = "the group would be empty"
 
 
 def classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]]) -> dict:
@@ -241,7 +242,7 @@ class GroupMigration:
                 if m.member_id != leaving.member_id):
             return NOT_LAST
         if remaining == 0:
-            return "the group would be empty"
+            return WOULD_BE_EMPTY  # the usual end of a group: nothing to say
         if not self.downgrade_enabled:
             return "the online downgrade is disabled"
         if remaining > self.shard.config.group_max_size:
@@ -256,7 +257,7 @@ class GroupMigration:
             return None
         refused = self._downgrade_refusal(group, leaving, len(group.members) - 1)
         if refused:
-            if refused is not NOT_LAST:
+            if refused is not NOT_LAST and refused is not WOULD_BE_EMPTY:
                 log.info("group %s: no downgrade to a classic group: %s", group.group_id, refused)
             return None
         members = [(m, m.member_id) for m in group.members.values()
@@ -283,7 +284,8 @@ class GroupMigration:
         for m in classic.members.values():
             self.shard._arm_heartbeat(res, classic, m.member_id, m.session_timeout_ms, now)
         if rebalance:
-            self.shard._prepare_rebalance(res, classic, now)
+            self.shard._prepare_rebalance(res, classic, now,
+                                          "downgraded from a consumer group")
         log.info("group %s: downgraded from consumer to classic group (%d members)",
                  gid, len(classic.members))
         return res
@@ -552,4 +554,5 @@ class GroupMigration:
             if metadata != group.subscription_metadata:
                 res.records.append(cg.subscription_metadata_record(gid, metadata))
             res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
+            self.consumer.epoch_reasons[gid] = "classic members left the group"
         return responses, res

@@ -8,7 +8,7 @@ records are durable.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
@@ -21,6 +21,8 @@ from .consumer_protocol_handlers import ConsumerGroupManager
 from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, offset_record,
                       offset_tombstone)
+from .group_configs import GroupOverrides
+from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 from .timers import Timers
 
@@ -43,6 +45,8 @@ class CoordinatorConfig:
     consumer_group_assignors: tuple = ("uniform", "range")
     # classic <-> consumer conversions allowed: disabled, upgrade, downgrade, bidirectional
     consumer_group_migration_policy: str = "bidirectional"
+    # per-group overrides of the two settings above (GROUP configs); the server keeps them
+    group_overrides: GroupOverrides = field(default_factory=GroupOverrides)
 
     @classmethod
     def from_values(cls, v: dict) -> "CoordinatorConfig":
@@ -80,6 +84,13 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
             self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
+        self.observer: CoordinatorObserver = NULL_OBSERVER
+
+    def set_observer(self, observer: CoordinatorObserver | None) -> None:
+        """Report rebalances and expiries to `observer` (None: to nobody).  Set
+        once the shard is loaded, so replaying the log reports nothing."""
+        self.observer = observer or NULL_OBSERVER
+        self.consumer.observer = observer
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:

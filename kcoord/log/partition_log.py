@@ -27,6 +27,7 @@ from .config import LogConfig
 from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
 from .index import INT32_MAX
 from .scan import memory_batches
+from .start_offset import read_start_offset, write_start_offset
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,12 @@ class PartitionLog:
         self._closed = False
         self.recovery_scanned = False  # whether opening CRC-scanned the active segment
         self._open_segments(clean_shutdown)
+        # raised by DeleteRecords (advance_log_start) above the first segment's base
+        self._start_floor = read_start_offset(self.path)
+        # The end of what the last successful flush made durable (what opening
+        # found counts): readers that must never see a write that could still
+        # be lost (the coordinator log's high watermark) stop here.
+        self.durable_end_offset = self.log_end_offset
 
     # ------------------------------------------------------------ opening
 
@@ -106,7 +113,9 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        base = self._segments[0].base_offset
+        return base if base >= self._start_floor else min(self._start_floor,
+                                                          self.log_end_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -291,10 +300,13 @@ class PartitionLog:
         """fsync the active segment, and the directory if segment files were
         created or removed (sealed segments were fsynced when sealed)."""
         self._check_open()
+        end = self.log_end_offset  # read first: appends racing the fsync are not covered
         self.active.flush()
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
+        if end > self.durable_end_offset:
+            self.durable_end_offset = end
 
     def _fsync_dir(self) -> None:
         fd = os.open(self.path, os.O_RDONLY)
@@ -338,6 +350,22 @@ class PartitionLog:
         seg.delete()
         self._dir_dirty = True
 
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start offset forward to `offset` (at most the log
+        end; never backwards), durably, then delete the segments wholly
+        below it.  -> the new log start offset."""
+        self._check_open()
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        write_start_offset(self.path, offset)
+        self._start_floor = offset
+        while len(self._segments) > 1 and self._bases[1] <= offset:
+            self._delete_oldest()
+        if self._dir_dirty:
+            self._fsync_dir()
+        return self.log_start_offset
+
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding offsets >= `offset`.  A batch that
         straddles `offset` is removed whole, so log_end_offset becomes that
@@ -362,6 +390,10 @@ class PartitionLog:
             position = found[0] if found is not None else seg.size
             self._size -= seg.size - position
             seg.truncate_at(position)
+        if self._start_floor > self.log_end_offset:  # the log now restarts at its end
+            write_start_offset(self.path, self.log_end_offset)
+            self._start_floor = self.log_end_offset
+        self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
 
     # ---------------------------------------------------------- compaction

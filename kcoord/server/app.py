@@ -8,10 +8,15 @@ import time
 
 from ..broker.catalogue import Catalogue
 from ..broker.data_handlers import DataPlane
+from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
+from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.group_sync import GroupSync
-from .config import Config
+from ..security.setup import SecuritySetup
+from .config import Config, parse_hostport
+from .cluster_handlers import ClusterHandlers
+from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
@@ -21,6 +26,10 @@ from .network import KafkaConnection
 log = logging.getLogger("kcoord.server")
 
 
+class StartupError(Exception):
+    """The server cannot start; the message is the one line to print."""
+
+
 class Server:
     """Everything one kcoord process serves, on one listening socket."""
 
@@ -28,15 +37,30 @@ class Server:
         self.config = config
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
+        self.security.load()
+        self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values)
+        self.security.use_catalogue(self.catalogue)
         self.group_sync = GroupSync()
         self.data = DataPlane(self.catalogue, config, self.group_sync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
-        self.coordinator = CoordinatorRuntime(self.catalogue, config)
+        # /metrics counts only when the HTTP endpoint is on; the log lines are always there
+        self.http_listen = config.values.get("http.listen") or ""
+        self.events = ServerMetrics() if self.http_listen else GroupEventLog()
+        if self.http_listen:
+            self.dispatcher.metrics = self.events
+        self.http = None
+        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.configs = build_config_handlers(config, self.catalogue,
+                                             self.coordinator.core_config.group_overrides)
         self._register()
-        self._server: asyncio.base_events.Server | None = None
+        self.cluster = None
+        if config["etcd.endpoints"]:
+            self._join_cluster()
+        self._servers: list = []
         self._retention: asyncio.TimerHandle | None = None
 
     def _register(self) -> None:
@@ -50,6 +74,21 @@ class Server:
         d.register(37, self.topic_admin.create_partitions)
         d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        self.configs.register(d)
+        PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
+        self.cluster_handlers = ClusterHandlers(self.config)
+        self.cluster_handlers.register(d)
+
+    def _join_cluster(self) -> None:
+        """Cluster mode (etcd.endpoints set): routing and the topic catalogue
+        come from the control plane (kcoord/cluster/node.py)."""
+        from ..cluster.node import ClusterNode
+        self.cluster = ClusterNode(self.config, self.catalogue)
+        self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
+        self.cluster_handlers.cluster = self.cluster
+        self.dispatcher.register(19, self.cluster.create_topics)
+        self.dispatcher.register(20, self.cluster.delete_topics)
+        self.dispatcher.register(37, self.cluster.create_partitions)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -68,22 +107,57 @@ class Server:
         loop = asyncio.get_running_loop()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         max_bytes = self.config["socket.request.max.bytes"]
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self.dispatcher, max_bytes),
-            self.config.host, self.config.port, reuse_address=True, backlog=1024)
-        # port 0 binds an ephemeral port: advertise the real one
-        self.config.port = self._server.sockets[0].getsockname()[1]
+
+        def connection(listener, gate, tls_principal):
+            return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal)
+
+        for lsn in self.security.listeners:
+            try:
+                server = await loop.create_server(
+                    self.security.protocol_factory(lsn, connection),
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+            except OSError as exc:
+                for bound in self._servers:
+                    bound.close()
+                self.catalogue.close()  # writes the clean-shutdown marker back
+                raise StartupError(f"listener {lsn.name} {lsn.host}:{lsn.port}: cannot listen: "
+                                   f"{exc.strerror or exc}") from None
+            self._servers.append(server)
+            # port 0 binds an ephemeral port: advertise the real one
+            lsn.port = server.sockets[0].getsockname()[1]
+            log.info("kcoord listener %s (%s) on %s:%d", lsn.name, lsn.protocol,
+                     lsn.host, lsn.port)
+        self.config.listeners = self.security.listeners
+        first = self.security.listeners[0]
+        self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
         self.coordinator.start()
+        if self.cluster is not None:
+            await self.cluster.start()
+        if self.http_listen:
+            from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
+            self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+                                     ["%s:%d" % self.config.advertised])
+            try:
+                await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
+            except OSError as exc:
+                await self.stop()
+                raise StartupError(f"http.listen {self.http_listen}: cannot listen: "
+                                   f"{exc.strerror or exc}") from None
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # hand leaderships over while still serving
+            await self.cluster.stop()
         if self._retention is not None:
             self._retention.cancel()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        if self.http is not None:
+            await self.http.stop()
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
         self.coordinator.stop()
         self.catalogue.close()
         log.info("kcoord stopped")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.assignors import ASSIGNORS
+from ..security import settings as security_settings
 
 log = logging.getLogger("kcoord.config")
 
@@ -31,6 +32,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.check.interval.ms": (int, 300000),
     "log.flush.interval.messages": (int, 2**63 - 1),
     "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleanup.policy": (list, ["delete"]),
+    "min.insync.replicas": (int, 1),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
     "offsets.retention.minutes": (int, 10080),
@@ -53,6 +56,14 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
+    "http.listen": (str, ""),
+    # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
+    "etcd.endpoints": (list, []),
+    "etcd.lease.ttl.ms": (int, 2000),
+    "etcd.prefix": (str, "/kcoord"),
+    "offsets.topic.replication.factor": (int, 3),
+    "unclean.leader.election.enable": (bool, False),
 }
 
 
@@ -64,6 +75,7 @@ MINIMUMS = {
     "log.segment.bytes": 14,
     "log.retention.check.interval.ms": 1,
     "log.flush.interval.messages": 1,
+    "min.insync.replicas": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
@@ -80,10 +92,22 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
+    "offsets.topic.replication.factor": 1,
+    "default.replication.factor": 1,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
+
+
+def parse_hostport(spec: str, key: str) -> tuple[str, int]:
+    """HOST:PORT -> (host, port); a ValueError naming `key` for anything
+    else, a port outside 0-65535 included (never wrapped)."""
+    host, sep, port = spec.strip().rpartition(":")
+    if not sep or not port.strip().isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{key}: {spec!r} is not HOST:PORT with a port in 0-65535")
+    return host.strip().strip("[]") or "127.0.0.1", int(port)
 
 
 def _check_between(values: dict, key: str, low_key: str, high_key: str) -> None:
@@ -114,10 +138,19 @@ def check_consistency(values: dict) -> None:
         raise ValueError("group.consumer.heartbeat.interval.ms must be less than "
                          "group.consumer.session.timeout.ms")
     assignors = values["group.consumer.assignors"]
-    unknown = [a for a in assignors if a not in KNOWN_ASSIGNORS]
+    from .assignor_plugins import load_assignors
+    load_assignors(assignors)  # custom ones from the kcoord.assignors entry points
+    unknown = [a for a in assignors if a not in ASSIGNORS]
     if not assignors or unknown:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
-                         f"known assignors are {', '.join(KNOWN_ASSIGNORS)}")
+                         f"known assignors are {', '.join(ASSIGNORS)} and the "
+                         "kcoord.assignors entry points installed")
+    if values.get("http.listen"):
+        parse_hostport(values["http.listen"], "http.listen")
+    for endpoint in values["etcd.endpoints"]:
+        host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd.endpoints: {endpoint!r} is not host:port")
     protocols = values["group.coordinator.rebalance.protocols"]
     unknown = [p for p in protocols if p not in KNOWN_REBALANCE_PROTOCOLS]
     if unknown or "classic" not in protocols:
@@ -138,7 +171,10 @@ def _convert(kind: type, raw: str) -> Any:
             raise ValueError(f"expected true or false, got {raw!r}")
         return raw.lower() == "true"
     if kind is int:
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a number") from None
     if kind is list:
         return [item.strip() for item in raw.split(",") if item.strip()]
     return raw
@@ -164,11 +200,16 @@ class Config:
     port: int = 9092
     data_dir: Path = Path("./data")
     values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
+    # the bound listeners (kcoord.security.listeners.Listener), set by the server
+    listeners: list = field(default_factory=list)
+    # the keys set by --config/--set, as given: DescribeConfigs reports them as static
+    static: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     def set(self, key: str, raw: Any) -> None:
+        self.static[key] = raw if isinstance(raw, str) else str(raw)
         # Kafka accepts log.retention.hours/minutes as coarser forms of log.retention.ms
         coarse = {"log.retention.hours": 3600000, "log.retention.minutes": 60000}
         if key in coarse:
@@ -188,6 +229,8 @@ class Config:
                 value = str(value).strip().lower()
                 if value not in choices:
                     raise ValueError(f"{key}: {value!r} is not one of {', '.join(choices)}")
+        elif security_settings.is_security_key(key):
+            value = raw  # checked as a whole in build_config: unimplemented is an error
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw
@@ -197,9 +240,19 @@ class Config:
         for k, v in pairs.items():
             self.set(k, v)
 
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """Host and port of the listener a request arrived on (Kafka answers
+        Metadata and FindCoordinator with that listener's endpoint)."""
+        for lsn in self.listeners:
+            if lsn.name == listener:
+                return lsn.advertised
+        return self.advertised
+
     @property
     def advertised(self) -> tuple[str, int]:
         """Host and port clients should connect to (from advertised.listeners if set)."""
+        if self.listeners:
+            return self.listeners[0].advertised
         spec = self.values.get("advertised.listeners") or ""
         if spec:
             first = spec.split(",")[0]
@@ -211,8 +264,8 @@ class Config:
 
 def build_config(listen: str, data_dir: str, config_file: str | None,
                  overrides: list[str]) -> Config:
-    host, _, port = listen.rpartition(":")
-    cfg = Config(host=host or "127.0.0.1", port=int(port), data_dir=Path(data_dir))
+    host, port = parse_hostport(listen, "--listen")
+    cfg = Config(host=host, port=port, data_dir=Path(data_dir))
     if config_file:
         cfg.update(parse_properties(Path(config_file).read_text()))
     for item in overrides:
@@ -221,4 +274,5 @@ def build_config(listen: str, data_dir: str, config_file: str | None,
             raise ValueError(f"--set expects key=value, got {item!r}")
         cfg.set(key.strip(), value)
     check_consistency(cfg.values)
+    security_settings.check(cfg.values, cfg.host, cfg.port)
     return cfg

@@ -37,6 +37,7 @@ from ..coordinator.result import Record, Result
 from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
+from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
@@ -76,8 +77,12 @@ class ShardRuntime(ShardLoader):
     timers, parked requests and writes in flight."""
 
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
-                 linger_ms: int = 0, commit: GroupCommit | None = None) -> None:
+                 linger_ms: int = 0, commit: GroupCommit | None = None,
+                 events: GroupEventLog | None = None) -> None:
         self.index = index
+        # logs rebalances, expiries and loads; a ServerMetrics also counts them
+        self.events = events if events is not None else GroupEventLog()
+        self.metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.plog = plog
         self.config = config
         self.commit = commit if commit is not None else GroupCommit(linger_ms)
@@ -134,6 +139,8 @@ class ShardRuntime(ShardLoader):
             return
         self.state = ACTIVE
         self._load_task = None
+        # from now on the core reports rebalances and expiries (not while replaying)
+        self.core.set_observer(self.events)
         # restart the sessions of loaded members (their timers are not durable)
         self.apply(self.core.on_loaded(wall_ms()))
 
@@ -274,7 +281,12 @@ class ShardRuntime(ShardLoader):
         if batch is None:
             return None
         try:
-            self.plog.append(build_records_batch(batch.records, now))
+            if self.metrics is None:
+                self.plog.append(build_records_batch(batch.records, now))
+            else:
+                started = time.perf_counter()
+                self.plog.append(build_records_batch(batch.records, now))
+                self.metrics.appended(time.perf_counter() - started)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._failed()
@@ -382,9 +394,13 @@ class CoordinatorRuntime:
     NOT_COORDINATOR.  `durability` decides when an appended write may be
     answered (see the module doc)."""
 
-    def __init__(self, catalogue, config, durability=None) -> None:
+    def __init__(self, catalogue, config, events: GroupEventLog | None = None,
+                 durability=None) -> None:
         self.catalogue = catalogue
         self.config = config
+        self.events = events if events is not None else GroupEventLog()
+        metrics = self.events if isinstance(self.events, ServerMetrics) else None
+        self.metrics = metrics
         self.core_config = CoordinatorConfig.from_values(config.values)
         wanted = config["offsets.topic.num.partitions"]
         topic = catalogue.get(OFFSETS_TOPIC)
@@ -396,8 +412,9 @@ class CoordinatorRuntime:
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                         OFFSETS_TOPIC, len(topic.partitions), wanted)
         linger = config["group.coordinator.append.linger.ms"]
-        self.commit = GroupCommit(linger, durability)  # one group commit for every shard
-        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit)
+        # one group commit for every shard
+        self.commit = GroupCommit(linger, durability, metrics=metrics)
+        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
         self._cleanup: asyncio.TimerHandle | None = None
@@ -505,6 +522,7 @@ class CoordinatorRuntime:
             records = shard.core.cleanup(now)
             if records:
                 log.info("shard %d: expiring %d records", shard.index, len(records))
+                self.events.offsets_expired(sum(1 for r in records if r.type in (0, 1)))
                 shard.apply(Result(records=records))
             # compact once per newly sealed segment; records stay replayable
             # (latest per key), so live and reloaded state stay equal

@@ -37,8 +37,10 @@ class GroupCommit:
     Single node: fsync in worker threads (ThreadedSync).  Replicated: the
     high watermark passing each log's end at the time of the call."""
 
-    def __init__(self, linger_ms: float, durability=None) -> None:
+    def __init__(self, linger_ms: float, durability=None, metrics=None) -> None:
         self.linger = linger_ms / 1000.0
+        self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
+        self._sync_started = 0.0
         self.sync = durability if durability is not None else ThreadedSync()
         self._queue: list["ShardRuntime"] = []
         self._scheduled = False
@@ -73,10 +75,14 @@ class GroupCommit:
             return
         self._in_flight = True
         self.rounds += 1
+        if self.metrics is not None:
+            self._sync_started = time.perf_counter()
         self.sync.sync([job[0].plog for job in jobs], lambda errors: self._synced(jobs, errors))
 
     def _synced(self, jobs: list, errors: list) -> None:
         self._in_flight = False
+        if self.metrics is not None:
+            self.metrics.synced(time.perf_counter() - self._sync_started)
         # What was written meanwhile has waited long enough: its round starts
         # now, before this round's answers are written to the sockets (they
         # are written at once when released, network.py), so its fsyncs run

@@ -68,6 +68,7 @@ class GroupHandlers:
         self.catalogue = catalogue
         self.config = config
         self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
+        self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
 
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)
@@ -77,10 +78,12 @@ class GroupHandlers:
     # ------------------------------------------------------ FindCoordinator
     @serves("FindCoordinator")
     def find_coordinator(self, ctx: RequestContext, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:
+            if self.cluster is not None:
+                return self.cluster.find_coordinator(key, req.get("key_type", 0))
             if req.get("key_type", 0) != KEY_TYPE_GROUP:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
@@ -122,8 +125,12 @@ class GroupHandlers:
             return self.commit_error(req, Err.INVALID_GROUP_ID)
         version = ctx.api_version
 
+        metrics = self.runtime.metrics  # admin.events.ServerMetrics or None
+
         def op(core, now):
             response, result = core.offset_commit_result(req, version, now)
+            if metrics is not None:
+                metrics.offsets_committed(len(result.records))
             if result.records:
                 result.response = self._commit_body(version, req, response, len(result.records))
             else:

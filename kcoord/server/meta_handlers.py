@@ -23,6 +23,7 @@ class MetaHandlers:
         self.config = config
         self.dispatcher = dispatcher
         self.topics = topics
+        self.cluster = None  # cluster mode: nodes and controller from kcoord/cluster/node.py
         self._api_versions_bodies: dict[int, tuple[object, bytes]] = {}
 
     def register(self) -> None:
@@ -57,7 +58,7 @@ class MetaHandlers:
         return out
 
     def metadata(self, ctx: RequestContext, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]
         requested = req["topics"]
         names = None
@@ -79,11 +80,15 @@ class MetaHandlers:
             topics = [{"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "name": n,
                        "partitions": [], "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED}
                       for n in (names or [])]
+        brokers = [{"node_id": node_id, "host": host, "port": port, "rack": None}]
+        controller_id = node_id
+        if self.cluster is not None:
+            brokers, controller_id = self.cluster.brokers(), self.cluster.controller_id()
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": node_id, "host": host, "port": port, "rack": None}],
+            "brokers": brokers,
             "cluster_id": self.config["cluster.id"],
-            "controller_id": node_id,
+            "controller_id": controller_id,
             "topics": topics,
             "cluster_authorized_operations": AUTH_OPS_NOT_REQUESTED,
         }

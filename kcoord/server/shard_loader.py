@@ -251,7 +251,7 @@ class ShardLoader:
             self._replay_latest(latest)
         took = time.monotonic() - start
         if self.records_loaded:
-            log.info("loaded shard %d: %d records in %.2fs", self.index, self.records_loaded, took)
+            self.events.shard_loaded(self.index, self.records_loaded, took)
 
     async def _load_in_worker(self) -> bool:
         """Scan the log in a worker process and replay what it returns.

@@ -258,7 +258,7 @@ def test_range_heterogeneous(seed):
 
 
 def test_registry_names():
-    assert set(ASSIGNORS) == {"uniform", "range"}
+    assert set(ASSIGNORS) == {"uniform", "range", "roundrobin"}
 
 
 def test_assignors_do_not_mutate_their_input():

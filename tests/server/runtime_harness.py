@@ -51,7 +51,7 @@ class Node:
                             "group.initial.rebalance.delay.ms": 0, **settings})
         self.catalogue = Catalogue(data_dir, self.config.values)
         self.sync = GatedSync()
-        self.runtime = CoordinatorRuntime(self.catalogue, self.config, self.sync)
+        self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.sync)
         self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
         if self.catalogue.get("t") is None:
             self.catalogue.create("t", 4, {})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from . import range as range_assignor
-from . import uniform
+from . import roundrobin, uniform
 from .spec import (EMPTY_ASSIGNMENT, Assignment, AssignorError, GroupSpec, MemberSpec, TopicId,
                    assignment_size, is_homogeneous)
 
@@ -19,7 +19,14 @@ AssignFn = Callable[[GroupSpec, Mapping[TopicId, int]], dict[str, Assignment]]
 ASSIGNORS: dict[str, AssignFn] = {
     uniform.NAME: uniform.assign,
     range_assignor.NAME: range_assignor.assign,
+    roundrobin.NAME: roundrobin.assign,
 }
 
-__all__ = ["ASSIGNORS", "AssignFn", "Assignment", "AssignorError", "EMPTY_ASSIGNMENT",
+
+def register(name: str, assign: AssignFn) -> None:
+    """Add a server assignor (custom ones come from the `kcoord.assignors`
+    entry points, loaded by the server before it starts)."""
+    ASSIGNORS[name] = assign
+
+__all__ = ["ASSIGNORS", "AssignFn", "register", "Assignment", "AssignorError", "EMPTY_ASSIGNMENT",
            "GroupSpec", "MemberSpec", "TopicId", "assignment_size", "is_homogeneous"]

@@ -1,0 +1,91 @@
+"""The live status page (`/`): groups, state, members, lag, recent rebalances.
+
+One static HTML page that polls `/status.json` every two seconds and fills
+its tables (no framework, no external assets).
+"""
+from __future__ import annotations
+
+import time
+
+from .events import ServerMetrics
+from .lag import RecordTimes, group_lags
+
+
+def status_snapshot(shards, catalogue, metrics: ServerMetrics, times: RecordTimes) -> dict:
+    """What the page shows, as JSON-ready data."""
+    now_ms = int(time.time() * 1000)
+    lag: dict[str, list] = {}
+    for row in group_lags(shards, catalogue, now_ms, times):
+        if row.log_end < 0:
+            continue
+        acc = lag.setdefault(row.group, [0, 0.0, 0])
+        acc[0] += max(row.lag, 0)
+        acc[1] = max(acc[1], row.lag_seconds or 0.0)
+        acc[2] += 1
+    groups = []
+    for shard in shards:
+        if not shard.loaded:
+            continue
+        core = shard.core
+        entries = [(gid, "classic" if g.protocol_type is not None else "simple", g.state,
+                    len(g.members), g.generation_id) for gid, g in list(core.groups.items())]
+        entries += [(gid, "consumer", g.state, len(g.members), g.group_epoch)
+                    for gid, g in list(core.consumer.groups.items())]
+        for gid, protocol, state, members, epoch in entries:
+            total, seconds, partitions = lag.get(gid, (0, 0.0, 0))
+            groups.append({"group": gid, "protocol": protocol, "state": state,
+                           "members": members, "epoch": epoch, "partitions": partitions,
+                           "lag": total, "lag_seconds": round(seconds, 3),
+                           "rebalancing": gid in metrics.open})
+    groups.sort(key=lambda g: g["group"])
+    recent = [dict(r, seconds=None if r["seconds"] is None else round(r["seconds"], 3))
+              for r in reversed(metrics.recent)]
+    return {"time": now_ms, "groups": groups, "recent_rebalances": recent,
+            "rebalances_started": sum(metrics.rebalances_started.values()),
+            "rebalances_completed": sum(metrics.rebalances_completed.values())}
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kcoord status</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em;margin:0 0 .2em} h2{font-size:1.05em;margin:1.4em 0 .4em}
+table{border-collapse:collapse;min-width:40em} th,td{padding:.25em .7em;text-align:left;
+border-bottom:1px solid #ddd} th{background:#f3f3f3} td.n{text-align:right}
+.Stable{color:#17702c}.Empty{color:#777}.PreparingRebalance,.CompletingRebalance,
+.Assigning,.Reconciling{color:#b35c00;font-weight:bold}.Dead{color:#a00}
+#meta{color:#666}
+</style></head><body>
+<h1>kcoord</h1><div id="meta">loading&hellip;</div>
+<h2>Groups</h2>
+<table id="groups"><thead><tr><th>group</th><th>protocol</th><th>state</th>
+<th>members</th><th>generation / epoch</th><th>partitions</th><th>lag</th>
+<th>lag (s)</th></tr></thead><tbody></tbody></table>
+<h2>Recent rebalances</h2>
+<table id="rebalances"><thead><tr><th>completed</th><th>group</th><th>protocol</th>
+<th>generation / epoch</th><th>members</th><th>duration (s)</th><th>reason</th></tr></thead>
+<tbody></tbody></table>
+<script>
+function cell(tr, text, cls){const td=document.createElement('td');td.textContent=text;
+ if(cls)td.className=cls;tr.appendChild(td);}
+function fill(id, rows, cols){const body=document.querySelector('#'+id+' tbody');
+ body.replaceChildren(...rows.map(r=>{const tr=document.createElement('tr');
+ cols.forEach(c=>c(tr,r));return tr;}));}
+async function refresh(){
+ try{const s=await (await fetch('status.json',{cache:'no-store'})).json();
+  document.getElementById('meta').textContent=s.groups.length+' groups, '+
+   s.rebalances_started+' rebalances started, '+s.rebalances_completed+
+   ' completed; updated '+new Date(s.time).toLocaleTimeString();
+  fill('groups', s.groups, [(t,r)=>cell(t,r.group),(t,r)=>cell(t,r.protocol),
+   (t,r)=>cell(t,r.state,r.state),(t,r)=>cell(t,r.members,'n'),(t,r)=>cell(t,r.epoch,'n'),
+   (t,r)=>cell(t,r.partitions,'n'),(t,r)=>cell(t,r.lag,'n'),(t,r)=>cell(t,r.lag_seconds,'n')]);
+  fill('rebalances', s.recent_rebalances, [(t,r)=>cell(t,new Date(r.at*1000).toLocaleTimeString()),
+   (t,r)=>cell(t,r.group),(t,r)=>cell(t,r.protocol),(t,r)=>cell(t,r.epoch,'n'),
+   (t,r)=>cell(t,r.members,'n'),(t,r)=>cell(t,r.seconds===null?'-':r.seconds,'n'),
+   (t,r)=>cell(t,r.reason)]);
+  document.body.dataset.loaded='1';
+ }catch(e){document.getElementById('meta').textContent='cannot reach kcoord: '+e;}
+}
+refresh();setInterval(refresh,2000);
+</script></body></html>
+"""

@@ -1,0 +1,319 @@
+"""The control plane of one node, on etcd (the I/O around decisions.py).
+
+- registration: <prefix>/nodes/<id> under the node's lease (etcd_session);
+- the view: one read of the prefix, then a watch from the next revision,
+  applied to a ClusterView; partition listeners hear every state change;
+- controller election: create-if-absent of <prefix>/controller under the
+  lease, with <prefix>/controller_epoch bumped in the same transaction;
+- the controller (etcd_controller.py) writes partition states; the leader
+  of a partition writes its ISR through `alter_isr`, a compare-and-set on
+  the state's mod revision."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Callable
+
+from .etcd_session import EtcdSession, parse_endpoints
+from .state import PartitionState, PartitionStateListener
+from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
+                   encode_state, encode_topic)
+
+log = logging.getLogger("kcoord.cluster")
+
+
+class EtcdControlPlane:
+    def __init__(self, node_id: int, host: str, port: int, endpoints, prefix: str = "/kcoord",
+                 lease_ttl_ms: int = 2000, unclean: bool = False) -> None:
+        self.node_id = node_id
+        self.host, self.port = host, port
+        self.keys = Keys(prefix)
+        self.view = ClusterView(self.keys)
+        self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms)
+        self.session.on_expired = self._reregister
+        self.session.on_lapsed = self._lapsed
+        self.unclean = unclean
+        self.listeners: list[PartitionStateListener] = []
+        # called with each change apply() reports, after the view took it
+        self.view_listeners: list[Callable[[tuple], None]] = []
+        self.stopping = False
+        self.controller = None  # the EtcdController while this node is controller
+        self._watch_task: asyncio.Task | None = None
+        self._watch = None
+        self._changed = asyncio.Event()  # set after every applied change (waiters re-check)
+        self._campaigning = False
+
+    @property
+    def client(self):
+        return self.session.client
+
+    @property
+    def txn(self):
+        return self.session.client.transactions
+
+    # ------------------------------------------------------------ start/stop
+    async def start(self) -> None:
+        await self.session.open()
+        await self._register()
+        await self._sync()
+        self._watch_task = asyncio.get_running_loop().create_task(self._watch_loop())
+        await self._campaign()
+        log.info("node %d registered in etcd (prefix %s); controller is %s", self.node_id,
+                 self.keys.prefix, self.view.controller and self.view.controller.node_id)
+
+    async def _register(self) -> None:
+        info = NodeInfo(self.node_id, self.host, self.port, self.stopping)
+        # a put under the new lease takes the key over from a previous incarnation's lease
+        await self.client.put(self.keys.node(self.node_id).encode(), encode_node(info),
+                              lease=self.session.lease_id)
+
+    def _lapsed(self) -> None:
+        for listener in list(self.listeners):
+            lost = getattr(listener, "on_session_lost", None)
+            if lost is not None:
+                try:
+                    lost()
+                except Exception:
+                    log.exception("session-lost listener failed")
+
+    async def _reregister(self) -> None:
+        await self._register()
+        await self._campaign()
+
+    async def stop(self, controlled: bool = True, timeout: float = 10.0) -> None:
+        """Controlled shutdown (leaderships handed over first, bounded by
+        timeout), then the lease is revoked so every key of this node goes."""
+        if controlled and self.session.client is not None:
+            try:
+                await self.controlled_shutdown(timeout)
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            try:
+                await self._watch_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.session.close(revoke=True)
+
+    # ----------------------------------------------------------------- view
+    async def _sync(self) -> None:
+        """Read every key of the prefix into a fresh view (at one revision)."""
+        result = await self.client.get_prefix(self.keys.prefix.encode() + b"/")
+        view = ClusterView(self.keys)
+        for kv in result:
+            view.apply(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision,
+                       kv.lease)
+        view.revision = result.header.revision
+        old, self.view = self.view, view
+        # tell listeners about every partition (a resync may have missed events)
+        for state in view.partitions.values():
+            if old.partitions.get((state.topic, state.partition)) != state:
+                self._notify(("partition", state))
+        for name in set(old.topics) | set(view.topics):
+            if old.topics.get(name) != view.topics.get(name):
+                self._notify(("topic", name))
+        self._notify(("node", None))
+        self._notify(("controller", None))
+
+    async def _watch_loop(self) -> None:
+        while True:
+            try:
+                self._watch = await self.client.watch_prefix(
+                    self.keys.prefix.encode() + b"/", start_revision=self.view.revision + 1)
+                async for event in self._watch:
+                    kv = event.kv
+                    deleted = event.kind == "DELETE"
+                    change = self.view.apply(kv.key.decode(), None if deleted else kv.value,
+                                             kv.mod_revision, kv.create_revision, kv.lease)
+                    self.view.revision = max(self.view.revision, kv.mod_revision)
+                    if change is not None:
+                        self._notify(change)
+            except asyncio.CancelledError:
+                if self._watch is not None:
+                    try:
+                        await self._watch.cancel()
+                    except Exception:
+                        pass
+                raise
+            except Exception as exc:  # etcd restarted, compacted or unreachable: resync
+                log.warning("etcd watch ended (%s); reading the view again", exc)
+                await asyncio.sleep(0.2)
+                try:
+                    await self._sync()
+                except Exception as exc2:
+                    log.warning("etcd resync failed: %s", exc2)
+
+    def _notify(self, change: tuple) -> None:
+        kind, what = change
+        if kind == "partition" and isinstance(what, PartitionState):
+            for listener in list(self.listeners):
+                try:
+                    listener.on_partition_state(what)
+                except Exception:
+                    log.exception("partition state listener failed for %s-%d",
+                                  what.topic, what.partition)
+        if kind == "controller" and self.view.controller is None and not self.stopping:
+            asyncio.get_running_loop().create_task(self._campaign())
+        if kind == "controller":
+            self._controller_changed()
+        for listener in list(self.view_listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("cluster view listener failed on %s", change)
+        if self.controller is not None:
+            self.controller.poke()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait (bounded) until predicate() holds on the view."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    # ----------------------------------------------------------- controller
+    async def _campaign(self) -> None:
+        """Try to become controller (create-if-absent under the lease)."""
+        if self._campaigning or self.stopping or self.session.client is None:
+            return
+        self._campaigning = True
+        try:
+            k, t = self.keys, self.txn
+            epoch = self.view.controller_epoch + 1
+            ok, responses = await self.client.transaction(
+                compare=[t.create(k.controller.encode()) == 0,
+                         t.mod(k.controller_epoch.encode()) == self.view.controller_epoch_version],
+                success=[t.put(k.controller.encode(), encode_controller(self.node_id, epoch),
+                               lease=self.session.lease_id),
+                         t.put(k.controller_epoch.encode(), str(epoch).encode())],
+                failure=[])
+            if ok:
+                log.info("node %d is the controller (epoch %d)", self.node_id, epoch)
+        except Exception as exc:  # etcd busy or away: try again while nobody leads
+            log.warning("controller election attempt failed: %s", exc)
+            asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
+        finally:
+            self._campaigning = False
+
+    def _campaign_if_vacant(self) -> None:
+        if self.view.controller is None and not self.stopping:
+            asyncio.get_running_loop().create_task(self._campaign())
+
+    def _controller_changed(self) -> None:
+        from .etcd_controller import EtcdController
+        c = self.view.controller
+        mine = c is not None and c.node_id == self.node_id and not self.stopping_done
+        if mine and (self.controller is None
+                     or self.controller.create_revision != c.create_revision):
+            if self.controller is not None:
+                self.controller.cancel()
+            self.controller = EtcdController(self, c.epoch, c.create_revision)
+            self.controller.start()
+        elif not mine and self.controller is not None:
+            log.info("node %d is no longer the controller", self.node_id)
+            self.controller.cancel()
+            self.controller = None
+
+    stopping_done = False
+
+    # ------------------------------------------------------- state writes
+    async def alter_isr(self, proposed: PartitionState) -> PartitionState | None:
+        """PartitionStateStore.alter_isr: compare-and-set on the mod revision."""
+        key = self.keys.partition(proposed.topic, proposed.partition).encode()
+        t = self.txn
+        ok, responses = await self.client.transaction(
+            compare=[t.mod(key) == proposed.version],
+            success=[t.put(key, encode_state(proposed))], failure=[])
+        if not ok:
+            return None
+        return PartitionState(proposed.topic, proposed.partition, proposed.leader,
+                              proposed.leader_epoch, tuple(proposed.isr),
+                              tuple(proposed.replicas),
+                              responses[0].response_put.header.revision)
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str] | None = None) -> TopicRecord | None:
+        """Add a topic to the catalogue if absent: the record, or None when
+        the name is taken.  The controller then places its replicas."""
+        record = TopicRecord(name, uuid.uuid4().bytes, partitions, replication_factor,
+                             dict(configs or {}))
+        key = self.keys.topic(name).encode()
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.create(key) == 0],
+            success=[self.txn.put(key, encode_topic(record))], failure=[])
+        return record if ok else None
+
+    async def delete_topic(self, name: str) -> bool:
+        """Remove a topic and its partition states; False when it was absent."""
+        key = self.keys.topic(name).encode()
+        prefix = f"{self.keys.partitions}{name}/".encode()
+        from aetcd.utils import prefix_range_end
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.create(key) > 0],
+            success=[self.txn.delete(key),
+                     self.txn.delete(prefix, range_end=prefix_range_end(prefix))],
+            failure=[])
+        return ok
+
+    async def set_partition_count(self, name: str, count: int) -> bool:
+        """Grow a topic (CreatePartitions); the controller places the new ones."""
+        record = self.view.topics.get(name)
+        if record is None:
+            return False
+        key = self.keys.topic(name).encode()
+        result = await self.client.get(key)
+        if result is None:
+            return False
+        grown = TopicRecord(name, record.topic_id, count, record.replication_factor,
+                            record.configs)
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == result.mod_revision],
+            success=[self.txn.put(key, encode_topic(grown))], failure=[])
+        return ok
+
+    # -------------------------------------------------- controlled shutdown
+    def leaderships(self) -> list[PartitionState]:
+        return [s for s in self.view.partitions.values() if s.leader == self.node_id]
+
+    async def controlled_shutdown(self, timeout: float) -> None:
+        """Mark this node stopping, wait (bounded) until the controller moved
+        every leadership it can move (another in-sync replica is live)."""
+        self.stopping = True
+        await self._register()
+
+        def handed_over() -> bool:
+            live = self.view.serving() - {self.node_id}
+            return not any(s.leader == self.node_id and any(r in live for r in s.isr
+                                                            if r != self.node_id)
+                           for s in self.view.partitions.values())
+
+        done = await self.wait_for(handed_over, timeout)
+        log.info("controlled shutdown of node %d: %s", self.node_id,
+                 "leaderships handed over" if done else "timed out; stopping anyway")
+        self.stopping_done = True
+        if self.controller is not None:
+            # resign: the next controller takes over at once instead of after the lease
+            await self.controller.stop()
+            self.controller = None
+            try:
+                t = self.txn
+                await self.client.transaction(
+                    compare=[t.create(self.keys.controller.encode()) ==
+                             self.view.controller.create_revision],
+                    success=[t.delete(self.keys.controller.encode())], failure=[])
+            except Exception as exc:
+                log.warning("resigning as controller failed: %s", exc)

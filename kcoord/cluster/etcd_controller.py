@@ -1,0 +1,142 @@
+"""The controller's loop: take decisions (decisions.py) on the view, write
+them to etcd by compare-and-set.
+
+Every write compares the partition key's mod revision (the state the
+decision was taken on) and the controller key's create revision (this
+controller is still the one elected), so a decision on a stale view or by
+a deposed controller changes nothing.  After any change of the view the
+loop runs again; a failed write is retried on the next view."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from . import decisions
+from .state import PartitionState
+from .view import encode_state
+
+if TYPE_CHECKING:
+    from .etcd_control import EtcdControlPlane
+
+log = logging.getLogger("kcoord.cluster.controller")
+
+
+class EtcdController:
+    def __init__(self, plane: "EtcdControlPlane", epoch: int, create_revision: int) -> None:
+        self.plane = plane
+        self.epoch = epoch
+        self.create_revision = create_revision
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        # node -> lease of the incarnation handled, recorded in etcd
+        # (<prefix>/incarnations/<id>) so a controller elected later knows it
+        # too: a node registered under another lease (restarted, or paused
+        # past its lease) counts as gone once, so its leaderships move with a
+        # new epoch and it rejoins as a follower.  This dict holds what this
+        # controller wrote and the watch has not brought back yet.
+        self._recorded: dict[int, int] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self.poke()
+
+    def poke(self) -> None:
+        self._dirty.set()
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        self.cancel()
+        if self._task is not None:
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                failed = await self.reconcile_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller pass failed")
+                failed = True
+            if failed:
+                # the watch brings the fresher view; look again shortly even if it is quiet
+                await asyncio.sleep(0.05)
+                self._dirty.set()
+
+    async def reconcile_once(self) -> bool:
+        """One pass over the view; True if some write lost its compare."""
+        view = self.plane.view
+        live = view.live()
+        handled = {**view.incarnations, **self._recorded}
+        bounced = {n for n, lease in view.sessions.items()
+                   if n in handled and handled[n] != lease}
+        stopping = view.stopping() | bounced
+        writes: list[tuple[PartitionState | None, PartitionState]] = []
+        # new topics and partitions: place replicas on the serving nodes
+        serving = sorted(live - stopping)
+        for record in list(view.topics.values()):
+            missing = [p for p in range(record.partitions)
+                       if view.state(record.name, p) is None]
+            if not missing or not serving:
+                continue
+            rf = min(record.replication_factor, len(serving))
+            start = random.randrange(len(serving))
+            for p in missing:
+                replicas = decisions.place_replicas(1, rf, serving, start=start,
+                                                    first_partition=p)[0]
+                writes.append((None, decisions.initial_state(record.name, p, replicas, serving)))
+        states = list(view.partitions.values())
+        for new in decisions.reconcile(states, live - bounced, stopping, self.plane.unclean):
+            writes.append((view.state(new.topic, new.partition), new))
+        sessions = dict(view.sessions)
+        failed = []
+        if writes:
+            results = await asyncio.gather(*(self._write(old, new) for old, new in writes),
+                                           return_exceptions=True)
+            failed = [r for r in results if r is not True]
+            for (old, new), r in zip(writes, results):
+                if r is True and (old is None or old.leader != new.leader):
+                    log.info("partition %s-%d: leader %d epoch %d isr %s", new.topic,
+                             new.partition, new.leader, new.leader_epoch, list(new.isr))
+        # a bounce is handled once its leaderships were moved; a node seen for
+        # the first time needs nothing moved
+        record = {n: lease for n, lease in sessions.items()
+                  if handled.get(n) != lease and not (n in bounced and failed)}
+        if record:
+            if not await self._record_incarnations(record):
+                failed.append(False)
+        return bool(failed)
+
+    async def _record_incarnations(self, record: dict[int, int]) -> bool:
+        plane, t = self.plane, self.plane.txn
+        ok, _ = await plane.client.transaction(
+            compare=[t.create(plane.keys.controller.encode()) == self.create_revision],
+            success=[t.put(plane.keys.incarnation(n).encode(), str(lease).encode())
+                     for n, lease in record.items()],
+            failure=[])
+        if ok:
+            self._recorded.update(record)
+        return ok
+
+    async def _write(self, old: PartitionState | None, new: PartitionState) -> bool:
+        plane = self.plane
+        key = plane.keys.partition(new.topic, new.partition).encode()
+        t = plane.txn
+        compare = [t.create(plane.keys.controller.encode()) == self.create_revision,
+                   t.mod(key) == (0 if old is None else old.version)]
+        if old is None:
+            compare.append(t.create(key) == 0)
+        ok, _ = await plane.client.transaction(compare=compare,
+                                               success=[t.put(key, encode_state(new))],
+                                               failure=[])
+        return ok

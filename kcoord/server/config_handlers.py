@@ -1,0 +1,309 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Each resource type is a small adapter (describe its entries, read its
+current overrides, validate a complete override set, replace it) in
+RESOURCES; the handlers do what is common: key filtering, synonyms and
+documentation by version, duplicate checks, the incremental operations,
+validate_only, and one result per resource in request order.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from ..broker.catalogue import Catalogue, topic_name_problem
+from ..broker.topic_configs import TOPIC_CONFIGS, validate_topic_configs
+from ..coordinator.group_configs import GROUP_CONFIGS, GroupOverrides, validate_group_configs
+from ..protocol.config_types import (LIST, SOURCE_DEFAULT, SOURCE_GROUP, SOURCE_TOPIC,
+                                     ConfigError)
+from ..protocol.errors import Err
+from .broker_configs import BROKER_KEYS, BrokerConfigs
+from .config import Config
+from .config_store import ConfigStore
+
+log = logging.getLogger("kcoord.configs")
+
+TOPIC, BROKER, GROUP = 2, 4, 32
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class ConfigResource(Protocol):
+    def check_name(self, name: str) -> None: ...            # ConfigError if not describable
+    def entries(self, name: str) -> list[dict]: ...          # every entry, unfiltered
+    def current(self, name: str) -> dict[str, str]: ...      # stored overrides
+    def key_type(self, name: str, key: str) -> int | None: ...
+    def effective_list(self, name: str, key: str) -> list[str]: ...
+    def validate(self, name: str, configs: dict) -> dict[str, str]: ...  # canonical set
+    def replace(self, name: str, configs: dict[str, str]) -> None: ...
+
+
+def _entry(name, value, source, synonyms, key_type, doc, read_only=False, sensitive=False):
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": sensitive,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms],
+            "config_type": key_type, "documentation": doc or None}
+
+
+class TopicResource:
+    def __init__(self, catalogue: Catalogue, brokers: BrokerConfigs) -> None:
+        self.catalogue = catalogue
+        self.brokers = brokers
+
+    def check_name(self, name: str, altering: bool = False) -> None:
+        if name == "" and altering:
+            raise ConfigError("Default topic resources are not allowed.", Err.INVALID_REQUEST)
+        problem = topic_name_problem(name)
+        if problem:
+            raise ConfigError(problem, Err.INVALID_TOPIC_EXCEPTION)
+        if self.catalogue.get(name) is None:
+            raise ConfigError(f"Topic {name} does not exist", Err.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def current(self, name: str) -> dict[str, str]:
+        return dict(self.catalogue.get(name).configs)
+
+    def key_type(self, name: str, key: str) -> int | None:
+        entry = TOPIC_CONFIGS.get(key)
+        return entry[0].type if entry else None
+
+    def value(self, name: str, key: str):
+        """The typed effective value: override, else the broker's, else the default."""
+        definition, synonyms = TOPIC_CONFIGS[key]
+        override = self.catalogue.get(name).configs.get(key)
+        if override is not None:
+            return definition.parse(override)
+        if synonyms:
+            value = self.brokers.effective(synonyms)
+            if value is not None:
+                return value
+        return definition.default
+
+    def effective_list(self, name: str, key: str) -> list[str]:
+        return list(self.value(name, key))
+
+    def entries(self, name: str) -> list[dict]:
+        overrides = self.catalogue.get(name).configs
+        out = []
+        for key in sorted(TOPIC_CONFIGS):
+            definition, synonyms = TOPIC_CONFIGS[key]
+            chain = []
+            if key in overrides:
+                chain.append((key, definition.render(definition.parse(overrides[key])),
+                              SOURCE_TOPIC))
+            broker = self.brokers.synonyms(synonyms) if synonyms else []
+            # Kafka's ConfigHelper cuts the broker part so it starts at the primary synonym
+            while broker and broker[0][0] != synonyms[0]:
+                broker.pop(0)
+            chain += broker
+            source = chain[0][2] if chain else SOURCE_DEFAULT
+            out.append(_entry(key, definition.render(self.value(name, key)), source, chain,
+                              definition.type, definition.doc))
+        return out
+
+    def validate(self, name: str, configs: dict) -> dict[str, str]:
+        parsed = validate_topic_configs(configs)
+        return {k: TOPIC_CONFIGS[k][0].render(v) for k, v in parsed.items()}
+
+    def replace(self, name: str, configs: dict[str, str]) -> None:
+        self.catalogue.set_configs(name, configs)
+        log.info("topic %s configs now %s", name, configs or "{}")
+
+
+class GroupResource:
+    def __init__(self, config: Config, store: ConfigStore, overrides: GroupOverrides) -> None:
+        self.config = config
+        self.store = store
+        self.overrides = overrides
+        for group_id in store.names("group"):  # a restart brings the overrides back
+            overrides.set(group_id, validate_group_configs(store.get("group", group_id),
+                                                           config.values))
+
+    def check_name(self, name: str, altering: bool = False) -> None:
+        if name == "":
+            raise ConfigError("Group name must not be empty", Err.INVALID_REQUEST)
+
+    def current(self, name: str) -> dict[str, str]:
+        return self.store.get("group", name)
+
+    def key_type(self, name: str, key: str) -> int | None:
+        entry = GROUP_CONFIGS.get(key)
+        return entry[0].type if entry else None
+
+    def effective_list(self, name: str, key: str) -> list[str]:
+        return []
+
+    def entries(self, name: str) -> list[dict]:
+        overrides = self.store.get("group", name)
+        out = []
+        for key in sorted(GROUP_CONFIGS):
+            definition, broker_key, _, _ = GROUP_CONFIGS[key]
+            if key in overrides:
+                value, source = definition.render(definition.parse(overrides[key])), SOURCE_GROUP
+                chain = [(key, value, SOURCE_GROUP)]
+            else:
+                value, source, chain = str(self.config.values[broker_key]), SOURCE_DEFAULT, []
+            out.append(_entry(key, value, source, chain, definition.type, definition.doc))
+        return out
+
+    def validate(self, name: str, configs: dict) -> dict[str, str]:
+        for key, raw in configs.items():
+            if raw is None:
+                raise ConfigError(f"Null value not supported for {key}", Err.INVALID_REQUEST)
+        parsed = validate_group_configs(configs, self.config.values)
+        return {k: str(v) for k, v in parsed.items()}
+
+    def replace(self, name: str, configs: dict[str, str]) -> None:
+        self.store.put("group", name, configs)
+        self.overrides.set(name, validate_group_configs(configs, self.config.values))
+        log.info("group %s configs now %s", name, configs or "{}")
+
+
+class BrokerResource:
+    def __init__(self, brokers: BrokerConfigs) -> None:
+        self.brokers = brokers
+
+    def check_name(self, name: str, altering: bool = False) -> None:
+        self.brokers.check_name(name)
+
+    def current(self, name: str) -> dict[str, str]:
+        return self.brokers.current(name)
+
+    def key_type(self, name: str, key: str) -> int | None:
+        definition = BROKER_KEYS.get(key)
+        return definition.type if definition else None
+
+    def effective_list(self, name: str, key: str) -> list[str]:
+        value = self.brokers.effective((key,))
+        return list(value or [])
+
+    def entries(self, name: str) -> list[dict]:
+        return self.brokers.entries(name)
+
+    def validate(self, name: str, configs: dict) -> dict[str, str]:
+        return self.brokers.validate(name, configs)
+
+    def replace(self, name: str, configs: dict[str, str]) -> None:
+        self.brokers.replace(name, configs)
+        log.info("broker %r dynamic configs now %s", name, configs or "{}")
+
+
+class ConfigHandlers:
+    def __init__(self, resources: dict[int, ConfigResource]) -> None:
+        self.resources = resources  # resource type id -> adapter; more types can be added
+
+    def register(self, dispatcher) -> None:
+        dispatcher.register(32, self.describe_configs)
+        dispatcher.register(33, self.alter_configs)
+        dispatcher.register(44, self.incremental_alter_configs)
+
+    # ----------------------------------------------------------- describe
+    def describe_configs(self, ctx, req: dict) -> dict:
+        results = []
+        for res in req["resources"]:
+            rtype, name = res["resource_type"], res["resource_name"]
+            result = {"error_code": Err.NONE, "error_message": None, "resource_type": rtype,
+                      "resource_name": name, "configs": []}
+            results.append(result)
+            adapter = self.resources.get(rtype)
+            try:
+                if adapter is None:
+                    raise ConfigError(f"Unsupported resource type {rtype}", Err.INVALID_REQUEST)
+                adapter.check_name(name)
+                entries = adapter.entries(name)
+            except ConfigError as exc:
+                result["error_code"] = exc.code
+                result["error_message"] = None if exc.code == Err.UNKNOWN_TOPIC_OR_PARTITION \
+                    else exc.message
+                continue
+            keys = res["configuration_keys"]
+            if keys:  # null or empty: every key; unknown names are dropped
+                wanted = set(keys)
+                entries = [e for e in entries if e["name"] in wanted]
+            for entry in entries:
+                if not req.get("include_synonyms"):
+                    entry["synonyms"] = []
+                if not req.get("include_documentation"):
+                    entry["documentation"] = None
+            result["configs"] = entries
+        return {"throttle_time_ms": 0, "results": results}
+
+    # -------------------------------------------------------------- alter
+    def alter_configs(self, ctx, req: dict) -> dict:
+        """Legacy: the request is the resource's complete override set."""
+        def new_set(adapter, name, configs):
+            out = {}
+            for c in configs:
+                if c["value"] is None:
+                    raise ConfigError("Null value not supported for : " + c["name"],
+                                      Err.INVALID_REQUEST)
+                out[c["name"]] = c["value"]
+            return out
+        return self._alter(req, new_set)
+
+    def incremental_alter_configs(self, ctx, req: dict) -> dict:
+        def new_set(adapter, name, configs):
+            merged = adapter.current(name)
+            for c in configs:
+                key, op, value = c["name"], c["config_operation"], c["value"]
+                if op not in (SET, DELETE, APPEND, SUBTRACT):
+                    raise ConfigError(f"Unknown alter config operation {op}", Err.INVALID_REQUEST)
+                if op != DELETE and value is None:
+                    raise ConfigError(f"Null value not supported for : {key}", Err.INVALID_REQUEST)
+                if op == SET:
+                    merged[key] = value
+                elif op == DELETE:
+                    merged.pop(key, None)
+                else:
+                    if adapter.key_type(name, key) != LIST:
+                        raise ConfigError(f"Config value append is not allowed for config key "
+                                          f"{key} because its type is not LIST",
+                                          Err.INVALID_CONFIG)
+                    items = [i.strip() for i in value.split(",") if i.strip()]
+                    if key in merged:
+                        base = [i.strip() for i in merged[key].split(",") if i.strip()]
+                    else:
+                        base = adapter.effective_list(name, key)
+                    if op == APPEND:
+                        base += [i for i in items if i not in base]
+                    else:
+                        base = [i for i in base if i not in items]
+                    merged[key] = ",".join(base)
+            return merged
+        return self._alter(req, new_set)
+
+    def _alter(self, req: dict, new_set) -> dict:
+        seen: dict[tuple[int, str], int] = {}
+        for res in req["resources"]:
+            ident = (res["resource_type"], res["resource_name"])
+            seen[ident] = seen.get(ident, 0) + 1
+        responses = []
+        for res in req["resources"]:
+            rtype, name = res["resource_type"], res["resource_name"]
+            result = {"error_code": Err.NONE, "error_message": None, "resource_type": rtype,
+                      "resource_name": name}
+            responses.append(result)
+            try:
+                adapter = self.resources.get(rtype)
+                if adapter is None:
+                    raise ConfigError(f"Unknown resource type {rtype}", Err.INVALID_REQUEST)
+                if seen[(rtype, name)] > 1:
+                    raise ConfigError(f"Duplicate resource {name} of type {rtype}",
+                                      Err.INVALID_REQUEST)
+                names = [c["name"] for c in res["configs"]]
+                if len(set(names)) != len(names):
+                    raise ConfigError("Duplicate config keys in one resource", Err.INVALID_REQUEST)
+                adapter.check_name(name, altering=True)
+                configs = adapter.validate(name, new_set(adapter, name, res["configs"]))
+                if not req["validate_only"]:
+                    adapter.replace(name, configs)
+            except ConfigError as exc:
+                result["error_code"], result["error_message"] = exc.code, exc.message
+        return {"throttle_time_ms": 0, "responses": responses}
+
+
+def build_config_handlers(config: Config, catalogue: Catalogue,
+                          overrides: GroupOverrides) -> ConfigHandlers:
+    store = ConfigStore(config.data_dir)
+    brokers = BrokerConfigs(config, store, on_change=catalogue.reconfigure)
+    return ConfigHandlers({TOPIC: TopicResource(catalogue, brokers),
+                           BROKER: BrokerResource(brokers),
+                           GROUP: GroupResource(config, store, overrides)})

@@ -1,0 +1,231 @@
+"""The etcd control plane against a real etcd: registration under leases,
+controller election and re-election, placement, compare-and-set of the
+partition state, controlled shutdown and fencing of a new incarnation.
+Control planes run in-process here (one per simulated node); the real
+processes are in test_cluster_processes.py."""
+import asyncio
+
+from kcoord.cluster.etcd_control import EtcdControlPlane
+from kcoord.cluster.state import NO_LEADER
+
+TTL_MS = 2000
+WAIT = 30.0  # bounded waits: etcd shares 2 loaded cores
+
+
+class Recorder:
+    def __init__(self):
+        self.states = []
+        self.sessions_lost = 0
+
+    def on_partition_state(self, state):
+        self.states.append(state)
+
+    def on_session_lost(self):
+        self.sessions_lost += 1
+
+
+def plane(etcd, node_id, prefix="/kc-test"):
+    p = EtcdControlPlane(node_id, "127.0.0.1", 9000 + node_id, [etcd.endpoint], prefix,
+                         TTL_MS)
+    p.recorder = Recorder()
+    p.listeners.append(p.recorder)
+    return p
+
+
+async def crash(p):
+    """Stop without a word: no controlled shutdown, lease left to expire."""
+    if p.controller is not None:
+        p.controller.cancel()
+    p._watch_task.cancel()
+    p.session._closed = True
+    p.session._keepalive.cancel()
+    await p.session.client.close()
+
+
+async def wait(p, predicate, what):
+    assert await p.wait_for(predicate, WAIT), what
+
+
+async def all_registered(planes):
+    """Every plane sees every node and the controller (placement uses the
+    nodes the controller sees)."""
+    ids = {p.node_id for p in planes}
+    for p in planes:
+        await wait(p, lambda p=p: set(p.view.nodes) == ids and p.view.controller is not None,
+                   "all registered")
+
+
+def test_registration_election_and_placement(etcd):
+    async def main():
+        planes = [plane(etcd, i) for i in (1, 2, 3)]
+        await asyncio.gather(*(p.start() for p in planes))
+        try:
+            for p in planes:
+                await wait(p, lambda p=p: set(p.view.nodes) == {1, 2, 3}, "all registered")
+                await wait(p, lambda p=p: p.view.controller is not None, "a controller")
+            assert planes[0].view.nodes[2].port == 9002
+            controllers = {p.view.controller.node_id for p in planes}
+            assert len(controllers) == 1
+            assert sum(p.controller is not None for p in planes) == 1
+            assert planes[0].view.controller_epoch == 1
+
+            record = await planes[1].create_topic("orders", 6, 3)
+            assert record is not None and await planes[2].create_topic("orders", 1, 1) is None
+            for p in planes:
+                await wait(p, lambda p=p: len(p.view.topic_states("orders")) == 6, "placed")
+            states = planes[0].view.topic_states("orders")
+            for s in states:
+                assert sorted(s.replicas) == [1, 2, 3] and s.isr == s.replicas
+                assert s.leader == s.replicas[0] and s.leader_epoch == 0
+            assert {s.leader for s in states} == {1, 2, 3}
+            for p in planes:  # every node's listener heard every partition
+                heard = {(s.topic, s.partition) for s in p.recorder.states}
+                assert {("orders", i) for i in range(6)} <= heard
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes))
+    asyncio.run(main())
+
+
+def test_alter_isr_is_a_compare_and_set_on_the_version(etcd):
+    async def main():
+        planes = [plane(etcd, i) for i in (1, 2)]
+        await asyncio.gather(*(p.start() for p in planes))
+        try:
+            await all_registered(planes)
+            await planes[0].create_topic("t", 1, 2)
+            await wait(planes[0], lambda: planes[0].view.state("t", 0) is not None, "placed")
+            s = planes[0].view.state("t", 0)
+            shrunk = await planes[0].alter_isr(s.with_isr((s.leader,)))
+            assert shrunk is not None and shrunk.isr == (s.leader,) and shrunk.version > s.version
+            # the same stale version again: refused, nothing written
+            assert await planes[0].alter_isr(s.with_isr(s.replicas)) is None
+            await wait(planes[1], lambda: planes[1].view.state("t", 0) == shrunk, "seen")
+            assert planes[1].view.state("t", 0).isr == (s.leader,)
+            grown = await planes[1].alter_isr(shrunk.with_isr(s.replicas))
+            assert grown is not None and grown.isr == s.replicas
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes))
+    asyncio.run(main())
+
+
+def test_lease_expiry_reelects_controller_and_moves_leaderships(etcd):
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2, 3)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 6, 2)
+            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 6, "placed")
+            first = planes[1].view.controller
+            victim = planes[first.node_id]
+            before = {s.partition: s for s in victim.view.topic_states("t")}
+            old_stale = next(s for s in before.values() if s.leader == first.node_id)
+            await crash(victim)
+            rest = [p for i, p in planes.items() if i != first.node_id]
+            for p in rest:
+                await wait(p, lambda p=p: first.node_id not in p.view.nodes, "lease expired")
+                await wait(p, lambda p=p: p.view.controller is not None
+                           and p.view.controller.node_id != first.node_id, "new controller")
+                await wait(p, lambda p=p: all(
+                    s.leader != first.node_id and first.node_id not in s.isr
+                    for s in p.view.topic_states("t")), "leaderships moved")
+            assert rest[0].view.controller_epoch == first.epoch + 1
+            for s in rest[0].view.topic_states("t"):
+                old = before[s.partition]
+                if old.leader == first.node_id:
+                    assert s.leader_epoch == old.leader_epoch + 1
+                    assert s.leader in old.isr and s.leader != NO_LEADER
+                else:
+                    assert (s.leader, s.leader_epoch) == (old.leader, old.leader_epoch)
+            # the dead leader's last view cannot write: its version is stale
+            assert await rest[0].alter_isr(old_stale) is None
+            planes.pop(first.node_id)
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
+def test_controlled_shutdown_hands_leaderships_over_before_stopping(etcd):
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2, 3)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 6, 3)
+            await wait(planes[2], lambda: len(planes[2].view.topic_states("t")) == 6, "placed")
+            controller = planes[2].view.controller.node_id
+            target = controller  # the hardest case: the controller itself stops
+            assert any(s.leader == target for s in planes[target].view.topic_states("t"))
+            await planes.pop(target).stop(controlled=True)
+            other = next(iter(planes.values()))
+            # moved before the lease was revoked: no partition waited for an election
+            for s in other.view.topic_states("t"):
+                assert s.leader != target and target not in s.isr
+            await wait(other, lambda: other.view.controller is not None
+                       and other.view.controller.node_id != target, "next controller")
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
+def test_new_incarnation_is_fenced_and_rejoins_as_follower(etcd):
+    """A node that registers under a new lease (restarted, or paused past its
+    lease) loses its leaderships with a new epoch before it may lead again."""
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 4, 2)
+            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
+            controller = planes[1].view.controller.node_id
+            node = 2 if controller == 1 else 1
+            led = {s.partition: s for s in planes[node].view.topic_states("t")
+                   if s.leader == node}
+            assert led
+            session = planes[node].session
+            await session._grant()  # what a restart or an expired lease leads to
+            await planes[node]._reregister()
+            watcher = planes[controller]
+            await wait(watcher, lambda: all(
+                watcher.view.state("t", p).leader != node for p in led), "fenced")
+            for p, old in led.items():
+                s = watcher.view.state("t", p)
+                assert s.leader_epoch > old.leader_epoch and node not in s.isr
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
+def test_a_paused_node_learns_its_lease_lapsed_and_is_fenced(etcd):
+    """The whole process (both nodes and so the controller too) stalls past
+    the lease, as under SIGSTOP: on waking each node tells its listeners the
+    session was lost and registers as a new incarnation, and whichever
+    controller is elected next fences every leadership of the old
+    incarnations with a new epoch (the incarnations it handled are in etcd)."""
+    import time
+
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 4, 2)
+            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
+            controller = planes[1].view.controller.node_id
+            node = 2 if controller == 1 else 1
+            paused = planes[node]
+            before = {s.partition: s for s in paused.view.topic_states("t")}
+            old_lease = paused.session.lease_id
+            time.sleep(TTL_MS / 1000 * 2)  # blocks this whole loop: both planes stall
+            await wait(paused, lambda: paused.recorder.sessions_lost >= 1, "lapse noticed")
+            watcher = planes[controller]
+            await wait(watcher, lambda: watcher.view.sessions.get(node) not in (None, old_lease),
+                       "registered again under a new lease")
+            await wait(watcher, lambda: all(
+                watcher.view.state("t", p).leader_epoch > s.leader_epoch
+                and watcher.view.state("t", p).leader != NO_LEADER
+                for p, s in before.items()), "fenced and led again")
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
