@@ -152,3 +152,17 @@ def test_unload_while_loading(node):
         assert node.shard().state is ACTIVE
 
     asyncio.run(scenario())
+
+
+def test_blank_consumer_group_id_is_invalid_whichever_shard(node):
+    """ConsumerGroupHeartbeat with a group id of spaces: INVALID_REQUEST (as
+    Kafka, which validates before it picks the shard), not NOT_COORDINATOR
+    from the shard the blank id hashes to."""
+    from kcoord.server.consumer_group_handlers import ConsumerGroupApi
+    api = ConsumerGroupApi(node.runtime, node.catalogue, node.config)
+    req = {"group_id": "   ", "member_id": "m", "member_epoch": 0, "instance_id": None,
+           "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
+           "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    resp = api.consumer_group_heartbeat(ctx(68, 1), req)
+    assert resp["error_code"] == Err.INVALID_REQUEST
+    assert resp["error_message"] == "GroupId can't be empty."
