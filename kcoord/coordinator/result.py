@@ -9,13 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-
-class Record(NamedTuple):
-    """One __consumer_offsets record: a key and a value (None = tombstone)."""
-    type: int          # record type (the key's version): 1 offset commit, 2 group metadata, ...
-    key: dict
-    value: dict | None
-    value_version: int = 0
+from ..protocol.record_codec import Record  # noqa: F401 (the core's record type)
 
 
 class Timer(NamedTuple):

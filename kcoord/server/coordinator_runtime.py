@@ -41,7 +41,7 @@ from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
-from .record_batch import build_records_batch
+from ..protocol.coordinator_batch import build_records_batch
 from .shard_loader import ShardLoader
 
 log = logging.getLogger("kcoord.coordinator")

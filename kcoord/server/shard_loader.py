@@ -21,7 +21,7 @@ from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
                                 batch_crc_ok, decode_batch, encode_varint, iter_batches)
-from .record_codec import _COMMIT_PREFIX, decode_record
+from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -409,7 +409,7 @@ class ShardLoader:
             for rtype, value in commits:
                 try:
                     record = (_decode_commit(rtype, key, value)
-                              or decode_record(_COMMIT_PREFIX[rtype] + key, value))
+                              or decode_record(COMMIT_KEY_PREFIX[rtype] + key, value))
                 except ProtocolError as exc:
                     self.load_errors += 1
                     self.records_loaded -= 1

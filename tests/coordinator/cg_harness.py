@@ -8,8 +8,8 @@ import itertools
 from kcoord.coordinator.consumer_group import TopicInfo
 from kcoord.coordinator.result import Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
-from kcoord.server.record_batch import encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 GROUP = "g"
 HOUR = 3600_000

@@ -14,8 +14,8 @@ from kcoord.coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
 from kcoord.coordinator.result import Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
 from kcoord.protocol.messages.consumer_protocol import encode_assignment, encode_subscription
-from kcoord.server.record_batch import encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 T0 = 1_700_000_000_000
 
@@ -548,7 +548,7 @@ def test_followers_wait_for_leader_sync_and_get_their_bytes(h):
 def test_group_metadata_record_is_value_v3_with_everything(h):
     ids, generation = h.form_group(2)
     key, value = h.log[-1]
-    from kcoord.server.record_codec import decode_record
+    from kcoord.protocol.record_codec import decode_record
     record = decode_record(key, value)
     assert record.type == 2 and record.value_version == 3
     v = record.value

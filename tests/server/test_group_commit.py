@@ -14,7 +14,7 @@ from kcoord.log import PartitionLog
 from kcoord.protocol.records import iter_batches, decode_batch
 from kcoord.server.coordinator_runtime import ShardRuntime
 from kcoord.server.group_commit import GroupCommit
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import decode_record
 
 
 def commit(group: str, partition: int, offset: int):
