@@ -226,7 +226,8 @@ def describe(admin: AdminClient, args) -> None:
 
 
 def offset_rows(admin: AdminClient, group: Group) -> list[dict]:
-    committed = ops.committed_offsets(admin, group.group_id)
+    with_epochs = ops.committed_with_epochs(admin, group.group_id)
+    committed = {tp: offset for tp, (offset, _) in with_epochs.items()}
     rows: list[dict] = []
     assigned: set[tuple[str, int]] = set()
     members = sorted((m for m in group.members if m.assignment),
@@ -240,8 +241,10 @@ def offset_rows(admin: AdminClient, group: Group) -> list[dict]:
     for tp, consumer, host, client in owners:
         offset, end = committed.get(tp), ends.get(tp)
         lag = end - offset if offset is not None and end is not None else None
+        epoch = with_epochs.get(tp, (None, -1))[1]
         rows.append({"group": group.group_id, "topic": tp[0], "partition": str(tp[1]),
-                     "epoch": MISSING, "offset": MISSING if offset is None else str(offset),
+                     "epoch": MISSING if epoch is None or epoch < 0 else str(epoch),
+                     "offset": MISSING if offset is None else str(offset),
                      "end": MISSING if end is None else str(end),
                      "lag": MISSING if lag is None else str(lag),
                      "consumer": consumer, "host": host, "client": client})

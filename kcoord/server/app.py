@@ -17,6 +17,7 @@ from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
+from .leader_epoch_handlers import LeaderEpochHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -61,7 +62,8 @@ class Server:
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.configs = build_config_handlers(config, self.catalogue,
-                                             self.coordinator.core_config.group_overrides)
+                                             self.coordinator.core_config.group_overrides,
+                                             self.topic_admin)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
@@ -84,6 +86,9 @@ class Server:
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
         self.cluster_handlers.register(d)
+        if not self.config["etcd.endpoints"]:
+            # In a cluster it is served once replicas answer it (replica.py).
+            LeaderEpochHandlers(self.catalogue).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue

@@ -96,11 +96,31 @@ def _catalogue() -> tuple[dict[str, ConfigKey], set[str], dict[str, tuple[str, .
 BROKER_KEYS, DYNAMIC_KEYS, SYNONYM_GROUPS = _catalogue()
 
 
+def _security_base(name: str) -> str | None:
+    """The security setting a key names (listener.name.<l>[.<mech>]. stripped),
+    if kcoord implements it."""
+    from ..security.settings import IMPLEMENTED, _base_key
+    base = _base_key(name)
+    return base if base in IMPLEMENTED else None
+
+
 def is_sensitive(name: str) -> bool:
     key = BROKER_KEYS.get(name)
     if key is not None and key.type == PASSWORD:
         return True
-    return key is None or name in SENSITIVE_KEYS or bool(SENSITIVE_PATTERN.search(name))
+    if name in SENSITIVE_KEYS or SENSITIVE_PATTERN.search(name):
+        return True
+    # a key kcoord does not know may hold a secret (Kafka: unknown type is sensitive)
+    return key is None and _security_base(name) is None
+
+
+def key_type(name: str) -> int:
+    key = BROKER_KEYS.get(name)
+    if key is not None:
+        return key.type
+    if _security_base(name) is not None:
+        return PASSWORD if is_sensitive(name) else STRING
+    return 0  # UNKNOWN
 
 
 class BrokerConfigs:
@@ -191,7 +211,7 @@ class BrokerConfigs:
             synonyms = self.synonyms(SYNONYM_GROUPS.get(name, (name,)))
             if name in ("log.dirs",):
                 synonyms = [(name, str(self.config.data_dir.resolve()), SOURCE_STATIC_BROKER)]
-            elif name == "listeners":
+            elif name == "listeners" and name not in self.config.static:
                 synonyms = [(name, f"PLAINTEXT://{self.config.host}:{self.config.port}",
                              SOURCE_STATIC_BROKER)]
             elif name == "broker.id":
@@ -212,7 +232,7 @@ class BrokerConfigs:
         return {"name": name, "value": value, "read_only": name not in DYNAMIC_KEYS,
                 "config_source": source, "is_sensitive": sensitive,
                 "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms],
-                "config_type": key.type if key else 0,
+                "config_type": key_type(name),
                 "documentation": key.doc if key and key.doc else None}
 
     # ------------------------------------------------------------- alter

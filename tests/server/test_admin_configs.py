@@ -110,6 +110,25 @@ def test_create_topics_unknown_key_message_kafka_python(server):
         admin.close()
 
 
+def test_create_topics_returns_the_effective_configs(wire):
+    for validate_only in (True, False):
+        body = {"topics": [{"name": "cfg-v5", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": [
+                                {"name": "retention.ms", "value": "60000"}]}],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        [result] = wire.request(19, 7, body)["topics"]
+        assert result["error_code"] == 0
+        names = [c["name"] for c in result["configs"]]
+        assert names == sorted(names) and len(names) >= 35
+        got = {c["name"]: c for c in result["configs"]}
+        assert (got["retention.ms"]["value"], got["retention.ms"]["config_source"]) == ("60000", 1)
+        assert (got["segment.bytes"]["value"], got["segment.bytes"]["config_source"]) == (
+            "1048576", 4)
+    [result] = wire.request(19, 4, {**body, "topics": [{**body["topics"][0], "name": "cfg-v4"}]})[
+        "topics"]
+    assert result["error_code"] == 0
+
+
 def test_create_topics_null_value_is_invalid_config(wire):
     result = create_topic(wire, "cfg-null", 1, {"retention.ms": None})
     assert result["error_code"] == Err.INVALID_CONFIG
