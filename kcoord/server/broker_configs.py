@@ -130,6 +130,7 @@ class BrokerConfigs:
         self.store = store
         self.on_change = on_change  # re-derive what depends on the values (topic logs)
         self.base = dict(config.values)  # static or default, before dynamic overrides
+        self._applied: set[str] = set()  # dynamic keys written into the live values
         self.node_id = str(config["node.id"])
         self._apply()
 
@@ -144,17 +145,19 @@ class BrokerConfigs:
         """Write the effective dynamic values into the live config."""
         values = self.config.values
         dynamic_now = {**self.store.get("broker", ""), **self.store.get("broker", self.node_id)}
-        for name in DYNAMIC_KEYS | set(dynamic_now):
-            if name in dynamic_now and name in BROKER_KEYS:
-                values[name] = BROKER_KEYS[name].parse(dynamic_now[name])
+        for name in DYNAMIC_KEYS | set(dynamic_now) | self._applied:
+            if name in dynamic_now:
+                key = BROKER_KEYS.get(name)
+                values[name] = key.parse(dynamic_now[name]) if key else dynamic_now[name]
             elif name in self.base:
                 values[name] = self.base[name]
             else:
                 values.pop(name, None)
+        self._applied = set(dynamic_now)
         if self.on_change is not None:
             self.on_change()
 
-    def _value(self, name: str, source: int, raw: str) -> str | None:
+    def _value(self, name: str, raw: str) -> str | None:
         if is_sensitive(name):
             return None
         key = BROKER_KEYS.get(name)
@@ -170,7 +173,7 @@ class BrokerConfigs:
         for source, layer in self._layers():
             for name in names:
                 if name in layer:
-                    out.append((name, self._value(name, source, layer[name]), source))
+                    out.append((name, self._value(name, layer[name]), source))
         for name in names:
             key = BROKER_KEYS.get(name)
             if key is not None and key.default is not None:
@@ -200,7 +203,7 @@ class BrokerConfigs:
         """Every config entry of the resource, before key filtering: for this
         node's id all keys, for "" only the dynamic cluster defaults."""
         if resource_name == "":
-            return [self._entry(name, ((name, self._value(name, 3, raw),
+            return [self._entry(name, ((name, self._value(name, raw),
                                         SOURCE_DYNAMIC_DEFAULT_BROKER),))
                     for name, raw in sorted(self.store.get("broker", "").items())]
         names = set(BROKER_KEYS) | set(self.config.static)

@@ -66,6 +66,7 @@ EXPECTED_API_RANGES = {
     42: ("DeleteGroups", 0, 2),
     43: ("ElectLeaders", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
+    46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
     48: ("DescribeClientQuotas", 0, 1),
     60: ("DescribeCluster", 0, 2),
