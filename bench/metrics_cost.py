@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.request
 
@@ -61,32 +62,45 @@ def keeping(args) -> dict:
     groups, per_group = (20, 10) if args.quick else (100, 10)
     runs: dict[tuple[str, str], list[float]] = {}
     notes: list[str] = []
+
+    def both(label: str, specs: dict[str, dict], module: str, timeout: float, kind: str):
+        """One load generator per variant, at the same time: both servers see
+        the same load from the rest of the machine (which moves a lot here)."""
+        results: dict[str, dict] = {}
+        threads = [threading.Thread(target=lambda v=v: results.__setitem__(
+            v, run_loadgen(specs[v], timeout=timeout, module=module))) for v in specs]
+        with timed(label):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for v in specs:
+            _take(results[v], runs, (v, kind), notes)
+
     for rep in range(rounds):
-        # the order alternates, so neither variant always runs first; a fresh
-        # server per round and variant, so no member of an earlier round
+        # a fresh pair of servers per round, so no member of an earlier round
         # expires (and rebalances its group) during a measurement
-        for variant in (("off", "on") if rep % 2 == 0 else ("on", "off")):
-            peer = _server(variant == "on")
-            try:
+        peers = {}
+        try:
+            for variant in ("off", "on"):
+                peer = peers[variant] = _server(variant == "on")
                 _create_topics(peer.bootstrap, [(HB_TOPIC, HB_PARTITIONS),
                                                 (COMMIT_TOPIC, COMMIT_PARTITIONS)])
-                with timed(f"metrics_cost round {rep + 1}/{rounds}: heartbeats, metrics {variant}"):
-                    spec = {"port": peer.port, "pid": peer.pid, "groups": groups,
-                            "per_group": per_group, "connections": 10,
-                            "requests": hb_requests, "seconds": seconds, "rounds": 1,
-                            "warmup": groups * per_group * 10, "setup_seconds": 180,
-                            "group_prefix": f"bench-mc-{variant}-{rep}"}
-                    r = run_loadgen(spec, timeout=seconds * 3 + 400,
-                                    module="bench.consumer_heartbeat")
-                    _take(r, runs, (variant, "heartbeat"), notes)
-                with timed(f"metrics_cost round {rep + 1}/{rounds}: commits, metrics {variant}"):
-                    spec = {"port": peer.port, "pid": peer.pid, "kind": "offset_commit",
-                            "topic": COMMIT_TOPIC, "partitions": COMMIT_PARTITIONS,
-                            "version": 8, "connections": 20 if args.quick else 50, "depth": 8,
-                            "requests": commit_requests, "seconds": seconds, "warmup": 2000}
-                    r = run_loadgen(spec, timeout=seconds * 3 + 180)
-                    _take(r, runs, (variant, "commit"), notes)
-            finally:
+            both(f"metrics_cost round {rep + 1}/{rounds}: heartbeats, metrics off and on",
+                 {v: {"port": p.port, "pid": p.pid, "groups": groups, "per_group": per_group,
+                      "connections": 10, "requests": hb_requests, "seconds": seconds,
+                      "rounds": 1, "warmup": groups * per_group * 10, "setup_seconds": 180,
+                      "group_prefix": f"bench-mc-{v}-{rep}"} for v, p in peers.items()},
+                 "bench.consumer_heartbeat", seconds * 3 + 400, "heartbeat")
+            both(f"metrics_cost round {rep + 1}/{rounds}: commits, metrics off and on",
+                 {v: {"port": p.port, "pid": p.pid, "kind": "offset_commit",
+                      "topic": COMMIT_TOPIC, "partitions": COMMIT_PARTITIONS, "version": 8,
+                      "connections": 20 if args.quick else 50, "depth": 8,
+                      "requests": commit_requests, "seconds": seconds, "warmup": 2000}
+                  for v, p in peers.items()},
+                 "bench.loadgen", seconds * 3 + 180, "commit")
+        finally:
+            for peer in peers.values():
                 peer.stop()
     out = {"rounds": rounds, "runs_us": {f"{v} {k}": xs for (v, k), xs in runs.items()},
            "notes": notes}
@@ -247,8 +261,11 @@ def report(keep: dict, serve: dict) -> dict:
         "kcoord without `http.listen` (metrics off: the network layer and the runtime see "
         "`None` and skip every hook) and with it (every request counted per API and 1 in 16 "
         "timed, commits counted, coordinator appends and group-commit fsyncs timed, "
-        "rebalances counted), taking turns in one run, in alternating order, each round on a "
-        "fresh server (so no member of an earlier round expires during a measurement). "
+        "rebalances counted), both measured at the same time in each round (one load "
+        "generator each, run together, so both see the same load from the rest of this "
+        "shared machine; measured one after the other, the load's swings between runs were "
+        "larger than the difference), on a fresh pair of servers per round (so no member of "
+        "an earlier round expires during a measurement). "
         "Heartbeats: "
         "bench.consumer_heartbeat's load generator (members joined and STABLE, then steady "
         "heartbeats pipelined on 10 connections). Commits: bench.offset_commit's (simple "
