@@ -284,7 +284,11 @@ def report(keep: dict, serve: dict) -> dict:
         f"Goal: metrics on costs at most {GOAL_PCT:.0f}% more CPU: **{verdict}**"
         + (f" (worst {worst:+.1f}%)." if worst is not None else ".")
         + " The machine is shared with other engineers' test suites, so round-to-round spread "
-          "is several percent; the rounds are listed.",
+          "is several percent; the rounds are listed. "
+        + " ".join(f"{label.split(' (')[0]}: on above off in "
+                   f"{sum(1 for a, b in zip(keep['runs_us'].get(f'off {k}', []), keep['runs_us'].get(f'on {k}', [])) if b > a)}"
+                   f" of {len(keep['runs_us'].get(f'on {k}', []))} rounds."
+                   for k, label in (("heartbeat", "Heartbeats"), ("commit", "Commits"))),
         "",
         "## Serving them",
         "",
@@ -294,7 +298,8 @@ def report(keep: dict, serve: dict) -> dict:
         "committed offset from the log). Server CPU per request (median of the repeats; the "
         "first request, which fills the record-timestamp cache and the Burrow view's tail "
         "of the logs, is shown apart). Every request runs on the server's event loop, so "
-        "its wall time is a pause in serving.",
+        "its wall time is a pause in serving. CPU is read from /proc in 10 ms ticks: 0 means "
+        "below one tick.",
         "",
         table(["request", "repeats", "server CPU ms", "wall ms", "first request CPU ms",
                "bytes", "lines"], srows),
