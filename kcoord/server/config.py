@@ -64,6 +64,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "etcd.prefix": (str, "/kcoord"),
     "offsets.topic.replication.factor": (int, 3),
     "unclean.leader.election.enable": (bool, False),
+    # replication between nodes (kcoord/cluster/replica.py)
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.max.bytes": (int, 1048576),
 }
 
 
@@ -95,6 +99,9 @@ MINIMUMS = {
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,
+    "replica.lag.time.max.ms": 1,
+    "replica.fetch.wait.max.ms": 0,
+    "replica.fetch.max.bytes": 0,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
