@@ -1,7 +1,7 @@
 """The replication simulation's long run (tests/cluster/replication_sim.py).
 
     python -m bench replication_sim                    # 5,000 schedules, 200 writes each
-    python -m bench.replication_sim --schedules 2000 --writes 80
+    python -m bench.replication_sim --schedules 2000 --writes 80 [--seconds 1800]
 
 Runs seeded schedules of kcoord's Replica state machines under crashes,
 power cuts, pauses, lost and reordered messages, link cuts, stalled watches
@@ -86,15 +86,16 @@ def run_many(seeds, writes: int, replica_class=Replica, deadline: float | None =
 
 
 def run(args) -> None:
-    schedules = args.schedules or (500 if args.quick else 5000)
-    writes = args.writes or (60 if args.quick else 200)
-    limit = args.seconds or 1800.0
+    quick = getattr(args, "quick", False)
+    schedules = getattr(args, "schedules", None) or (500 if quick else 5000)
+    writes = getattr(args, "writes", None) or (60 if quick else 200)
+    limit = getattr(args, "seconds", None) or 1800.0
     t0 = time.monotonic()
     done, failures, totals, steps = run_many(range(100000, 100000 + schedules), writes,
                                              deadline=t0 + limit)
     elapsed = time.monotonic() - t0
     broken_rows, broken_raw = [], {}
-    probe = args.broken_schedules or (100 if args.quick else 1000)
+    probe = getattr(args, "broken_schedules", None) or (100 if quick else 1000)
     for cls in BROKEN:
         n, fails, _, _ = run_many(range(probe), 40, cls)
         broken_rows.append([cls.__name__, cls.__doc__.strip(), f"{len(fails)} / {n}",
