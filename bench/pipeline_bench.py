@@ -94,7 +94,50 @@ def decode_rate(data: Path, max_records: int = 2_000_000) -> dict:
             "records_per_wall_s": round(n / wall) if wall else None}
 
 
-def run_local(data: Path, out: Path, log) -> dict:
+def serve_log(data: Path, log):
+    """`kcoord serve` over the generated data dir, started and fully loaded (its
+    shards replay the log at start: that CPU is not left to overlap the run)."""
+    from bench.common import KcoordServer
+    server = KcoordServer({"offsets.topic.num.partitions": "50",
+                           "offsets.retention.check.interval.ms": "86400000"}, data_dir=data)
+    t0 = time.time()
+    server.start()
+    deadline = time.time() + 1800
+    while not any("all shards loaded" in line for line in server.proc.log_lines):
+        if time.time() > deadline:
+            server.stop()
+            raise RuntimeError("kcoord serve did not load the log in 30 min")
+        time.sleep(0.5)
+    log(f"kcoord serve on {server.bootstrap}, log loaded in {time.time() - t0:.0f}s")
+    return server
+
+
+def time_lag_cost(data: Path, bootstrap: str, wants_n: int = 10_000) -> dict:
+    """The time-lag lookups alone: seconds per 1,000 lagging partitions, over the
+    wire (batched Fetches) and from the data dir (header index + one pread each)."""
+    import random
+
+    from kcoord.pipeline.logend import partition_history, user_partitions
+    from kcoord.pipeline.timelag import dir_lookup, wire_lookup
+    rng = random.Random(1)
+    ends = {(t, p): partition_history(d, 0)[-1][0] for t, p, d in user_partitions(data)}
+    tps = sorted(ends)
+    wants = set()
+    while len(wants) < wants_n:
+        t, p = tps[rng.randrange(len(tps))]
+        wants.add((t, p, rng.randrange(max(1, ends[(t, p)] - 5000), ends[(t, p)])))
+    out = {"lagging_partitions": len(wants), "distinct_topic_partitions": len(tps)}
+    for name, lookup in (("wire", wire_lookup(bootstrap)), ("data dir", dir_lookup(data))):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        found = lookup(wants)
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        out[name] = {"found": len(found), "wall_s": round(wall, 3),
+                     "s_per_1000": round(wall / len(wants) * 1000, 3),
+                     "client_cpu_s_per_1000": round(cpu / len(wants) * 1000, 3)}
+    return out
+
+
+def run_local(data: Path, out: Path, log, bootstrap_server: str | None = None) -> dict:
     from kcoord.pipeline.jobs import run_pipeline
     from kcoord.pipeline.session import build_session
     t0 = time.time()
@@ -107,7 +150,8 @@ def run_local(data: Path, out: Path, log) -> dict:
         if out.exists():
             shutil.rmtree(out)
         t0 = time.time()
-        summary = run_pipeline(spark, data, out, log=log)
+        summary = run_pipeline(spark, None if bootstrap_server else data, out, log=log,
+                               bootstrap_server=bootstrap_server)
         took = time.time() - t0
     finally:
         spark.stop()
@@ -168,6 +212,9 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
         "partitions, 50 __consumer_offsets partitions, one commit per partition per minute "
         "(10 k commit records per tick), special groups that lag, stall, stop and rewind",
         "- local: `run_pipeline` on local[2] in one process (driver memory 8g), shuffle partitions 8",
+        "- over the wire: the same local[2] run reading __consumer_offsets and the log ends "
+        "from `kcoord serve` on the generated data dir (`--bootstrap-server`; the server has "
+        "loaded the log before the clock starts); goal (issue 16): <= 1.5x the data-dir run",
         "- cluster: `kcoord pipeline run --master spark://127.0.0.1:PORT`, standalone master + "
         "2 workers x 1 core (spark-daemon.sh), executor memory 5g",
         "- the two cores are shared with other engineers' test suites: see the load averages",
@@ -194,6 +241,15 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
         if r.get("pipeline_s") and r.get("requested") == 10_000_000 and r["mode"] == "local[2]":
             goal = "met (<90 s)" if r["pipeline_s"] < 90 else "MISSED (>=90 s)"
         notes = r.get("notes", "")
+        if r.get("time_lag"):
+            tl = r["time_lag"]
+            notes = (notes + " " if notes else "") + (
+                f"time lag: {tl['lagging_partitions']:,} lagging partitions looked up in "
+                f"{tl['lookup_s']}s;")
+        if r.get("time_lag_lookup"):
+            tl = r["time_lag_lookup"]
+            notes += " lookup cost per 1,000 lagging partitions: " + ", ".join(
+                f"{k} {tl[k]['s_per_1000']}s" for k in ("wire", "data dir") if k in tl) + ";"
         if r.get("timings"):
             notes = (notes + " " if notes else "") + "steps: " + ", ".join(
                 f"{k} {v:.0f}s" for k, v in r["timings"].items())
@@ -222,7 +278,9 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", default="10M,100M",
                    help="comma-separated commit-record counts (e.g. 1M,10M,100M)")
-    p.add_argument("--modes", default="local,cluster", help="local, cluster or both")
+    p.add_argument("--modes", default="local,cluster",
+                   help="local, wire (local[2] reading from `kcoord serve` over the Kafka "
+                        "protocol, with the time-lag lookup cost), cluster")
     p.add_argument("--workdir", default="/tmp/kcoord-pipeline-bench",
                    help="where generated logs and outputs go (generated logs are reused)")
     p.add_argument("--gen-workers", type=int, default=2)
@@ -232,7 +290,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     counts = [parse_count(x) for x in args.records.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() != "none"]
-    bad = [m for m in modes if m not in ("local", "cluster")]
+    bad = [m for m in modes if m not in ("local", "wire", "cluster")]
     if bad:
         p.error(f"unknown mode(s) {bad}: use local, cluster or none (decoder only)")
     workdir = Path(args.workdir)
@@ -278,6 +336,16 @@ def main(argv=None) -> int:
                 if mode == "local":
                     rec["mode"] = "local[2]"
                     res = run_local(data, workdir / f"out-local-{n}", log)
+                elif mode == "wire":
+                    rec["mode"] = "local[2] over the wire"
+                    server = serve_log(data, log)
+                    try:
+                        rec["load_start"] = loadavg()
+                        res = run_local(data, workdir / f"out-wire-{n}", log, server.bootstrap)
+                        rec["time_lag_lookup"] = time_lag_cost(data, server.bootstrap)
+                        log(f"time-lag lookups: {rec['time_lag_lookup']}")
+                    finally:
+                        server.stop()
                 else:
                     rec["mode"] = "cluster 2x1 core"
                     res = run_cluster(data, workdir / f"out-cluster-{n}", workdir, log)
@@ -285,6 +353,8 @@ def main(argv=None) -> int:
                 rec["timings"] = res["summary"].get("timings_s", {})
                 rec["table_rows"] = res["summary"]["table_rows"]
                 rec["statuses"] = res["summary"]["statuses"]
+                if res["summary"].get("time_lag"):
+                    rec["time_lag"] = res["summary"]["time_lag"]
                 rec["notes"] = (f"session start {res['session_start_s']}s not counted"
                                 if "session_start_s" in res else
                                 f"cluster start {res['cluster_start_s']}s not counted; "

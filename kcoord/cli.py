@@ -7,8 +7,11 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .admin.commands import add_parsers as add_admin_parsers, version
     parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka-protocol group coordinator")
+    parser.add_argument("--version", action="version", version=f"kcoord {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_admin_parsers(sub)
     serve = sub.add_parser("serve", help="serve the Kafka protocol")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT (port 0 picks one)")
     serve.add_argument("--data-dir", default="./data")
@@ -16,11 +19,16 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config key (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
+                       help="store a SCRAM credential before serving, as kafka-storage format "
+                            "--add-scram: 'SCRAM-SHA-256=[name=alice,password=secret]'")
     from .pipeline.cli import add_parser as add_pipeline_parser
     add_pipeline_parser(sub)
     from .cluster.cli import add_parser as add_cluster_parser
     add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "run", None) is not None:  # the operator commands
+        return args.run(args)
     if args.command == "cluster":
         from .cluster.cli import main as cluster_main
         logging.basicConfig(level="WARNING", stream=sys.stderr)
@@ -39,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         from .server.config import build_config
         try:
             config = build_config(args.listen, args.data_dir, args.config, args.set)
+            if args.add_scram:
+                from .security.store import add_scram
+                add_scram(config.data_dir, args.add_scram)
         except ValueError as exc:
             return _startup_error(str(exc))
         except OSError as exc:

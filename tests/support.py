@@ -15,15 +15,19 @@ import time
 from pathlib import Path
 
 _LISTENING = re.compile(r"kcoord listening on ([\d.]+):(\d+)")
+# one line per listener, logged before the line above
+_LISTENER = re.compile(r"kcoord listener (\S+) \((\S+)\) on ([\d.]+):(\d+)")
 
 
 class ServerProcess:
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, extra_args: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
         self.requested_port = port
         self.port: int | None = None
+        self.ports: dict[str, int] = {}  # listener name -> bound port
+        self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -38,6 +42,7 @@ class ServerProcess:
                "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
+        cmd += self.extra_args
         self._ready.clear()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -54,6 +59,9 @@ class ServerProcess:
     def _pump(self, proc: subprocess.Popen) -> None:
         for line in proc.stderr:
             self.log_lines.append(line.rstrip("\n"))
+            lm = _LISTENER.search(line)
+            if lm:
+                self.ports[lm.group(1)] = int(lm.group(4))
             m = _LISTENING.search(line)
             if m:
                 self.port = int(m.group(2))

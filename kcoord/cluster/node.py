@@ -20,6 +20,8 @@ import asyncio
 import logging
 
 from ..broker.catalogue import INTERNAL_TOPICS, TopicError, topic_name_problem
+from ..broker.topic_configs import validate_topic_configs
+from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
 from ..protocol.errors import Err
 from .etcd_control import EtcdControlPlane
@@ -246,9 +248,13 @@ class ClusterNode:
                 fail(Err.INVALID_REPLICATION_FACTOR,
                      f"replication factor {rf} must be between 1 and the {serving} live node(s)")
                 continue
-            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            configs = {c["name"]: c["value"] for c in t["configs"]}
             try:
+                validate_topic_configs(configs)  # Kafka's names, values and relations
                 self.catalogue.log_config(configs)
+            except ConfigError as exc:
+                fail(exc.code, exc.message)
+                continue
             except (ValueError, TypeError) as exc:
                 fail(Err.INVALID_CONFIG, f"invalid config: {exc}")
                 continue

@@ -49,11 +49,18 @@ def add_parser(sub) -> None:
 
 
 def _common(p) -> None:
-    p.add_argument("--data-dir", required=True, help="kcoord data dir to read")
+    p.add_argument("--data-dir", default=None, help="kcoord data dir to read")
+    p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,HOST:PORT]",
+                   help="read __consumer_offsets and the log ends over the Kafka protocol from "
+                        "a running kcoord, kcoord cluster or Kafka (no data dir needed)")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="Kafka client properties for --bootstrap-server (security.protocol, ...)")
+    p.add_argument("--client-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="one Kafka client property (repeatable; wins over --command-config)")
     p.add_argument("--out", required=True, help="where tables, report and summary go")
     p.add_argument("--master", default=None, help="Spark master (default local[*]; spark://HOST:7077)")
     p.add_argument("--bootstrap", default=None,
-                   help="read log ends from a running kcoord (HOST:PORT) instead of the data dir")
+                   help="with --data-dir: read the log ends from a running kcoord (HOST:PORT)")
     p.add_argument("--as-of", type=int, default=None,
                    help="evaluation time, ms since the epoch (default: newest timestamp in the data)")
     p.add_argument("--window", type=int, default=10, help="commits per partition Burrow looks at")
@@ -78,7 +85,17 @@ def _session(args, app: str):
 
 
 def main(args) -> int:
+    from .preflight import InputError, check_inputs, client_properties
     cmd = args.pipeline_command
+    if cmd in ("run", "stream"):
+        try:
+            props = client_properties(args.command_config, args.client_property)
+            check_inputs(args.data_dir, args.bootstrap_server, props, args.bootstrap,
+                         allow_empty=(cmd == "stream"))
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        args.client_properties = props
     if cmd == "generate":
         from .generate import generate
         t0 = time.time()
@@ -98,7 +115,9 @@ def main(args) -> int:
         spark = _session(args, "kcoord-pipeline-run")
         try:
             summary = run_pipeline(spark, args.data_dir, args.out, as_of=args.as_of,
-                                   bootstrap=args.bootstrap, split=args.split,
+                                   bootstrap=args.bootstrap,
+                                   bootstrap_server=args.bootstrap_server,
+                                   client_properties=args.client_properties, split=args.split,
                                    settings=_settings(args), report=not args.no_report)
         finally:
             spark.stop()
@@ -108,13 +127,22 @@ def main(args) -> int:
         if summary["bad_input_total"]:
             print(f"warning: {summary['bad_input_total']} bad input items skipped "
                   f"(see {args.out}/summary.json)", file=sys.stderr)
+        if not summary["records"]:
+            print("error: the log holds no readable records (every batch was bad input)",
+                  file=sys.stderr)
+            return 3
+        from pathlib import Path
+        print(f"summary: {Path(args.out, 'summary.json').resolve()}")
+        if not args.no_report:
+            print(f"report: {Path(args.out, 'report.html').resolve()}")
         return 0
     if cmd == "stream":
         from .stream import run_stream
         spark = _session(args, "kcoord-pipeline-stream")
         try:
             run_stream(spark, args.data_dir, args.out, checkpoint=args.checkpoint,
-                       bootstrap=args.bootstrap, settings=_settings(args),
+                       bootstrap=args.bootstrap, bootstrap_server=args.bootstrap_server,
+                       client_properties=args.client_properties, settings=_settings(args),
                        trigger_seconds=args.trigger_seconds, clock=args.clock,
                        as_of=args.as_of, max_batches=args.max_batches,
                        until_idle=args.until_idle)

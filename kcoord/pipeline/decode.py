@@ -1001,7 +1001,9 @@ class RecordBatchBuilder:
 
         cols = {
             "log_partition": lambda: pa.array(np.full(n, self.log_partition, dtype=np.int32)),
-            "segment": lambda: pa.array(np.full(n, self.segment, dtype=np.int64)),
+            # null when the records came over the wire (no segment file)
+            "segment": lambda: (pa.nulls(n, pa.int64()) if self.segment is None
+                                else pa.array(np.full(n, self.segment, dtype=np.int64))),
             "offset": lambda: pa.array(offsets, mask=off_null),
             "timestamp": lambda: pa.array(timestamps, mask=off_null),
             "record_type": lambda: pa.array(types, mask=~known_type),

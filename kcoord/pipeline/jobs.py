@@ -110,8 +110,21 @@ SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
 COUNT_KEYS = ["record_type", "tombstone", "error", "control_type"]
 
 
+def source_options(data_dir=None, bootstrap_server: str | None = None,
+                   client_properties: dict | None = None, split: str = "partition",
+                   verify_crc: bool = True) -> dict:
+    """The kcoord_offsets options for a data dir, or for a server over the wire."""
+    opts = {"split": split, "verifyCrc": str(verify_crc).lower()}
+    if bootstrap_server:
+        opts["bootstrap"] = bootstrap_server
+        opts.update({f"kafka.{k}": str(v) for k, v in (client_properties or {}).items()})
+    else:
+        opts["path"] = str(data_dir)
+    return opts
+
+
 def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: bool = True,
-                  columns: list[str] = MAIN_COLUMNS):
+                  columns: list[str] = MAIN_COLUMNS, options: dict | None = None):
     """Decode the log once into a Parquet stage at `path`.
 
     -> (the stage as a DataFrame, the record counts: one dict per distinct
@@ -119,10 +132,12 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     min_commit (commit timestamps) and max_ts (record timestamps)).
 
     The same input partitions and reader code as the kcoord_offsets source (one
-    Spark task per log partition, or per segment), but each task writes its
-    Arrow batches to Parquet with pyarrow, in the Python worker: the rows never
-    cross into the JVM to be converted and encoded there.  The tasks count the
-    rows as they write them."""
+    Spark task per log partition, or per segment; over the wire, one per log
+    partition fetching from its leader), but each task writes its Arrow
+    batches to Parquet with pyarrow, in the Python worker: the rows never
+    cross into the JVM to be converted and encoded there.  The tasks count
+    the rows as they write them.  `options`: the source's options
+    (source_options); default: the data dir."""
     import shutil
 
     from pyspark.sql.types import StructType
@@ -130,26 +145,28 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     from .decode import RecordBatchBuilder
     from .schema import spark_schema
     from .source import OffsetsReader
-    reader = OffsetsReader({"path": str(data_dir), "split": split,
-                            "verifyCrc": str(verify_crc).lower()}, columns)
+    options = dict(options or source_options(data_dir, split=split, verify_crc=verify_crc))
+    if options.get("bootstrap"):
+        from .wire_source import WireOffsetsReader
+        reader = WireOffsetsReader(options, columns)
+    else:
+        reader = OffsetsReader(options, columns)
     parts = reader.partitions()
     path = Path(path)
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
-    target, verify, cols = str(path), reader.verify, list(columns)
+    target, cols = str(path), list(columns)
     schema = RecordBatchBuilder(columns=cols).schema
 
     def write(index, items):
         import os
 
         import pyarrow.parquet as pq
-
-        from .source import _read
         tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
         counts: dict = {}
         with pq.ParquetWriter(tmp, schema, compression="none") as out:
             for part in items:
-                for batch in _read(part, verify, cols):
+                for batch in reader.read(part):
                     out.write_batch(batch)
                     _count(counts, batch)
         os.replace(tmp, os.path.join(target, f"part-{index:05d}.parquet"))
@@ -215,6 +232,25 @@ def log_end_observations(log_ends_df, current_only: bool = False
                                ("topic", "partition", "log_end_offset", "timestamp"))):
         out.setdefault((t, p), []).append((end, -(1 << 62) if current_only else ts))
     return out
+
+
+def server_observations(bootstrap: str, client_properties: dict | None = None
+                        ) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Log ends from a running server (ListOffsets in the driver): each partition's
+    one observation stands for every time (see log_end_observations)."""
+    from .logend import server_log_ends
+    return {(t, p): [(end, -(1 << 62))] for t, p, end, _ in
+            server_log_ends(bootstrap, client_properties=client_properties)}
+
+
+def server_topic_names(bootstrap: str, client_properties: dict | None = None) -> dict[str, str]:
+    from .wire import Cluster
+    cluster = Cluster(bootstrap, client_properties)
+    try:
+        cluster.refresh(None)
+        return cluster.topic_names()
+    finally:
+        cluster.close()
 
 
 def data_dir_log_ends(data_dir, resolution_ms: int = 1000
@@ -367,17 +403,21 @@ def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
 
 
 def write_snapshots(window_df, observations_bc, as_of: int, settings: Settings, partitions: int,
-                    out_dir: Path, tables=("offsets", "lag", "status"), rows: dict | None = None):
+                    out_dir: Path, tables=("offsets", "lag", "status"), rows: dict | None = None,
+                    time_lag=None, stats: dict | None = None):
     """Evaluate the window rows and write the snapshot tables for as_of's date.
 
-    -> the evaluated rows, persisted (the caller unpersists them).  Rows
-    written per table go into `rows`."""
+    time_lag: lookup({(topic, partition, offset)}) -> {key: timestamp of the first
+    record at that offset} (timelag.py); the exact time lag of each lagging
+    partition comes from it.  -> the evaluated rows, persisted (the caller
+    unpersists them).  Rows written per table go into `rows`."""
     rows = {} if rows is None else rows
     from pyspark.sql import functions as F
     day = as_of_date(as_of)
     ev = evaluate(window_df, observations_bc, as_of, settings, partitions) \
         .withColumn("date", F.lit(day).cast("date")) \
         .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
+    ev = add_time_lag(ev, time_lag, as_of, stats)
     part = ev.filter((F.col("scope") == "partition") & F.col("live"))
     if "offsets" in tables:
         rows["offsets"] = _write(part.select(
@@ -387,18 +427,63 @@ def write_snapshots(window_df, observations_bc, as_of: int, settings: Settings, 
     if "lag" in tables:
         rows["lag"] = _write(part.select(
             "date", "as_of", "group", "topic", "partition", "committed_offset",
-            "commit_timestamp", "log_end_offset", "lag", "lag_seconds"), out_dir / "lag", day)
+            "commit_timestamp", "log_end_offset", "lag", "lag_seconds",
+            "first_unconsumed_timestamp", "time_lag_seconds"), out_dir / "lag", day)
     if "status" in tables:
         rows["status"] = _write(status_view(ev), out_dir / "status", day)
     return ev
+
+
+TIME_LAG_SCHEMA = "topic string, partition int, committed_offset bigint, " \
+    "first_unconsumed_timestamp bigint"
+
+
+def add_time_lag(ev, lookup, as_of: int, stats: dict | None = None):
+    """Add first_unconsumed_timestamp and time_lag_seconds to the evaluated rows
+    (persisted; the result is persisted and ev unpersisted).
+
+    Partition rows: as_of minus the timestamp of the record at the committed
+    offset when there is lag, 0 without lag, null when the log end or the
+    record is unknown.  Group rows: the largest of their live partitions'."""
+    from pyspark.sql import functions as F
+    spark = ev.sparkSession
+    found: dict = {}
+    if lookup is not None:
+        lagging = ev.filter((F.col("scope") == "partition") & F.col("live") & (F.col("lag") > 0)) \
+            .select("topic", "partition", "committed_offset").distinct().collect()
+        wants = {(r["topic"], r["partition"], r["committed_offset"]) for r in lagging}
+        t0 = time.time()
+        found = lookup(wants) if wants else {}
+        if stats is not None:
+            stats["time_lag"] = {"lagging_partitions": len(wants), "found": len(found),
+                                 "lookup_s": round(time.time() - t0, 3)}
+    stamps = spark.createDataFrame([(t, p, o, ts) for (t, p, o), ts in sorted(found.items())],
+                                   TIME_LAG_SCHEMA)
+    part = ev.filter(F.col("scope") == "partition") \
+        .join(F.broadcast(stamps), ["topic", "partition", "committed_offset"], "left")
+    part = part.withColumn("time_lag_seconds", F.when(
+        F.col("lag") == 0, F.lit(0.0)).when(
+        F.col("lag") > 0, F.greatest(F.lit(as_of) - F.col("first_unconsumed_timestamp"), F.lit(0))
+        / 1000.0).cast("double"))
+    worst = part.filter(F.col("live")).groupBy("group").agg(
+        F.max("time_lag_seconds").alias("g_time_lag"))
+    grp = ev.filter(F.col("scope") == "group").join(worst, "group", "left") \
+        .withColumn("time_lag_seconds", F.col("g_time_lag")) \
+        .withColumn("first_unconsumed_timestamp", F.lit(None).cast("bigint")).drop("g_time_lag")
+    out = part.unionByName(grp).persist()
+    out.count()
+    ev.unpersist()
+    return out
 
 
 def status_view(ev):
     from pyspark.sql import functions as F
     return ev.filter(F.col("live")).select(
         "date", "as_of", "scope", "group", "topic", "partition", "status", "complete",
-        F.col("lag").alias("current_lag"), "window_commits", "start_offset", "start_timestamp",
-        "end_offset", "end_timestamp", "partitions", "max_lag_topic", "max_lag_partition")
+        F.col("lag").alias("current_lag"), "time_lag_seconds",
+        F.col("commit_timestamp").alias("last_commit_timestamp"), "window_commits",
+        "start_offset", "start_timestamp", "end_offset", "end_timestamp", "partitions",
+        "max_lag_topic", "max_lag_partition")
 
 
 def generations(records, partitions: int, topic_names: dict | None = None):
@@ -457,19 +542,24 @@ def run_pipeline(spark, data_dir, out_dir, **kw) -> dict:
 
 
 def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
-                  bootstrap: str | None = None, split: str = "partition",
+                  bootstrap: str | None = None, bootstrap_server: str | None = None,
+                  client_properties: dict | None = None, split: str = "partition",
                   settings: Settings | None = None, report: bool = True,
                   partitions: int | None = None, keep_stage: bool = False, log=print) -> dict:
     import shutil
 
     from pyspark import StorageLevel
 
+    from .preflight import check_inputs
+    check_inputs(None if bootstrap_server else data_dir, bootstrap_server,
+                 client_properties or {}, bootstrap)
     settings = settings or Settings()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     timings: dict[str, float] = {}
     table_rows: dict[str, int] = {}
+    stats: dict = {}
     partitions = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
 
     def step(name, t0):
@@ -479,17 +569,20 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     t0 = time.time()
     stage = out_dir / "_stage"
     # uncompressed: the stage lives for one run
-    records, counts = stage_records(spark, data_dir, stage / "records", split)
+    # bootstrap_server: everything over the wire; bootstrap: log ends only
+    options = source_options(data_dir, bootstrap_server, client_properties, split)
+    records, counts = stage_records(spark, data_dir, stage / "records", options=options)
     step("decode", t0)
 
     t0 = time.time()
-    if bootstrap:
-        obs = log_end_observations(load_log_ends(spark, data_dir, bootstrap), current_only=True)
+    live = bootstrap_server or bootstrap
+    if live:
+        obs = server_observations(live, client_properties)
     else:
         obs = data_dir_log_ends(data_dir)
     step("log ends", t0)
 
-    if as_of is None and bootstrap:
+    if as_of is None and live:
         as_of = int(time.time() * 1000)  # log ends are live: evaluate now
     if as_of is None:
         stamps = [r["max_commit"] for r in counts if r["max_commit"] is not None]
@@ -504,20 +597,25 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 
     t0 = time.time()
     bc = spark.sparkContext.broadcast(obs)
+    from .timelag import dir_lookup, wire_lookup
+    lookup = wire_lookup(live, client_properties) if live else dir_lookup(data_dir)
     ev = write_snapshots(window_events(events, settings.intervals), bc, as_of, settings,
-                         partitions, out_dir, rows=table_rows)
+                         partitions, out_dir, rows=table_rows, time_lag=lookup, stats=stats)
     status = status_view(ev)
     step("offsets, lag, status", t0)
 
     t0 = time.time()
     from .logend import topic_id_names
-    gens = generations(records, partitions, topic_id_names(data_dir)).select(
+    names = (server_topic_names(bootstrap_server, client_properties) if bootstrap_server
+             else topic_id_names(data_dir))
+    gens = generations(records, partitions, names).select(
         "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
     table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
                                              as_of_date(as_of))
     step("group_generations", t0)
 
-    summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)
+    source = f"{bootstrap_server} (over the wire)" if bootstrap_server else data_dir
+    summary = _summary(records, counts, out_dir, as_of, source, obs, table_rows)
     status_rows = [r.asDict() for r in status.collect()]
     summary["statuses"] = {
         "groups": _tally(r["status"] for r in status_rows if r["scope"] == "group"),
@@ -528,9 +626,10 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
         write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
-                     (min(span), max(span)) if span else None)
+                     (min(span), max(span)) if span else None, live_ends=bool(live))
         step("report", t0)
     summary["timings_s"] = timings
+    summary.update(stats)
     summary["elapsed_s"] = round(time.time() - started, 3)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     bc.unpersist()

@@ -16,18 +16,16 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import struct
 import time
 from pathlib import Path
 
-from kcoord.protocol.api import APIS, request_codec, response_codec
-from kcoord.protocol.headers import decode_response_header, encode_request_header
 from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
 
 from .decode import OFFSETS_TOPIC, segment_files
 
 CATALOGUE_FILE = "kcoord-topics.json"
+INTERNAL_TOPICS = {OFFSETS_TOPIC, "__transaction_state", "__share_group_state"}
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
@@ -111,66 +109,26 @@ def partition_history(directory, resolution_ms: int = 1000):
 
 # ------------------------------------------------------------ ListOffsets
 
-_SIZE = struct.Struct(">i")
 
-
-class _Conn:
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
-        self.corr = 0
-
-    def call(self, api_key: int, version: int, body: dict) -> dict:
-        self.corr += 1
-        flexible = APIS[api_key].request.is_flexible(version)
-        header = encode_request_header(api_key, version, self.corr, "kcoord-pipeline", flexible)
-        payload = header + bytes(request_codec(api_key, version)[0](body))
-        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        size, = _SIZE.unpack(self._recv(4))
-        frame = self._recv(size)
-        corr, pos = decode_response_header(frame, flexible)
-        if corr != self.corr:
-            raise ConnectionError(f"correlation id {corr}, expected {self.corr}")
-        return response_codec(api_key, version)[1](frame, pos)[0]
-
-    def _recv(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("connection closed")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def server_log_ends(bootstrap: str, topics: list[str] | None = None,
-                    timeout: float = 30.0) -> list[tuple[str, int, int, int]]:
-    """[(topic, partition, log end offset, now ms)] from a running kcoord (or Kafka)."""
-    conn = _Conn(bootstrap, timeout)
+def server_log_ends(bootstrap: str, topics: list[str] | None = None, timeout: float = 30.0,
+                    client_properties: dict | None = None) -> list[tuple[str, int, int, int]]:
+    """[(topic, partition, log end offset, now ms)] of every user topic partition,
+    from a running kcoord, a kcoord cluster or Kafka (ListOffsets latest, asked of
+    each partition's leader)."""
+    from .wire import LATEST, Cluster
+    cluster = Cluster(bootstrap, client_properties, timeout)
     try:
-        meta = conn.call(3, 9, {"topics": None if topics is None else
-                                [{"name": t} for t in topics],
-                                "allow_auto_topic_creation": False,
-                                "include_topic_authorized_operations": False})
-        request = []
-        for t in meta["topics"]:
-            if t["error_code"] or t["is_internal"] or t["name"] == OFFSETS_TOPIC:
-                continue
-            request.append({"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "current_leader_epoch": -1,
-                 "timestamp": -1} for p in t["partitions"]]})
-        now = int(time.time() * 1000)
-        if not request:
-            return []
-        resp = conn.call(2, 6, {"replica_id": -1, "isolation_level": 0, "topics": request})
+        cluster.refresh(topics)
         out = []
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"] == 0:
-                    out.append((t["name"], p["partition_index"], p["offset"], now))
+        now = int(time.time() * 1000)
+        for name, t in sorted(cluster.topics.items()):
+            if t["error_code"] or t["is_internal"] or name in INTERNAL_TOPICS:
+                continue
+            parts = sorted(p for p, (code, _, _) in t["partitions"].items() if code == 0)
+            if not parts:
+                continue
+            for p, end in cluster.list_offsets(name, parts, LATEST).items():
+                out.append((name, p, end, now))
         return sorted(out)
     finally:
-        conn.close()
+        cluster.close()

@@ -2,6 +2,7 @@
 
     spark.read.format("kcoord_offsets").load(DATA_DIR)        # batch
     spark.readStream.format("kcoord_offsets").load(DATA_DIR)  # streaming
+    spark.read.format("kcoord_offsets").option("bootstrap", "HOST:PORT").load()  # over the wire
     spark.read.format("kcoord_log_ends").load(DATA_DIR)       # user topics' log ends
     spark.read.format("kcoord_log_ends").option("bootstrap", "127.0.0.1:9092").load()
 
@@ -12,6 +13,9 @@
     recordTypes keep only records of these key types, e.g. "2-8" or "0,1"
                 (rows of other types, control records and bad input are left out)
     topic       the offsets topic's directory prefix (default __consumer_offsets)
+    bootstrap   HOST:PORT[,HOST:PORT...]: read the topic over the Kafka protocol instead
+                of a data dir (wire_source.py); `kafka.<client property>` options
+                (e.g. kafka.security.protocol) go to the client
 
 The streaming source's offsets are {"<log partition>": next offset}.  Every
 micro-batch ends on batch boundaries (records of a batch are never split),
@@ -96,10 +100,16 @@ class OffsetsDataSource(DataSource):
 
     # A schema given with .schema(...) may name a subset of the columns (same
     # types): only those are built and sent to the JVM.
-    def reader(self, schema) -> "OffsetsReader":
+    def reader(self, schema):
+        if self.options.get("bootstrap"):
+            from .wire_source import WireOffsetsReader
+            return WireOffsetsReader(self.options, _names(schema))
         return OffsetsReader(self.options, _names(schema))
 
-    def streamReader(self, schema) -> "OffsetsStreamReader":
+    def streamReader(self, schema):
+        if self.options.get("bootstrap"):
+            from .wire_source import WireOffsetsStreamReader
+            return WireOffsetsStreamReader(self.options, _names(schema))
         return OffsetsStreamReader(self.options, _names(schema))
 
 

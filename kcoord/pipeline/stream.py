@@ -24,9 +24,10 @@ from .jobs import (
     EVENT_COLUMNS,
     Settings,
     commit_events,
+    data_dir_log_ends,
     data_time,
-    load_log_ends,
-    log_end_observations,
+    server_observations,
+    source_options,
     window_events,
     write_snapshots,
 )
@@ -41,9 +42,10 @@ SLIM = ["log_partition", "offset", "timestamp", "record_type", "value_version", 
 class StreamState:
     def __init__(self, spark, data_dir, out_dir, state_dir, *, bootstrap=None,
                  settings: Settings | None = None, clock: str = "wall", as_of: int | None = None,
-                 log=print) -> None:
+                 log=print, client_properties: dict | None = None) -> None:
         self.spark = spark
-        self.data_dir = str(data_dir)
+        self.data_dir = None if data_dir is None else str(data_dir)
+        self.client_properties = client_properties
         self.out_dir = Path(out_dir)
         self.state_dir = Path(state_dir)
         self.bootstrap = bootstrap
@@ -100,8 +102,10 @@ class StreamState:
                 shutil.rmtree(old, ignore_errors=True)
 
         window = spark.read.parquet(str(target / "window"))
-        obs = log_end_observations(load_log_ends(spark, self.data_dir, self.bootstrap),
-                                   current_only=bool(self.bootstrap))
+        if self.bootstrap:
+            obs = server_observations(self.bootstrap, self.client_properties)
+        else:
+            obs = data_dir_log_ends(self.data_dir)
         if self.fixed_as_of is not None:
             as_of = self.fixed_as_of
         elif self.clock == "wall":
@@ -110,7 +114,11 @@ class StreamState:
             newest = window.agg(F.max("commit_timestamp")).collect()[0][0]
             as_of = data_time([newest] if newest is not None else [], obs)
         bc = spark.sparkContext.broadcast(obs)
-        ev = write_snapshots(window, bc, as_of, self.settings, self.partitions, self.out_dir)
+        from .timelag import dir_lookup, wire_lookup
+        lookup = (wire_lookup(self.bootstrap, self.client_properties) if self.bootstrap
+                  else dir_lookup(self.data_dir))
+        ev = write_snapshots(window, bc, as_of, self.settings, self.partitions, self.out_dir,
+                             time_lag=lookup)
         statuses = {r["status"]: r["count"] for r in
                     ev.filter((F.col("scope") == "group") & F.col("live"))
                     .groupBy("status").count().collect()}
@@ -127,6 +135,7 @@ class StreamState:
 
 
 def run_stream(spark, data_dir, out_dir, *, checkpoint=None, bootstrap=None,
+               bootstrap_server: str | None = None, client_properties: dict | None = None,
                settings: Settings | None = None, trigger_seconds: float = 10.0,
                clock: str = "wall", as_of: int | None = None, max_batches: int | None = None,
                until_idle: float | None = None, available_now: bool = False,
@@ -139,9 +148,12 @@ def run_stream(spark, data_dir, out_dir, *, checkpoint=None, bootstrap=None,
     """
     out_dir = Path(out_dir)
     checkpoint = Path(checkpoint) if checkpoint else out_dir / "_checkpoint"
-    state = StreamState(spark, data_dir, out_dir, checkpoint / "state", bootstrap=bootstrap,
-                        settings=settings, clock=clock, as_of=as_of, log=log)
-    stream = spark.readStream.format("kcoord_offsets").load(str(data_dir))
+    state = StreamState(spark, data_dir, out_dir, checkpoint / "state",
+                        bootstrap=bootstrap_server or bootstrap, settings=settings, clock=clock,
+                        as_of=as_of, log=log, client_properties=client_properties)
+    options = source_options(data_dir, bootstrap_server, client_properties)
+    options.pop("split", None)
+    stream = spark.readStream.format("kcoord_offsets").options(**options).load()
     writer = stream.writeStream.foreachBatch(state.process) \
         .option("checkpointLocation", str(checkpoint / "query")) \
         .queryName("kcoord-pipeline")

@@ -7,9 +7,13 @@ range the pipeline was written for (topic names in Fetch: v4-12), and a
 partition is always read from its leader as Metadata names it.
 
 Client properties (`client_properties`) use Kafka's client config names.  Only
-a PLAINTEXT connection is built here; `SOCKET_FACTORIES` is the hook a
-secured connection (SSL, SASL_*) plugs into.  A security setting nothing
-implements is an error, never silently dropped.
+a PLAINTEXT connection is built here; a secured one plugs in per
+`security.protocol` exactly as in kcoord/admin/client.py (the same function
+signatures, so one implementation can be registered in both):
+`SOCKET_FACTORIES` (host, port, properties, timeout) -> connected socket, and
+`AUTHENTICATORS` (connection, properties), run after the version negotiation
+(a SASL handshake; the connection offers `send(api_key, version, body)`).
+A security setting nothing implements is an error, never silently dropped.
 """
 from __future__ import annotations
 
@@ -55,6 +59,8 @@ def _plain_socket(host: str, port: int, props: dict, timeout: float) -> socket.s
 
 
 SOCKET_FACTORIES["PLAINTEXT"] = _plain_socket
+# security.protocol -> function(connection, properties), after ApiVersions
+AUTHENTICATORS: dict[str, Callable] = {}
 
 # Properties that only matter to a secured connection: set with PLAINTEXT they
 # mean the caller expected security the connection would not have.
@@ -103,6 +109,15 @@ class Connection:
         self.corr = 0
         self.versions: dict[int, int] = {}
         self._negotiate()
+        protocol = str((props or {}).get("security.protocol", "PLAINTEXT")).upper()
+        authenticate = AUTHENTICATORS.get(protocol)
+        if authenticate is not None:
+            try:
+                authenticate(self, dict(props or {}))
+            except WireError:
+                raise
+            except Exception as exc:  # the authenticator's own error, as one line
+                raise WireError(f"{self.address}: authentication failed: {exc}") from None
 
     def _negotiate(self) -> None:
         resp = self._call(18, 3, {"client_software_name": CLIENT_ID,
@@ -126,6 +141,10 @@ class Connection:
             raise WireError(f"{self.address} supports no version of API {api_key} the pipeline "
                             f"can use")
         return v
+
+    def send(self, api_key: int, version: int, body: dict) -> dict:
+        """One request at an explicit version (what an authenticator uses)."""
+        return self._call(api_key, version, body)
 
     def call(self, api_key: int, body: dict) -> tuple[dict, int]:
         v = self.version(api_key)
@@ -336,6 +355,33 @@ class Cluster:
                 continue
             return code, p["records"] or b"", p["high_watermark"], p.get("log_start_offset", -1)
         raise WireError(f"Fetch {topic}-{partition}: no leader answered")
+
+    def fetch_many(self, node_id: int, items: list[tuple[str, int, int]],
+                   part_bytes: int) -> list[tuple[int, bytes, int]]:
+        """One Fetch to one broker for many (topic, partition, offset), each at most
+        part_bytes.  -> [(error code, record bytes, log start offset)] in item order
+        (a partition the answer leaves out, or a lost connection: error -1)."""
+        topics: dict[str, list] = {}
+        for t, p, off in items:
+            topics.setdefault(t, []).append({
+                "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": part_bytes})
+        try:
+            resp, _ = self.connection(node_id).call(1, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                "max_bytes": part_bytes * len(items), "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        except WireError:
+            self.drop(node_id)
+            return [(-1, b"", -1)] * len(items)
+        got = {}
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                got[(t["topic"], p["partition_index"])] = (
+                    p["error_code"], p["records"] or b"", p.get("log_start_offset", -1))
+        return [got.get((t, p), (-1, b"", -1)) for t, p, _ in items]
 
     def close(self) -> None:
         for node in list(self._conns):

@@ -13,8 +13,10 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.group_sync import GroupSync
+from ..security.setup import SecuritySetup
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
+from .leader_epoch_handlers import LeaderEpochHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -36,7 +38,11 @@ class Server:
         self.config = config
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
+        self.security.load()
+        self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values)
+        self.security.use_catalogue(self.catalogue)
         self.group_sync = GroupSync()
         self.data = DataPlane(self.catalogue, config, self.group_sync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
@@ -50,12 +56,13 @@ class Server:
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.configs = build_config_handlers(config, self.catalogue,
-                                             self.coordinator.core_config.group_overrides)
+                                             self.coordinator.core_config.group_overrides,
+                                             self.topic_admin)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
             self._join_cluster()
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list = []
         self._retention: asyncio.TimerHandle | None = None
 
     def _register(self) -> None:
@@ -73,6 +80,9 @@ class Server:
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
         self.cluster_handlers.register(d)
+        if not self.config["etcd.endpoints"]:
+            # In a cluster it is served once replicas answer it (replica.py).
+            LeaderEpochHandlers(self.catalogue).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -81,6 +91,7 @@ class Server:
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
+        self.configs.local_only = True  # config changes are not replicated through etcd yet
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
@@ -102,16 +113,29 @@ class Server:
         loop = asyncio.get_running_loop()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         max_bytes = self.config["socket.request.max.bytes"]
-        try:
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, max_bytes),
-                self.config.host, self.config.port, reuse_address=True, backlog=1024)
-        except OSError as exc:
-            self.catalogue.close()  # writes the clean-shutdown marker back
-            raise StartupError(f"--listen {self.config.host}:{self.config.port}: cannot listen: "
-                               f"{exc.strerror or exc}") from None
-        # port 0 binds an ephemeral port: advertise the real one
-        self.config.port = self._server.sockets[0].getsockname()[1]
+
+        def connection(listener, gate, tls_principal):
+            return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal)
+
+        for lsn in self.security.listeners:
+            try:
+                server = await loop.create_server(
+                    self.security.protocol_factory(lsn, connection),
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+            except OSError as exc:
+                for bound in self._servers:
+                    bound.close()
+                self.catalogue.close()  # writes the clean-shutdown marker back
+                raise StartupError(f"listener {lsn.name} {lsn.host}:{lsn.port}: cannot listen: "
+                                   f"{exc.strerror or exc}") from None
+            self._servers.append(server)
+            # port 0 binds an ephemeral port: advertise the real one
+            lsn.port = server.sockets[0].getsockname()[1]
+            log.info("kcoord listener %s (%s) on %s:%d", lsn.name, lsn.protocol,
+                     lsn.host, lsn.port)
+        self.config.listeners = self.security.listeners
+        first = self.security.listeners[0]
+        self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
         self.coordinator.start()
         if self.cluster is not None:
@@ -136,9 +160,10 @@ class Server:
             self._retention.cancel()
         if self.http is not None:
             await self.http.stop()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
         self.coordinator.stop()
         self.catalogue.close()
         log.info("kcoord stopped")

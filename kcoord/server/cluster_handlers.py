@@ -30,7 +30,7 @@ class ClusterHandlers:
         return CLUSTER_OPERATIONS
 
     def describe_cluster(self, ctx, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]
         endpoint = req.get("endpoint_type", BROKERS_ENDPOINT)
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,

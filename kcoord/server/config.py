@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.assignors import ASSIGNORS
+from ..security import settings as security_settings
 
 log = logging.getLogger("kcoord.config")
 
@@ -204,6 +205,8 @@ class Config:
     port: int = 9092
     data_dir: Path = Path("./data")
     values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in DEFAULTS.items()})
+    # the bound listeners (kcoord.security.listeners.Listener), set by the server
+    listeners: list = field(default_factory=list)
     # the keys set by --config/--set, as given: DescribeConfigs reports them as static
     static: dict[str, str] = field(default_factory=dict)
 
@@ -231,6 +234,8 @@ class Config:
                 value = str(value).strip().lower()
                 if value not in choices:
                     raise ValueError(f"{key}: {value!r} is not one of {', '.join(choices)}")
+        elif security_settings.is_security_key(key):
+            value = raw  # checked as a whole in build_config: unimplemented is an error
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw
@@ -240,9 +245,19 @@ class Config:
         for k, v in pairs.items():
             self.set(k, v)
 
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """Host and port of the listener a request arrived on (Kafka answers
+        Metadata and FindCoordinator with that listener's endpoint)."""
+        for lsn in self.listeners:
+            if lsn.name == listener:
+                return lsn.advertised
+        return self.advertised
+
     @property
     def advertised(self) -> tuple[str, int]:
         """Host and port clients should connect to (from advertised.listeners if set)."""
+        if self.listeners:
+            return self.listeners[0].advertised
         spec = self.values.get("advertised.listeners") or ""
         if spec:
             first = spec.split(",")[0]
@@ -264,4 +279,5 @@ def build_config(listen: str, data_dir: str, config_file: str | None,
             raise ValueError(f"--set expects key=value, got {item!r}")
         cfg.set(key.strip(), value)
     check_consistency(cfg.values)
+    security_settings.check(cfg.values, cfg.host, cfg.port)
     return cfg

@@ -28,7 +28,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 class ConfigResource(Protocol):
-    def check_name(self, name: str) -> None: ...            # ConfigError if not describable
+    def check_name(self, name: str, altering: bool = False) -> None: ...  # ConfigError if bad
     def entries(self, name: str) -> list[dict]: ...          # every entry, unfiltered
     def current(self, name: str) -> dict[str, str]: ...      # stored overrides
     def key_type(self, name: str, key: str) -> int | None: ...
@@ -65,10 +65,12 @@ class TopicResource:
         entry = TOPIC_CONFIGS.get(key)
         return entry[0].type if entry else None
 
-    def value(self, name: str, key: str):
+    def value(self, name: str, key: str, overrides: dict[str, str] | None = None):
         """The typed effective value: override, else the broker's, else the default."""
         definition, synonyms = TOPIC_CONFIGS[key]
-        override = self.catalogue.get(name).configs.get(key)
+        if overrides is None:
+            overrides = self.catalogue.get(name).configs
+        override = overrides.get(key)
         if override is not None:
             return definition.parse(override)
         if synonyms:
@@ -80,8 +82,10 @@ class TopicResource:
     def effective_list(self, name: str, key: str) -> list[str]:
         return list(self.value(name, key))
 
-    def entries(self, name: str) -> list[dict]:
-        overrides = self.catalogue.get(name).configs
+    def entries(self, name: str, overrides: dict[str, str] | None = None) -> list[dict]:
+        """Every key's entry; `overrides` (a topic being created) instead of the stored ones."""
+        if overrides is None:
+            overrides = self.catalogue.get(name).configs
         out = []
         for key in sorted(TOPIC_CONFIGS):
             definition, synonyms = TOPIC_CONFIGS[key]
@@ -95,7 +99,9 @@ class TopicResource:
                 broker.pop(0)
             chain += broker
             source = chain[0][2] if chain else SOURCE_DEFAULT
-            out.append(_entry(key, definition.render(self.value(name, key)), source, chain,
+            value = definition.parse(overrides[key]) if key in overrides \
+                else self.value(name, key, {})
+            out.append(_entry(key, definition.render(value), source, chain,
                               definition.type, definition.doc))
         return out
 
@@ -189,6 +195,9 @@ class BrokerResource:
 class ConfigHandlers:
     def __init__(self, resources: dict[int, ConfigResource]) -> None:
         self.resources = resources  # resource type id -> adapter; more types can be added
+        # cluster mode: a change here would reach this node only, so alters are refused
+        # (validate_only still answers) rather than leave the nodes disagreeing
+        self.local_only = False
 
     def register(self, dispatcher) -> None:
         dispatcher.register(32, self.describe_configs)
@@ -293,6 +302,10 @@ class ConfigHandlers:
                     raise ConfigError("Duplicate config keys in one resource", Err.INVALID_REQUEST)
                 adapter.check_name(name, altering=True)
                 configs = adapter.validate(name, new_set(adapter, name, res["configs"]))
+                if self.local_only and not req["validate_only"]:
+                    raise ConfigError("Config changes are not replicated between kcoord "
+                                      "cluster nodes yet; set them at topic creation or in "
+                                      "each node's server config", Err.INVALID_REQUEST)
                 if not req["validate_only"]:
                     adapter.replace(name, configs)
             except ConfigError as exc:
@@ -300,10 +313,13 @@ class ConfigHandlers:
         return {"throttle_time_ms": 0, "responses": responses}
 
 
-def build_config_handlers(config: Config, catalogue: Catalogue,
-                          overrides: GroupOverrides) -> ConfigHandlers:
+def build_config_handlers(config: Config, catalogue: Catalogue, overrides: GroupOverrides,
+                          topic_admin=None) -> ConfigHandlers:
     store = ConfigStore(config.data_dir)
     brokers = BrokerConfigs(config, store, on_change=catalogue.reconfigure)
-    return ConfigHandlers({TOPIC: TopicResource(catalogue, brokers),
+    topics = TopicResource(catalogue, brokers)
+    if topic_admin is not None:
+        topic_admin.config_entries = topics.entries
+    return ConfigHandlers({TOPIC: topics,
                            BROKER: BrokerResource(brokers),
                            GROUP: GroupResource(config, store, overrides)})

@@ -106,6 +106,8 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    principal: str = "User:ANONYMOUS"  # Kafka's principal string, Type:Name
+    listener: str = "PLAINTEXT"
 
 
 Handler = Callable[[RequestContext, dict], Any]
@@ -123,6 +125,9 @@ class Dispatcher:
         # handler calls so far (network.py counts them): lets a handler tell
         # whether any other request was handed out since its last call
         self.calls = 0
+        # wraps each handler as it is registered (kcoord.security.checks:
+        # authorization when an authorizer is configured)
+        self.guard: Callable[[int, Handler], Handler] | None = None
         # admin.events.ServerMetrics when the HTTP endpoint is on: network.py
         # reports each request's API and seconds to its request_done
         self.metrics = None
@@ -132,6 +137,8 @@ class Dispatcher:
         api = APIS[key]
         lo = api.min_version if min_version is None else min_version
         hi = api.max_version if max_version is None else max_version
+        if self.guard is not None:
+            handler = self.guard(key, handler)
         self.handlers[key] = (handler, lo, hi)
         if pure:
             self.pure.add(key)

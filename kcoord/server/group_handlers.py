@@ -89,7 +89,7 @@ class GroupHandlers:
 
     # ------------------------------------------------------ FindCoordinator
     def find_coordinator(self, ctx: RequestContext, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:

@@ -59,7 +59,7 @@ class MetaHandlers:
         return out
 
     def metadata(self, ctx: RequestContext, req: dict) -> dict:
-        host, port = self.config.advertised
+        host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]
         requested = req["topics"]
         names = None

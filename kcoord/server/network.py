@@ -75,8 +75,16 @@ async def _timed_coroutine(coro, metrics, key: int, started: float):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int,
+                 listener: str = "PLAINTEXT", gate=None, tls_principal=None) -> None:
         self.dispatcher = dispatcher
+        # security (kcoord/security): the listener, the principal requests run
+        # as, a SASL gate that sees every frame first (SASL listeners), and how
+        # an SSL listener turns the client certificate into a principal
+        self.listener = listener
+        self.principal = "User:ANONYMOUS"
+        self.gate = gate
+        self.tls_principal = tls_principal
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
@@ -101,6 +109,11 @@ class KafkaConnection(asyncio.Protocol):
         if peer:
             self.host = peer[0]
             self.peer = f"{peer[0]}:{peer[1]}"
+        if self.tls_principal is not None:
+            try:
+                self.principal = self.tls_principal(transport.get_extra_info("peercert"))
+            except Exception as exc:  # NoMatchingRule: authentication fails
+                self.close(f"TLS principal: {exc}")
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -212,6 +225,9 @@ class KafkaConnection(asyncio.Protocol):
         return peek_request_header(frame)
 
     def handle_frame(self, frame: bytes) -> None:
+        gate = self.gate
+        if gate is not None and gate.intercept(self, frame):
+            return
         try:
             key, version, correlation_id, client_id, pos = self._header(frame)
         except ProtocolError as exc:
@@ -237,7 +253,8 @@ class KafkaConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return
-        ctx = RequestContext(key, version, correlation_id, client_id, self.host)
+        ctx = RequestContext(key, version, correlation_id, client_id, self.host,
+                             self.principal, self.listener)
         dispatcher.calls += 1
         # metrics (admin.events.ServerMetrics, None when off): every request
         # counted per API, one in TIMING_SAMPLE timed from here to its answer
@@ -265,7 +282,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         if result.__class__ is dict or result.__class__ is bytes:
             data = self._frame(encode, correlation_id, tagged_header, result)
-            if result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header:
+            if (result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header
+                    and (gate is None or gate.authenticated)):
                 self.memo = (len(frame), frame[:4], frame[8:], self.dispatcher.handlers_version,
                              _SIZE.pack(len(result) + 4), result)
             if self.pending:  # behind a response still being worked on
@@ -347,6 +365,32 @@ class KafkaConnection(asyncio.Protocol):
         out.clear()
         if self.reading_paused:  # pending only shrank: nothing new to pause for
             self._update_reading()
+
+    # ------------------------------------------- for the SASL gate (security)
+    def respond(self, key: int, version: int, correlation_id: int, response: dict) -> None:
+        _, tagged_header, _, encode = _ROUTES.get((key, version)) or _route(key, version)
+        self.send_raw(self._frame(encode, correlation_id, tagged_header, response))
+
+    def send_raw(self, data: bytes) -> None:
+        if self.pending:
+            slot = _Slot()
+            slot.data = data
+            slot.done = True
+            self.pending.append(slot)
+        else:
+            self.out.append(data)
+
+    def set_principal(self, principal: str) -> None:
+        self.principal = principal
+
+    def fail(self, reason: str, delay_s: float) -> None:
+        """Authentication failed: send what is queued, close after delay_s
+        (Kafka's connection.failed.authentication.delay.ms)."""
+        self.flush()
+        if delay_s > 0:
+            asyncio.get_running_loop().call_later(delay_s, self.close, reason)
+        else:
+            self.close(reason)
 
     def _unsupported_api_versions(self, correlation_id: int) -> None:
         """KIP-511: answer an unknown ApiVersions version in the v0 format."""

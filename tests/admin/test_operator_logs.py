@@ -58,7 +58,10 @@ def test_port_in_use_is_one_line(tmp_path, which):
             args = ["--listen", f"127.0.0.1:{port}"]
         else:
             args = ["--listen", "127.0.0.1:0", "--set", f"http.listen=127.0.0.1:{port}"]
-        _one_error_line(_serve(tmp_path, *args), which, str(port), "cannot listen")
+        # the Kafka listener is named by its listener name (PLAINTEXT) or --listen
+        line = _one_error_line(_serve(tmp_path, *args), str(port), "cannot listen")
+        assert ("listener PLAINTEXT" in line or "--listen" in line) if which == "--listen" \
+            else "http.listen" in line, line
 
 
 def _hb(member_id: str, epoch: int, owned=()) -> dict:

@@ -310,3 +310,33 @@ def data_time(rows: list[dict], ends: LogEnds) -> int:
     stamps += [t[-1] for t, _ in ends.hist.values() if t]
     return max(stamps)
 
+
+
+def user_records(data_dir) -> dict:
+    """{(topic, partition): [(offset, timestamp)]} of every data record of the user
+    topics (through kcoord's record batch decoder), in offset order."""
+    from kcoord.protocol.records import decode_batch
+    out: dict = {}
+    for d in sorted(Path(data_dir).iterdir()):
+        if not d.is_dir() or d.name.startswith(OFFSETS):
+            continue
+        topic, p = d.name.rsplit("-", 1)
+        recs = []
+        for seg in _segments(d):
+            buf = seg.read_bytes()
+            for pos, h in iter_batches(buf):
+                if h.attributes & 0x20:
+                    continue
+                recs.extend((r.offset, r.timestamp) for r in decode_batch(buf, pos)[1])
+        out[(topic, int(p))] = sorted(recs)
+    return out
+
+
+def time_lag_seconds(records: list, committed: int, lag: int | None, as_of: int):
+    """as_of minus the timestamp of the first record at or after the committed offset."""
+    if lag is None:
+        return None
+    if lag == 0:
+        return 0.0
+    i = bisect.bisect_left(records, (committed, -(1 << 63)))
+    return None if i == len(records) else max(0, as_of - records[i][1]) / 1000.0

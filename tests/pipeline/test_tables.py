@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+import bisect
 import math
 import time
 from collections import Counter
@@ -95,6 +96,31 @@ def test_lag_table(batch_run, expected):
     assert any(r["lag"] == 0 and r["lag_seconds"] == 0.0 for r in got.values())
 
 
+def test_time_lag_is_the_wait_of_the_first_unconsumed_record(batch_run, expected):
+    """Exact time lag: as-of minus the produce timestamp of the record at the committed
+    offset, read from the user partition (here: through kcoord's batch decoder)."""
+    data, out, summary, _ = batch_run
+    records = ref.user_records(data)
+    as_of = expected["as_of"]
+    lagging = 0
+    for r in read_table(out / "lag"):
+        tp = (r["topic"], r["partition"])
+        want = ref.time_lag_seconds(records[tp], r["committed_offset"], r["lag"], as_of)
+        assert r["time_lag_seconds"] == want, r
+        if r["lag"]:
+            lagging += 1
+            i = bisect.bisect_left(records[tp], (r["committed_offset"], -(1 << 63)))
+            assert r["first_unconsumed_timestamp"] == records[tp][i][1]
+    assert lagging > 10 and summary["time_lag"]["lagging_partitions"] > 0
+    groups = {r["group"]: r for r in read_table(out / "status") if r["scope"] == "group"}
+    parts = [r for r in read_table(out / "status") if r["scope"] == "partition"]
+    for name, g in groups.items():
+        mine = [p["time_lag_seconds"] for p in parts if p["group"] == name]
+        assert g["time_lag_seconds"] == max(mine)
+        assert g["last_commit_timestamp"] == max(p["last_commit_timestamp"] for p in parts
+                                                 if p["group"] == name)
+
+
 def test_status_table_matches_burrows_rules(batch_run, expected):
     _, out, _, _ = batch_run
     rows = read_table(out / "status")
@@ -179,16 +205,39 @@ def test_summary_reports_bad_input_and_goes_on(batch_run, expected):
 def test_report_has_plots_and_the_status_table(batch_run):
     _, out, summary, manifest = batch_run
     page = (out / "report.html").read_text()
-    assert page.count("<svg") == 2
-    assert "Lag over time" in page and "Generations / epochs" in page
+    assert "Generations / epochs started per" in page
+    # one lag plot per group that is not OK, each titled with the group's name
+    problem = [s["name"] for s in manifest["groups"]
+               if s["expected_status"] not in (None, "OK")]
+    assert len(problem) >= 4
+    assert page.count('role="img" aria-label="lag of ') == len(problem)
+    for name in problem:
+        assert f'aria-label="lag of {name}"' in page
     for spec in manifest["groups"]:
         if spec["expected_status"]:
-            assert spec["name"] in page
-    # the worst groups are plotted: each ERR group has a line
-    for spec in manifest["groups"]:
-        if spec["kind"] in ("stall", "stop", "rewind", "warn"):
-            assert f">{spec['name']}</text>" in page
+            assert f"<td>{spec['name']}</td>" in page
+        else:  # deleted: not reported anywhere
+            assert spec["name"] not in page, spec["name"]
+    # statuses as text and badges, never a Python dict; times with their date and UTC
+    assert "{'" not in page and "{&#x27;" not in page
+    assert summary["as_of_utc"].replace("T", " ").rstrip("Z") + " UTC" in page
     assert "crc_mismatch" in page
+
+
+def test_report_axes_are_round_and_whole(batch_run):
+    from kcoord.pipeline.report import fmt_duration, round_width
+    _, out, _, _ = batch_run
+    page = (out / "report.html").read_text()
+    import re
+    per = re.search(r"Generations / epochs started per ([^(]+) \(", page).group(1).strip()
+    assert per in ("min", "2 min", "5 min", "10 min", "15 min", "30 min", "h", "2 h", "3 h",
+                   "6 h", "12 h", "day"), per
+    bars = re.search(r'aria-label="Generations.*?</svg>', page, re.S).group(0)
+    ticks = re.findall(r'text-anchor="end">([^<]+)</text>', bars)
+    assert ticks and all(t.replace(",", "").isdigit() for t in ticks), ticks
+    assert round_width(50 * 60_000, 60) == 60_000 and round_width(3 * 86_400_000, 60) == 7_200_000
+    assert [fmt_duration(s) for s in (0, 59, 61, 3600 * 3 + 720, 86400 * 2 + 3600)] == \
+        ["0 s", "59 s", "1 min 1 s", "3 h 12 min", "2 d 1 h"]
 
 
 def test_rerun_replaces_its_dates_only(spark, batch_run, tmp_path):

@@ -110,6 +110,31 @@ def test_create_topics_unknown_key_message_kafka_python(server):
         admin.close()
 
 
+def test_create_topics_returns_the_effective_configs(wire):
+    for validate_only in (True, False):
+        body = {"topics": [{"name": "cfg-v5", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": [
+                                {"name": "retention.ms", "value": "60000"}]}],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        [result] = wire.request(19, 7, body)["topics"]
+        assert result["error_code"] == 0
+        names = [c["name"] for c in result["configs"]]
+        assert names == sorted(names) and len(names) >= 35
+        got = {c["name"]: c for c in result["configs"]}
+        assert (got["retention.ms"]["value"], got["retention.ms"]["config_source"]) == ("60000", 1)
+        assert (got["segment.bytes"]["value"], got["segment.bytes"]["config_source"]) == (
+            "1048576", 4)
+    [result] = wire.request(19, 4, {**body, "topics": [{**body["topics"][0], "name": "cfg-v4"}]})[
+        "topics"]
+    assert result["error_code"] == 0
+
+
+def test_create_topics_null_value_is_invalid_config(wire):
+    result = create_topic(wire, "cfg-null", 1, {"retention.ms": None})
+    assert result["error_code"] == Err.INVALID_CONFIG
+    assert describe(wire, TOPIC, "cfg-null")["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
+
+
 # -------------------------------------------------------------- topic describe
 def test_describe_topic_every_key_sources_and_synonyms(wire):
     assert create_topic(wire, "d1", 2)["error_code"] == 0
@@ -284,6 +309,16 @@ def test_kafka_python_describe_and_alter(server):
         assert topic["retention.ms"]["value"] == "86400000"
         assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert topic["cleanup.policy"]["value"] == "delete"
+        # the legacy AlterConfigs path (AKHQ's): the client re-sends the other overrides
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": "3600000"})],
+                            incremental=False)
+        topic = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "d1")])[
+            "topic"]["d1"]
+        assert topic["segment.ms"]["value"] == "3600000"
+        assert topic["retention.ms"]["value"] == "86400000"  # kept by the client's re-send
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": ("DELETE", None)})])
     finally:
         admin.close()
 

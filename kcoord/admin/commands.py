@@ -1,0 +1,25 @@
+"""Registers the operator commands (`kcoord consumer-groups`, `topics`,
+`configs`) on the `kcoord` parser; each sets `run` to its entry point."""
+from __future__ import annotations
+
+COMMANDS = ("consumer-groups", "topics", "configs", "acls")
+
+
+def add_parsers(sub) -> None:
+    from . import configs, consumer_groups, topics
+    consumer_groups.add_parser(sub)
+    topics.add_parser(sub)
+    configs.add_parser(sub)
+    # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
+    from . import client
+    from ..security import admin_cli
+    admin_cli.install(client, configs)
+    admin_cli.add_parser(sub)
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as dist_version
+        return dist_version("kcoord")
+    except Exception:  # not installed (run from a checkout)
+        return "0.1.0"

@@ -1,0 +1,559 @@
+"""One node's replica of one partition: Kafka's replication protocol, sans-I/O.
+
+The leader side is Kafka's Partition (followers' log ends and last caught-up
+times, ISR expand and shrink proposed through the partition state store's
+compare-and-set and applied only when it answers, the high watermark, the
+writes waiting for it); the follower side is Kafka's AbstractFetcherThread
+for one partition (truncation on becoming the follower of a new epoch by
+OffsetForLeaderEpoch with the KIP-101/279 rules, then fetching from the log
+end).  No sockets, no asyncio, no clock: time comes in as `now` (ms), what
+to send comes out as data, and the driver feeds the answers back.
+
+The one thing it calls is the local log (`ReplicaLog`): a truncation, an
+epoch start and a flush, synchronous and rare (leadership changes).
+
+kcoord differs from Kafka in one deliberate point: an acknowledged write is
+on disk (fsynced) on every in-sync replica, not only in their page caches.
+A follower fsyncs what it fetched before it fetches again (its fetch offset
+is always durable), the leader counts only its own fsynced end in the high
+watermark, and it lets followers read only up to that end, so no follower
+ever holds a record its leader could lose in a power cut, and a leader that
+comes back at the same epoch after one cannot write over records a follower
+already has.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from kcoord.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
+from kcoord.protocol.errors import Err
+
+from .state import NO_LEADER, PartitionState
+
+UNKNOWN_OFFSET = -1
+
+
+class ReplicaLog(Protocol):
+    """The local log as replication sees it."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def flushed_offset(self) -> int:
+        """Offsets below it are on disk."""
+        ...
+    @property
+    def epochs(self) -> EpochCache: ...
+    def truncate_to(self, offset: int) -> None:
+        """Durably remove every record at or after `offset`, and every epoch
+        entry starting there or later (also when `offset` is the log end)."""
+        ...
+    def reset_to(self, offset: int) -> None:
+        """Durably empty the log and restart it at `offset`."""
+        ...
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Durably record that `epoch` starts at `start_offset`."""
+        ...
+    def flush(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    replica_lag_time_max_ms: int = 30000     # replica.lag.time.max.ms
+    min_insync_replicas: int = 1             # min.insync.replicas
+
+
+class Role(Enum):
+    NONE = "none"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+# ------------------------------------------------------------------ outputs
+
+@dataclass(frozen=True, slots=True)
+class ProposeIsr:
+    """Send `proposed` to the state store's alter_isr; feed its answer to
+    on_isr_result(proposed, answer)."""
+    proposed: PartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """Writes waiting for the high watermark are done: answer them with
+    `error` (NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER)."""
+    tokens: tuple
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermarkMoved:
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecameLeader:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecameFollower:
+    leader: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resigned:
+    """Neither leader nor follower any more (no leader, or not a replica)."""
+
+
+# ------------------------------------------------ follower requests (to send)
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EpochQuery:
+    """OffsetForLeaderEpoch to `leader`: where does `epoch` end in its log?
+    Answers are matched to the request by identity."""
+    leader: int
+    current_leader_epoch: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FetchQuery:
+    """Fetch to `leader` from `fetch_offset` (this replica's log end)."""
+    leader: int
+    current_leader_epoch: int
+    fetch_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchServed:
+    """The leader's answer to a follower fetch: error, high watermark, and
+    how far the follower may read (the leader's fsynced end)."""
+    error: int
+    high_watermark: int = -1
+    read_end: int = -1
+    log_start_offset: int = -1
+
+
+class _Progress:
+    """The leader's view of one follower (Kafka's ReplicaState)."""
+    __slots__ = ("log_end_offset", "last_caught_up_ms", "last_fetch_leader_end",
+                 "last_fetch_ms")
+
+    def __init__(self, caught_up_ms: int) -> None:
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.last_caught_up_ms = caught_up_ms
+        self.last_fetch_leader_end = UNKNOWN_OFFSET
+        self.last_fetch_ms = 0
+
+
+_TRUNCATING, _FETCHING = "truncating", "fetching"
+
+
+class Replica:
+    """This node's replica of one partition."""
+
+    def __init__(self, node_id: int, log: ReplicaLog, config: ReplicationConfig | None = None,
+                 *, high_watermark: int = 0) -> None:
+        self.node_id = node_id
+        self.log = log
+        self.config = config or ReplicationConfig()
+        self.state: PartitionState | None = None
+        self.role = Role.NONE
+        self.high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
+        # leader side
+        self._progress: dict[int, _Progress] = {}
+        self._pending: PartitionState | None = None   # ISR proposal awaiting the store
+        self._stale = False     # the store refused our ISR change: acknowledge nothing
+        self._epoch_start = UNKNOWN_OFFSET
+        self._waiters: list[tuple[int, int, object]] = []
+        self._waiter_seq = 0
+        # follower side
+        self._stage = _TRUNCATING
+        self._inflight: EpochQuery | FetchQuery | None = None   # the one request out
+        self._blocked = False   # fenced by the leader: wait for a newer state
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch if self.state is not None else UNDEFINED_EPOCH
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def epoch_start_offset(self) -> int:
+        return self._epoch_start
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR the high watermark waits for: the committed one plus any
+        replica being added (Kafka: adding to the ISR is only ever safer)."""
+        isr = frozenset(self.state.isr) if self.state is not None else frozenset()
+        if self._pending is not None:
+            isr |= frozenset(self._pending.isr)
+        return isr
+
+    def follower_end_offset(self, replica_id: int) -> int:
+        p = self._progress.get(replica_id)
+        return p.log_end_offset if p is not None else UNKNOWN_OFFSET
+
+    # ------------------------------------------------------- partition state
+
+    def on_state(self, state: PartitionState, now: int) -> list:
+        """A new partition state from the control plane (or our own CAS)."""
+        if self.state is not None and state.version <= self.state.version:
+            return []
+        old = self.state
+        self.state = state
+        if self._pending is not None and state.version > self._pending.version:
+            self._pending = None    # decided: its answer, if it comes, is old news
+        self._stale = False
+        self._blocked = False
+        out: list = []
+        me = self.node_id
+        if state.leader == me:
+            if self.role is not Role.LEADER or old is None or old.leader_epoch != state.leader_epoch:
+                self._become_leader(state, now, out)
+            else:
+                self._sync_progress(state, now)
+            self._maybe_increment_hwm(out)
+        elif state.leader != NO_LEADER and me in state.replicas:
+            if (self.role is not Role.FOLLOWER or old is None or old.leader != state.leader
+                    or old.leader_epoch != state.leader_epoch):
+                self._become_follower(state, out)
+        elif self.role is not Role.NONE:
+            self._fail_waiters(Err.NOT_LEADER_OR_FOLLOWER, out)
+            self.role = Role.NONE
+            self._progress.clear()
+            self._pending = None
+            self._inflight = None
+            out.append(Resigned())
+        return out
+
+    def on_session_lost(self, now: int) -> list:
+        """This node's lease may have lapsed, so the controller may already
+        have moved its leadership: acknowledge nothing (and keep the high
+        watermark) until a newer state arrives, as after a refused ISR change."""
+        if self.role is Role.LEADER:
+            self._stale = True
+        return []
+
+    def _become_leader(self, state: PartitionState, now: int, out: list) -> None:
+        # Kafka's makeLeader: the new epoch starts at the log end, and every
+        # follower's position is unknown until it fetches in this epoch (so
+        # the high watermark only moves on positions reported in it).
+        self.role = Role.LEADER
+        self._inflight = None
+        self._pending = None
+        log = self.log
+        self._epoch_start = log.log_end_offset
+        log.assign_epoch(state.leader_epoch, self._epoch_start)
+        if log.flushed_offset < log.log_end_offset:
+            log.flush()     # followers may only ever see what is on disk
+        self._progress = {r: _Progress(now if r in state.isr else 0)
+                          for r in state.replicas if r != self.node_id}
+        out.append(BecameLeader(state.leader_epoch))
+
+    def _sync_progress(self, state: PartitionState, now: int) -> None:
+        for r in state.replicas:
+            if r != self.node_id and r not in self._progress:
+                self._progress[r] = _Progress(now if r in state.isr else 0)
+        for r in list(self._progress):
+            if r not in state.replicas:
+                del self._progress[r]
+
+    def _become_follower(self, state: PartitionState, out: list) -> None:
+        self._fail_waiters(Err.NOT_LEADER_OR_FOLLOWER, out)
+        self.role = Role.FOLLOWER
+        self._progress.clear()
+        self._pending = None
+        self._stage = _TRUNCATING
+        self._inflight = None
+        self._blocked = False
+        out.append(BecameFollower(state.leader, state.leader_epoch))
+
+    # ------------------------------------------------------------ leader side
+
+    def check_current_epoch(self, current_leader_epoch: int) -> int:
+        """Kafka's checkCurrentLeaderEpoch: -1 skips the check."""
+        if current_leader_epoch < 0:
+            return Err.NONE
+        epoch = self.leader_epoch
+        if current_leader_epoch < epoch:
+            return Err.FENCED_LEADER_EPOCH
+        if current_leader_epoch > epoch:
+            return Err.UNKNOWN_LEADER_EPOCH
+        return Err.NONE
+
+    def check_append(self, required_acks: int) -> int:
+        """May a write be appended here now?  Kafka checks the committed ISR
+        against min.insync.replicas for acks=-1 before appending."""
+        if self.role is not Role.LEADER:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        if required_acks == -1 and len(self.state.isr) < self.config.min_insync_replicas:
+            return Err.NOT_ENOUGH_REPLICAS
+        return Err.NONE
+
+    def await_offset(self, end_offset: int, token: object) -> list:
+        """Complete `token` once the high watermark reaches `end_offset` (one
+        past the write's last offset)."""
+        if self.role is not Role.LEADER:
+            return [Completed((token,), Err.NOT_LEADER_OR_FOLLOWER)]
+        self._waiter_seq += 1
+        heapq.heappush(self._waiters, (end_offset, self._waiter_seq, token))
+        out: list = []
+        self._complete_waiters(out)
+        return out
+
+    def on_flushed(self, now: int) -> list:
+        """The local log's fsynced end moved (after an append's fsync)."""
+        out: list = []
+        if self.role is Role.LEADER:
+            self._maybe_increment_hwm(out)
+        return out
+
+    def serve_follower_fetch(self, replica_id: int, fetch_offset: int,
+                             current_leader_epoch: int, now: int) -> tuple[FetchServed, list]:
+        """A follower's Fetch: record its position (Kafka's
+        updateFollowerFetchState), maybe expand the ISR, maybe move the high
+        watermark.  The driver then reads [fetch_offset, read_end)."""
+        error = self.check_current_epoch(current_leader_epoch)
+        if error == Err.NONE and self.role is not Role.LEADER:
+            error = Err.NOT_LEADER_OR_FOLLOWER
+        progress = self._progress.get(replica_id)
+        if error == Err.NONE and progress is None:
+            error = Err.NOT_LEADER_OR_FOLLOWER     # not an assigned replica
+        log = self.log
+        if error != Err.NONE:
+            return FetchServed(error), []
+        if fetch_offset > log.log_end_offset or fetch_offset < log.log_start_offset:
+            return FetchServed(Err.OFFSET_OUT_OF_RANGE, self.high_watermark,
+                               log.flushed_offset, log.log_start_offset), []
+        leader_end = log.flushed_offset
+        if fetch_offset >= leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
+        elif fetch_offset >= progress.last_fetch_leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.log_end_offset = fetch_offset
+        progress.last_fetch_leader_end = max(leader_end, progress.last_fetch_leader_end)
+        progress.last_fetch_ms = now
+        out: list = []
+        self._maybe_expand_isr(replica_id, progress, out)
+        self._maybe_increment_hwm(out)
+        return FetchServed(Err.NONE, self.high_watermark, leader_end, log.log_start_offset), out
+
+    def answer_epoch_query(self, current_leader_epoch: int, epoch: int,
+                           *, require_leader: bool = True) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
+        error = self.check_current_epoch(current_leader_epoch)
+        if error == Err.NONE and require_leader and self.role is not Role.LEADER:
+            error = Err.NOT_LEADER_OR_FOLLOWER
+        if error != Err.NONE:
+            return error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        found = self.log.epochs.epoch_end_offset(epoch, self.log.log_end_offset)
+        if found is None:
+            return Err.NONE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return Err.NONE, found[0], found[1]
+
+    def tick(self, now: int) -> list:
+        """Periodic leader duty (Kafka runs it every lag/2): shrink the ISR
+        by the followers that have not caught up within the lag time."""
+        out: list = []
+        if self.role is not Role.LEADER or self._pending is not None or self._stale:
+            return out
+        leader_end = self.log.flushed_offset
+        lag = self.config.replica_lag_time_max_ms
+        out_of_sync = set()
+        for r in self.state.isr:
+            if r == self.node_id:
+                continue
+            p = self._progress.get(r)
+            if p is None or (p.log_end_offset != leader_end and now - p.last_caught_up_ms > lag):
+                out_of_sync.add(r)
+        if out_of_sync:
+            isr = tuple(r for r in self.state.isr if r not in out_of_sync)
+            self._propose(isr, out)
+        return out
+
+    def on_isr_result(self, proposed: PartitionState, result: PartitionState | None,
+                      now: int) -> list:
+        """The store's answer to a ProposeIsr: the new state, or None when the
+        compare-and-set was refused.  No answer is not a refusal: the driver
+        asks again until the store answers (as Kafka's AlterPartitionManager)."""
+        if self._pending is not proposed:
+            # Already decided by a newer state (or we are no longer leader).
+            return self.on_state(result, now) if result is not None else []
+        if result is not None:
+            return self.on_state(result, now)     # clears _pending
+        # Refused: someone else changed the state (maybe our own change, its
+        # answer lost), so this leader no longer knows the ISR.  Until a newer
+        # state arrives its high watermark stays put, it acknowledges nothing
+        # and proposes nothing; the refused proposal still counts as a
+        # possible ISR.
+        self._stale = True
+        return []
+
+    def _propose(self, isr: tuple[int, ...], out: list) -> None:
+        proposed = self.state.with_isr(isr)
+        self._pending = proposed
+        out.append(ProposeIsr(proposed))
+
+    def _maybe_expand_isr(self, replica_id: int, p: _Progress, out: list) -> None:
+        # Kafka's isFollowerInSync: caught up to the high watermark and into
+        # this leader's epoch (so it holds everything committed before it).
+        if (self._pending is not None or self._stale or replica_id in self.state.isr
+                or replica_id not in self.state.replicas):
+            return
+        if p.log_end_offset >= self.high_watermark and p.log_end_offset >= self._epoch_start:
+            isr = tuple(r for r in self.state.replicas if r in self.state.isr or r == replica_id)
+            self._propose(isr, out)
+
+    def _maybe_increment_hwm(self, out: list) -> None:
+        if self._stale:
+            return
+        new = self.log.flushed_offset
+        for r in self.maximal_isr:
+            if r == self.node_id:
+                continue
+            p = self._progress.get(r)
+            end = p.log_end_offset if p is not None else UNKNOWN_OFFSET
+            if end < new:
+                new = end
+        if new > self.high_watermark:
+            self.high_watermark = new
+            out.append(HighWatermarkMoved(new))
+        self._complete_waiters(out)
+
+    def _complete_waiters(self, out: list) -> None:
+        if self._stale or not self._waiters or self._waiters[0][0] > self.high_watermark:
+            return
+        error = (Err.NONE if len(self.maximal_isr) >= self.config.min_insync_replicas
+                 else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        done = []
+        while self._waiters and self._waiters[0][0] <= self.high_watermark:
+            done.append(heapq.heappop(self._waiters)[2])
+        out.append(Completed(tuple(done), error))
+
+    def _fail_waiters(self, error: int, out: list) -> None:
+        if self._waiters:
+            out.append(Completed(tuple(w[2] for w in sorted(self._waiters)), error))
+            self._waiters = []
+
+    # ---------------------------------------------------------- follower side
+
+    def next_request(self) -> EpochQuery | FetchQuery | None:
+        """What this follower sends its leader next (None: nothing now).  At
+        most one request is in flight; every one must be answered through
+        on_epoch_answer / on_fetch_answer or on_request_failed."""
+        if self.role is not Role.FOLLOWER or self._inflight is not None or self._blocked:
+            return None
+        state, log = self.state, self.log
+        if self._stage == _TRUNCATING:
+            latest = log.epochs.latest_epoch
+            if latest == UNDEFINED_EPOCH:
+                # Nothing known about epochs (an empty log): Kafka truncates
+                # to the high watermark.
+                self._truncate(self.high_watermark)
+                self._stage = _FETCHING
+            else:
+                self._inflight = EpochQuery(state.leader, state.leader_epoch, latest)
+                return self._inflight
+        if log.flushed_offset < log.log_end_offset:
+            return None     # report only what is on disk: flush first
+        self._inflight = FetchQuery(state.leader, state.leader_epoch, log.log_end_offset)
+        return self._inflight
+
+    def on_request_failed(self, request, now: int) -> list:
+        """The request or its answer was lost (timeout, connection error)."""
+        if request is self._inflight:
+            self._inflight = None
+        return []
+
+    def on_epoch_answer(self, request: EpochQuery, error: int, epoch: int, end_offset: int,
+                        now: int) -> list:
+        if request is not self._inflight:
+            return []
+        self._inflight = None
+        if error != Err.NONE:
+            self._on_leader_error(error)
+            return []
+        log = self.log
+        local_end = log.log_end_offset
+        # AbstractFetcherThread.getOffsetTruncationState (KIP-101, KIP-279).
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
+            target, done = self.high_watermark, True
+        elif epoch == UNDEFINED_EPOCH:
+            target, done = min(end_offset, local_end), True
+        else:
+            mine = log.epochs.epoch_end_offset(epoch, local_end)
+            if mine is None:
+                target, done = min(end_offset, local_end), True
+            elif mine[0] != epoch:
+                # The leader's epoch is unknown here: cut to the end of our
+                # largest epoch below it and ask again.
+                target, done = min(mine[1], local_end), False
+            else:
+                target, done = min(mine[1], end_offset, local_end), True
+        self._truncate(target)
+        if done:
+            self._stage = _FETCHING
+        return []
+
+    def accepts_fetched(self, request: FetchQuery) -> bool:
+        """May the records answering `request` be appended now?"""
+        return (request is self._inflight and self._stage == _FETCHING
+                and request.fetch_offset == self.log.log_end_offset)
+
+    def on_fetch_answer(self, request: FetchQuery, served: FetchServed, now: int) -> list:
+        """After the driver appended (accepts_fetched) and fsynced the records."""
+        if request is not self._inflight:
+            return []
+        self._inflight = None
+        if served.error == Err.OFFSET_OUT_OF_RANGE:
+            self._on_out_of_range(served)
+            return []
+        if served.error != Err.NONE:
+            self._on_leader_error(served.error)
+            return []
+        out: list = []
+        hwm = min(served.high_watermark, self.log.log_end_offset)
+        if hwm != self.high_watermark:
+            self.high_watermark = hwm
+            out.append(HighWatermarkMoved(hwm))
+        return out
+
+    def _on_leader_error(self, error: int) -> None:
+        if error == Err.FENCED_LEADER_EPOCH:
+            # The leader is in a newer epoch than our state: wait for it.
+            self._blocked = True
+        # NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not
+        # heard of our epoch yet), anything else: retry after a backoff.
+
+    def _on_out_of_range(self, served: FetchServed) -> None:
+        # AbstractFetcherThread.handleOutOfRangeError: behind the leader's log
+        # start, restart from it; ahead of its end (unclean election), cut.
+        log = self.log
+        if log.log_end_offset < served.log_start_offset:
+            log.reset_to(served.log_start_offset)
+            self.high_watermark = served.log_start_offset
+        elif served.read_end >= 0 and log.log_end_offset > served.read_end:
+            self._stage = _TRUNCATING   # diverged: ask where our epochs end again
+
+    def _truncate(self, offset: int) -> None:
+        log = self.log
+        # At or past the log end this still cuts the epoch cache there: a
+        # leader that took an epoch and wrote nothing in it before losing it
+        # keeps an entry at its log end that its new leader does not have
+        # (Kafka's UnifiedLog.truncateTo does the same).
+        log.truncate_to(min(offset, log.log_end_offset))
+        if self.high_watermark > log.log_end_offset:
+            self.high_watermark = log.log_end_offset

@@ -1,0 +1,688 @@
+"""Authorization of every API kcoord serves, as Kafka's KafkaApis checks it.
+
+`Checks.guard(key, handler)` wraps a handler as it is registered (the
+Dispatcher's guard hook): the rule for the API checks the request's
+principal (RequestContext.principal, client_host) before the handler runs,
+answers Kafka's error where a whole request is refused, takes denied
+topics/partitions/groups out of the request and merges their errors back
+into the response, or filters the response where Kafka filters.  The
+handlers themselves know nothing of ACLs.  When everything is allowed the
+handler's own result is returned untouched (OffsetCommit keeps its
+pre-encoded fast path).
+
+Authorization comes before existence: an unauthorized caller gets
+TOPIC_AUTHORIZATION_FAILED, never UNKNOWN_TOPIC_OR_PARTITION.
+
+Other engineers' APIs: `register_rule(key, rule)` with a rule
+`(checks, ctx, req, handler) -> result`; helpers `allowed`,
+`transactional_id_allowed` and `group_allowed` for use inside handlers.
+An API with no rule is served to super users only (never unchecked).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ..protocol.api import APIS, response_codec
+from ..protocol.errors import Err
+from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
+
+log = logging.getLogger("kcoord.authorizer")
+
+NOT_REQUESTED = -(2**31)
+ZERO_UUID = bytes(16)
+# APIs with no ACL check in Kafka, or that check inside their own handler
+UNCHECKED = {17, 18, 36, 29, 30, 31, 50, 51}
+RULES: dict[int, Callable] = {}
+
+
+def register_rule(key: int, rule: Callable) -> None:
+    RULES[key] = rule
+
+
+def rule(key: int):
+    def deco(fn):
+        RULES[key] = fn
+        return fn
+    return deco
+
+
+def then(ctx, result, fn):
+    """Apply fn(response dict) to a handler's result, whatever its form
+    (dict, pre-encoded bytes, Reply, future or coroutine)."""
+    if result is None:
+        return None
+    if result.__class__ is dict:
+        return fn(result)
+    if result.__class__ is bytes:
+        return fn(_decoded(ctx, result))
+
+    async def later():
+        value = await result
+        return fn(_decoded(ctx, value) if value.__class__ is bytes else value)
+    return later()
+
+
+def _decoded(ctx, body: bytes) -> dict:
+    return response_codec(ctx.api_key, ctx.api_version)[1](body, 0)[0]
+
+
+class Checks:
+    def __init__(self, authorizer: Authorizer) -> None:
+        self.az = authorizer
+        # set by the server: topic id -> name (or None), for APIs that name topics by id
+        self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
+
+    # --------------------------------------------------------- decisions
+    def allowed(self, ctx, op: int, rtype: int, name: str) -> bool:
+        return self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name)
+
+    def cluster(self, ctx, op: int) -> bool:
+        return self.az.authorize(ctx.principal, ctx.client_host, op, R.CLUSTER, CLUSTER_NAME)
+
+    def group_allowed(self, ctx, op: int, group_id: str) -> bool:
+        return self.allowed(ctx, op, R.GROUP, group_id)
+
+    def transactional_id_allowed(self, ctx, op: int, transactional_id: str | None) -> bool:
+        return transactional_id is not None and self.allowed(
+            ctx, op, R.TRANSACTIONAL_ID, transactional_id)
+
+    def topic_ops(self, ctx, name: str) -> int:
+        return self.az.authorized_operations(ctx.principal, ctx.client_host, R.TOPIC, name)
+
+    def guard(self, key: int, handler):
+        if key in UNCHECKED:
+            return handler
+        fn = RULES.get(key)
+        if fn is None:
+            name = APIS[key].name if key in APIS else str(key)
+            log.warning("API %s has no authorization rule: only super users may call it", name)
+            fn = _super_users_only
+
+        def guarded(ctx, req):
+            return fn(self, ctx, req, handler)
+        guarded.__wrapped__ = handler
+        return guarded
+
+
+def _super_users_only(checks: Checks, ctx, req, handler):
+    if ctx.principal in checks.az.super_users:
+        return handler(ctx, req)
+    return {"error_code": Err.CLUSTER_AUTHORIZATION_FAILED}
+
+
+# ------------------------------------------------------------ helpers
+def _merge_topics(response: dict, field: str, name_field: str, denied: list[dict]) -> dict:
+    response[field] = list(response.get(field) or []) + denied
+    return response
+
+
+def _split(items: list, ok: Callable) -> tuple[list, list]:
+    yes, no = [], []
+    for item in items:
+        (yes if ok(item) else no).append(item)
+    return yes, no
+
+
+# --------------------------------------------------------------- Produce
+@rule(0)
+def _produce(c: Checks, ctx, req, handler):
+    tid = req.get("transactional_id")
+    topics = req["topic_data"]
+    if tid is not None and not c.transactional_id_allowed(ctx, Op.WRITE, tid):
+        return _produce_errors(req, topics, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, [])
+    ok, denied = _split(topics, lambda t: c.allowed(ctx, Op.WRITE, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "partition_responses": [
+        {"index": p["index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "base_offset": -1,
+         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
+         "error_message": None} for p in t["partition_data"]]} for t in denied]
+    if req["acks"] == 0:
+        # Kafka closes the connection on any acks=0 error
+        raise ConnectionAbortedError("acks=0 produce to a topic without WRITE permission")
+    if not ok:
+        return {"throttle_time_ms": 0, "responses": errors}
+    result = handler(ctx, {**req, "topic_data": ok})
+    return then(ctx, result, lambda r: _merge_topics(r, "responses", "name", errors))
+
+
+def _produce_errors(req, topics, code, _):
+    if req["acks"] == 0:
+        raise ConnectionAbortedError("acks=0 produce without TRANSACTIONAL_ID WRITE permission")
+    return {"throttle_time_ms": 0, "responses": [{"name": t["name"], "partition_responses": [
+        {"index": p["index"], "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+         "log_start_offset": -1, "record_errors": [], "error_message": None}
+        for p in t["partition_data"]]} for t in topics]}
+
+
+# ----------------------------------------------------------------- Fetch
+@rule(1)
+def _fetch(c: Checks, ctx, req, handler):
+    replica = req.get("replica_id", -1)
+    state = req.get("replica_state") or {}
+    if replica >= 0 or (state and state.get("replica_id", -1) >= 0):
+        if c.cluster(ctx, Op.CLUSTER_ACTION):
+            return handler(ctx, req)
+        return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+                "session_id": 0, "responses": []}
+    by_id = ctx.api_version >= 13
+
+    def name_of(t):
+        return c.topic_name(t["topic_id"]) if by_id else t["topic"]
+
+    def ok_topic(t):
+        name = name_of(t)
+        if name is None:
+            return True  # unknown topic id: UNKNOWN_TOPIC_ID before authorization
+        return c.allowed(ctx, Op.READ, R.TOPIC, name)
+    ok, denied = _split(req["topics"], ok_topic)
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"topic": t.get("topic", ""), "topic_id": t.get("topic_id"), "partitions": [
+        {"partition_index": p["partition"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+         "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+         "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+        for p in t["partitions"]]} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
+                "responses": errors}
+    result = handler(ctx, {**req, "topics": ok})
+    return then(ctx, result, lambda r: _merge_topics(r, "responses", "topic", errors))
+
+
+# ------------------------------------------------------------ ListOffsets
+@rule(2)
+def _list_offsets(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        for p in t["partitions"]]} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+# --------------------------------------------------------------- Metadata
+@rule(3)
+def _metadata(c: Checks, ctx, req, handler):
+    requested = req["topics"]
+    all_topics = requested is None or (ctx.api_version == 0 and not requested)
+    want_topic_ops = req.get("include_topic_authorized_operations", False)
+    want_cluster_ops = req.get("include_cluster_authorized_operations", False)
+    denied: list[dict] = []
+    create_denied: set[str] = set()
+    if not all_topics:
+        keep = []
+        for t in requested:
+            name = t.get("name")
+            if name is None:
+                name = c.topic_name(t.get("topic_id"))
+                if name is None:
+                    keep.append(t)  # unknown id: the handler says UNKNOWN_TOPIC_ID
+                    continue
+                if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+                    denied.append({"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": None,
+                                   "topic_id": t["topic_id"], "is_internal": False,
+                                   "partitions": [],
+                                   "topic_authorized_operations": NOT_REQUESTED})
+                    continue
+                keep.append(t)
+                continue
+            if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+                denied.append({"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": NOT_REQUESTED})
+                continue
+            keep.append(t)
+            if not c.cluster(ctx, Op.CREATE) and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
+                create_denied.add(name)
+        if denied:
+            req = {**req, "topics": keep}
+        if create_denied and req.get("allow_auto_topic_creation", True):
+            # auto-creation needs CLUSTER CREATE or TOPIC CREATE; a topic it
+            # would have created answers TOPIC_AUTHORIZATION_FAILED instead
+            req = {**req, "allow_auto_topic_creation": False}
+        else:
+            create_denied = set()
+        if not keep and denied:
+            req = {**req, "topics": [{"name": "\0kcoord-none", "topic_id": ZERO_UUID}]}
+
+    def fix(resp: dict) -> dict:
+        topics = []
+        for t in resp.get("topics") or []:
+            name = t.get("name")
+            if name == "\0kcoord-none":
+                continue
+            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+                continue  # all-topics requests silently omit what may not be described
+            if name in create_denied and t.get("error_code") == Err.UNKNOWN_TOPIC_OR_PARTITION:
+                t = {**t, "error_code": Err.TOPIC_AUTHORIZATION_FAILED}
+            elif want_topic_ops and name is not None and t.get("error_code") == Err.NONE:
+                t = {**t, "topic_authorized_operations": c.topic_ops(ctx, name)}
+            topics.append(t)
+        resp["topics"] = topics + denied
+        if want_cluster_ops and ctx.api_version <= 10:
+            resp["cluster_authorized_operations"] = (
+                c.az.authorized_operations(ctx.principal, ctx.client_host, R.CLUSTER,
+                                           CLUSTER_NAME)
+                if c.cluster(ctx, Op.DESCRIBE) else 0)
+        return resp
+    return then(ctx, handler(ctx, req), fix)
+
+
+# ------------------------------------------------------------ OffsetCommit
+def _commit_errors(topics, code):
+    return [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code}
+        for p in t["partitions"]]} for t in topics]
+
+
+@rule(8)
+def _offset_commit(c: Checks, ctx, req, handler):
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0,
+                "topics": _commit_errors(req["topics"], Err.GROUP_AUTHORIZATION_FAILED)}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)  # the hot path: the handler's own (pre-encoded) answer
+    errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+# ------------------------------------------------------------- OffsetFetch
+def _fetch_partition_errors(topics, code, version_field_names=True):
+    return [{"name": t["name"], "partitions": [
+        {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1,
+         "metadata": "", "error_code": code} for i in t["partition_indexes"]]}
+        for t in topics]
+
+
+def _offset_fetch_group(c: Checks, ctx, topics):
+    """(topics to ask the handler for, error entries for listed denied
+    topics, whether all topics were asked for)"""
+    if topics is None:
+        return None, [], True
+    ok, denied = _split(topics, lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
+    return ok, _fetch_partition_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED), False
+
+
+def _filter_fetched(c: Checks, ctx, topics, extra, all_topics):
+    out = [t for t in (topics or [])
+           if not all_topics or c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"])]
+    return out + extra
+
+
+@rule(9)
+def _offset_fetch(c: Checks, ctx, req, handler):
+    if ctx.api_version >= 8:
+        groups = req["groups"]
+        denied_groups = [g for g in groups if not c.group_allowed(ctx, Op.DESCRIBE, g["group_id"])]
+        keep, plan = [], {}
+        for g in groups:
+            if g in denied_groups:
+                continue
+            ok, extra, all_topics = _offset_fetch_group(c, ctx, g["topics"])
+            plan[g["group_id"]] = (extra, all_topics)
+            keep.append({**g, "topics": ok})
+        if not denied_groups and not any(extra for extra, _ in plan.values()) and \
+                not any(a for _, a in plan.values()):
+            return handler(ctx, req)
+        denied_entries = [{"group_id": g["group_id"], "topics": [],
+                           "error_code": Err.GROUP_AUTHORIZATION_FAILED} for g in denied_groups]
+
+        def fix(resp):
+            for g in resp.get("groups") or []:
+                extra, all_topics = plan.get(g["group_id"], ([], False))
+                g["topics"] = _filter_fetched(c, ctx, g.get("topics"), extra, all_topics)
+            resp["groups"] = list(resp.get("groups") or []) + denied_entries
+            return resp
+        if not keep:
+            return {"throttle_time_ms": 0, "groups": denied_entries}
+        return then(ctx, handler(ctx, {**req, "groups": keep}), fix)
+    if not c.group_allowed(ctx, Op.DESCRIBE, req["group_id"]):
+        if ctx.api_version >= 2:
+            return {"throttle_time_ms": 0, "topics": [],
+                    "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "topics": _fetch_partition_errors(
+            req["topics"] or [], Err.GROUP_AUTHORIZATION_FAILED)}
+    ok, extra, all_topics = _offset_fetch_group(c, ctx, req["topics"])
+    if not extra and not all_topics:
+        return handler(ctx, req)
+
+    def fix_one(resp):
+        resp["topics"] = _filter_fetched(c, ctx, resp.get("topics"), extra, all_topics)
+        return resp
+    if not all_topics and not ok:
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "topics": extra}
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix_one)
+
+
+# --------------------------------------------------------- FindCoordinator
+KEY_TYPE_ERRORS = {0: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED),
+                   1: (R.TRANSACTIONAL_ID, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+
+
+@rule(10)
+def _find_coordinator(c: Checks, ctx, req, handler):
+    rtype, code = KEY_TYPE_ERRORS.get(req.get("key_type", 0), (None, None))
+    if rtype is None:
+        return handler(ctx, req)
+    if ctx.api_version < 4:
+        if c.allowed(ctx, Op.DESCRIBE, rtype, req["key"]):
+            return handler(ctx, req)
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                "node_id": -1, "host": "", "port": -1}
+    ok, denied = _split(req["coordinator_keys"],
+                        lambda k: c.allowed(ctx, Op.DESCRIBE, rtype, k))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+               "error_message": None} for k in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "coordinators": errors}
+    return then(ctx, handler(ctx, {**req, "coordinator_keys": ok}),
+                lambda r: _merge_topics(r, "coordinators", "key", errors))
+
+
+# ----------------------------------------- Join/Heartbeat/Leave/Sync (READ)
+def _group_read(c: Checks, ctx, req, handler):
+    if c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+
+
+for _key in (11, 12, 13, 14):
+    RULES[_key] = _group_read
+
+
+@rule(68)
+def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                "error_message": None, "member_id": None, "member_epoch": -1,
+                "heartbeat_interval_ms": 0, "assignment": None}
+    for name in req.get("subscribed_topic_names") or ():
+        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            return {"throttle_time_ms": 0, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": f"Topic {name} is not authorized", "member_id": None,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+    return handler(ctx, req)
+
+
+@rule(69)
+def _consumer_group_describe(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
+    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+               "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+               "assignor_name": "", "members": [],
+               "authorized_operations": NOT_REQUESTED} for g in denied]
+    want_ops = req.get("include_authorized_operations", False)
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if want_ops and g.get("error_code") == Err.NONE:
+                g["authorized_operations"] = c.az.authorized_operations(
+                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+        resp["groups"] = list(resp.get("groups") or []) + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "groups": errors}
+    if not denied and not want_ops:
+        return handler(ctx, req)
+    return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
+
+
+# ------------------------------------------------------- group admin APIs
+@rule(15)
+def _describe_groups(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["groups"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
+    want_ops = req.get("include_authorized_operations", False)
+    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
+               "protocol_type": "", "protocol_data": "", "members": [],
+               "authorized_operations": NOT_REQUESTED} for g in denied]
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if want_ops:
+                g["authorized_operations"] = c.az.authorized_operations(
+                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+        resp["groups"] = list(resp.get("groups") or []) + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "groups": errors}
+    if not denied and not want_ops:
+        return handler(ctx, req)
+    return then(ctx, handler(ctx, {**req, "groups": ok}), fix)
+
+
+@rule(16)
+def _list_groups(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE):
+        return handler(ctx, req)
+
+    def fix(resp):
+        resp["groups"] = [g for g in resp.get("groups") or []
+                          if c.group_allowed(ctx, Op.DESCRIBE, g["group_id"])]
+        return resp
+    return then(ctx, handler(ctx, req), fix)
+
+
+@rule(42)
+def _delete_groups(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["groups_names"], lambda g: c.group_allowed(ctx, Op.DELETE, g))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"group_id": g, "error_code": Err.GROUP_AUTHORIZATION_FAILED} for g in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "results": errors}
+    return then(ctx, handler(ctx, {**req, "groups_names": ok}),
+                lambda r: _merge_topics(r, "results", "group_id", errors))
+
+
+@rule(47)
+def _offset_delete(c: Checks, ctx, req, handler):
+    if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
+        return {"error_code": Err.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
+    if not ok:
+        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+# ------------------------------------------------------------- topic admin
+@rule(19)
+def _create_topics(c: Checks, ctx, req, handler):
+    may_all = c.cluster(ctx, Op.CREATE)
+    ok, denied = _split(req["topics"], lambda t: may_all or c.allowed(
+        ctx, Op.CREATE, R.TOPIC, t["name"]))
+    errors = [{"name": t["name"], "topic_id": ZERO_UUID,
+               "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+               "error_message": "Authorization failed.", "topic_config_error_code": 0,
+               "num_partitions": -1, "replication_factor": -1, "configs": None} for t in denied]
+
+    def fix(resp):
+        for t in resp.get("topics") or []:
+            if t.get("error_code") == Err.NONE and not c.allowed(
+                    ctx, Op.DESCRIBE_CONFIGS, R.TOPIC, t["name"]):
+                t["topic_config_error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
+                t["configs"] = None if ctx.api_version >= 5 else t.get("configs")
+        resp["topics"] = list(resp.get("topics") or []) + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
+@rule(20)
+def _delete_topics(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DELETE):
+        return handler(ctx, req)
+    v6 = ctx.api_version >= 6
+    items = req["topics"] if v6 else [{"name": n, "topic_id": ZERO_UUID}
+                                      for n in req["topic_names"]]
+    ok, errors = [], []
+    for t in items:
+        name = t.get("name") or c.topic_name(t.get("topic_id"))
+        if name is None:
+            ok.append(t)
+            continue
+        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            errors.append({"name": t.get("name"), "topic_id": t.get("topic_id", ZERO_UUID),
+                           "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None})
+        elif not c.allowed(ctx, Op.DELETE, R.TOPIC, name):
+            errors.append({"name": name, "topic_id": t.get("topic_id", ZERO_UUID),
+                           "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None})
+        else:
+            ok.append(t)
+    if not errors:
+        return handler(ctx, req)
+    if not ok:
+        return {"throttle_time_ms": 0, "responses": errors}
+    sub = {**req, "topics": ok} if v6 else {**req, "topic_names": [t["name"] for t in ok]}
+    return then(ctx, handler(ctx, sub), lambda r: _merge_topics(r, "responses", "name", errors))
+
+
+@rule(37)
+def _create_partitions(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.ALTER, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+               "error_message": None} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "results": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "results", "name", errors))
+
+
+@rule(22)
+def _init_producer_id(c: Checks, ctx, req, handler):
+    tid = req.get("transactional_id")
+    if tid is not None:
+        if c.transactional_id_allowed(ctx, Op.WRITE, tid):
+            return handler(ctx, req)
+        code = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        if c.cluster(ctx, Op.IDEMPOTENT_WRITE) or c.az.authorize_by_resource_type(
+                ctx.principal, ctx.client_host, Op.WRITE, R.TOPIC):
+            return handler(ctx, req)
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+# ----------------------------------------------------- config and admin APIs
+# ConfigResource types: TOPIC 2, BROKER 4, BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32
+_CONFIG_TARGET = {2: (R.TOPIC, Err.TOPIC_AUTHORIZATION_FAILED),
+                  32: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED)}
+
+
+def _config_rule(op: int, field: str):
+    def check(c: Checks, ctx, req, handler):
+        def ok(res):
+            rtype, _ = _CONFIG_TARGET.get(res["resource_type"], (R.CLUSTER, None))
+            name = res["resource_name"] if rtype != R.CLUSTER else CLUSTER_NAME
+            return c.allowed(ctx, op, rtype, name)
+        allowed, denied = _split(req["resources"], ok)
+        if not denied:
+            return handler(ctx, req)
+        errors = [{"error_code": _CONFIG_TARGET.get(r["resource_type"], (
+                       None, Err.CLUSTER_AUTHORIZATION_FAILED))[1],
+                   "error_message": None, "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"], "configs": []} for r in denied]
+        if not allowed:
+            return {"throttle_time_ms": 0, field: errors}
+        return then(ctx, handler(ctx, {**req, "resources": allowed}),
+                    lambda r: _merge_topics(r, field, "resource_name", errors))
+    return check
+
+
+RULES[32] = _config_rule(Op.DESCRIBE_CONFIGS, "results")
+RULES[33] = _config_rule(Op.ALTER_CONFIGS, "responses")
+RULES[44] = _config_rule(Op.ALTER_CONFIGS, "responses")
+
+
+@rule(21)
+def _delete_records(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DELETE, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "low_watermark": -1,
+         "error_code": Err.TOPIC_AUTHORIZATION_FAILED} for p in t["partitions"]]} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+@rule(35)
+def _describe_log_dirs(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "results": []}
+
+
+@rule(43)
+def _elect_leaders(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.ALTER):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "replica_election_results": [
+                {"topic": t["topic"], "partition_result": [
+                    {"partition_id": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+                     "error_message": None} for p in t["partitions"]]}
+                for t in req.get("topic_partitions") or []]}
+
+
+@rule(48)
+def _describe_client_quotas(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE_CONFIGS):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None, "entries": None}
+
+
+@rule(60)
+def _describe_cluster(c: Checks, ctx, req, handler):
+    if not req.get("include_cluster_authorized_operations"):
+        return handler(ctx, req)
+
+    def fix(resp):
+        resp["cluster_authorized_operations"] = (
+            c.az.authorized_operations(ctx.principal, ctx.client_host, R.CLUSTER, CLUSTER_NAME)
+            if c.cluster(ctx, Op.DESCRIBE) else 0)
+        return resp
+    return then(ctx, handler(ctx, req), fix)
+
+
+@rule(75)
+def _describe_topic_partitions(c: Checks, ctx, req, handler):
+    asked = req["topics"]
+    ok, denied = _split(asked, lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
+    errors = [{"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": t["name"],
+               "topic_id": ZERO_UUID, "is_internal": False, "partitions": []} for t in denied]
+
+    def fix(resp):
+        topics = [t for t in resp.get("topics") or []
+                  if asked or c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"])]
+        resp["topics"] = topics + errors
+        return resp
+    if asked and not denied:
+        return handler(ctx, req)
+    if asked and not ok:
+        return {"throttle_time_ms": 0, "topics": errors, "next_cursor": None}
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)

@@ -1,0 +1,181 @@
+"""TLS for a listener, as a protocol wrapped around the Kafka connection.
+
+asyncio's own `ssl=` hides a failed handshake (a plaintext client on a TLS
+port shows up nowhere), so TLS is run here over memory BIOs: the first
+byte tells a TLS client (a handshake record, 0x16) from anything else,
+which is closed with a log line saying it was not TLS.  The wrapped
+protocol sees an ordinary transport; `get_extra_info("peercert")` gives
+the verified client certificate for mTLS principals.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+
+log = logging.getLogger("kcoord.tls")
+
+TLS_HANDSHAKE_RECORD = 0x16
+READ_CHUNK = 256 * 1024
+
+
+class TlsTransport(asyncio.Transport):
+    """What the inner protocol writes to: encrypts onto the raw transport."""
+
+    def __init__(self, owner: "TlsServerProtocol") -> None:
+        super().__init__()
+        self._owner = owner
+
+    def write(self, data) -> None:
+        self._owner.write_app(data)
+
+    def writelines(self, chunks) -> None:
+        self._owner.write_app(b"".join(chunks))
+
+    def close(self) -> None:
+        self._owner.close()
+
+    def abort(self) -> None:
+        self._owner.close()
+
+    def is_closing(self) -> bool:
+        return self._owner.closed
+
+    def pause_reading(self) -> None:
+        if not self._owner.closed:
+            self._owner.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if not self._owner.closed:
+            self._owner.raw.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._owner.raw.is_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self._owner.raw.get_write_buffer_size()
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        self._owner.raw.set_write_buffer_limits(high, low)
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name, default=None):
+        return self._owner.extra_info(name, default)
+
+
+class TlsServerProtocol(asyncio.Protocol):
+    def __init__(self, context: ssl.SSLContext, inner: asyncio.Protocol, listener: str) -> None:
+        self.context = context
+        self.inner = inner
+        self.listener = listener
+        self.raw: asyncio.Transport | None = None
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.sslobj: ssl.SSLObject | None = None
+        self.handshaken = False
+        self.seen_first = False
+        self.closed = False
+        self.peer = "?"
+
+    # ---------------------------------------------------------------- raw side
+    def connection_made(self, transport) -> None:
+        self.raw = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.sslobj = self.context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.seen_first:
+            self.seen_first = True
+            if data[0] != TLS_HANDSHAKE_RECORD:
+                log.warning("closing connection %s on TLS listener %s: not TLS (first byte "
+                            "0x%02x; a plaintext Kafka client on a TLS port?)",
+                            self.peer, self.listener, data[0])
+                self.close()
+                return
+        self.incoming.write(data)
+        if not self.handshaken:
+            try:
+                self.sslobj.do_handshake()
+            except ssl.SSLWantReadError:
+                self._send_outgoing()
+                return
+            except (ssl.SSLError, ssl.CertificateError) as exc:
+                self._send_outgoing()
+                log.warning("closing connection %s on TLS listener %s: TLS handshake failed: "
+                            "%s", self.peer, self.listener, exc)
+                self.close()
+                return
+            self.handshaken = True
+            self._send_outgoing()
+            self.inner.connection_made(TlsTransport(self))
+            if self.closed:
+                return
+        chunks = []
+        while True:
+            try:
+                chunk = self.sslobj.read(READ_CHUNK)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                self.close()
+                break
+            except ssl.SSLError as exc:
+                log.warning("closing connection %s: TLS error: %s", self.peer, exc)
+                self.close()
+                return
+            if not chunk:
+                break
+            chunks.append(chunk)
+        self._send_outgoing()  # post-handshake messages (TLS 1.3 tickets, key updates)
+        if chunks:
+            self.inner.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self.handshaken:
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.handshaken:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.handshaken:
+            self.inner.resume_writing()
+
+    # ----------------------------------------------------------- app side
+    def write_app(self, data) -> None:
+        if self.closed:
+            return
+        view = memoryview(data)
+        while view:
+            n = self.sslobj.write(view)
+            view = view[n:]
+        self._send_outgoing()
+
+    def _send_outgoing(self) -> None:
+        if self.outgoing.pending and not self.raw.is_closing():
+            self.raw.write(self.outgoing.read())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.raw.close()
+
+    def extra_info(self, name, default=None):
+        if name == "peercert":
+            return self.sslobj.getpeercert() if self.sslobj else default
+        if name == "ssl_object":
+            return self.sslobj
+        if name == "cipher":
+            return self.sslobj.cipher()
+        return self.raw.get_extra_info(name, default)

@@ -1,0 +1,269 @@
+"""The replica state machine, scenario by scenario (Kafka's known failure cases)."""
+from dataclasses import replace
+
+from kcoord.cluster.replica import (
+    BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, HighWatermarkMoved,
+    ProposeIsr, Replica, ReplicationConfig, Role,
+)
+from kcoord.cluster.state import PartitionState
+from kcoord.protocol.errors import Err
+
+from .replication_sim import SimLog
+
+LAG = 100
+
+
+def state(leader, epoch, isr, replicas=(0, 1, 2), version=None):
+    return PartitionState("t", 0, leader, epoch, tuple(isr), tuple(replicas),
+                          version if version is not None else epoch * 10 + len(isr))
+
+
+def replica(node, records=(), *, flushed=None, hwm=0, min_isr=1):
+    log = SimLog()
+    log.append(records)
+    log.flushed = len(records) if flushed is None else flushed
+    return Replica(node, log, ReplicationConfig(LAG, min_isr), high_watermark=hwm)
+
+
+def write(leader, *values, flush=True):
+    """Append `values` as the leader; -> one past the last offset."""
+    leader.log.append([(leader.leader_epoch, v) for v in values])
+    if flush:
+        leader.log.flush()
+    return leader.log.log_end_offset
+
+
+def exchange(leader, follower, now=0):
+    """One request of `follower` answered by `leader`; -> the leader's outputs."""
+    request = follower.next_request()
+    if isinstance(request, EpochQuery):
+        error, epoch, end = leader.answer_epoch_query(request.current_leader_epoch, request.epoch)
+        follower.on_epoch_answer(request, error, epoch, end, now)
+        return []
+    assert isinstance(request, FetchQuery), request
+    served, outs = leader.serve_follower_fetch(follower.node_id, request.fetch_offset,
+                                               request.current_leader_epoch, now)
+    if served.error == Err.NONE and follower.accepts_fetched(request):
+        follower.log.append(leader.log.records[request.fetch_offset:served.read_end])
+        follower.log.flush()
+    follower.on_fetch_answer(request, served, now)
+    return outs
+
+
+def completed(outs):
+    return [(t, o.error) for o in outs if isinstance(o, Completed) for t in o.tokens]
+
+
+def test_high_watermark_waits_for_every_in_sync_replica_before_acknowledging():
+    s = state(0, 1, (0, 1, 2))
+    a, b, c = replica(0), replica(1), replica(2)
+    assert isinstance(a.on_state(s, 0)[0], BecameLeader)
+    for r in (b, c):
+        assert isinstance(r.on_state(s, 0)[0], BecameFollower)
+    end = write(a, "x", "y", "z")
+    assert a.on_flushed(0) == [] and a.high_watermark == 0
+    assert a.await_offset(end, "w") == []
+    outs = exchange(a, b) + exchange(a, b)      # b: fetch from 0 (empty log), report 3
+    assert b.log.records == a.log.records and a.high_watermark == 0 and completed(outs) == []
+    outs = exchange(a, c) + exchange(a, c)
+    assert a.high_watermark == 3 and completed(outs) == [("w", Err.NONE)]
+    exchange(a, b)
+    assert b.high_watermark == 3        # followers learn it in their next fetch
+
+
+def test_min_insync_replicas_refuses_before_and_flags_after_the_append():
+    a = replica(0, min_isr=2)
+    a.on_state(state(0, 1, (0,)), 0)
+    assert a.check_append(-1) == Err.NOT_ENOUGH_REPLICAS
+    assert a.check_append(1) == Err.NONE
+    a2, b = replica(0, min_isr=2), replica(1, min_isr=2)
+    s = state(0, 1, (0, 1), (0, 1))
+    a2.on_state(s, 0)
+    b.on_state(s, 0)
+    assert a2.check_append(-1) == Err.NONE
+    end = write(a2, "x")
+    a2.await_offset(end, "w")
+    # b never fetches: after replica.lag.time.max.ms the leader drops it...
+    assert a2.tick(LAG) == []
+    (proposal,) = a2.tick(LAG + 1)
+    assert proposal.proposed.isr == (0,)
+    # ...and once the store agrees the write completes, below min.insync.replicas.
+    outs = a2.on_isr_result(proposal.proposed, _with_version(proposal.proposed), LAG + 1)
+    assert completed(outs) == [("w", Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
+
+
+def _with_version(s, bump=1):
+    return replace(s, version=s.version + bump)
+
+
+def test_a_follower_joins_the_isr_only_once_it_reaches_the_leaders_epoch():
+    # KAFKA-7128: b takes over with a high watermark (5) behind the one its
+    # predecessor acknowledged (10).  c holds 6 records: at b's high watermark
+    # but missing acknowledged ones, so it must not join the ISR yet.
+    old = [(1, i) for i in range(10)]
+    b, c = replica(1, old, hwm=5), replica(2, old[:6], hwm=5)
+    s = state(1, 2, (1, 0))     # the dead old leader 0 is still in the ISR
+    b.on_state(s, 0)
+    c.on_state(s, 0)
+    assert b.epoch_start_offset == 10
+    outs = exchange(b, c) + exchange(b, c)          # truncation (none), fetch from 6
+    assert not [o for o in outs if isinstance(o, ProposeIsr)]
+    outs = exchange(b, c)                           # reports 10: now in the epoch
+    (proposal,) = [o for o in outs if isinstance(o, ProposeIsr)]
+    assert proposal.proposed.isr == (0, 1, 2) and proposal.proposed.version == s.version
+    assert b.maximal_isr == {0, 1, 2}               # the high watermark waits for c at once
+
+
+def test_old_leader_truncates_its_unacknowledged_suffix():
+    # KIP-101 scenario 2: a led epoch 1 and wrote 5, 6 alone; b took over in
+    # epoch 2 from offset 5.  a follows b: it must drop its 5, 6.
+    common = [(1, i) for i in range(5)]
+    a = replica(0, common + [(1, "a5"), (1, "a6")], hwm=5)
+    b = replica(1, common, hwm=5)
+    s = state(1, 2, (1, 0), (0, 1))
+    b.on_state(s, 0)
+    write(b, "b5", "b6", "b7")
+    a.on_state(s, 0)
+    assert isinstance(a.next_request(), EpochQuery)
+    a._inflight = None  # the query above was only a peek
+    exchange(b, a)
+    assert a.log.records == common
+    exchange(b, a)
+    assert a.log.records == b.log.records
+
+
+def test_truncation_takes_several_rounds_when_the_leader_never_saw_our_epoch():
+    # KIP-279: f wrote in epoch 3, which the leader never had.
+    f = replica(2, [(1, 0), (1, 1), (1, 2), (3, "f3"), (3, "f4"), (3, "f5"), (3, "f6")])
+    leader = replica(0, [(1, 0), (1, 1), (1, 2), (2, 3), (2, 4), (2, 5)])
+    s = state(0, 4, (0, 2))
+    leader.on_state(s, 0)
+    f.on_state(s, 0)
+    q1 = f.next_request()
+    assert q1.epoch == 3
+    f._inflight = None
+    exchange(leader, f)                 # leader: epoch 2 ends at 6; f never had 2
+    assert f.log.log_end_offset == 3 and f.log.epochs.entries == [(1, 0)]
+    q2 = f.next_request()
+    assert isinstance(q2, EpochQuery) and q2.epoch == 1
+    f._inflight = None
+    exchange(leader, f)                 # epoch 1 ends at 3 on both
+    exchange(leader, f)
+    assert f.log.records == leader.log.records
+
+
+def test_truncation_stops_where_our_own_epoch_ends():
+    # f wrote 3, 4 in epoch 3, unknown to the leader, whose epoch 1 runs to 5:
+    # f's epoch 1 ends at 3, so it keeps 0..2 only.
+    f = replica(2, [(1, 0), (1, 1), (1, 2), (3, "f3"), (3, "f4")])
+    leader = replica(0, [(1, i) for i in range(5)])
+    s = state(0, 4, (0, 2))
+    leader.on_state(s, 0)
+    f.on_state(s, 0)
+    exchange(leader, f)
+    assert f.log.records == [(1, 0), (1, 1), (1, 2)]
+    exchange(leader, f)
+    assert f.log.records == leader.log.records
+
+
+def test_a_follower_keeps_committed_records_above_its_own_high_watermark():
+    # KIP-101 scenario 1: b fetched m0, m1 (acknowledged by a) but had only
+    # learned high watermark 1 when it restarted.  It must keep m1.
+    a = replica(0, [(1, "m0"), (1, "m1")], hwm=2)
+    b = replica(1, [(1, "m0"), (1, "m1")], hwm=1)
+    s = state(0, 1, (0, 1), (0, 1))
+    a.on_state(s, 0)
+    b.on_state(s, 0)
+    exchange(a, b)
+    assert b.log.records == [(1, "m0"), (1, "m1")]
+
+
+def test_an_epoch_taken_without_writes_is_dropped_when_following():
+    # n led epoch 2 at offset 3 but wrote nothing; its new leader answers for
+    # epoch 1 with an epoch n never had: n cuts its cache and asks again.
+    n = replica(0, [(0, 0), (0, 1), (0, 2)])
+    n.log.assign_epoch(2, 3)
+    leader = replica(1, [(1, "x"), (1, "y"), (1, "z"), (1, "w")])
+    s = state(1, 4, (1,), (0, 1))
+    leader.on_state(s, 0)
+    n.on_state(s, 0)
+    exchange(leader, n)
+    assert n.log.epochs.entries == [(0, 0)]
+    query = n.next_request()
+    assert isinstance(query, EpochQuery) and query.epoch == 0
+
+
+def test_requests_in_the_wrong_epoch_or_to_a_non_leader_are_refused():
+    leader = replica(0, [(3, "x")])
+    leader.on_state(state(0, 3, (0, 1)), 0)
+    serve = leader.serve_follower_fetch
+    assert serve(1, 0, 2, 0)[0].error == Err.FENCED_LEADER_EPOCH
+    assert serve(1, 0, 4, 0)[0].error == Err.UNKNOWN_LEADER_EPOCH
+    assert serve(7, 0, 3, 0)[0].error == Err.NOT_LEADER_OR_FOLLOWER   # not a replica
+    assert serve(1, 5, 3, 0)[0].error == Err.OFFSET_OUT_OF_RANGE
+    assert serve(1, 0, 3, 0)[0].error == Err.NONE
+    assert leader.answer_epoch_query(2, 3)[0] == Err.FENCED_LEADER_EPOCH
+    assert leader.answer_epoch_query(-1, 3) == (Err.NONE, 3, 1)     # clients skip the check
+    follower = replica(1)
+    follower.on_state(state(0, 3, (0, 1)), 0)
+    assert follower.serve_follower_fetch(2, 0, 3, 0)[0].error == Err.NOT_LEADER_OR_FOLLOWER
+    assert follower.answer_epoch_query(3, 3)[0] == Err.NOT_LEADER_OR_FOLLOWER
+    assert follower.check_append(-1) == Err.NOT_LEADER_OR_FOLLOWER
+
+
+def test_followers_see_only_what_the_leader_has_fsynced():
+    b = replica(1, [(1, i) for i in range(5)], flushed=3)
+    b.on_state(state(1, 2, (1,), (1, 2)), 0)
+    assert b.log.flushed == 5           # a new leader fsyncs before serving
+    write(b, "u1", "u2", flush=False)
+    assert b.serve_follower_fetch(2, 5, 2, 0)[0].read_end == 5
+    b.log.flush()
+    assert b.serve_follower_fetch(2, 5, 2, 0)[0].read_end == 7
+
+
+def test_the_leaders_unsynced_records_are_not_committed():
+    b = replica(1)
+    b.on_state(state(1, 1, (1,), (1,)), 0)
+    end = write(b, "u1", "u2", flush=False)
+    assert b.on_flushed(0) == [] and b.await_offset(end, "w") == []
+    assert b.high_watermark == 0
+    b.log.flush()
+    outs = b.on_flushed(0)
+    assert b.high_watermark == 2 and HighWatermarkMoved(2) in outs
+    assert completed(outs) == [("w", Err.NONE)]
+
+
+def test_a_refused_isr_change_freezes_the_leader_until_a_newer_state():
+    a = replica(0)
+    s = state(0, 1, (0, 1), (0, 1))
+    a.on_state(s, 0)
+    (proposal,) = a.tick(LAG + 1)
+    assert a.on_isr_result(proposal.proposed, None, LAG + 1) == []
+    end = write(a, "x")
+    assert a.on_flushed(LAG + 2) == [] and a.await_offset(end, "w") == []
+    assert a.tick(3 * LAG) == []        # proposes nothing while stale
+    newer = _with_version(s.with_isr((0,)), 5)
+    outs = a.on_state(newer, 3 * LAG)
+    assert completed(outs) == [("w", Err.NONE)] and a.high_watermark == 1
+
+
+def test_waiting_writes_fail_when_leadership_moves():
+    a = replica(0)
+    a.on_state(state(0, 1, (0, 1), (0, 1)), 0)
+    a.await_offset(write(a, "x"), "w")
+    outs = a.on_state(state(1, 2, (1,), (0, 1)), 0)
+    assert completed(outs) == [("w", Err.NOT_LEADER_OR_FOLLOWER)]
+    assert a.role is Role.FOLLOWER
+    # An older state never goes back.
+    assert a.on_state(state(0, 1, (0, 1), (0, 1)), 0) == [] and a.role is Role.FOLLOWER
+
+
+def test_a_leader_whose_lease_may_have_lapsed_acknowledges_nothing():
+    a = replica(0)
+    s = state(0, 1, (0,), (0, 1))
+    a.on_state(s, 0)
+    a.on_session_lost(1)
+    end = write(a, "x")
+    assert a.on_flushed(2) == [] and a.await_offset(end, "w") == [] and a.high_watermark == 0
+    outs = a.on_state(_with_version(s), 3)      # still the leader, says the controller
+    assert completed(outs) == [("w", Err.NONE)]

@@ -1,0 +1,257 @@
+"""ACL authorization (StandardAuthorizer semantics) against one kcoord with
+an authorizer: the ACL APIs, what each group/offset/data API refuses and
+with which error, filtering, DENY over ALLOW, PREFIXED patterns, super
+users, mTLS principals, and ACLs after a restart."""
+from __future__ import annotations
+
+import pytest
+
+from kcoord.protocol.records import build_batch
+from tests.clients.wire import WireClient, create_topic, fetch, produce
+from tests.security.conftest import PLAIN_JAAS, USERS
+from tests.security.sasl_wire import plain_login
+from tests.support import ServerProcess
+
+pytestmark = pytest.mark.clients
+
+TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
+LITERAL, PREFIXED = 3, 4
+READ, WRITE, CREATE, DESCRIBE, ALL = 3, 4, 5, 8, 2
+DENY, ALLOW = 2, 3
+JAAS = PLAIN_JAAS.replace('user_admin="admin-secret";',
+                          'user_admin="admin-secret" user_alice="alice-secret";')
+
+
+def settings(pki) -> dict[str, str]:
+    return {
+        "group.initial.rebalance.delay.ms": "0",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ops",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": JAAS,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),OU=(.*?),.*$/$1@$2/L,DEFAULT",
+    }
+
+
+@pytest.fixture(scope="module")
+def authz(pki, tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("authz") / "data", settings(pki))
+    proc.start()
+    with user(proc, "admin") as admin:
+        for name in ("orders", "secret", "pre-a", "other-a"):
+            assert create_topic(admin, name)["error_code"] == 0
+    yield proc
+    proc.stop()
+
+
+def user(server, name: str) -> WireClient:
+    c = WireClient(server.ports["SASL_PLAINTEXT"])
+    assert plain_login(c, name, USERS[name])["error_code"] == 0
+    return c
+
+
+def acl(rtype, name, principal, op, perm=ALLOW, pattern=LITERAL, host="*") -> dict:
+    return {"resource_type": rtype, "resource_name": name, "resource_pattern_type": pattern,
+            "principal": principal, "host": host, "operation": op, "permission_type": perm}
+
+
+def create_acls(server, *acls) -> None:
+    with user(server, "admin") as admin:
+        resp = admin.request(30, 3, {"creations": list(acls)})
+        assert [r["error_code"] for r in resp["results"]] == [0] * len(acls), resp
+
+
+def describe_all(client) -> list:
+    resp = client.request(29, 3, {"resource_type_filter": 1, "resource_name_filter": None,
+                                  "pattern_type_filter": 1, "principal_filter": None,
+                                  "host_filter": None, "operation": 1, "permission_type": 1})
+    assert resp["error_code"] == 0, resp
+    return sorted((r["resource_type"], r["resource_name"], r["pattern_type"], a["principal"],
+                   a["host"], a["operation"], a["permission_type"])
+                  for r in resp["resources"] for a in r["acls"])
+
+
+def commit(client, group, topic, offset=1, version=8) -> list[int]:
+    resp = client.request(8, version, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})
+    return [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
+
+
+def committed(client, group, topic) -> int:
+    resp = client.request(9, 7, {"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0]}], "require_stable": False})
+    return resp["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def join(client, group) -> int:
+    resp = client.request(11, 7, {
+        "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+    return resp["error_code"]
+
+
+# ------------------------------------------------------------------ tests
+def test_acl_apis_without_authorizer_are_security_disabled(server):
+    with WireClient(server.port) as c:
+        assert c.request(29, 3, {"resource_type_filter": 1, "pattern_type_filter": 1,
+                                 "operation": 1, "permission_type": 1})["error_code"] == 54
+        resp = c.request(30, 3, {"creations": [acl(TOPIC, "t", "User:a", READ)]})
+        assert [r["error_code"] for r in resp["results"]] == [54]
+
+
+def test_acl_apis_need_cluster_permission(authz):
+    with user(authz, "alice") as alice:
+        assert alice.request(29, 3, {"resource_type_filter": 1, "pattern_type_filter": 1,
+                                     "operation": 1, "permission_type": 1})["error_code"] == 31
+        resp = alice.request(30, 3, {"creations": [acl(TOPIC, "t", "User:alice", ALL)]})
+        assert [r["error_code"] for r in resp["results"]] == [31]
+
+
+def test_invalid_acls_are_refused(authz):
+    with user(authz, "admin") as admin:
+        resp = admin.request(30, 3, {"creations": [
+            acl(CLUSTER, "other-cluster", "User:a", DESCRIBE),
+            acl(TOPIC, "t", "no-colon", READ),
+            acl(TOPIC, "t", "User:a", 1)]})  # operation ANY
+        assert [r["error_code"] for r in resp["results"]] == [42, 42, 42]
+
+
+def test_without_group_read_cannot_join_or_commit_and_group_is_unchanged(authz):
+    create_acls(authz, acl(TOPIC, "orders", "User:alice", READ))
+    with user(authz, "alice") as alice:
+        assert join(alice, "g-nogroup") == 30
+        assert commit(alice, "g-nogroup", "orders", 5) == [30]
+    with user(authz, "admin") as admin:
+        assert committed(admin, "g-nogroup", "orders") == -1  # nothing was written
+        groups = admin.request(16, 4, {"states_filter": []})["groups"]
+        assert "g-nogroup" not in [g["group_id"] for g in groups]
+
+
+def test_without_topic_read_cannot_fetch_or_commit_that_topic(authz):
+    create_acls(authz, acl(GROUP, "g-topic", "User:alice", READ),
+                acl(TOPIC, "orders", "User:alice", READ))
+    with user(authz, "admin") as admin:
+        assert produce(admin, "secret", 0, build_batch([(None, b"x", [], None)]))["error_code"] == 0
+    with user(authz, "alice") as alice:
+        assert fetch(alice, "secret", 0, 0)["error_code"] == 29
+        assert fetch(alice, "orders", 0, 0)["error_code"] == 0
+        resp = alice.request(8, 8, {
+            "group_id": "g-topic", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [
+                {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                            "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]}
+                for t in ("orders", "secret", "no-such-topic")]})
+        errors = {t["name"]: t["partitions"][0]["error_code"] for t in resp["topics"]}
+        # authorization before existence: a topic alice may not read is 29, never 3
+        assert errors == {"orders": 0, "secret": 29, "no-such-topic": 29}
+        assert committed(alice, "g-topic", "orders") == 1
+
+
+def test_deny_beats_allow_and_prefixed_patterns(authz):
+    create_acls(authz, acl(TOPIC, "*", "User:bob", READ),
+                acl(TOPIC, "secret", "User:bob", ALL, DENY),
+                acl(TOPIC, "pre-", "User:alice", READ, pattern=PREFIXED))
+    with user(authz, "bob") as bob:
+        assert fetch(bob, "orders", 0, 0)["error_code"] == 0
+        assert fetch(bob, "secret", 0, 0)["error_code"] == 29
+    with user(authz, "alice") as alice:
+        assert fetch(alice, "pre-a", 0, 0)["error_code"] == 0
+        assert fetch(alice, "other-a", 0, 0)["error_code"] == 29
+
+
+def test_metadata_filters_all_topics_and_refuses_named_ones(authz):
+    create_acls(authz, acl(TOPIC, "orders", "User:alice", DESCRIBE))
+    with user(authz, "alice") as alice:
+        every = alice.request(3, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": True})
+        names = {t["name"]: t for t in every["topics"]}
+        assert "orders" in names and "secret" not in names
+        # DESCRIBE alone, plus the READ given earlier (READ implies DESCRIBE)
+        assert names["orders"]["topic_authorized_operations"] & (1 << DESCRIBE)
+        named = alice.request(3, 9, {"topics": [{"name": "secret"}],
+                                     "allow_auto_topic_creation": True})
+        assert [(t["name"], t["error_code"]) for t in named["topics"]] == [("secret", 29)]
+        # auto-creation needs CREATE: a missing topic is 29, and is not created
+        named = alice.request(3, 9, {"topics": [{"name": "orders-new"}],
+                                     "allow_auto_topic_creation": True})
+        assert named["topics"][0]["error_code"] == 29
+
+
+def test_list_groups_filters_and_describe_groups_reports_operations(authz):
+    create_acls(authz, acl(GROUP, "g-visible", "User:alice", READ))
+    with user(authz, "admin") as admin:
+        for g in ("g-visible", "g-hidden"):
+            assert commit(admin, g, "orders") == [0]
+    with user(authz, "alice") as alice:
+        groups = {g["group_id"] for g in alice.request(16, 4, {"states_filter": []})["groups"]}
+        assert "g-visible" in groups and "g-hidden" not in groups
+        resp = alice.request(15, 5, {"groups": ["g-visible", "g-hidden"],
+                                     "include_authorized_operations": True})
+        by_id = {g["group_id"]: g for g in resp["groups"]}
+        assert by_id["g-hidden"]["error_code"] == 30
+        assert by_id["g-visible"]["authorized_operations"] == (1 << READ) | (1 << DESCRIBE)
+
+
+def test_super_user_and_anonymous(authz):
+    with user(authz, "admin") as admin:  # no ACL names admin
+        assert fetch(admin, "secret", 0, 0)["error_code"] == 0
+        assert join(admin, "g-super") == 79  # MEMBER_ID_REQUIRED: it got through
+    with WireClient(authz.ports["PLAINTEXT"]) as anonymous:
+        assert fetch(anonymous, "orders", 0, 0)["error_code"] == 29
+        assert produce(anonymous, "orders", 0, build_batch([(None, b"x", [], None)]))["error_code"] == 29
+        resp = anonymous.request(22, 4, {"transactional_id": None,
+                                         "transaction_timeout_ms": 1000})
+        assert resp["error_code"] == 31  # no IDEMPOTENT_WRITE, no WRITE on any topic
+
+
+def test_mtls_principal_from_mapping_rules(authz, pki):
+    import ssl
+    create_acls(authz, acl(TOPIC, "orders", "User:alice@eng", READ))
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+    c = WireClient(authz.ports["SSL"])
+    c.sock = ctx.wrap_socket(c.sock, server_hostname="localhost")
+    with c:
+        assert fetch(c, "orders", 0, 0)["error_code"] == 0   # User:alice@eng may read
+        assert fetch(c, "secret", 0, 0)["error_code"] == 29
+
+
+def test_confluent_consumer_with_consumer_acls(authz):
+    from tests.security.clients import confluent_roundtrip
+    create_acls(authz, acl(TOPIC, "ck-acl", "User:alice", READ),
+                acl(TOPIC, "ck-acl", "User:alice", WRITE),
+                acl(TOPIC, "ck-acl", "User:alice", CREATE),
+                acl(GROUP, "g-ck-acl", "User:alice", READ))
+    conf = {"security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice", "sasl.password": USERS["alice"]}
+    got, offset = confluent_roundtrip(f"127.0.0.1:{authz.ports['SASL_PLAINTEXT']}", "ck-acl",
+                                      "g-ck-acl", conf)
+    assert len(got) == 10 and offset == 10
+
+
+def test_acls_survive_restart_and_delete(authz, pki):
+    with user(authz, "admin") as admin:
+        before = describe_all(admin)
+    assert before
+    authz.stop()
+    authz.ports.clear()
+    authz.start()
+    with user(authz, "admin") as admin:
+        assert describe_all(admin) == before
+        resp = admin.request(31, 3, {"filters": [{
+            "resource_type_filter": TOPIC, "resource_name_filter": "secret",
+            "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+            "operation": 1, "permission_type": DENY}]})
+        [result] = resp["filter_results"]
+        assert [(m["resource_name"], m["permission_type"]) for m in result["matching_acls"]] \
+            == [("secret", DENY)]
+        assert len(describe_all(admin)) == len(before) - 1
