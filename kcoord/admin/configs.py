@@ -51,12 +51,13 @@ class ConfigResourceType:
             return [name]
         if self.label == "topic":
             return sorted(t["name"] for t in admin.metadata(None)["topics"])
-        if self.label == "broker":
+        if self.label.startswith("broker"):
             return [str(n) for n in sorted(admin.brokers())]
         raise UsageError(f"an entity name must be specified with --alter of {self.label}s")
 
     def _describe_one(self, admin: AdminClient, name: str) -> list[dict]:
-        conn = admin.node(int(name)) if self.label == "broker" and name else admin.any()
+        conn = admin.node(int(name)) if self.label.startswith("broker") and name \
+            else admin.any()
         _, response = conn.call(32, {"resources": [{"resource_type": self.resource_type,
                                                     "resource_name": name,
                                                     "configuration_keys": None}],
@@ -95,11 +96,12 @@ class ConfigResourceType:
                        if c["config_source"] == (3 if name == "" and self.default_label
                                                  else self.dynamic_source)}
             invalid = [k for k in to_delete if k not in current]
-            if invalid and self.label in ("topic", "group"):
+            if invalid and self.label in ("topic", "group", "broker-logger"):
                 raise AdminError(f"Invalid config(s): {','.join(invalid)}")
         ops = [{"name": k, "config_operation": SET, "value": v} for k, v in to_set.items()]
         ops += [{"name": k, "config_operation": DELETE, "value": None} for k in to_delete]
-        conn = admin.node(int(name)) if self.label == "broker" and name else admin.any()
+        conn = admin.node(int(name)) if self.label.startswith("broker") and name \
+            else admin.any()
         _, response = conn.call(44, {"resources": [{"resource_type": self.resource_type,
                                                     "resource_name": name, "configs": ops}],
                                      "validate_only": False})
@@ -121,8 +123,10 @@ ENTITY_TYPES: dict[str, EntityType] = {
     "topics": ConfigResourceType(2, "topic", 1),
     "brokers": ConfigResourceType(4, "broker", 2, "brokers in the cluster"),
     "groups": ConfigResourceType(32, "group", 8),
+    "broker-loggers": ConfigResourceType(8, "broker-logger", 6),
 }
-SHORTHANDS = {"topic": "topics", "broker": "brokers", "group": "groups"}
+SHORTHANDS = {"topic": "topics", "broker": "brokers", "group": "groups",
+              "broker-logger": "broker-loggers"}
 
 
 def add_parser(sub) -> None:
@@ -135,7 +139,7 @@ def add_parser(sub) -> None:
     p.add_argument("--all", action="store_true", help="describe: every config, not only "
                    "the dynamic ones")
     p.add_argument("--entity-type", metavar="TYPE",
-                   help="topics, brokers, groups (singular forms accepted)")
+                   help="topics, brokers, groups, broker-loggers (singular forms accepted)")
     p.add_argument("--entity-name", metavar="NAME")
     p.add_argument("--entity-default", action="store_true",
                    help="brokers: the cluster-wide default")

@@ -80,9 +80,11 @@ class Server:
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
         self.cluster_handlers.register(d)
-        if not self.config["etcd.endpoints"]:
-            # In a cluster it is served once replicas answer it (replica.py).
-            LeaderEpochHandlers(self.catalogue).register(d)
+        # In a cluster the partitions' replicas answer (replica.py); none
+        # until replication has started.
+        self.replicas = None
+        LeaderEpochHandlers(self.catalogue, self._replica_for if self.config["etcd.endpoints"]
+                            else None).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -140,6 +142,7 @@ class Server:
         self.coordinator.start()
         if self.cluster is not None:
             await self.cluster.start()
+            self._start_replication()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
@@ -153,9 +156,21 @@ class Server:
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
+    def _start_replication(self) -> None:
+        """Replicas of the user topics' partitions (kcoord/cluster/replica_manager.py),
+        fed by the control plane's partition states."""
+        from ..cluster.replica_manager import start_replication
+        self.replicas = start_replication(self.config, self.catalogue, self.cluster,
+                                          self.data, self.group_sync)
+
+    def _replica_for(self, topic: str, partition: int):
+        return self.replicas.replica(topic, partition) if self.replicas is not None else None
+
     async def stop(self) -> None:
         if self.cluster is not None:  # hand leaderships over while still serving
             await self.cluster.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:

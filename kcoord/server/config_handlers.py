@@ -20,10 +20,11 @@ from ..protocol.errors import Err
 from .broker_configs import BROKER_KEYS, BrokerConfigs
 from .config import Config
 from .config_store import ConfigStore
+from .logger_configs import BrokerLoggerResource
 
 log = logging.getLogger("kcoord.configs")
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -239,6 +240,8 @@ class ConfigHandlers:
     def alter_configs(self, ctx, req: dict) -> dict:
         """Legacy: the request is the resource's complete override set."""
         def new_set(adapter, name, configs):
+            if getattr(adapter, "incremental_only", False):
+                raise ConfigError(f"Unknown resource type {BROKER_LOGGER}", Err.INVALID_REQUEST)
             out = {}
             for c in configs:
                 if c["value"] is None:
@@ -302,7 +305,8 @@ class ConfigHandlers:
                     raise ConfigError("Duplicate config keys in one resource", Err.INVALID_REQUEST)
                 adapter.check_name(name, altering=True)
                 configs = adapter.validate(name, new_set(adapter, name, res["configs"]))
-                if self.local_only and not req["validate_only"]:
+                if self.local_only and not req["validate_only"] \
+                        and not getattr(adapter, "node_local", False):
                     raise ConfigError("Config changes are not replicated between kcoord "
                                       "cluster nodes yet; set them at topic creation or in "
                                       "each node's server config", Err.INVALID_REQUEST)
@@ -322,4 +326,5 @@ def build_config_handlers(config: Config, catalogue: Catalogue, overrides: Group
         topic_admin.config_entries = topics.entries
     return ConfigHandlers({TOPIC: topics,
                            BROKER: BrokerResource(brokers),
+                           BROKER_LOGGER: BrokerLoggerResource(config["node.id"]),
                            GROUP: GroupResource(config, store, overrides)})
