@@ -13,7 +13,7 @@ import sys
 from typing import Protocol
 
 from ..protocol.errors import Err
-from .client import AdminClient, AdminError, error_name, read_properties
+from .client import AdminClient, AdminError, UsageError, error_name, read_properties
 
 HELP = """Describe or change the configs of topics, brokers and groups. The flags and
 output of Apache Kafka's kafka-configs.sh; it speaks the Kafka protocol, so it
@@ -24,10 +24,6 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG",
            8: "DYNAMIC_GROUP_CONFIG"}
 SET, DELETE = 0, 1
-
-
-class UsageError(Exception):
-    pass
 
 
 class EntityType(Protocol):
