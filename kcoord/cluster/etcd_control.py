@@ -288,6 +288,23 @@ class EtcdControlPlane:
             success=[self.txn.put(key, encode_topic(grown))], failure=[])
         return ok
 
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
+        """Replace a topic's config overrides (AlterConfigs); every node's
+        mirror applies them to its logs."""
+        record = self.view.topics.get(name)
+        if record is None:
+            return False
+        key = self.keys.topic(name).encode()
+        result = await self.client.get(key)
+        if result is None:
+            return False
+        altered = TopicRecord(name, record.topic_id, record.partitions,
+                              record.replication_factor, dict(configs))
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == result.mod_revision],
+            success=[self.txn.put(key, encode_topic(altered))], failure=[])
+        return ok
+
     # -------------------------------------------------- controlled shutdown
     def leaderships(self) -> list[PartitionState]:
         return [s for s in self.view.partitions.values() if s.leader == self.node_id]
