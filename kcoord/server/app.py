@@ -93,7 +93,7 @@ class Server:
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
-        self.configs.local_only = True  # config changes are not replicated through etcd yet
+        self.configs.join_cluster(self.cluster)  # topic configs through etcd
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
