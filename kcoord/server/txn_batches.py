@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..broker.txn_state import control_batch
 from ..coordinator.txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH
 from ..protocol.records import build_batch
-from .record_batch import build_records_batch, encode_record
+from ..protocol.coordinator_batch import build_records_batch
+from ..protocol.record_codec import encode_record
 
 COORDINATOR_EPOCH = 0  # one process: the coordinator epoch never changes
 

@@ -8,6 +8,7 @@ group's shard loaded) are made here; the transaction core decides the rest.
 from __future__ import annotations
 
 from ..coordinator.partitioner import partition_for
+from ..coordinator.result import Result
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, RequestContext
@@ -139,10 +140,12 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "error_code": code}
 
     # ------------------------------------------------------ TxnOffsetCommit
-    async def txn_offset_commit(self, ctx: RequestContext, req: dict) -> dict:
+    def txn_offset_commit(self, ctx: RequestContext, req: dict):
         version = ctx.api_version
 
         def every(code: int) -> dict:
+            if code == Err.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+                code = Err.COORDINATOR_NOT_AVAILABLE
             return {"throttle_time_ms": 0, "topics": [
                 {"name": t["name"], "partitions": [
                     {"partition_index": p["partition_index"], "error_code": code}
@@ -151,27 +154,23 @@ class TxnHandlers:
         group_id = req["group_id"]
         if not group_id:
             return every(Err.INVALID_GROUP_ID)
-        shard, error = self.groups._ready_shard(group_id)
-        if not error:
-            error = self._not_ready()
+        error = self._not_ready()
         if error:
-            if error == Err.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
-                error = Err.COORDINATOR_NOT_AVAILABLE
             return every(error)
         # the group's partition must be in the producer's transaction, or no
         # marker would ever resolve these offsets (KIP-890 part 1)
-        code = self.core.in_transaction(req["producer_id"], req["producer_epoch"],
-                                        OFFSETS_TOPIC, shard.index)
+        code = self.core.in_transaction(req["producer_id"], req["producer_epoch"], OFFSETS_TOPIC,
+                                        self.groups.runtime.partition_for(group_id))
         if code == Err.INVALID_TXN_STATE and version >= 4:
             code = Err.TRANSACTION_ABORTABLE
         if code:
             return every(code)
-        self.groups._mark_unknown_partitions(req["topics"])
-        response, records = txn_offset_commit(shard.core, req, version, wall_ms())
-        fut = shard.write(records)
-        if fut is not None:
-            await fut
-        return response
+        self.groups.mark_unknown_partitions(req["topics"])
+
+        def op(core, now):
+            response, records = txn_offset_commit(core, req, version, now)
+            return Result(records=records, response=response)
+        return self.groups.runtime.write(group_id, op, every)
 
     # ----------------------------------------------------- describing state
     async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:

@@ -22,6 +22,7 @@ from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
 from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
+from .coordinator_runtime import LOADING
 from .txn_batches import COORDINATOR_EPOCH
 
 log = logging.getLogger("kcoord.txn")
@@ -169,11 +170,12 @@ class TxnRuntime:
                 if not 0 <= index < len(self.coordinator.shards):
                     continue
                 shard = self.coordinator.shards[index]
-                while not shard.loaded:  # its replay must see every batch before the marker
+                while shard.state is LOADING:  # its replay must see every batch before the marker
                     await asyncio.sleep(SHARD_WAIT_S)
-                fut = shard.write([txn_marker(c.producer_id, c.producer_epoch, c.commit)])
-                if fut is not None:
-                    shard_writes.append(fut)
+                if not shard.loaded:
+                    raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
+                shard_writes.append(shard.write_records(
+                    [txn_marker(c.producer_id, c.producer_epoch, c.commit)]))
                 continue
             code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
                                                 c.commit, COORDINATOR_EPOCH)

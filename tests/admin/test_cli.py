@@ -403,6 +403,18 @@ def test_configs(capsys, server):
         "Dynamic configs for group cfg-g are:",
         "  consumer.heartbeat.interval.ms=6000 sensitive=false "
         "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000}"]
+    # broker loggers
+    rc, out, _ = cli(capsys, *base, "--describe", "--entity-type", "broker-loggers",
+                     "--entity-name", "0")
+    lines = out.strip("\n").split("\n")
+    assert lines[0] == "Dynamic configs for broker-logger 0 are:"
+    assert "  root=INFO sensitive=false synonyms={}" in lines
+    rc, out, _ = cli(capsys, *base, "--alter", "--entity-type", "broker-loggers",
+                     "--entity-name", "0", "--add-config", "kcoord.configs=DEBUG")
+    assert out.strip() == "Completed updating config for broker-logger 0."
+    rc, out, _ = cli(capsys, *base, "--describe", "--entity-type", "broker-loggers",
+                     "--entity-name", "0")
+    assert "  kcoord.configs=DEBUG sensitive=false synonyms={}" in out.split("\n")
     rc, _, err = cli(capsys, *base, "--describe", "--entity-type", "widgets",
                      "--entity-name", "x")
     assert rc == 1 and "Invalid entity type" in err

@@ -432,6 +432,41 @@ def test_group_session_override_fences_a_silent_member(wire):
     assert again["error_code"] == Err.UNKNOWN_MEMBER_ID
 
 
+# -------------------------------------------------------------- broker loggers
+def test_broker_loggers(wire, server):
+    LOGGER = 8
+    got = entries(describe(wire, LOGGER, "0"))
+    assert got["root"]["value"] == "INFO" and got["root"]["config_source"] == 6
+    assert "kcoord.configs" in got
+    assert describe(wire, LOGGER, "5")["error_code"] == Err.INVALID_REQUEST
+    # WARN on kcoord.configs silences its INFO line about a topic change; DELETE restores it
+    assert incremental(wire, LOGGER, "0", [("kcoord.configs", SET, "warn")])[0][
+        "error_code"] == 0
+    assert entries(describe(wire, LOGGER, "0"))["kcoord.configs"]["value"] == "WARN"
+    incremental(wire, TOPIC, "d1", [("flush.messages", SET, "1000")])
+    assert incremental(wire, LOGGER, "0", [("kcoord.configs", DELETE, None)])[0][
+        "error_code"] == 0
+    incremental(wire, TOPIC, "d1", [("flush.messages", SET, "2000")])
+    deadline = time.monotonic() + 30
+    while "'flush.messages': '2000'" not in server.log_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert "'flush.messages': '1000'" not in server.log_text()
+    incremental(wire, TOPIC, "d1", [("flush.messages", DELETE, None)])
+    for ops, code in [([("kcoord.configs", SET, "LOUD")], Err.INVALID_CONFIG),
+                      ([("no.such.logger", SET, "INFO")], Err.INVALID_CONFIG),
+                      ([("kcoord.configs", APPEND, "INFO")], Err.INVALID_REQUEST)]:
+        assert incremental(wire, LOGGER, "0", ops)[0]["error_code"] == code, ops
+    assert incremental(wire, LOGGER, "0", [("root", SET, "INFO")])[0]["error_code"] == 0
+    assert incremental(wire, LOGGER, "0", [("root", DELETE, None)])[0]["error_code"] \
+        == Err.INVALID_REQUEST
+    resp = wire.request(ALTER, 2, {"resources": [{"resource_type": LOGGER, "resource_name": "0",
+                                                  "configs": [{"name": "root",
+                                                               "value": "INFO"}]}],
+                                   "validate_only": False})
+    assert resp["responses"][0]["error_code"] == Err.INVALID_REQUEST
+
+
 def test_overrides_are_durable(server):
     server.restart()
     with WireClient(server.port) as client:
