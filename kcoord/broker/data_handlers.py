@@ -111,6 +111,8 @@ class DataPlane:
         if touched:
             self.appended.notify()
         response = {"responses": responses, "throttle_time_ms": 0}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
         if replicated:
             done = self._replicated_ack(touched, replicated, response, acks)
             if acks != -1:
@@ -158,7 +160,9 @@ class DataPlane:
         plog = topic.partitions[index]
         replica = self._replicated(topic, index)
         if isinstance(replica, int):
-            return self._part_error(index, replica), None
+            entry = self._part_error(index, replica)
+            self._point_to_leader(entry, topic.name, index)
+            return entry, None
         if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
                 "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
             return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
@@ -259,7 +263,31 @@ class DataPlane:
                               "partitions": parts})
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
                     "responses": responses}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    def _point_to_leader(self, entry: dict, name: str, index: int) -> None:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader
+        (Produce v10+, Fetch v12+ tagged fields; ignored by older versions)."""
+        hint = self.replication.leader_hint(name, index)
+        if hint is not None:
+            entry["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
+            entry["_leader_address"] = (hint[0], hint[2])
+
+    @staticmethod
+    def _add_endpoints(response: dict, entries) -> None:
+        """The endpoints of the leaders named in current_leader (Produce v10+,
+        Fetch v16+ node_endpoints)."""
+        nodes = {}
+        for entry in entries:
+            found = entry.pop("_leader_address", None)
+            if found is not None and found[1] is not None:
+                nodes[found[0]] = found[1]
+        if nodes:
+            response["node_endpoints"] = [
+                {"node_id": n, "host": h, "port": p, "rack": None}
+                for n, (h, p) in sorted(nodes.items())]
 
     def _replicated_read(self, topic, index: int, preq: dict, follower: int, entry: dict):
         """(high watermark, how far this reader may read) of a replicated
@@ -285,9 +313,7 @@ class DataPlane:
             error = Err.NOT_LEADER_OR_FOLLOWER
         if error != Err.NONE:
             entry["error_code"] = error
-            if replica is not None and replica.state is not None:   # KIP-951 (v12+)
-                entry["current_leader"] = {"leader_id": replica.state.leader,
-                                           "leader_epoch": replica.state.leader_epoch}
+            self._point_to_leader(entry, topic.name, index)
             return None, None
         return replica.high_watermark, replica.high_watermark
 
@@ -306,9 +332,19 @@ class DataPlane:
                     entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 plog = topic.partitions[index]
+                replica = self._replicated(topic, index)
+                if isinstance(replica, int):
+                    entry["error_code"] = replica
+                    continue
+                if replica is not None:
+                    error = replica.check_current_epoch(preq.get("current_leader_epoch", -1))
+                    if error != Err.NONE:
+                        entry["error_code"] = error
+                        continue
                 ts = preq["timestamp"]
                 if ts == LATEST:
-                    entry["offset"] = high_watermark(topic, plog)
+                    entry["offset"] = (replica.high_watermark if replica is not None
+                                       else high_watermark(topic, plog))
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
@@ -324,6 +360,6 @@ class DataPlane:
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if entry["offset"] >= 0:
-                    entry["leader_epoch"] = 0
+                    entry["leader_epoch"] = replica.leader_epoch if replica is not None else 0
             topics.append({"name": treq["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

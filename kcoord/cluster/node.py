@@ -52,6 +52,9 @@ class ClusterNode:
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
             cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"])
+        if cfg["auto.leader.rebalance.enable"]:
+            self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
+        self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
         self.plane.view_listeners.append(self._on_change)
         await self.plane.start()
         for name in list(self.plane.view.topics):

@@ -204,6 +204,15 @@ class ReplicaManager:
     def replica(self, topic: str, partition: int) -> Replica | None:
         return self.replicas.get((topic, partition))
 
+    def leader_hint(self, topic: str, partition: int):
+        """(leader id, leader epoch, (host, port) or None) of a partition as
+        the control plane last said, for NOT_LEADER_OR_FOLLOWER answers
+        (KIP-951); None when unknown."""
+        state = self._pending_states.get((topic, partition))
+        if state is None or state.leader < 0:
+            return None
+        return state.leader, state.leader_epoch, self.address_of(state.leader)
+
     def leader(self, topic: str, partition: int) -> Replica:
         """The leader replica here, or NotLeader(NOT_LEADER_OR_FOLLOWER)."""
         replica = self.replicas.get((topic, partition))

@@ -54,10 +54,24 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
     leader = state["leader_id"]
     followers = [n for n in cluster.nodes if n != leader]
 
+    leader_port = cluster.nodes[leader].port
     with WireClient(cluster.nodes[followers[0]].port) as c:
-        refused = produce(c, TOPIC, 0, batch(0))
-        assert refused["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
-        assert fetch(c, TOPIC, 0, 0)["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        # A follower refuses and names the leader (KIP-951: Produce v10+, Fetch v12+/v16+).
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                "topic_data": [{"name": TOPIC, "partition_data": [
+                    {"index": 0, "records": batch(0)}]}]}
+        r = c.request(0, 11, body)
+        [p] = r["responses"][0]["partition_responses"]
+        assert p["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert p["current_leader"] == {"leader_id": leader, "leader_epoch": state["leader_epoch"]}
+        assert [(n["node_id"], n["port"]) for n in r["node_endpoints"]] == [(leader, leader_port)]
+        got = fetch(c, TOPIC, 0, 0)
+        assert got["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert got["current_leader"]["leader_id"] == leader
+        listed = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]})
+        assert listed["topics"][0]["partitions"][0]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
 
     with WireClient(cluster.nodes[leader].port) as c:
         for i in range(5):
@@ -95,3 +109,55 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
     for n in cluster.nodes:
         wait_until(lambda: log_bytes(cluster, n) == leader_bytes,
                    f"node {n} to hold the leader's log")
+
+
+def test_acknowledged_records_survive_the_leaders_sigkill(cluster):
+    """confluent-kafka produces with acks=all while the partition's leader is
+    killed with SIGKILL: every acknowledged record is then read back from the
+    new leader, at the offset it was acknowledged at."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+    with WireClient(cluster.nodes[1].port) as c:
+        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                            "assignments": [], "configs": [
+                                {"name": "min.insync.replicas", "value": "2"}]}],
+                "timeout_ms": 30000, "validate_only": False}
+        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    state = wait_until(lambda: (s := partition_state(cluster)) and len(s["isr_nodes"]) == 3
+                       and s, "three in-sync replicas")
+    old_leader = state["leader_id"]
+    acked: dict[int, bytes] = {}
+    errors = []
+
+    def delivered(err, msg):
+        if err is None:
+            acked[msg.offset()] = msg.value()
+        else:
+            errors.append(err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
+                         "message.timeout.ms": 60000, "retries": 1000,
+                         "enable.idempotence": False})
+    for i in range(400):
+        producer.produce(TOPIC, value=b"v%d" % i, partition=0, on_delivery=delivered)
+        producer.poll(0)
+        if i == 200:
+            producer.flush(30)
+            assert len(acked) >= 190, (len(acked), errors[:3])
+            cluster.nodes[old_leader].kill()         # SIGKILL, mid-stream
+    assert producer.flush(90) == 0, "records still undelivered"
+    assert len(acked) > 200
+    new = wait_until(lambda: (s := partition_state(cluster, next(
+        n for n in cluster.nodes if n != old_leader))) and s["leader_id"] not in (-1, old_leader)
+        and s, "a new leader")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    seen: dict[int, bytes] = {}
+    deadline = max(acked) + 1
+    wait_until(lambda: [seen.__setitem__(m.offset(), m.value())
+                        for m in consumer.consume(200, 1.0) if m.error() is None] is not None
+               and len(seen) >= deadline, "every acknowledged offset read back", timeout=90)
+    consumer.close()
+    missing = [o for o, v in acked.items() if seen.get(o) != v]
+    assert not missing, f"{len(missing)} acknowledged records lost or changed (new leader {new})"
