@@ -186,3 +186,23 @@ def test_metadata_log_cuts_a_torn_tail_and_replays(tmp_path):
     assert again.authorizer.acls == {acl}
     assert again.credential("a", "SCRAM-SHA-256") == store.credential("a", "SCRAM-SHA-256")
     assert log.path.read_bytes().endswith(b"\n")  # the torn line is gone
+
+
+def test_inter_broker_client_properties():
+    from kcoord.security.client import client_properties_from_config
+    values = {"listeners": "PLAINTEXT://:1,INTERNAL://:2",
+              "listener.security.protocol.map": "INTERNAL:SASL_SSL",
+              "inter.broker.listener.name": "INTERNAL",
+              "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+              "listener.name.internal.scram-sha-512.sasl.jaas.config":
+                  'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                  'username="broker" password="pw";',
+              "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem"}
+    props = client_properties_from_config(values)
+    assert props["security.protocol"] == "SASL_SSL"
+    assert props["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert 'username="broker"' in props["sasl.jaas.config"]
+    assert props["ssl.truststore.location"] == "/ca.pem"
+    values["security.inter.broker.protocol"] = "PLAINTEXT"
+    del values["inter.broker.listener.name"]
+    assert client_properties_from_config(values) == {"security.protocol": "PLAINTEXT"}
