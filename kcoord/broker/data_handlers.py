@@ -64,9 +64,27 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        # kcoord.cluster's ReplicaManager in a cluster: user topics are then
+        # replicated (leader-only produce and fetch, acks=-1 at the high
+        # watermark, follower fetches); None on a single node.
+        self.replication = None
 
     def in_sync_replicas(self, topic, index: int) -> int:
+        if self.replication is not None and not topic.internal:
+            replica = self.replication.replica(topic.name, index)
+            return len(replica.state.isr) if replica is not None and replica.is_leader else 0
         return 1  # one node: the leader is the whole ISR
+
+    def _replicated(self, topic, index: int):
+        """The leader replica of a replicated partition, None when the
+        partition is not replicated (single node, internal topic), or an
+        error code (this node does not lead it)."""
+        if self.replication is None or topic.internal:
+            return None
+        replica = self.replication.replica(topic.name, index)
+        if replica is None or not replica.is_leader:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return replica
 
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
@@ -78,6 +96,7 @@ class DataPlane:
             return {"responses": responses, "throttle_time_ms": 0}
         touched = []
         responses = []
+        replicated = []
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
@@ -85,14 +104,41 @@ class DataPlane:
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
+                    if self.replication is not None and result.get("replicated"):
+                        replicated.append((tdata["name"], result, plog.log_end_offset))
+                result.pop("replicated", None)
             responses.append({"name": tdata["name"], "partition_responses": parts})
         if touched:
             self.appended.notify()
         response = {"responses": responses, "throttle_time_ms": 0}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
+        if replicated:
+            done = self._replicated_ack(touched, replicated, response, acks)
+            if acks != -1:
+                # Followers read only what the leader has fsynced: fsync now anyway.
+                asyncio.ensure_future(done)
+                return None if acks == NO_RESPONSE_ACKS else response
+            return done
         if acks == NO_RESPONSE_ACKS:
             return None  # Kafka never answers acks=0
         if acks == -1 and touched:
             return self._after_sync(touched, response)
+        return response
+
+    async def _replicated_ack(self, logs, replicated, response, acks: int):
+        """fsync, then (acks=-1) wait for the high watermark to pass each
+        write: answered once every in-sync replica has it on disk."""
+        await self.sync.sync(logs)
+        self.replication.on_flushed(logs)
+        self.appended.notify()
+        if acks == -1:
+            waits = [(result, self.replication.await_high_watermark(name, result["index"], end))
+                     for name, result, end in replicated]
+            for result, fut in waits:
+                error = await fut
+                if error != Err.NONE:
+                    result["error_code"] = error
         return response
 
     async def _after_sync(self, logs, response):
@@ -112,6 +158,11 @@ class DataPlane:
             return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
+        replica = self._replicated(topic, index)
+        if isinstance(replica, int):
+            entry = self._part_error(index, replica)
+            self._point_to_leader(entry, topic.name, index)
+            return entry, None
         if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
                 "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
             return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
@@ -139,10 +190,13 @@ class DataPlane:
             records = bytearray(records)
             for pos, _ in iter_batches(records):
                 set_log_append_time(records, pos, append_time)
-        base, _last = plog.append(records)
+        if replica is not None:
+            base, _last = plog.append(records, leader_epoch=replica.leader_epoch)
+        else:
+            base, _last = plog.append(records)
         return {"index": index, "error_code": Err.NONE, "base_offset": base,
                 "log_append_time_ms": append_time, "log_start_offset": plog.log_start_offset,
-                "error_message": None}, plog
+                "error_message": None, "replicated": replica is not None}, plog
 
     # --------------------------------------------------------------- Fetch
     async def fetch(self, ctx, req: dict) -> dict:
@@ -166,6 +220,8 @@ class DataPlane:
         errors = False
         responses = []
         by_id = version >= 13
+        follower = max(req.get("replica_id", -1), (req.get("replica_state") or {}).get(
+            "replica_id", -1))
         for treq in req["topics"]:
             topic = (self.catalogue.by_id.get(treq["topic_id"]) if by_id
                      else self.catalogue.get(treq["topic"]))
@@ -183,7 +239,13 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                hw = high_watermark(topic, plog)
+                if self.replication is not None and not topic.internal:
+                    hw, read_end = self._replicated_read(topic, index, preq, follower, entry)
+                    if hw is None:
+                        errors = True
+                        continue
+                else:
+                    hw = read_end = high_watermark(topic, plog)
                 entry["high_watermark"] = entry["last_stable_offset"] = hw
                 entry["log_start_offset"] = plog.log_start_offset
                 limit = min(preq["partition_max_bytes"], budget - total)
@@ -193,15 +255,67 @@ class DataPlane:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
-                if hw < plog.log_end_offset:
-                    data = below(data, hw)
+                if read_end < plog.log_end_offset:
+                    data = below(data, read_end)
                 entry["records"] = data
                 total += len(data)
             responses.append({"topic": treq.get("topic", ""), "topic_id": treq.get("topic_id"),
                               "partitions": parts})
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
                     "responses": responses}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    def _point_to_leader(self, entry: dict, name: str, index: int) -> None:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader
+        (Produce v10+, Fetch v12+ tagged fields; ignored by older versions)."""
+        hint = self.replication.leader_hint(name, index)
+        if hint is not None:
+            entry["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
+            entry["_leader_address"] = (hint[0], hint[2])
+
+    @staticmethod
+    def _add_endpoints(response: dict, entries) -> None:
+        """The endpoints of the leaders named in current_leader (Produce v10+,
+        Fetch v16+ node_endpoints)."""
+        nodes = {}
+        for entry in entries:
+            found = entry.pop("_leader_address", None)
+            if found is not None and found[1] is not None:
+                nodes[found[0]] = found[1]
+        if nodes:
+            response["node_endpoints"] = [
+                {"node_id": n, "host": h, "port": p, "rack": None}
+                for n, (h, p) in sorted(nodes.items())]
+
+    def _replicated_read(self, topic, index: int, preq: dict, follower: int, entry: dict):
+        """(high watermark, how far this reader may read) of a replicated
+        partition; (None, None) with entry's error set when refused.  A
+        follower's fetch records its position on the leader (and may move
+        the high watermark); consumers read up to the high watermark."""
+        replica = self.replication.replica(topic.name, index)
+        current = preq.get("current_leader_epoch", -1)
+        if follower >= 0:
+            if replica is None:
+                entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
+                return None, None
+            served, outs = replica.serve_follower_fetch(follower, preq["fetch_offset"], current,
+                                                        now_ms())
+            self.replication.handle((topic.name, index), outs)
+            if served.error != Err.NONE:
+                entry["error_code"] = served.error
+                return None, None
+            return served.high_watermark, served.read_end
+        error = Err.NOT_LEADER_OR_FOLLOWER if replica is None else replica.check_current_epoch(
+            current)
+        if error == Err.NONE and not replica.is_leader:
+            error = Err.NOT_LEADER_OR_FOLLOWER
+        if error != Err.NONE:
+            entry["error_code"] = error
+            self._point_to_leader(entry, topic.name, index)
+            return None, None
+        return replica.high_watermark, replica.high_watermark
 
     # ---------------------------------------------------------- ListOffsets
     def list_offsets(self, ctx, req: dict) -> dict:
@@ -218,9 +332,19 @@ class DataPlane:
                     entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 plog = topic.partitions[index]
+                replica = self._replicated(topic, index)
+                if isinstance(replica, int):
+                    entry["error_code"] = replica
+                    continue
+                if replica is not None:
+                    error = replica.check_current_epoch(preq.get("current_leader_epoch", -1))
+                    if error != Err.NONE:
+                        entry["error_code"] = error
+                        continue
                 ts = preq["timestamp"]
                 if ts == LATEST:
-                    entry["offset"] = high_watermark(topic, plog)
+                    entry["offset"] = (replica.high_watermark if replica is not None
+                                       else high_watermark(topic, plog))
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
@@ -236,6 +360,6 @@ class DataPlane:
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
                 if entry["offset"] >= 0:
-                    entry["leader_epoch"] = 0
+                    entry["leader_epoch"] = replica.leader_epoch if replica is not None else 0
             topics.append({"name": treq["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

@@ -34,6 +34,9 @@ class EtcdControlPlane:
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
         self.unclean = unclean
+        # Kafka's auto leader rebalance: seconds between checks (None: off), threshold %
+        self.rebalance_interval_s: float | None = None
+        self.imbalance_pct = 10
         self.listeners: list[PartitionStateListener] = []
         # called with each change apply() reports, after the view took it
         self.view_listeners: list[Callable[[tuple], None]] = []
@@ -95,7 +98,7 @@ class EtcdControlPlane:
         if self._watch_task is not None:
             self._watch_task.cancel()
             try:
-                await self._watch_task
+                await asyncio.wait_for(self._watch_task, 5.0)
             except (asyncio.CancelledError, Exception):
                 pass
         await self.session.close(revoke=True)
@@ -135,9 +138,9 @@ class EtcdControlPlane:
                         self._notify(change)
             except asyncio.CancelledError:
                 if self._watch is not None:
-                    try:
-                        await self._watch.cancel()
-                    except Exception:
+                    try:  # bounded: a broken stream may never answer the cancel
+                        await asyncio.wait_for(self._watch.cancel(), 2.0)
+                    except (Exception, asyncio.CancelledError):
                         pass
                 raise
             except Exception as exc:  # etcd restarted, compacted or unreachable: resync
@@ -283,6 +286,23 @@ class EtcdControlPlane:
         ok, _ = await self.client.transaction(
             compare=[self.txn.mod(key) == result.mod_revision],
             success=[self.txn.put(key, encode_topic(grown))], failure=[])
+        return ok
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
+        """Replace a topic's config overrides (AlterConfigs); every node's
+        mirror applies them to its logs."""
+        record = self.view.topics.get(name)
+        if record is None:
+            return False
+        key = self.keys.topic(name).encode()
+        result = await self.client.get(key)
+        if result is None:
+            return False
+        altered = TopicRecord(name, record.topic_id, record.partitions,
+                              record.replication_factor, dict(configs))
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == result.mod_revision],
+            success=[self.txn.put(key, encode_topic(altered))], failure=[])
         return ok
 
     # -------------------------------------------------- controlled shutdown

@@ -53,16 +53,28 @@ class EtcdController:
         self.cancel()
         if self._task is not None:
             try:
-                await self._task
+                await asyncio.wait_for(self._task, 5.0)
             except (asyncio.CancelledError, Exception):
                 pass
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.plane.rebalance_interval_s
+        next_rebalance = None if interval is None else loop.time() + interval
         while True:
-            await self._dirty.wait()
+            rebalance = False
+            if next_rebalance is None:
+                await self._dirty.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._dirty.wait(),
+                                           max(0.0, next_rebalance - loop.time()))
+                except asyncio.TimeoutError:
+                    rebalance = True
+                    next_rebalance = loop.time() + interval
             self._dirty.clear()
             try:
-                failed = await self.reconcile_once()
+                failed = await (self.rebalance_once() if rebalance else self.reconcile_once())
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -127,6 +139,20 @@ class EtcdController:
         if ok:
             self._recorded.update(record)
         return ok
+
+    async def rebalance_once(self) -> bool:
+        """Leaders back to their preferred replicas where the imbalance is
+        above the threshold (Kafka's auto.leader.rebalance.enable)."""
+        view = self.plane.view
+        moves = decisions.rebalance_preferred(view.partitions.values(), view.serving(),
+                                              self.plane.imbalance_pct)
+        if not moves:
+            return False
+        results = await asyncio.gather(*(self._write(view.state(m.topic, m.partition), m)
+                                         for m in moves), return_exceptions=True)
+        log.info("preferred leader election: %d of %d partitions moved",
+                 sum(r is True for r in results), len(moves))
+        return False  # a lost compare is simply retried at the next check
 
     async def _write(self, old: PartitionState | None, new: PartitionState) -> bool:
         plane = self.plane

@@ -62,9 +62,9 @@ async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
 
 
 async def _close_quietly(client: aetcd.Client) -> None:
-    try:
-        await client.close()
-    except Exception:
+    try:  # bounded: closing waits for the watch stream, which a dead etcd never ends
+        await asyncio.wait_for(client.close(), 5.0)
+    except (Exception, asyncio.TimeoutError):
         pass
 
 
@@ -146,7 +146,7 @@ class EtcdSession:
         if self._keepalive is not None:
             self._keepalive.cancel()
             try:
-                await self._keepalive
+                await asyncio.wait_for(self._keepalive, 5.0)
             except (asyncio.CancelledError, Exception):
                 pass
         if self.client is not None:

@@ -52,6 +52,9 @@ class ClusterNode:
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
             cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"])
+        if cfg["auto.leader.rebalance.enable"]:
+            self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
+        self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
         self.plane.view_listeners.append(self._on_change)
         await self.plane.start()
         for name in list(self.plane.view.topics):
@@ -100,8 +103,26 @@ class ClusterNode:
                                       topic_id=record.topic_id)
             elif len(local.partitions) < record.partitions:
                 self.catalogue.add_partitions(name, record.partitions)
+            if local is not None and local.configs != record.configs:
+                self.catalogue.set_configs(name, dict(record.configs))  # AlterConfigs
         except TopicError as exc:
             log.error("mirroring topic %s from the cluster failed: %s", name, exc.message)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """A topic's new override set, through etcd's catalogue (so every node
+        applies it); returns once this node's mirror has it."""
+        for _ in range(10):  # the record's revision moved under us: read it again
+            if await self.plane.set_topic_configs(name, configs):
+                break
+        else:
+            raise ConnectionError(f"topic {name}: the catalogue kept changing")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while True:
+            local = self.catalogue.get(name)
+            if local is None or local.configs == configs or loop.time() > deadline:
+                return
+            await asyncio.sleep(0.02)
 
     # -------------------------------------------------------------- routing
     def _node_row(self, node_id: int) -> tuple[str, int] | None:

@@ -16,6 +16,7 @@ from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
+from .leader_epoch_handlers import LeaderEpochHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -55,7 +56,8 @@ class Server:
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.configs = build_config_handlers(config, self.catalogue,
-                                             self.coordinator.core_config.group_overrides)
+                                             self.coordinator.core_config.group_overrides,
+                                             self.topic_admin)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
@@ -78,6 +80,11 @@ class Server:
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
         self.cluster_handlers.register(d)
+        # In a cluster the partitions' replicas answer (replica.py); none
+        # until replication has started.
+        self.replicas = None
+        LeaderEpochHandlers(self.catalogue, self._replica_for if self.config["etcd.endpoints"]
+                            else None).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -86,6 +93,7 @@ class Server:
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
+        self.configs.join_cluster(self.cluster)  # topic configs through etcd
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
@@ -134,6 +142,7 @@ class Server:
         self.coordinator.start()
         if self.cluster is not None:
             await self.cluster.start()
+            self._start_replication()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
@@ -147,9 +156,21 @@ class Server:
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
+    def _start_replication(self) -> None:
+        """Replicas of the user topics' partitions (kcoord/cluster/replica_manager.py),
+        fed by the control plane's partition states."""
+        from ..cluster.replica_manager import start_replication
+        self.replicas = start_replication(self.config, self.catalogue, self.cluster,
+                                          self.data, self.group_sync)
+
+    def _replica_for(self, topic: str, partition: int):
+        return self.replicas.replica(topic, partition) if self.replicas is not None else None
+
     async def stop(self) -> None:
         if self.cluster is not None:  # hand leaderships over while still serving
             await self.cluster.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:

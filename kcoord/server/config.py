@@ -64,6 +64,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "etcd.prefix": (str, "/kcoord"),
     "offsets.topic.replication.factor": (int, 3),
     "unclean.leader.election.enable": (bool, False),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "leader.imbalance.per.broker.percentage": (int, 10),
+    # replication between nodes (kcoord/cluster/replica.py)
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.max.bytes": (int, 1048576),
 }
 
 
@@ -95,6 +102,11 @@ MINIMUMS = {
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,
+    "leader.imbalance.check.interval.seconds": 1,
+    "leader.imbalance.per.broker.percentage": 0,
+    "replica.lag.time.max.ms": 1,
+    "replica.fetch.wait.max.ms": 0,
+    "replica.fetch.max.bytes": 0,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has

@@ -73,9 +73,12 @@ def test_topics_created_on_any_node_are_placed_and_mirrored(cluster):
         assert refused["error_code"] == 38  # INVALID_REPLICATION_FACTOR
         assert create_topic(c, "orders")["error_code"] == 36  # TOPIC_ALREADY_EXISTS
     for node_id in (1, 3):
-        meta = wait_until(lambda: cluster.metadata(node_id, ["orders"])["topics"][0]
-                          ["error_code"] == 0 and cluster.metadata(node_id, ["orders"]),
-                          "topic mirrored")
+        def placed(node_id=node_id):
+            meta = cluster.metadata(node_id, ["orders"])
+            [t] = meta["topics"]
+            return t["error_code"] == 0 and all(p["error_code"] == 0 for p in t["partitions"]) \
+                and meta
+        meta = wait_until(placed, "topic placed and mirrored")
         [t] = meta["topics"]
         assert t["topic_id"] == created["topic_id"]
         assert len(t["partitions"]) == 4
