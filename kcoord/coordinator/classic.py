@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 
-GROUP_METADATA = 2
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"

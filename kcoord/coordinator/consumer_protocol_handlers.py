@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
 from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
@@ -33,7 +34,6 @@ log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-GROUP_METADATA_RECORD = 2
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
@@ -299,7 +299,7 @@ class ConsumerGroupManager:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             # an empty classic group is replaced: delete it with a tombstone first
-            records.append(Record(GROUP_METADATA_RECORD, {"group": group_id}, None))
+            records.append(Record(GROUP_METADATA, {"group": group_id}, None))
         return ConsumerGroup(group_id)  # materialized when its records are replayed
 
     @staticmethod

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
 from .result import Record
 
-OFFSET_COMMIT = 1  # record type Kafka writes for offset commits (0 is the legacy type)
 
 
 class OffsetValue(NamedTuple):

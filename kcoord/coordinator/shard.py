@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
 from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
@@ -26,7 +27,6 @@ from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 from .timers import Timers
 
-LEGACY_OFFSET_COMMIT = 0
 
 
 @dataclass
