@@ -812,25 +812,9 @@ class ConsumerGroupManager:
     def offset_delete(self, group: ConsumerGroup, req: dict,
                       committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
         """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
-        from .offsets import offset_tombstone
+        from .offsets import delete_offsets
         subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
-        records: list[Record] = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")
-                if code is None:
-                    if t["name"] in subscribed:
-                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        code = Err.NONE
-                        if (t["name"], p["partition_index"]) in committed:
-                            records.append(offset_tombstone(group.group_id, t["name"],
-                                                            p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+        return delete_offsets(group.group_id, req["topics"], subscribed.__contains__, committed)
 
     def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
         """Expire offsets of unsubscribed topics (base: commit time); delete a group
