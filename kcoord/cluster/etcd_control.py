@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from typing import Callable
@@ -287,6 +288,13 @@ class EtcdControlPlane:
             compare=[self.txn.mod(key) == result.mod_revision],
             success=[self.txn.put(key, encode_topic(grown))], failure=[])
         return ok
+
+    async def put_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace a broker's or group's dynamic config overrides (none: remove them)."""
+        key = self.keys.config(entity_type, name).encode()
+        op = self.txn.put(key, json.dumps(configs, sort_keys=True).encode()) if configs \
+            else self.txn.delete(key)
+        await self.client.transaction(compare=[], success=[op], failure=[])
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
         """Replace a topic's config overrides (AlterConfigs); every node's

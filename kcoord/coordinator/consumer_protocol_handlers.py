@@ -165,12 +165,21 @@ class ConsumerGroupManager:
 
     # a group's own values (IncrementalAlterConfigs on the group), else the broker's
     def session_timeout_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, SESSION_TIMEOUT,
-                                               self.config.consumer_group_session_timeout_ms)
+        return self.group_timeouts(group_id)[0]
 
     def heartbeat_interval_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, HEARTBEAT_INTERVAL,
-                                               self.config.consumer_group_heartbeat_interval_ms)
+        return self.group_timeouts(group_id)[1]
+
+    def group_timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of the group: one dict lookup
+        when it has no overrides (the steady heartbeat's path)."""
+        config = self.config
+        overrides = config.group_overrides.by_group.get(group_id)
+        if overrides is None:
+            return (config.consumer_group_session_timeout_ms,
+                    config.consumer_group_heartbeat_interval_ms)
+        return (overrides.get(SESSION_TIMEOUT, config.consumer_group_session_timeout_ms),
+                overrides.get(HEARTBEAT_INTERVAL, config.consumer_group_heartbeat_interval_ms))
 
     @property
     def max_size(self) -> int:
@@ -270,12 +279,11 @@ class ConsumerGroupManager:
                 or member.classic_member_metadata is not None):
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
-        timer = self.timers.touch((SESSION_TIMER, group_id, member_id),
-                                  now + self.session_timeout_for(group_id))
+        session, interval = self.group_timeouts(group_id)
+        timer = self.timers.touch((SESSION_TIMER, group_id, member_id), now + session)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
-                 "assignment": None},
+                 "heartbeat_interval_ms": interval, "assignment": None},
                 timer)
 
     @staticmethod
