@@ -200,7 +200,7 @@ def auth_rate(port: int, variant: str, pki, pid: int, count: int, seconds: float
 # ------------------------------------------------------------------- run
 def run(args) -> dict:
     quick = args.quick
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 5
     mb = 16 if quick else 256
     commits = 10_000 if quick else 40_000
     auths = 100 if quick else 300

@@ -281,3 +281,11 @@ def test_handshake_v0_raw_tokens(secure):
         token = b"\0bob\0wrong"
         c.send_raw(struct.pack(">i", len(token)) + token)
         assert c.wait_closed() == b""  # v0: no error frame, the connection closes
+
+
+def test_request_after_v1_handshake_gets_illegal_sasl_state(secure):
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN")["error_code"] == 0
+        resp = c.request(10, 3, {"key": "g", "key_type": 0})  # FindCoordinator
+        assert resp["error_code"] == 34
+        c.wait_closed()
