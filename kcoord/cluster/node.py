@@ -70,6 +70,16 @@ class ClusterNode:
             log.warning("local topics not in the cluster's catalogue are not served: %s",
                         ", ".join(sorted(strays)))
 
+    def follow_shards(self, runtime) -> None:
+        """Load and unload the coordinator's shards as the leadership of
+        their __consumer_offsets partitions moves (shard_ownership.py)."""
+        from .shard_ownership import OFFSETS_TOPIC as OFFSETS, ShardOwnership
+        ownership = ShardOwnership(runtime, self.node_id)
+        self.plane.listeners.append(ownership)
+        for state in list(self.plane.view.partitions.values()):
+            if state.topic == OFFSETS:
+                ownership.on_partition_state(state)
+
     async def stop(self, controlled: bool = True) -> None:
         for task in [self._offsets_task, *self._auto_create.values()]:
             if task is not None:

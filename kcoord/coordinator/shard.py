@@ -13,20 +13,21 @@ from typing import Any, Callable
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
 from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
 from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
-from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, offset_record,
+from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
+                      offset_record,
                       offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 from .timers import Timers
 
-LEGACY_OFFSET_COMMIT = 0
 
 
 @dataclass
@@ -240,22 +241,8 @@ class CoordinatorShard(ClassicGroupHandlers):
             return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
         if not group.is_empty and group.protocol_type != "consumer":
             return {"error_code": Err.NON_EMPTY_GROUP, "throttle_time_ms": 0, "topics": []}, []
-        records = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")
-                if code is None:
-                    if group.is_subscribed_to(t["name"]):
-                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        code = Err.NONE
-                        if (t["name"], p["partition_index"]) in self.offsets.group_offsets(group_id):
-                            records.append(offset_tombstone(group_id, t["name"], p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+        return delete_offsets(group_id, req["topics"], group.is_subscribed_to,
+                              self.offsets.group_offsets(group_id))
 
     def subscribed_topics(self, group: ClassicGroup) -> set[str] | None:
         """The topics the group's consumer-protocol members subscribe to, as computed

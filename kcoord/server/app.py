@@ -145,9 +145,11 @@ class Server:
         first = self.security.listeners[0]
         self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
-        self.coordinator.start()
+        # in a cluster a shard is loaded when this node leads its partition
+        self.coordinator.start(load_all=self.cluster is None)
         if self.cluster is not None:
             await self.cluster.start()
+            self.cluster.follow_shards(self.coordinator)
             self._start_replication()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
