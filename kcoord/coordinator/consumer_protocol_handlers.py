@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
 from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
@@ -33,7 +34,6 @@ log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-GROUP_METADATA_RECORD = 2
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
@@ -307,7 +307,7 @@ class ConsumerGroupManager:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             # an empty classic group is replaced: delete it with a tombstone first
-            records.append(Record(GROUP_METADATA_RECORD, {"group": group_id}, None))
+            records.append(Record(GROUP_METADATA, {"group": group_id}, None))
         return ConsumerGroup(group_id)  # materialized when its records are replayed
 
     @staticmethod
@@ -820,25 +820,9 @@ class ConsumerGroupManager:
     def offset_delete(self, group: ConsumerGroup, req: dict,
                       committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
         """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
-        from .offsets import offset_tombstone
+        from .offsets import delete_offsets
         subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
-        records: list[Record] = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")
-                if code is None:
-                    if t["name"] in subscribed:
-                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        code = Err.NONE
-                        if (t["name"], p["partition_index"]) in committed:
-                            records.append(offset_tombstone(group.group_id, t["name"],
-                                                            p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+        return delete_offsets(group.group_id, req["topics"], subscribed.__contains__, committed)
 
     def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
         """Expire offsets of unsubscribed topics (base: commit time); delete a group
