@@ -184,7 +184,12 @@ class Server:
         if self.cluster is not None:  # hand leaderships over while still serving
             await self.cluster.stop()
         if self.replicas is not None:
-            await self.replicas.stop()
+            # bounded: a fetcher that misses its cancellation must not keep the node up
+            from ..cluster.aio import bounded
+            try:
+                await bounded(self.replicas.stop(), 10.0)
+            except asyncio.TimeoutError:
+                log.warning("replica fetchers did not stop within 10 s; stopping anyway")
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:
