@@ -218,6 +218,7 @@ class KcoordCollector:
                                     "Sum of the group's lag in a topic",
                                     labels=["consumergroup", "topic"])
         sums: dict[tuple[str, str], list[int]] = {}
+        committed: dict[tuple[str, str], set[int]] = {}
         for row in group_lags(self.shards, self.catalogue, now_ms, self.times):
             if row.log_end < 0:
                 continue  # the topic or partition is gone
@@ -229,6 +230,15 @@ class KcoordCollector:
             acc = sums.setdefault((row.group, row.topic), [0, 0])
             acc[0] += row.committed
             acc[1] += row.lag
+            committed.setdefault((row.group, row.topic), set()).add(row.partition)
+        # as kafka_exporter (offset.show-all): a topic the group committed on shows
+        # all its partitions, -1 for those without a committed offset
+        for (group, topic), done in committed.items():
+            t = self.catalogue.topics.get(topic)
+            for p in range(len(t.partitions) if t is not None else 0):
+                if p not in done:
+                    offset.add_metric([group, topic, str(p)], -1)
+                    lag.add_metric([group, topic, str(p)], -1)
         for (group, topic), (o, l) in sums.items():
             offset_sum.add_metric([group, topic], o)
             lag_sum.add_metric([group, topic], l)

@@ -1,11 +1,11 @@
 """CreateTopics, DeleteTopics, CreatePartitions and Metadata's topic list."""
 from __future__ import annotations
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from .catalogue import Catalogue, TopicError, topic_name_problem
 from .topic_configs import canonical
 
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 ZERO_UUID = bytes(16)
 
 

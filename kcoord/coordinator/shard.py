@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
@@ -23,6 +24,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, o
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
+from .timers import Timers
 
 LEGACY_OFFSET_COMMIT = 0
 
@@ -77,9 +79,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self.deadlines: dict[tuple, int] = {}       # timers the core has armed
+        self.timers = Timers()  # every timer of the shard (classic, consumer, migration)
         self._live_records: dict[int, tuple] = {}  # emitted records the model already holds
-        self.consumer = ConsumerGroupManager(self.config, self.groups)  # KIP-848 consumer groups
+        self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
+            self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
         self.observer: CoordinatorObserver = NULL_OBSERVER
 
@@ -296,7 +299,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         group = self.groups.get(group_id)
         base = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
                 "protocol_type": "", "protocol_data": "", "members": [],
-                "authorized_operations": -(2**31)}
+                "authorized_operations": AUTH_OPS_NOT_REQUESTED}
         if not group_id:
             base["error_code"] = Err.INVALID_GROUP_ID
             return base
@@ -345,6 +348,11 @@ class CoordinatorShard(ClassicGroupHandlers):
         return False
 
     # ================================================================ state
+    @property
+    def deadlines(self) -> dict[tuple, int]:
+        """The pending timers: key -> deadline."""
+        return self.timers.deadlines
+
     def snapshot(self) -> dict:
         """Durable state, for checking replayed state against live state."""
         # a group no GroupMetadata record describes and with no offsets left is

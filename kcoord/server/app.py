@@ -12,6 +12,7 @@ from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
+from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .config import Config, parse_hostport
@@ -38,6 +39,11 @@ class Server:
         self.config = config
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        # before anything opens a log or takes the clean-shutdown marker
+        try:
+            self.dir_lock = DataDirLock.acquire(config.data_dir)
+        except DataDirLocked as exc:
+            raise StartupError(str(exc)) from None
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
@@ -181,6 +187,7 @@ class Server:
             await server.wait_closed()
         self.coordinator.stop()
         self.catalogue.close()
+        self.dir_lock.release()
         log.info("kcoord stopped")
 
 

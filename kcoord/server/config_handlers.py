@@ -13,7 +13,8 @@ from typing import Protocol
 
 from ..broker.catalogue import Catalogue, topic_name_problem
 from ..broker.topic_configs import TOPIC_CONFIGS, validate_topic_configs
-from ..coordinator.group_configs import GROUP_CONFIGS, GroupOverrides, validate_group_configs
+from ..coordinator.group_configs import (GROUP_CONFIGS, GroupOverrides, clamp_group_configs,
+                                         validate_group_configs)
 from ..protocol.config_types import (LIST, SOURCE_DEFAULT, SOURCE_GROUP, SOURCE_TOPIC,
                                      ConfigError)
 from ..protocol.errors import Err
@@ -129,8 +130,13 @@ class GroupResource:
         self.store = store
         self.overrides = overrides
         for group_id in store.names("group"):  # a restart brings the overrides back
-            overrides.set(group_id, validate_group_configs(store.get("group", group_id),
-                                                           config.values))
+            stored = store.get("group", group_id)
+            try:
+                overrides.set(group_id, validate_group_configs(stored, config.values))
+            except ConfigError as exc:  # the broker's bounds changed since: clamp, as Kafka
+                log.warning("group %s: stored configs %s do not fit the broker's bounds (%s); "
+                            "clamped", group_id, stored, exc.message)
+                overrides.set(group_id, clamp_group_configs(stored, config.values))
 
     def check_name(self, name: str, altering: bool = False) -> None:
         if name == "":

@@ -15,14 +15,13 @@ import struct
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Callable
 
-from ..coordinator.result import Record, Result
+from ..coordinator.result import Record
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
                                 batch_crc_ok, decode_batch, encode_varint, iter_batches)
-from .record_codec import _COMMIT_PREFIX, decode_record
+from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -212,13 +211,13 @@ def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
 
 
 class ShardLoader:
-    """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
-    records_loaded, load_errors and apply()."""
+    """Mixin of ShardRuntime: needs self.index, plog, core, records_loaded
+    and load_errors."""
 
     _last_shape: re.Pattern | None = None
 
-    async def load(self) -> None:
-        """Replay the shard's log into a fresh core.
+    async def replay_log(self) -> None:
+        """Replay the shard's log into its (fresh) core.
 
         Offset commits are mostly overwritten by later commits of the same
         key, so they are not replayed one by one: the scan keeps the latest
@@ -240,22 +239,19 @@ class ShardLoader:
             # OffsetCommit key fields -> (type, value, earlier (type, value)), or
             # just the value for a type-1 commit with a value and nothing earlier
             latest: dict = {}
+            first = True
             while offset < end:
+                if not first:
+                    await asyncio.sleep(0)  # let other shards and requests run
+                first = False
                 chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
                 if not chunk:
                     break
                 offset = self._scan_chunk(chunk, latest, offset)
-                await asyncio.sleep(0)  # let other shards and requests run
             self._replay_latest(latest)
-        self.loaded = True
         took = time.monotonic() - start
         if self.records_loaded:
             self.events.shard_loaded(self.index, self.records_loaded, took)
-        # from now on the core reports rebalances and expiries (not while replaying)
-        self.core.set_observer(self.events)
-        on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
-        if on_loaded is not None:  # e.g. restart the sessions of loaded group members
-            await self.apply(on_loaded(int(time.time() * 1000)))
 
     async def _load_in_worker(self) -> bool:
         """Scan the log in a worker process and replay what it returns.
@@ -413,7 +409,7 @@ class ShardLoader:
             for rtype, value in commits:
                 try:
                     record = (_decode_commit(rtype, key, value)
-                              or decode_record(_COMMIT_PREFIX[rtype] + key, value))
+                              or decode_record(COMMIT_KEY_PREFIX[rtype] + key, value))
                 except ProtocolError as exc:
                     self.load_errors += 1
                     self.records_loaded -= 1

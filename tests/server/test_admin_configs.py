@@ -475,3 +475,9 @@ def test_overrides_are_durable(server):
         got = entries(describe(client, TOPIC, "d1"))
         assert got["retention.ms"]["value"] == "3600000"
         assert got["retention.ms"]["config_source"] == 1
+    # narrower broker bounds after the fact: the stored override is clamped, not fatal
+    server.settings["group.consumer.max.session.timeout.ms"] = "48000"
+    server.settings["group.consumer.session.timeout.ms"] = "45000"
+    server.restart()
+    assert "group no-such-group: stored configs" in server.log_text()
+    assert "clamped" in server.log_text()

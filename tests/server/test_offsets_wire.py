@@ -22,7 +22,7 @@ from kcoord.protocol.errors import Err
 from kcoord.protocol.headers import (decode_response_header, encode_request_header,
                                      response_header_version)
 from kcoord.protocol.records import build_batch
-from kcoord.server.record_batch import encode_record
+from kcoord.protocol.record_codec import encode_record
 from tests.support import ServerProcess
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
