@@ -175,6 +175,8 @@ class BurrowView:
         out: dict[tuple[str, int], tuple[str, str]] = {}
         for shard in self.shards:
             core = shard.core
+            if not shard.loaded or core is None:  # loading, failed or given up
+                continue
             cgroup = core.consumer.groups.get(group)
             if cgroup is not None:
                 names = {info[0]: n for n, info in cgroup.subscription_metadata.items()}

@@ -56,15 +56,18 @@ class KcoordCollector:
         consumer = dict.fromkeys(CONSUMER_STATES, 0)
         members = {"classic": 0, "consumer": 0}
         offsets = 0
-        loading = active = 0
+        # shard states as the runtime names them (loading, active, failed,
+        # not-owned in cluster mode); Kafka's num-partitions{state}
+        states = {"loading": 0, "active": 0, "failed": 0}
         group_members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the consumer group",
             labels=["consumergroup"])
         for shard in self.shards:
+            state = getattr(shard, "state", "active" if shard.loaded else "loading")
+            if state in states:
+                states[state] += 1
             if not shard.loaded:
-                loading += 1
                 continue
-            active += 1
             core = shard.core
             for gid, g in list(core.groups.items()):
                 classic[g.state] = classic.get(g.state, 0) + 1
@@ -105,8 +108,8 @@ class KcoordCollector:
         fam = GaugeMetricFamily("kcoord_group_coordinator_num_partitions",
                                 "__consumer_offsets shards by state (Kafka's num-partitions)",
                                 labels=["state"])
-        fam.add_metric(["loading"], loading)
-        fam.add_metric(["active"], active)
+        for state, n in states.items():
+            fam.add_metric([state], n)
         yield fam
 
     # ---------------------------------------------------------------- events

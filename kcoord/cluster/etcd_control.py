@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from typing import Callable
 
+from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
 from .state import PartitionState, PartitionStateListener
 from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
@@ -95,12 +97,7 @@ class EtcdControlPlane:
         if self.controller is not None:
             await self.controller.stop()
             self.controller = None
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            try:
-                await asyncio.wait_for(self._watch_task, 5.0)
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._watch_task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view
@@ -139,7 +136,7 @@ class EtcdControlPlane:
             except asyncio.CancelledError:
                 if self._watch is not None:
                     try:  # bounded: a broken stream may never answer the cancel
-                        await asyncio.wait_for(self._watch.cancel(), 2.0)
+                        await bounded(self._watch.cancel(), 2.0)
                     except (Exception, asyncio.CancelledError):
                         pass
                 raise
@@ -183,7 +180,7 @@ class EtcdControlPlane:
             if left <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), left)
+                await bounded(self._changed.wait(), left)
             except asyncio.TimeoutError:
                 return predicate()
         return True
@@ -287,6 +284,13 @@ class EtcdControlPlane:
             compare=[self.txn.mod(key) == result.mod_revision],
             success=[self.txn.put(key, encode_topic(grown))], failure=[])
         return ok
+
+    async def put_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace a broker's or group's dynamic config overrides (none: remove them)."""
+        key = self.keys.config(entity_type, name).encode()
+        op = self.txn.put(key, json.dumps(configs, sort_keys=True).encode()) if configs \
+            else self.txn.delete(key)
+        await self.client.transaction(compare=[], success=[op], failure=[])
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
         """Replace a topic's config overrides (AlterConfigs); every node's

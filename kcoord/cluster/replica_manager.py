@@ -8,11 +8,10 @@ leader's ISR proposals go to the state store's alter_isr (retried until it
 answers: no answer is not a refusal); writes that wait for the high
 watermark are futures completed from the replicas' outputs.
 
-With a coordinator runtime, `__consumer_offsets` is replicated too: a
-node that becomes the leader of one of its partitions loads that shard
-(`load(partition, epoch)`), one that stops leading unloads it before its
-log is truncated, and the runtime's group commit answers a write once the
-high watermark has passed it (`ReplicatedDurability`).
+With a coordinator runtime, `__consumer_offsets` is replicated too (its
+shards load and unload with leadership in shard_ownership.py), and the
+runtime's group commit answers a write once the high watermark has passed
+it (`ReplicatedDurability`); its batches carry the leader epoch.
 """
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ from dataclasses import dataclass, replace
 from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
-    BecameFollower, BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica,
-    ReplicationConfig, Resigned, Role,
+    BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
 )
 from .state import PartitionState
 
@@ -180,14 +178,10 @@ class ReplicaManager:
         replica = self.replicas.get(key)
         if replica is None:
             return
-        leading = isinstance(out, BecameLeader)
-        replica.log.stamp_epoch = out.epoch if leading else None
-        if self.coordinator is not None and key[0] == OFFSETS_TOPIC:
-            if leading:
-                self.coordinator.load(key[1], out.epoch)
-            elif isinstance(out, (BecameFollower, Resigned)):
-                # Before the fetcher truncates the log under it.
-                self.coordinator.unload(key[1], replica.leader_epoch)
+        # (Shards load and unload with leadership in shard_ownership.py, a
+        # listener called before this one, so a shard is gone before its
+        # log is truncated.)
+        replica.log.stamp_epoch = out.epoch if isinstance(out, BecameLeader) else None
 
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0

@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
 
-GROUP_METADATA = 2
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
@@ -541,17 +541,21 @@ class ClassicGroupHandlers:
     # ========================================================= Heartbeat
     def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         res = self.heartbeat_result(req, version, now)
+        if res.__class__ is not Result:
+            return res, Result()
         return res.response, res
 
     def _consumer_group(self, group_id: str):
         consumer = getattr(self, "consumer", None)
         return None if consumer is None else consumer.groups.get(group_id)
 
-    def heartbeat_result(self, req: dict, version: int, now: int) -> Result:
-        """Heartbeat as a Result whose response is the answer: the hot path, kept short."""
+    def heartbeat_result(self, req: dict, version: int, now: int) -> Result | dict:
+        """Heartbeat as a Result whose response is the answer, or the answer
+        alone when there is nothing else to do (no timer to arm: the usual
+        case, timers.py): the hot path, kept short."""
         group_id = req["group_id"]
         if not group_id:
-            return Result(response=_hb(Err.INVALID_GROUP_ID))
+            return _hb(Err.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None:
             consumer_group = self._consumer_group(group_id)
@@ -559,25 +563,27 @@ class ClassicGroupHandlers:
                 response, res = self.migration.heartbeat(consumer_group, req, version, now)
                 res.response = response
                 return res
-            return Result(response=_hb(Err.UNKNOWN_MEMBER_ID))
+            return _hb(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
-            return Result(response=_hb(Err.COORDINATOR_NOT_AVAILABLE))
+            return _hb(Err.COORDINATOR_NOT_AVAILABLE)
         member_id = req["member_id"]
         instance_id = req.get("group_instance_id") if version >= 3 else None
         member = group.members.get(member_id)
         if instance_id is not None or member is None:
             error = group.validate_member(member_id, instance_id)
             if error:
-                return Result(response=_hb(error))
+                return _hb(error)
         if req["generation_id"] != group.generation_id:
-            return Result(response=_hb(Err.ILLEGAL_GENERATION))
+            return _hb(Err.ILLEGAL_GENERATION)
         if group.state == EMPTY:
-            return Result(response=_hb(Err.UNKNOWN_MEMBER_ID))
+            return _hb(Err.UNKNOWN_MEMBER_ID)
         # as _arm_heartbeat (lazily re-armed: timers.py)
         timer = self.timers.touch((HEARTBEAT, group_id, member_id),
                                   now + member.session_timeout_ms)
-        return Result(timers=[timer] if timer is not None else [],
-                      response=_HB_REBALANCING if group.state == PREPARING_REBALANCE else _HB_OK)
+        response = _HB_REBALANCING if group.state == PREPARING_REBALANCE else _HB_OK
+        if timer is None:
+            return response
+        return Result(timers=[timer], response=response)
 
     # ======================================================== LeaveGroup
     def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:

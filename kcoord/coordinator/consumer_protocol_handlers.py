@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
 from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
@@ -33,7 +34,6 @@ log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-GROUP_METADATA_RECORD = 2
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
@@ -165,12 +165,21 @@ class ConsumerGroupManager:
 
     # a group's own values (IncrementalAlterConfigs on the group), else the broker's
     def session_timeout_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, SESSION_TIMEOUT,
-                                               self.config.consumer_group_session_timeout_ms)
+        return self.group_timeouts(group_id)[0]
 
     def heartbeat_interval_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, HEARTBEAT_INTERVAL,
-                                               self.config.consumer_group_heartbeat_interval_ms)
+        return self.group_timeouts(group_id)[1]
+
+    def group_timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of the group: one dict lookup
+        when it has no overrides (the steady heartbeat's path)."""
+        config = self.config
+        overrides = config.group_overrides.by_group.get(group_id)
+        if overrides is None:
+            return (config.consumer_group_session_timeout_ms,
+                    config.consumer_group_heartbeat_interval_ms)
+        return (overrides.get(SESSION_TIMEOUT, config.consumer_group_session_timeout_ms),
+                overrides.get(HEARTBEAT_INTERVAL, config.consumer_group_heartbeat_interval_ms))
 
     @property
     def max_size(self) -> int:
@@ -270,12 +279,11 @@ class ConsumerGroupManager:
                 or member.classic_member_metadata is not None):
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
-        timer = self.timers.touch((SESSION_TIMER, group_id, member_id),
-                                  now + self.session_timeout_for(group_id))
+        session, interval = self.group_timeouts(group_id)
+        timer = self.timers.touch((SESSION_TIMER, group_id, member_id), now + session)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
-                 "assignment": None},
+                 "heartbeat_interval_ms": interval, "assignment": None},
                 timer)
 
     @staticmethod
@@ -299,7 +307,7 @@ class ConsumerGroupManager:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             # an empty classic group is replaced: delete it with a tombstone first
-            records.append(Record(GROUP_METADATA_RECORD, {"group": group_id}, None))
+            records.append(Record(GROUP_METADATA, {"group": group_id}, None))
         return ConsumerGroup(group_id)  # materialized when its records are replayed
 
     @staticmethod
@@ -812,25 +820,9 @@ class ConsumerGroupManager:
     def offset_delete(self, group: ConsumerGroup, req: dict,
                       committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
         """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
-        from .offsets import offset_tombstone
+        from .offsets import delete_offsets
         subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
-        records: list[Record] = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")
-                if code is None:
-                    if t["name"] in subscribed:
-                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        code = Err.NONE
-                        if (t["name"], p["partition_index"]) in committed:
-                            records.append(offset_tombstone(group.group_id, t["name"],
-                                                            p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+        return delete_offsets(group.group_id, req["topics"], subscribed.__contains__, committed)
 
     def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
         """Expire offsets of unsubscribed topics (base: commit time); delete a group

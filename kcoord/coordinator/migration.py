@@ -175,6 +175,7 @@ class GroupMigration:
         self.shard._cancel(side, (SYNC, gid))
         res.records.append(Record(GROUP_METADATA, {"group": gid}, None))
         res.records.extend(self._consumer_group_records(group))
+        self.consumer.epoch_reasons[gid] = "upgraded from a classic group"
         for m in group.members.values():
             self._touch_session(res, gid, m, now)
         log.info("group %s: upgraded from classic to consumer group (%d members)",

@@ -28,7 +28,7 @@ def client_properties_from_config(values: dict) -> dict[str, str]:
     from .listeners import listener_value, parse_listeners, inter_broker_listener
     lsn = inter_broker_listener(values, parse_listeners(values, "127.0.0.1", 0))
     props = {"security.protocol": lsn.protocol}
-    for key in ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    for key in () if not lsn.tls else ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
                 "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
                 "ssl.keystore.key", "ssl.key.password", "ssl.enabled.protocols",
                 "ssl.endpoint.identification.algorithm"):

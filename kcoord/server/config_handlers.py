@@ -172,9 +172,23 @@ class GroupResource:
         parsed = validate_group_configs(configs, self.config.values)
         return {k: str(v) for k, v in parsed.items()}
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    cluster = None  # cluster mode: overrides go through etcd, every node applies them
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
+
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:
+            return self.cluster.set_entity_configs("group", name, configs)
+        self.apply(name, configs)
+
+    def apply(self, name: str, configs: dict[str, str]) -> None:
         self.store.put("group", name, configs)
-        self.overrides.set(name, validate_group_configs(configs, self.config.values))
+        try:
+            self.overrides.set(name, validate_group_configs(configs, self.config.values))
+        except ConfigError:  # another node's bounds accepted it: clamp into ours
+            self.overrides.set(name, clamp_group_configs(configs, self.config.values))
         log.info("group %s configs now %s", name, configs or "{}")
 
 
@@ -202,7 +216,18 @@ class BrokerResource:
     def validate(self, name: str, configs: dict) -> dict[str, str]:
         return self.brokers.validate(name, configs)
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    cluster = None  # cluster mode: overrides go through etcd, every node applies them
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
+
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:
+            return self.cluster.set_entity_configs("broker", name, configs)
+        self.apply(name, configs)
+
+    def apply(self, name: str, configs: dict[str, str]) -> None:
         self.brokers.replace(name, configs)
         log.info("broker %r dynamic configs now %s", name, configs or "{}")
 
@@ -215,10 +240,29 @@ class ConfigHandlers:
         self.local_only = False
 
     def join_cluster(self, cluster) -> None:
-        """Cluster mode: topic configs go through etcd's catalogue; broker and
-        group changes, kept per node, are refused."""
+        """Cluster mode: topic configs go through etcd's catalogue, broker and
+        group overrides through etcd's configs keys; every node applies them."""
         self.local_only = True
-        self.resources[TOPIC].cluster = cluster
+        for rtype in (TOPIC, BROKER, GROUP):
+            self.resources[rtype].cluster = cluster
+        cluster.on_configs = self._mirror
+
+    def _mirror(self, entity_type: str | None, name: str | None, configs) -> None:
+        """Apply etcd's overrides of one entity (None: removed), or, with no
+        entity type, etcd's whole set (at start: local ones it lacks go)."""
+        adapters = {"broker": self.resources[BROKER], "group": self.resources[GROUP]}
+        if entity_type is None:
+            for kind, adapter in adapters.items():
+                wanted = {n: c for (t, n), c in configs.items() if t == kind}
+                for stale in set(adapter.store.names(kind) if kind == "group"
+                                 else adapter.brokers.store.names(kind)) - set(wanted):
+                    adapter.apply(stale, {})
+                for n, c in wanted.items():
+                    adapter.apply(n, c)
+            return
+        adapter = adapters.get(entity_type)
+        if adapter is not None:
+            adapter.apply(name, dict(configs or {}))
 
     def register(self, dispatcher) -> None:
         dispatcher.register(32, self.describe_configs)
@@ -329,9 +373,8 @@ class ConfigHandlers:
                 if self.local_only and not req["validate_only"] \
                         and not getattr(adapter, "node_local", False) \
                         and not getattr(adapter, "replicated", False):
-                    raise ConfigError("Broker and group config changes are not replicated "
-                                      "between kcoord cluster nodes yet; set them in each "
-                                      "node's server config", Err.INVALID_REQUEST)
+                    raise ConfigError("This config change is not replicated between "
+                                      "kcoord cluster nodes", Err.INVALID_REQUEST)
                 if not req["validate_only"]:
                     waiting = adapter.replace(name, configs)
                     if waiting is not None:

@@ -118,7 +118,7 @@ class ConsumerGroupApi:
             steady = core.consumer.steady_heartbeat(req, cid, host, now, topics)
             if steady is not None:
                 response, timer = steady
-                return Result(timers=[timer] if timer is not None else [], response=response)
+                return response if timer is None else Result(timers=[timer], response=response)
             return _own_reply(core.consumer_group_heartbeat(
                 _OWN, req, version, ctx.client_id, host, now, topics))
         return self.runtime.write(group_id, op, _heartbeat_error)

@@ -41,7 +41,7 @@ from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
-from ..protocol.coordinator_batch import build_records_batch
+from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
 
 log = logging.getLogger("kcoord.coordinator")
@@ -188,6 +188,13 @@ class ShardRuntime(ShardLoader):
             return error(self.state_error())
         if token is None:
             result = op(self.core, wall_ms())
+            if result.__class__ is not Result:
+                # the answer alone: nothing to write, arm or deliver (the hot paths)
+                if self._batches:  # behind the writes queued before it
+                    reply = Reply()
+                    self._batches[-1].waiters.append((reply, result, error, None))
+                    return reply
+                return result
             answer = result.response
         else:
             result = op(self.core, wall_ms(), token)
@@ -282,10 +289,10 @@ class ShardRuntime(ShardLoader):
             return None
         try:
             if self.metrics is None:
-                self.plog.append(build_records_batch(batch.records, now))
+                self.plog.append(build_shard_batches(batch.records, now))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_records_batch(batch.records, now))
+                self.plog.append(build_shard_batches(batch.records, now))
                 self.metrics.appended(time.perf_counter() - started)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
@@ -310,8 +317,8 @@ class ShardRuntime(ShardLoader):
                 for token, response in replies:
                     if parked.pop(token, None) is not None:
                         _answer(token, response)
-            if answer is not _PARKED:
-                _answer(reply, answer)
+            if answer is not _PARKED and not reply.done():
+                reply.set_result(answer)
 
     def _failed(self) -> None:
         # Everything not yet durable was computed from memory that is ahead of
@@ -440,8 +447,12 @@ class CoordinatorRuntime:
     # ------------------------------------------------------------ operations
     def write(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now) -> Result with `response`: the answer once its records
-        are durable.  -> the answer, or a Reply of it."""
-        return self.shard_for(group_id).run(op, error)
+        are durable; or the answer alone when the op has nothing to write,
+        arm or deliver.  -> the answer, or a Reply of it."""
+        p = self._partitions.get(group_id)
+        if p is None:
+            p = self.partition_for(group_id)
+        return self.shards[p].run(op, error)
 
     def write_parked(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now, token) -> Result: the request is answered by the reply

@@ -1,7 +1,7 @@
 """Config APIs in cluster mode (etcd.endpoints set): CreateTopics validates
 configs as a single node does; a topic's AlterConfigs goes through etcd's
-catalogue, so every node describes and applies the new set; broker and
-group changes, which would reach one node only, are refused."""
+catalogue and broker and group overrides through etcd's configs keys, so
+every node describes and applies them (the group's coordinator too)."""
 from __future__ import annotations
 
 from kcoord.protocol.errors import Err
@@ -46,13 +46,31 @@ def test_configs_in_cluster_mode(etcd, tmp_path):
             assert _alter(wire, 2, "c-ok", "retention.ms", "bad")["error_code"] \
                 == Err.INVALID_CONFIG
             assert _alter(wire, 2, "c-ok", "retention.ms", "5000")["error_code"] == 0
-            # broker and group overrides live per node: refused rather than diverging
-            group = _alter(wire, 32, "g", "consumer.session.timeout.ms", "50000")
-            assert group["error_code"] == Err.INVALID_REQUEST
-            assert "not replicated" in group["error_message"]
+            assert _alter(wire, 4, "", "log.retention.bytes", "123456789")["error_code"] == 0
         # the node that took the request answers with the new value at once; the other follows
         assert _value(ports[0], "c-ok", "retention.ms") == "5000"
         wait_until(lambda: _value(ports[1], "c-ok", "retention.ms") == "5000",
                    "the other node to apply the altered config")
+        for port in ports:  # the cluster-wide broker default reaches every node's topics
+            wait_until(lambda: _value(port, "c-ok", "retention.bytes") == "123456789",
+                       "every node to apply the broker default")
+        # the group's coordinator, whichever node it is, answers with the group's interval
+        coordinator = wait_until(
+            lambda: (c := cluster.find_coordinators(1, ["g-c"])["g-c"])["error_code"] == 0 and c,
+            "the group's coordinator")
+        other = next(n.port for i, n in cluster.nodes.items() if i != coordinator["node_id"])
+        with WireClient(other) as wire:  # set where the group is not coordinated
+            assert _alter(wire, 32, "g-c", "consumer.heartbeat.interval.ms", "6000")[
+                "error_code"] == 0
+        with WireClient(coordinator["port"]) as wire:
+            def joined():
+                resp = wire.request(68, 1, {
+                    "group_id": "g-c", "member_id": "m-1", "member_epoch": 0,
+                    "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                    "subscribed_topic_names": ["c-ok"], "subscribed_topic_regex": None,
+                    "server_assignor": None, "topic_partitions": []})
+                return resp["error_code"] == 0 and resp["heartbeat_interval_ms"] == 6000
+            # the override set on the other node reaches the coordinator through etcd
+            wait_until(joined, "the coordinator to answer with the group's interval")
     finally:
         cluster.stop()

@@ -264,3 +264,28 @@ def test_credentials_are_stored_salted(secure):
     assert "stored_key" in log and "alice" in log
     for password in USERS.values():
         assert password not in log
+
+
+def test_handshake_v0_raw_tokens(secure):
+    """SaslHandshake v0: the token goes as a raw length-prefixed frame (no
+    header); PLAIN's empty server token comes back as a zero-length frame."""
+    import struct
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN", version=0)["error_code"] == 0
+        token = b"\0bob\0" + USERS["bob"].encode()
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.recv_frame() == b""
+        assert c.api_versions()["error_code"] == 0  # authenticated: requests are served
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN", version=0)["error_code"] == 0
+        token = b"\0bob\0wrong"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.wait_closed() == b""  # v0: no error frame, the connection closes
+
+
+def test_request_after_v1_handshake_gets_illegal_sasl_state(secure):
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN")["error_code"] == 0
+        resp = c.request(10, 3, {"key": "g", "key_type": 0})  # FindCoordinator
+        assert resp["error_code"] == 34
+        c.wait_closed()
