@@ -20,6 +20,7 @@ from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
 from ..protocol.records import LOG_OVERHEAD, iter_batches
+from .aio import bounded, cancel_and_wait
 from .replica import EpochQuery, FetchQuery, FetchServed
 
 log = logging.getLogger("kcoord.cluster.fetcher")
@@ -88,12 +89,7 @@ class ReplicaFetcher:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self.task, 5.0)
         if self._conn is not None:
             self._conn.close()
 

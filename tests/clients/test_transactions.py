@@ -235,3 +235,70 @@ def test_copy_loop_killed_at_random_points_is_exactly_once(tmp_path, victim):
         assert _committed(srv.bootstrap, "copy", "in", partitions) == [total // partitions] * 2
     finally:
         srv.kill()
+
+
+# ------------------------------------------------------------- other clients
+def _kafka_python(bs: str, topic: str, group: str) -> None:
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-tx")
+    p.init_transactions()
+    p.begin_transaction()
+    for v in (b"c0", b"c1", b"c2"):
+        p.send(topic, v)
+    p.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(5, "", -1)}, group)
+    p.commit_transaction()
+    p.begin_transaction()
+    for v in (b"a0", b"a1"):
+        p.send(topic, v)
+    p.flush()
+    p.abort_transaction()
+    p.close()
+
+
+def _aiokafka(bs: str, topic: str, group: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    async def main():
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-tx",
+                             enable_idempotence=True)
+        await p.start()
+        try:
+            async with p.transaction():
+                for v in (b"c0", b"c1", b"c2"):
+                    await p.send_and_wait(topic, v)
+                await p.send_offsets_to_transaction({TopicPartition("in", 0): 5}, group)
+            await p.begin_transaction()
+            for v in (b"a0", b"a1"):
+                await p.send_and_wait(topic, v)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+    asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+
+
+def _kafkajs(bs: str, topic: str, group: str) -> None:
+    import shutil
+    from pathlib import Path
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    script = Path(__file__).parent / "js" / "transactions.js"
+    proc = subprocess.run(["node", str(script), bs, topic, group], capture_output=True,
+                          text=True, timeout=DEADLINE_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kafkajs"])
+def test_transactional_producers_of_other_clients(txn_server, client):
+    make_topic(txn_server, "in")
+    make_topic(txn_server, "out")
+    bs = txn_server.bootstrap
+    {"kafka-python": _kafka_python, "aiokafka": _aiokafka, "kafkajs": _kafkajs}[client](
+        bs, "out", f"{client}-g")
+    assert sorted(read_all(bs, "out", 1, "read_committed", 3)) == [b"c0", b"c1", b"c2"]
+    assert sorted(read_all(bs, "out", 1, "read_uncommitted", 5)) == [
+        b"a0", b"a1", b"c0", b"c1", b"c2"]
+    assert _committed(bs, f"{client}-g", "in", 1) == [5]
