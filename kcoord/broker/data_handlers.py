@@ -104,7 +104,7 @@ class DataPlane:
         return Err.NONE, plog
 
     def in_sync_replicas(self, topic, index: int) -> int:
-        if self.replication is not None and not topic.internal:
+        if self.replication is not None and self.replication.manages(topic.name):
             replica = self.replication.replica(topic.name, index)
             return len(replica.state.isr) if replica is not None and replica.is_leader else 0
         return 1  # one node: the leader is the whole ISR
@@ -113,7 +113,7 @@ class DataPlane:
         """The leader replica of a replicated partition, None when the
         partition is not replicated (single node, internal topic), or an
         error code (this node does not lead it)."""
-        if self.replication is None or topic.internal:
+        if self.replication is None or not self.replication.manages(topic.name):
             return None
         replica = self.replication.replica(topic.name, index)
         if replica is None or not replica.is_leader:
@@ -308,7 +308,7 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                if self.replication is not None and not topic.internal:
+                if self.replication is not None and self.replication.manages(topic.name):
                     hw, read_end = self._replicated_read(topic, index, preq, follower, entry)
                     if hw is None:
                         errors = True

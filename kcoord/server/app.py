@@ -61,7 +61,14 @@ class Server:
         if self.http_listen:
             self.dispatcher.metrics = self.events
         self.http = None
-        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
+        # In a cluster a shard write is durable once replicated (its high
+        # watermark passed it), and shards load as this node becomes leader.
+        self.durability = None
+        if config["etcd.endpoints"]:
+            from ..cluster.replica_manager import ReplicatedDurability
+            self.durability = ReplicatedDurability()
+        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
+                                              durability=self.durability)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.producer_ids = ProducerIds()
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -175,7 +182,9 @@ class Server:
         fed by the control plane's partition states."""
         from ..cluster.replica_manager import start_replication
         self.replicas = start_replication(self.config, self.catalogue, self.cluster,
-                                          self.data, self.group_sync)
+                                          self.data, self.group_sync,
+                                          coordinator=self.coordinator,
+                                          durability=self.durability)
 
     def _replica_for(self, topic: str, partition: int):
         return self.replicas.replica(topic, partition) if self.replicas is not None else None
