@@ -19,6 +19,7 @@ import time
 from .common import CpuMeter, median, start_all, stop_all, table, timed, write_results
 
 PER_TXN = 10
+NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. With the default `group.coordinator.append.linger.ms=10` the TxnOffsetCommit and the marker on __consumer_offsets each wait for the linger.')
 TIME_LIMIT_S = 60.0
 
 
@@ -197,6 +198,8 @@ def run(args) -> None:
         "(read_committed), produced, and their offset committed in the transaction "
         f"(send_offsets_to_transaction); {txns} transactions per round, {rounds} rounds, "
         "median. Server CPU per transaction from /proc.",
+        "",
+        NOTE,
         "",
         table(["server", "transactions/s", "server CPU ms/txn", "transactions", "note"], rows),
         "",
