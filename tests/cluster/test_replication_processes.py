@@ -85,6 +85,14 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
             assert log_bytes(cluster, f)[:len(leader_bytes)] == leader_bytes
         got = fetch(c, TOPIC, 0, 0)
         assert got["error_code"] == Err.NONE and got["high_watermark"] == 5
+        # DeleteRecords on the leader: the followers' log start follows it
+        r = c.request(21, 2, {"topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "offset": 2}]}], "timeout_ms": 30000})
+        assert r["topics"][0]["partitions"][0]["error_code"] == Err.NONE, r
+        for f in followers:
+            start_file = cluster.nodes[f].data_dir / f"{TOPIC}-0" / "log-start-offset"
+            wait_until(lambda: start_file.exists() and start_file.read_text().strip() == "2",
+                       f"node {f}'s log start at 2")
 
         # A stopped follower: the write is appended but cannot be acknowledged
         # with three in-sync replicas; once the follower leaves the ISR the
