@@ -46,7 +46,7 @@ def generate(data_dir: Path, records: int, commits_per_key: int) -> dict:
     from kcoord.protocol.records import build_batch
     from kcoord.server.config import Config
     from kcoord.server.coordinator_runtime import CoordinatorRuntime
-    from kcoord.server.record_batch import encode_record
+    from kcoord.protocol.record_codec import encode_record
     from kcoord.broker.catalogue import Catalogue
 
     if data_dir.exists():

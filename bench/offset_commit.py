@@ -81,7 +81,7 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
 
     from kcoord.coordinator.shard import CoordinatorShard
     from kcoord.protocol.api import request_codec, response_codec
-    from kcoord.server.record_batch import build_records_batch
+    from kcoord.protocol.coordinator_batch import build_records_batch
 
     enc, dec = request_codec(8, 8)
     body = bytes(enc({"group_id": "bench-group-1", "generation_id_or_member_epoch": -1,

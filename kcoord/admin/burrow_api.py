@@ -13,6 +13,7 @@ is computed at request time.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -85,9 +86,19 @@ class BurrowView:
         self._positions: dict[int, int] = {}  # shard index -> next offset to read
         self._groups: dict[str, dict[tuple[str, int], _Partition]] = {}
         self._ends: dict[tuple[str, int], _EndHistory] = {}
+        self._lock: asyncio.Lock | None = None  # made on the loop, at the first refresh
 
     # ------------------------------------------------------------ reading the logs
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
+        """Read what the shard logs gained since the last call; the loop gets
+        a turn between chunks (the first call reads every log from its start).
+        One refresh at a time: concurrent requests must not read a chunk twice."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            await self._refresh()
+
+    async def _refresh(self) -> None:
         for shard in self.shards:
             plog = shard.plog
             pos = self._positions.get(shard.index, plog.log_start_offset)
@@ -99,8 +110,10 @@ class BurrowView:
                     break
                 before = pos
                 pos = self._consume(data, pos)
+                self._positions[shard.index] = pos
                 if pos == before:
                     break
+                await asyncio.sleep(0)
             self._positions[shard.index] = pos
 
     def _consume(self, data: bytes, pos: int) -> int:
@@ -152,8 +165,8 @@ class BurrowView:
         return hist.history()
 
     # ------------------------------------------------------------ answers
-    def consumers(self) -> list[str]:
-        self.refresh()
+    async def consumers(self) -> list[str]:
+        await self.refresh()
         return sorted(g for g, parts in self._groups.items()
                       if any(not p.deleted and p.commits for p in parts.values()))
 
@@ -162,6 +175,8 @@ class BurrowView:
         out: dict[tuple[str, int], tuple[str, str]] = {}
         for shard in self.shards:
             core = shard.core
+            if not shard.loaded or core is None:  # loading, failed or given up
+                continue
             cgroup = core.consumer.groups.get(group)
             if cgroup is not None:
                 names = {info[0]: n for n, info in cgroup.subscription_metadata.items()}
@@ -183,9 +198,9 @@ class BurrowView:
                             out[(tp["topic"], p)] = (m.client_host, m.client_id)
         return out
 
-    def evaluate(self, group: str, now_ms: int | None = None) -> dict | None:
+    async def evaluate(self, group: str, now_ms: int | None = None) -> dict | None:
         """Burrow's ConsumerGroupStatus with every partition; None: NOTFOUND."""
-        self.refresh()
+        await self.refresh()
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         parts = self._groups.get(group)
         if not parts:
@@ -227,9 +242,9 @@ class BurrowView:
                 "partitions": rows, "partition_count": len(rows), "maxlag": maxlag,
                 "totallag": sum(r["current_lag"] for r in rows)}
 
-    def detail(self, group: str) -> dict | None:
+    async def detail(self, group: str) -> dict | None:
         """`/consumer/{group}`: the stored offsets per topic and partition."""
-        status = self.evaluate(group)
+        status = await self.evaluate(group)
         if status is None:
             return None
         parts = self._groups[group]

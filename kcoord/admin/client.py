@@ -37,6 +37,10 @@ class AdminError(Exception):
     """A failure the command reports as one line."""
 
 
+class UsageError(Exception):
+    """Bad flags or arguments: reported on stderr with exit status 1."""
+
+
 def error_name(code: int) -> str:
     try:
         return Err(code).name

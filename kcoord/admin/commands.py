@@ -2,7 +2,7 @@
 `configs`) on the `kcoord` parser; each sets `run` to its entry point."""
 from __future__ import annotations
 
-COMMANDS = ("consumer-groups", "topics", "configs")
+COMMANDS = ("consumer-groups", "topics", "configs", "acls")
 
 
 def add_parsers(sub) -> None:
@@ -10,6 +10,11 @@ def add_parsers(sub) -> None:
     consumer_groups.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
+    from . import client
+    from ..security import admin_cli
+    admin_cli.install(client, configs)
+    admin_cli.add_parser(sub)
 
 
 def version() -> str:

@@ -13,7 +13,7 @@ import sys
 from typing import Protocol
 
 from ..protocol.errors import Err
-from .client import AdminClient, AdminError, error_name, read_properties
+from .client import AdminClient, AdminError, UsageError, error_name, read_properties
 
 HELP = """Describe or change the configs of topics, brokers and groups. The flags and
 output of Apache Kafka's kafka-configs.sh; it speaks the Kafka protocol, so it
@@ -24,10 +24,6 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG",
            8: "DYNAMIC_GROUP_CONFIG"}
 SET, DELETE = 0, 1
-
-
-class UsageError(Exception):
-    pass
 
 
 class EntityType(Protocol):
@@ -51,12 +47,13 @@ class ConfigResourceType:
             return [name]
         if self.label == "topic":
             return sorted(t["name"] for t in admin.metadata(None)["topics"])
-        if self.label == "broker":
+        if self.label.startswith("broker"):
             return [str(n) for n in sorted(admin.brokers())]
         raise UsageError(f"an entity name must be specified with --alter of {self.label}s")
 
     def _describe_one(self, admin: AdminClient, name: str) -> list[dict]:
-        conn = admin.node(int(name)) if self.label == "broker" and name else admin.any()
+        conn = admin.node(int(name)) if self.label.startswith("broker") and name \
+            else admin.any()
         _, response = conn.call(32, {"resources": [{"resource_type": self.resource_type,
                                                     "resource_name": name,
                                                     "configuration_keys": None}],
@@ -95,11 +92,12 @@ class ConfigResourceType:
                        if c["config_source"] == (3 if name == "" and self.default_label
                                                  else self.dynamic_source)}
             invalid = [k for k in to_delete if k not in current]
-            if invalid and self.label in ("topic", "group"):
+            if invalid and self.label in ("topic", "group", "broker-logger"):
                 raise AdminError(f"Invalid config(s): {','.join(invalid)}")
         ops = [{"name": k, "config_operation": SET, "value": v} for k, v in to_set.items()]
         ops += [{"name": k, "config_operation": DELETE, "value": None} for k in to_delete]
-        conn = admin.node(int(name)) if self.label == "broker" and name else admin.any()
+        conn = admin.node(int(name)) if self.label.startswith("broker") and name \
+            else admin.any()
         _, response = conn.call(44, {"resources": [{"resource_type": self.resource_type,
                                                     "resource_name": name, "configs": ops}],
                                      "validate_only": False})
@@ -121,8 +119,10 @@ ENTITY_TYPES: dict[str, EntityType] = {
     "topics": ConfigResourceType(2, "topic", 1),
     "brokers": ConfigResourceType(4, "broker", 2, "brokers in the cluster"),
     "groups": ConfigResourceType(32, "group", 8),
+    "broker-loggers": ConfigResourceType(8, "broker-logger", 6),
 }
-SHORTHANDS = {"topic": "topics", "broker": "brokers", "group": "groups"}
+SHORTHANDS = {"topic": "topics", "broker": "brokers", "group": "groups",
+              "broker-logger": "broker-loggers"}
 
 
 def add_parser(sub) -> None:
@@ -135,7 +135,7 @@ def add_parser(sub) -> None:
     p.add_argument("--all", action="store_true", help="describe: every config, not only "
                    "the dynamic ones")
     p.add_argument("--entity-type", metavar="TYPE",
-                   help="topics, brokers, groups (singular forms accepted)")
+                   help="topics, brokers, groups, broker-loggers (singular forms accepted)")
     p.add_argument("--entity-name", metavar="NAME")
     p.add_argument("--entity-default", action="store_true",
                    help="brokers: the cluster-wide default")

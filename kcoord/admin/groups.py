@@ -121,6 +121,12 @@ def describe_group(admin: AdminClient, group_id: str) -> Group:
 
 
 def committed_offsets(admin: AdminClient, group_id: str) -> dict[tuple[str, int], int]:
+    return {tp: offset for tp, (offset, _) in committed_with_epochs(admin, group_id).items()}
+
+
+def committed_with_epochs(admin: AdminClient,
+                          group_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (committed offset, its leader epoch or -1)}"""
     conn = admin.coordinator(group_id)
     version = conn.version(9, 1)
     if version >= 8:
@@ -137,7 +143,8 @@ def committed_offsets(admin: AdminClient, group_id: str) -> dict[tuple[str, int]
         code, topics = response.get("error_code", 0), response["topics"]
     if code not in (Err.NONE, Err.GROUP_ID_NOT_FOUND):
         raise AdminError(f"fetching offsets of group '{group_id}': {message(code)}")
-    return {(t["name"], p["partition_index"]): p["committed_offset"]
+    return {(t["name"], p["partition_index"]): (p["committed_offset"],
+                                                p.get("committed_leader_epoch", -1))
             for t in topics for p in t["partitions"]
             if p["error_code"] == Err.NONE and p["committed_offset"] >= 0}
 

@@ -72,7 +72,7 @@ class HttpEndpoint:
                 self._write(writer, 405, b"only GET\n", "text/plain")
                 return
             try:
-                status, body, ctype = self.route(urlsplit(target).path, target)
+                status, body, ctype = await self.route(urlsplit(target).path, target)
             except Exception:
                 log.exception("http %s failed", target)
                 status, body, ctype = 500, b"internal error\n", "text/plain"
@@ -91,7 +91,7 @@ class HttpEndpoint:
         writer.write(head.encode("latin-1") + body)
 
     # ------------------------------------------------------------------ routes
-    def route(self, path: str, url: str) -> tuple[int, bytes, str]:
+    async def route(self, path: str, url: str) -> tuple[int, bytes, str]:
         if path == "/metrics":
             return 200, exposition(self.registry), CONTENT_TYPE
         if path in ("/", "/index.html"):
@@ -100,14 +100,14 @@ class HttpEndpoint:
             return self._json(200, status_snapshot(self.shards, self.catalogue, self.metrics,
                                                    self.times))
         if path.startswith("/v3/"):
-            return self._burrow([unquote(p) for p in path.strip("/").split("/")], url)
+            return await self._burrow([unquote(p) for p in path.strip("/").split("/")], url)
         return 404, b"not found\n", "text/plain"
 
     @staticmethod
     def _json(status: int, doc: dict) -> tuple[int, bytes, str]:
         return status, json.dumps(doc).encode(), "application/json"
 
-    def _burrow(self, parts: list[str], url: str) -> tuple[int, bytes, str]:
+    async def _burrow(self, parts: list[str], url: str) -> tuple[int, bytes, str]:
         """Burrow's v3 routes; every body is {error, message, request, payload}
         (request.host is the serving host's name, as Burrow gives it)."""
         request = {"url": url, "host": socket.gethostname()}
@@ -141,16 +141,16 @@ class HttpEndpoint:
                 return error(404, "topic not found")
             return ok("topic offsets returned", offsets=offsets)
         if rest == ["consumer"]:
-            return ok("consumer list returned", consumers=self.burrow.consumers())
+            return ok("consumer list returned", consumers=await self.burrow.consumers())
         if rest[0] == "consumer" and len(rest) in (2, 3):
             group = rest[1]
             if len(rest) == 2:
-                topics = self.burrow.detail(group)
+                topics = await self.burrow.detail(group)
                 if topics is None:
                     return error(404, "cluster or consumer not found")
                 return ok("consumer detail returned", topics=topics)
             if rest[2] in ("status", "lag"):
-                status = self.burrow.evaluate(group)
+                status = await self.burrow.evaluate(group)
                 if status is None:
                     return error(404, "cluster or consumer not found")
                 if rest[2] == "status":

@@ -56,15 +56,18 @@ class KcoordCollector:
         consumer = dict.fromkeys(CONSUMER_STATES, 0)
         members = {"classic": 0, "consumer": 0}
         offsets = 0
-        loading = active = 0
+        # shard states as the runtime names them (loading, active, failed,
+        # not-owned in cluster mode); Kafka's num-partitions{state}
+        states = {"loading": 0, "active": 0, "failed": 0}
         group_members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the consumer group",
             labels=["consumergroup"])
         for shard in self.shards:
+            state = getattr(shard, "state", "active" if shard.loaded else "loading")
+            if state in states:
+                states[state] += 1
             if not shard.loaded:
-                loading += 1
                 continue
-            active += 1
             core = shard.core
             for gid, g in list(core.groups.items()):
                 classic[g.state] = classic.get(g.state, 0) + 1
@@ -105,8 +108,8 @@ class KcoordCollector:
         fam = GaugeMetricFamily("kcoord_group_coordinator_num_partitions",
                                 "__consumer_offsets shards by state (Kafka's num-partitions)",
                                 labels=["state"])
-        fam.add_metric(["loading"], loading)
-        fam.add_metric(["active"], active)
+        for state, n in states.items():
+            fam.add_metric([state], n)
         yield fam
 
     # ---------------------------------------------------------------- events
@@ -218,6 +221,7 @@ class KcoordCollector:
                                     "Sum of the group's lag in a topic",
                                     labels=["consumergroup", "topic"])
         sums: dict[tuple[str, str], list[int]] = {}
+        committed: dict[tuple[str, str], set[int]] = {}
         for row in group_lags(self.shards, self.catalogue, now_ms, self.times):
             if row.log_end < 0:
                 continue  # the topic or partition is gone
@@ -229,6 +233,15 @@ class KcoordCollector:
             acc = sums.setdefault((row.group, row.topic), [0, 0])
             acc[0] += row.committed
             acc[1] += row.lag
+            committed.setdefault((row.group, row.topic), set()).add(row.partition)
+        # as kafka_exporter (offset.show-all): a topic the group committed on shows
+        # all its partitions, -1 for those without a committed offset
+        for (group, topic), done in committed.items():
+            t = self.catalogue.topics.get(topic)
+            for p in range(len(t.partitions) if t is not None else 0):
+                if p not in done:
+                    offset.add_metric([group, topic, str(p)], -1)
+                    lag.add_metric([group, topic, str(p)], -1)
         for (group, topic), (o, l) in sums.items():
             offset_sum.add_metric([group, topic], o)
             lag_sum.add_metric([group, topic], l)

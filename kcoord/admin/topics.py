@@ -6,15 +6,11 @@ from __future__ import annotations
 import sys
 
 from ..protocol.errors import Err
-from .client import AdminClient, AdminError, error_name, read_properties
+from .client import AdminClient, AdminError, UsageError, error_name, read_properties
 
 HELP = """Create, delete, describe, or change a topic. The flags and output of Apache
 Kafka's kafka-topics.sh; it speaks the Kafka protocol, so it works against
 Apache Kafka brokers as well as kcoord."""
-
-
-class UsageError(Exception):
-    pass
 
 
 def add_parser(sub) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.group_sync import GroupSync
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
+from .txn_state import PartitionTxnState, control_batch
 
 log = logging.getLogger("kcoord.broker")
 
@@ -64,9 +66,59 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        # per partition log: open transactions, LSO, aborted transactions (built on first use)
+        self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # (producer id, epoch, topic, partition) -> error code: is the partition in
+        # that producer's ongoing transaction?  Set by the transaction coordinator.
+        self.txn_verifier = None
+        # kcoord.cluster's ReplicaManager in a cluster: user topics are then
+        # replicated (leader-only produce and fetch, acks=-1 at the high
+        # watermark, follower fetches); None on a single node.
+        self.replication = None
+
+    def txn_state(self, plog) -> PartitionTxnState:
+        state = self._txn_states.get(plog)
+        if state is None:
+            state = self._txn_states[plog] = PartitionTxnState.scan(plog)
+        return state
+
+    def write_marker(self, topic_name: str, index: int, producer_id: int, epoch: int,
+                     commit: bool, coordinator_epoch: int):
+        """Append an end-transaction marker to a data partition.  -> (error
+        code, the log to fsync or None).  A deleted partition is skipped."""
+        topic = self.catalogue.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return Err.UNKNOWN_TOPIC_OR_PARTITION, None
+        plog = topic.partitions[index]
+        state = self.txn_state(plog)
+        code = state.check_marker(producer_id, epoch, coordinator_epoch)
+        if code:
+            return code, None
+        now = now_ms()
+        offset, _ = plog.append(control_batch(producer_id, epoch, commit, coordinator_epoch, now))
+        aborted = state.on_marker(producer_id, epoch, 1 if commit else 0, coordinator_epoch,
+                                  offset, now)
+        if aborted is not None:
+            state.index_abort(plog.active.base_offset, aborted)
+        self.appended.notify()
+        return Err.NONE, plog
 
     def in_sync_replicas(self, topic, index: int) -> int:
+        if self.replication is not None and self.replication.manages(topic.name):
+            replica = self.replication.replica(topic.name, index)
+            return len(replica.state.isr) if replica is not None and replica.is_leader else 0
         return 1  # one node: the leader is the whole ISR
+
+    def _replicated(self, topic, index: int):
+        """The leader replica of a replicated partition, None when the
+        partition is not replicated (single node, internal topic), or an
+        error code (this node does not lead it)."""
+        if self.replication is None or not self.replication.manages(topic.name):
+            return None
+        replica = self.replication.replica(topic.name, index)
+        if replica is None or not replica.is_leader:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return replica
 
     # ------------------------------------------------------------- Produce
     def produce(self, ctx, req: dict):
@@ -78,21 +130,50 @@ class DataPlane:
             return {"responses": responses, "throttle_time_ms": 0}
         touched = []
         responses = []
+        replicated = []
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
-                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"], acks)
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
+                                            acks, ctx.api_version)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
+                    if self.replication is not None and result.get("replicated"):
+                        replicated.append((tdata["name"], result, plog.log_end_offset))
+                result.pop("replicated", None)
             responses.append({"name": tdata["name"], "partition_responses": parts})
         if touched:
             self.appended.notify()
         response = {"responses": responses, "throttle_time_ms": 0}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
+        if replicated:
+            done = self._replicated_ack(touched, replicated, response, acks)
+            if acks != -1:
+                # Followers read only what the leader has fsynced: fsync now anyway.
+                asyncio.ensure_future(done)
+                return None if acks == NO_RESPONSE_ACKS else response
+            return done
         if acks == NO_RESPONSE_ACKS:
             return None  # Kafka never answers acks=0
         if acks == -1 and touched:
             return self._after_sync(touched, response)
+        return response
+
+    async def _replicated_ack(self, logs, replicated, response, acks: int):
+        """fsync, then (acks=-1) wait for the high watermark to pass each
+        write: answered once every in-sync replica has it on disk."""
+        await self.sync.sync(logs)
+        self.replication.on_flushed(logs)
+        self.appended.notify()
+        if acks == -1:
+            waits = [(result, self.replication.await_high_watermark(name, result["index"], end))
+                     for name, result, end in replicated]
+            for result, fut in waits:
+                error = await fut
+                if error != Err.NONE:
+                    result["error_code"] = error
         return response
 
     async def _after_sync(self, logs, response):
@@ -104,7 +185,7 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records, acks: int = 1):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -112,6 +193,11 @@ class DataPlane:
             return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
+        replica = self._replicated(topic, index)
+        if isinstance(replica, int):
+            entry = self._part_error(index, replica)
+            self._point_to_leader(entry, topic.name, index)
+            return entry, None
         if acks == -1 and self.in_sync_replicas(topic, index) < int(topic.configs.get(
                 "min.insync.replicas", self.config.values.get("min.insync.replicas", 1))):
             return self._part_error(index, Err.NOT_ENOUGH_REPLICAS,
@@ -119,10 +205,12 @@ class DataPlane:
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
+        headers = []
         try:
             count = 0
             end = 0
             for pos, header in iter_batches(records):
+                headers.append(header)
                 validate_batch(records, pos)
                 if LOG_OVERHEAD + header.batch_length > max_bytes:
                     return self._part_error(index, Err.MESSAGE_TOO_LARGE,
@@ -133,16 +221,50 @@ class DataPlane:
                 raise CorruptRecordError("record set holds a partial batch")
         except CorruptRecordError as exc:
             return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        code = self._check_producers(topic_name, index, plog, headers, version)
+        if code:
+            return self._part_error(index, code), None
         append_time = -1
         if topic.configs.get("message.timestamp.type") == "LogAppendTime":
             append_time = now_ms()
             records = bytearray(records)
             for pos, _ in iter_batches(records):
                 set_log_append_time(records, pos, append_time)
-        base, _last = plog.append(records)
+        if replica is not None:
+            base, _last = plog.append(records, leader_epoch=replica.leader_epoch)
+        else:
+            base, _last = plog.append(records)
+        if any(h.producer_id >= 0 for h in headers):
+            state = self.txn_state(plog)
+            offset = base
+            for header in headers:
+                state.on_data(header, offset)
+                offset += header.last_offset_delta + 1
         return {"index": index, "error_code": Err.NONE, "base_offset": base,
                 "log_append_time_ms": append_time, "log_start_offset": plog.log_start_offset,
-                "error_message": None}, plog
+                "error_message": None, "replicated": replica is not None}, plog
+
+    def _check_producers(self, topic_name: str, index: int, plog, headers, version: int) -> int:
+        """Producer-state checks of a Produce: no client control batches, no
+        stale epochs, no plain batch inside an open transaction, and a
+        transaction's first batch on a partition only if the partition was
+        added to it (KIP-890 part 1)."""
+        if all(h.producer_id < 0 and not h.is_control for h in headers):
+            return Err.NONE
+        state = self.txn_state(plog)
+        for h in headers:
+            code = state.check_append(h)
+            if code:
+                return code
+            if h.is_transactional and h.producer_id not in state.ongoing:
+                verify = self.txn_verifier
+                code = (Err.INVALID_TXN_STATE if verify is None
+                        else verify(h.producer_id, h.producer_epoch, topic_name, index))
+                if code == Err.INVALID_TXN_STATE and version >= 11:
+                    code = Err.TRANSACTION_ABORTABLE
+                if code:
+                    return code
+        return Err.NONE
 
     # --------------------------------------------------------------- Fetch
     async def fetch(self, ctx, req: dict) -> dict:
@@ -166,6 +288,9 @@ class DataPlane:
         errors = False
         responses = []
         by_id = version >= 13
+        read_committed = req.get("isolation_level", 0) == 1
+        follower = max(req.get("replica_id", -1), (req.get("replica_state") or {}).get(
+            "replica_id", -1))
         for treq in req["topics"]:
             topic = (self.catalogue.by_id.get(treq["topic_id"]) if by_id
                      else self.catalogue.get(treq["topic"]))
@@ -183,25 +308,107 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                hw = high_watermark(topic, plog)
-                entry["high_watermark"] = entry["last_stable_offset"] = hw
+                if self.replication is not None and self.replication.manages(topic.name):
+                    hw, read_end = self._replicated_read(topic, index, preq, follower, entry)
+                    if hw is None:
+                        errors = True
+                        continue
+                else:
+                    hw = read_end = high_watermark(topic, plog)
+                state = self.txn_state(plog)
+                lso = state.last_stable_offset(hw)
+                entry["high_watermark"] = hw
+                entry["last_stable_offset"] = lso
                 entry["log_start_offset"] = plog.log_start_offset
                 limit = min(preq["partition_max_bytes"], budget - total)
+                fetch_offset = preq["fetch_offset"]
                 try:
-                    data = plog.read(preq["fetch_offset"], max(limit, 0), min_one=(total == 0))
+                    data = plog.read(fetch_offset, max(limit, 0), min_one=(total == 0))
                 except OffsetOutOfRange:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
-                if hw < plog.log_end_offset:
-                    data = below(data, hw)
+                if read_end < plog.log_end_offset:
+                    data = below(data, read_end)
+                if read_committed:
+                    data, upper = self._below(data, lso)
+                    entry["aborted_transactions"] = [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in state.aborted_between(fetch_offset, upper)]
                 entry["records"] = data
                 total += len(data)
             responses.append({"topic": treq.get("topic", ""), "topic_id": treq.get("topic_id"),
                               "partitions": parts})
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
                     "responses": responses}
+        if self.replication is not None:
+            self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    @staticmethod
+    def _below(data, lso: int):
+        """The whole batches of `data` that end below the LSO (read_committed),
+        and the offset just past them (the LSO when there are none)."""
+        cut = 0
+        upper = lso
+        for pos, header in iter_batches(data):
+            if header.next_offset > lso:
+                break
+            cut = pos + header.size
+            upper = header.next_offset
+        if cut == len(data):
+            return data, upper
+        return data[:cut], upper
+
+    def _point_to_leader(self, entry: dict, name: str, index: int) -> None:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader
+        (Produce v10+, Fetch v12+ tagged fields; ignored by older versions)."""
+        hint = self.replication.leader_hint(name, index)
+        if hint is not None:
+            entry["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
+            entry["_leader_address"] = (hint[0], hint[2])
+
+    @staticmethod
+    def _add_endpoints(response: dict, entries) -> None:
+        """The endpoints of the leaders named in current_leader (Produce v10+,
+        Fetch v16+ node_endpoints)."""
+        nodes = {}
+        for entry in entries:
+            found = entry.pop("_leader_address", None)
+            if found is not None and found[1] is not None:
+                nodes[found[0]] = found[1]
+        if nodes:
+            response["node_endpoints"] = [
+                {"node_id": n, "host": h, "port": p, "rack": None}
+                for n, (h, p) in sorted(nodes.items())]
+
+    def _replicated_read(self, topic, index: int, preq: dict, follower: int, entry: dict):
+        """(high watermark, how far this reader may read) of a replicated
+        partition; (None, None) with entry's error set when refused.  A
+        follower's fetch records its position on the leader (and may move
+        the high watermark); consumers read up to the high watermark."""
+        replica = self.replication.replica(topic.name, index)
+        current = preq.get("current_leader_epoch", -1)
+        if follower >= 0:
+            if replica is None:
+                entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
+                return None, None
+            served, outs = replica.serve_follower_fetch(follower, preq["fetch_offset"], current,
+                                                        now_ms())
+            self.replication.handle((topic.name, index), outs)
+            if served.error != Err.NONE:
+                entry["error_code"] = served.error
+                return None, None
+            return served.high_watermark, served.read_end
+        error = Err.NOT_LEADER_OR_FOLLOWER if replica is None else replica.check_current_epoch(
+            current)
+        if error == Err.NONE and not replica.is_leader:
+            error = Err.NOT_LEADER_OR_FOLLOWER
+        if error != Err.NONE:
+            entry["error_code"] = error
+            self._point_to_leader(entry, topic.name, index)
+            return None, None
+        return replica.high_watermark, replica.high_watermark
 
     # ---------------------------------------------------------- ListOffsets
     def list_offsets(self, ctx, req: dict) -> dict:
@@ -218,9 +425,22 @@ class DataPlane:
                     entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 plog = topic.partitions[index]
+                replica = self._replicated(topic, index)
+                if isinstance(replica, int):
+                    entry["error_code"] = replica
+                    continue
+                if replica is not None:
+                    error = replica.check_current_epoch(preq.get("current_leader_epoch", -1))
+                    if error != Err.NONE:
+                        entry["error_code"] = error
+                        continue
                 ts = preq["timestamp"]
+                bound = (replica.high_watermark if replica is not None
+                         else high_watermark(topic, plog))
+                if req.get("isolation_level", 0) == 1:  # read_committed: up to the LSO
+                    bound = self.txn_state(plog).last_stable_offset(bound)
                 if ts == LATEST:
-                    entry["offset"] = high_watermark(topic, plog)
+                    entry["offset"] = bound
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
@@ -235,7 +455,9 @@ class DataPlane:
                         entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
+                if (ts >= 0 or ts == MAX_TIMESTAMP) and entry["offset"] >= bound:
+                    entry["offset"] = entry["timestamp"] = -1  # not stable yet
                 if entry["offset"] >= 0:
-                    entry["leader_epoch"] = 0
+                    entry["leader_epoch"] = replica.leader_epoch if replica is not None else 0
             topics.append({"name": treq["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

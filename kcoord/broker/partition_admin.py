@@ -1,6 +1,7 @@
 """Partition admin APIs: DeleteRecords (21), DescribeLogDirs (35),
-ElectLeaders (43) and DescribeTopicPartitions (75), answered as Kafka
-answers them on a one-node cluster."""
+ElectLeaders (43), ListPartitionReassignments (46) and
+DescribeTopicPartitions (75), answered as Kafka answers them on a
+one-node cluster."""
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ class PartitionAdmin:
         dispatcher.register(21, self.delete_records)
         dispatcher.register(35, self.describe_log_dirs)
         dispatcher.register(43, self.elect_leaders)
+        dispatcher.register(46, self.list_partition_reassignments)
         dispatcher.register(75, self.describe_topic_partitions)
 
     # ------------------------------------------------------- DeleteRecords
@@ -108,6 +110,13 @@ class PartitionAdmin:
                 results.append({"topic": t["topic"], "partition_result": parts})
         return {"throttle_time_ms": 0, "error_code": Err.NONE,
                 "replica_election_results": results}
+
+    # ------------------------------------------ ListPartitionReassignments
+    def list_partition_reassignments(self, ctx, req: dict) -> dict:
+        """No reassignment is ever in progress (kcoord does not move replicas):
+        NONE with no topics, as Kafka answers when none is ongoing."""
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
+                "topics": []}
 
     # --------------------------------------------- DescribeTopicPartitions
     def describe_topic_partitions(self, ctx, req: dict) -> dict:

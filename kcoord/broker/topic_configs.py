@@ -8,6 +8,7 @@ docs/architecture.md lists them.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..protocol.config_types import (BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, STRING, ConfigError,
@@ -82,6 +83,49 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigKey, tuple[str, ...]]] = {key.name: (key, s
     (_k("segment.ms", LONG, 604800000, 1), ("log.roll.ms", "log.roll.hours")),
     (_k("unclean.leader.election.enable", BOOLEAN, False), ("unclean.leader.election.enable",)),
 ]}
+
+# DescribeConfigs' documentation (IncludeDocumentation), kcoord's own words
+DOCS = {
+    "compression.type": "The codec batches are stored with; producer keeps what the producer "
+                        "sent.",
+    "compression.gzip.level": "The gzip level when compression.type is gzip.",
+    "compression.lz4.level": "The lz4 level when compression.type is lz4.",
+    "compression.zstd.level": "The zstd level when compression.type is zstd.",
+    "delete.retention.ms": "How long tombstones stay in a compacted topic.",
+    "file.delete.delay.ms": "How long a deleted segment file waits before it is removed.",
+    "flush.messages": "fsync the log after this many messages.",
+    "flush.ms": "fsync the log when a message has waited this long.",
+    "follower.replication.throttled.replicas": "Replicas whose follower fetching is throttled.",
+    "index.interval.bytes": "Bytes between two offset-index entries.",
+    "leader.replication.throttled.replicas": "Replicas whose leader side is throttled.",
+    "local.retention.bytes": "Bytes kept locally with tiered storage (-2: retention.bytes).",
+    "local.retention.ms": "Time kept locally with tiered storage (-2: retention.ms).",
+    "max.compaction.lag.ms": "The longest a record may stay uncompacted.",
+    "max.message.bytes": "The largest record batch a producer may send to the topic.",
+    "message.downconversion.enable": "Whether old-format fetches are down-converted.",
+    "message.format.version": "The legacy message format version (ignored since Kafka 3.0).",
+    "message.timestamp.after.max.ms": "How far in the future a record timestamp may be.",
+    "message.timestamp.before.max.ms": "How far in the past a record timestamp may be.",
+    "message.timestamp.difference.max.ms": "Deprecated bound on a record timestamp's age.",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps "
+                              "batches when they are appended.",
+    "min.cleanable.dirty.ratio": "The share of uncompacted log that triggers compaction.",
+    "min.compaction.lag.ms": "The shortest a record stays uncompacted.",
+    "min.insync.replicas": "In-sync replicas an acks=all produce needs.",
+    "preallocate": "Whether segment files are preallocated.",
+    "remote.log.copy.disable": "Stop copying segments to tiered storage.",
+    "remote.log.delete.on.disable": "Delete tiered segments when tiering is turned off.",
+    "remote.storage.enable": "Tiered storage for the topic (not available on kcoord).",
+    "retention.bytes": "The most bytes a partition keeps before old segments go (-1: no limit).",
+    "retention.ms": "How long a record is kept before its segment may go (-1: forever).",
+    "segment.bytes": "The size at which a segment file is rolled.",
+    "segment.index.bytes": "The size of a segment's offset index.",
+    "segment.jitter.ms": "Random jitter subtracted from segment.ms.",
+    "segment.ms": "The age at which a segment is rolled.",
+    "unclean.leader.election.enable": "Whether an out-of-sync replica may become leader.",
+}
+TOPIC_CONFIGS = {name: (replace(key, doc=key.doc or DOCS.get(name, "")), synonyms)
+                 for name, (key, synonyms) in TOPIC_CONFIGS.items()}
 
 # what kcoord's log and produce path do with them, applied at once on a change
 HONOURED = {

@@ -1,10 +1,11 @@
 """CreateTopics, DeleteTopics, CreatePartitions and Metadata's topic list."""
 from __future__ import annotations
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from .catalogue import Catalogue, TopicError, topic_name_problem
+from .topic_configs import canonical
 
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 ZERO_UUID = bytes(16)
 
 
@@ -13,6 +14,8 @@ class TopicAdmin:
         self.catalogue = catalogue
         self.config = config
         self.cluster = None  # cluster mode: topics and partitions from kcoord/cluster/node.py
+        # (topic, overrides) -> its DescribeConfigs entries (set by the server's config handlers)
+        self.config_entries = None
 
     def create_topics(self, ctx, req: dict) -> dict:
         results = []
@@ -41,6 +44,12 @@ class TopicAdmin:
             result["num_partitions"], result["replication_factor"] = count, 1
             if topic is not None:
                 result["topic_id"] = topic.topic_id
+            if self.config_entries is not None and ctx.api_version >= 5:
+                # v5+: every effective config of the new topic, sorted by name
+                result["configs"] = [
+                    {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                     "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                    for e in self.config_entries(name, canonical(configs))]
         return {"throttle_time_ms": 0, "topics": results}
 
     def delete_topics(self, ctx, req: dict) -> dict:

@@ -142,3 +142,27 @@ def preferred_leader(state: PartitionState, live: set[int]) -> PartitionState | 
     if state.leader == preferred or preferred not in live or preferred not in state.isr:
         return None
     return replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
+
+
+def rebalance_preferred(states: Iterable[PartitionState], serving: set[int],
+                        imbalance_pct: int = 10) -> list[PartitionState]:
+    """Kafka's auto leader rebalance: for each node whose share of the
+    partitions it is preferred for but does not lead is above imbalance_pct,
+    move those back to it (when it is serving and in sync)."""
+    states = list(states)
+    preferred_of: dict[int, list[PartitionState]] = {}
+    for s in states:
+        if s.replicas:
+            preferred_of.setdefault(s.replicas[0], []).append(s)
+    out = []
+    for node, mine in preferred_of.items():
+        if node not in serving:
+            continue
+        off = [s for s in mine if s.leader != node]
+        if not off or len(off) * 100 <= imbalance_pct * len(mine):
+            continue
+        for s in off:
+            new = preferred_leader(s, serving)
+            if new is not None:
+                out.append(new)
+    return out

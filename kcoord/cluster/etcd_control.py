@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from typing import Callable
 
+from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
 from .state import PartitionState, PartitionStateListener
 from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
@@ -34,6 +36,9 @@ class EtcdControlPlane:
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
         self.unclean = unclean
+        # Kafka's auto leader rebalance: seconds between checks (None: off), threshold %
+        self.rebalance_interval_s: float | None = None
+        self.imbalance_pct = 10
         self.listeners: list[PartitionStateListener] = []
         # called with each change apply() reports, after the view took it
         self.view_listeners: list[Callable[[tuple], None]] = []
@@ -92,12 +97,7 @@ class EtcdControlPlane:
         if self.controller is not None:
             await self.controller.stop()
             self.controller = None
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            try:
-                await self._watch_task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._watch_task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view
@@ -135,9 +135,9 @@ class EtcdControlPlane:
                         self._notify(change)
             except asyncio.CancelledError:
                 if self._watch is not None:
-                    try:
-                        await self._watch.cancel()
-                    except Exception:
+                    try:  # bounded: a broken stream may never answer the cancel
+                        await bounded(self._watch.cancel(), 2.0)
+                    except (Exception, asyncio.CancelledError):
                         pass
                 raise
             except Exception as exc:  # etcd restarted, compacted or unreachable: resync
@@ -180,7 +180,7 @@ class EtcdControlPlane:
             if left <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), left)
+                await bounded(self._changed.wait(), left)
             except asyncio.TimeoutError:
                 return predicate()
         return True
@@ -283,6 +283,30 @@ class EtcdControlPlane:
         ok, _ = await self.client.transaction(
             compare=[self.txn.mod(key) == result.mod_revision],
             success=[self.txn.put(key, encode_topic(grown))], failure=[])
+        return ok
+
+    async def put_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace a broker's or group's dynamic config overrides (none: remove them)."""
+        key = self.keys.config(entity_type, name).encode()
+        op = self.txn.put(key, json.dumps(configs, sort_keys=True).encode()) if configs \
+            else self.txn.delete(key)
+        await self.client.transaction(compare=[], success=[op], failure=[])
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
+        """Replace a topic's config overrides (AlterConfigs); every node's
+        mirror applies them to its logs."""
+        record = self.view.topics.get(name)
+        if record is None:
+            return False
+        key = self.keys.topic(name).encode()
+        result = await self.client.get(key)
+        if result is None:
+            return False
+        altered = TopicRecord(name, record.topic_id, record.partitions,
+                              record.replication_factor, dict(configs))
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == result.mod_revision],
+            success=[self.txn.put(key, encode_topic(altered))], failure=[])
         return ok
 
     # -------------------------------------------------- controlled shutdown

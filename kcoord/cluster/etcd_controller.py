@@ -14,6 +14,7 @@ import random
 from typing import TYPE_CHECKING
 
 from . import decisions
+from .aio import bounded, cancel_and_wait
 from .state import PartitionState
 from .view import encode_state
 
@@ -50,19 +51,25 @@ class EtcdController:
             self._task.cancel()
 
     async def stop(self) -> None:
-        self.cancel()
-        if self._task is not None:
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task, 5.0)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.plane.rebalance_interval_s
+        next_rebalance = None if interval is None else loop.time() + interval
         while True:
-            await self._dirty.wait()
+            rebalance = False
+            if next_rebalance is None:
+                await self._dirty.wait()
+            else:
+                try:
+                    await bounded(self._dirty.wait(), max(0.0, next_rebalance - loop.time()))
+                except asyncio.TimeoutError:
+                    rebalance = True
+                    next_rebalance = loop.time() + interval
             self._dirty.clear()
             try:
-                failed = await self.reconcile_once()
+                failed = await (self.rebalance_once() if rebalance else self.reconcile_once())
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -127,6 +134,20 @@ class EtcdController:
         if ok:
             self._recorded.update(record)
         return ok
+
+    async def rebalance_once(self) -> bool:
+        """Leaders back to their preferred replicas where the imbalance is
+        above the threshold (Kafka's auto.leader.rebalance.enable)."""
+        view = self.plane.view
+        moves = decisions.rebalance_preferred(view.partitions.values(), view.serving(),
+                                              self.plane.imbalance_pct)
+        if not moves:
+            return False
+        results = await asyncio.gather(*(self._write(view.state(m.topic, m.partition), m)
+                                         for m in moves), return_exceptions=True)
+        log.info("preferred leader election: %d of %d partitions moved",
+                 sum(r is True for r in results), len(moves))
+        return False  # a lost compare is simply retried at the next check
 
     async def _write(self, old: PartitionState | None, new: PartitionState) -> bool:
         plane = self.plane

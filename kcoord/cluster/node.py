@@ -44,6 +44,9 @@ class ClusterNode:
         self.plane: EtcdControlPlane | None = None
         self._offsets_task: asyncio.Task | None = None
         self._auto_create: dict[str, asyncio.Task] = {}
+        # (entity type, name, overrides or None) -> None: applies etcd's dynamic broker and
+        # group configs on this node (set by the server's config handlers)
+        self.on_configs = None
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -52,15 +55,30 @@ class ClusterNode:
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
             cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"])
+        if cfg["auto.leader.rebalance.enable"]:
+            self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
+        self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
         self.plane.view_listeners.append(self._on_change)
         await self.plane.start()
         for name in list(self.plane.view.topics):
             self._mirror_topic(name)
+        if self.on_configs is not None:
+            self.on_configs(None, None, dict(self.plane.view.configs))  # the whole set at start
         strays = [n for n in self.catalogue.topics
                   if n not in self.plane.view.topics and n not in INTERNAL_TOPICS]
         if strays:
             log.warning("local topics not in the cluster's catalogue are not served: %s",
                         ", ".join(sorted(strays)))
+
+    def follow_shards(self, runtime) -> None:
+        """Load and unload the coordinator's shards as the leadership of
+        their __consumer_offsets partitions moves (shard_ownership.py)."""
+        from .shard_ownership import OFFSETS_TOPIC as OFFSETS, ShardOwnership
+        ownership = ShardOwnership(runtime, self.node_id)
+        self.plane.listeners.append(ownership)
+        for state in list(self.plane.view.partitions.values()):
+            if state.topic == OFFSETS:
+                ownership.on_partition_state(state)
 
     async def stop(self, controlled: bool = True) -> None:
         for task in [self._offsets_task, *self._auto_create.values()]:
@@ -79,6 +97,8 @@ class ClusterNode:
         kind, what = change
         if kind == "topic":
             self._mirror_topic(what)
+        elif kind == "configs" and self.on_configs is not None:
+            self.on_configs(what[0], what[1], self.plane.view.configs.get(what))
 
     def _mirror_topic(self, name: str) -> None:
         """Make the local catalogue agree with etcd's record of `name`."""
@@ -100,8 +120,38 @@ class ClusterNode:
                                       topic_id=record.topic_id)
             elif len(local.partitions) < record.partitions:
                 self.catalogue.add_partitions(name, record.partitions)
+            if local is not None and local.configs != record.configs:
+                self.catalogue.set_configs(name, dict(record.configs))  # AlterConfigs
         except TopicError as exc:
             log.error("mirroring topic %s from the cluster failed: %s", name, exc.message)
+
+    async def set_entity_configs(self, entity_type: str, name: str,
+                                 configs: dict[str, str]) -> None:
+        """A broker's or group's new overrides, through etcd (every node applies
+        them); returns once this node's view has them."""
+        await self.plane.put_configs(entity_type, name, configs)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while (self.plane.view.configs.get((entity_type, name)) or {}) != configs:
+            if loop.time() > deadline:
+                raise ConnectionError("the change did not come back from etcd in 10 s")
+            await asyncio.sleep(0.02)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """A topic's new override set, through etcd's catalogue (so every node
+        applies it); returns once this node's mirror has it."""
+        for _ in range(10):  # the record's revision moved under us: read it again
+            if await self.plane.set_topic_configs(name, configs):
+                break
+        else:
+            raise ConnectionError(f"topic {name}: the catalogue kept changing")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while True:
+            local = self.catalogue.get(name)
+            if local is None or local.configs == configs or loop.time() > deadline:
+                return
+            await asyncio.sleep(0.02)
 
     # -------------------------------------------------------------- routing
     def _node_row(self, node_id: int) -> tuple[str, int] | None:

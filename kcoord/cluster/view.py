@@ -9,6 +9,8 @@ ZooKeeper layout had it:
     <prefix>/partitions/<topic>/<p>     {"leader", "leader_epoch", "isr", "replicas"}
     <prefix>/incarnations/<id>          "<lease>": the node's registration the controller
                                         last handled (a new lease = the node bounced)
+    <prefix>/configs/<type>/<name>      {key: value}: dynamic broker ("" = cluster default,
+                                        else a node id) and group config overrides
 A partition state's `version` is its key's mod revision (zkVersion's role)."""
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Keys:
         self.topics = f"{self.prefix}/topics/"
         self.partitions = f"{self.prefix}/partitions/"
         self.incarnations = f"{self.prefix}/incarnations/"
+        self.configs = f"{self.prefix}/configs/"
 
     def node(self, node_id: int) -> str:
         return f"{self.nodes}{node_id}"
@@ -63,6 +66,9 @@ class Keys:
 
     def partition(self, topic: str, partition: int) -> str:
         return f"{self.partitions}{topic}/{partition}"
+
+    def config(self, entity_type: str, name: str) -> str:
+        return f"{self.configs}{entity_type}/{name}"
 
 
 def encode_node(info: NodeInfo) -> bytes:
@@ -101,6 +107,7 @@ class ClusterView:
         self.controller_epoch_version = 0  # mod revision of the epoch key (0: absent)
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.configs: dict[tuple[str, str], dict] = {}  # (entity type, name) -> overrides
         self.revision = 0  # etcd revision this view reflects
 
     # ------------------------------------------------------------ queries
@@ -167,6 +174,13 @@ class ClusterView:
                                                 int(doc["replication_factor"]),
                                                 dict(doc.get("configs") or {}))
             return ("topic", name)
+        if key.startswith(k.configs):
+            entity_type, _, name = key[len(k.configs):].partition("/")
+            if value is None:
+                self.configs.pop((entity_type, name), None)
+            else:
+                self.configs[(entity_type, name)] = dict(json.loads(value))
+            return ("configs", (entity_type, name))
         if key.startswith(k.partitions):
             topic, _, index = key[len(k.partitions):].rpartition("/")
             p = int(index)

@@ -10,9 +10,9 @@ only update the group's `persisted` view, because the model already holds
 them.  Any other GroupMetadata record (loading a log, a fresh shard in a
 test) rebuilds the group from the record, exactly as Kafka's replay does.
 
-Timers are data.  Every timer the core arms is also kept in
-`self.deadlines`; `on_timer(key, now)` acts only on a timer that is still
-armed there and due, so a stale, early or cancelled firing is harmless.
+Timers are data, kept by the core's timer service (`self.timers`,
+timers.py); `on_timer(key, now)` acts only on a timer that is still pending
+there and due, so a stale, early or cancelled firing is harmless.
 Timer keys:
 
     ("classic-heartbeat", group, member)  session expiry, pending-member expiry,
@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
-from .result import Record, Result, Timer
+from .result import Record, Result
 
-GROUP_METADATA = 2
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
@@ -70,19 +70,17 @@ def _protocols(req: dict) -> list[tuple[str, bytes]]:
 
 
 class ClassicGroupHandlers:
-    """Mixin: needs self.groups, self.config, self.deadlines, self._live_records, self.new_uuid."""
+    """Mixin: needs self.groups, self.config, self.timers, self.new_uuid."""
 
     groups: dict[str, ClassicGroup]
     observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
-        self.deadlines[key] = deadline
-        res.arm(key, deadline)
+        self.timers.arm(res, key, deadline)
 
     def _cancel(self, res: Result, key: tuple) -> None:
-        if self.deadlines.pop(key, None) is not None:
-            res.cancel(key)
+        self.timers.cancel(res, key)
 
     def _arm_heartbeat(self, res: Result, group: ClassicGroup, member_id: str,
                        timeout_ms: int, now: int) -> None:
@@ -108,15 +106,8 @@ class ClassicGroupHandlers:
 
     def on_timer(self, key: tuple, now: int) -> Result:
         res = Result()
-        deadline = self.deadlines.get(key)
-        if deadline is None:
-            return res  # cancelled
-        if now < deadline:
-            # an earlier arming of a key re-armed since (or a clock a little behind):
-            # make sure the timer runs at its current deadline
-            res.arm(key, deadline)
-            return res
-        del self.deadlines[key]
+        if not self.timers.fired(res, key, now):
+            return res  # cancelled, or early: armed again for its deadline
         kind = key[0]
         group = self.groups.get(key[1])
         if group is None:
@@ -549,49 +540,50 @@ class ClassicGroupHandlers:
 
     # ========================================================= Heartbeat
     def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
-        response, timer = self.heartbeat_fast(req, version, now)
-        if type(timer) is list:  # a classic member of a consumer group
-            return response, Result(timers=timer)
-        return response, Result(timers=[Timer(*timer)] if timer is not None else [])
+        res = self.heartbeat_result(req, version, now)
+        if res.__class__ is not Result:
+            return res, Result()
+        return res.response, res
 
     def _consumer_group(self, group_id: str):
         consumer = getattr(self, "consumer", None)
         return None if consumer is None else consumer.groups.get(group_id)
 
-    def heartbeat_fast(self, req: dict, version: int, now: int) -> tuple[dict, Timer | None]:
-        """(response, the session timer to arm or None): the hot path, kept short.
-        The timer is a plain (key, deadline) tuple, as a Timer unpacks: a
-        NamedTuple's __new__ is a Python call, a tuple display is not.  For a
-        classic member of a consumer group it is a list of Timers instead."""
+    def heartbeat_result(self, req: dict, version: int, now: int) -> Result | dict:
+        """Heartbeat as a Result whose response is the answer, or the answer
+        alone when there is nothing else to do (no timer to arm: the usual
+        case, timers.py): the hot path, kept short."""
         group_id = req["group_id"]
         if not group_id:
-            return _hb(Err.INVALID_GROUP_ID), None
+            return _hb(Err.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None:
             consumer_group = self._consumer_group(group_id)
             if consumer_group is not None:  # a classic member of a consumer group
                 response, res = self.migration.heartbeat(consumer_group, req, version, now)
-                return response, (res.timers or None)
-            return _hb(Err.UNKNOWN_MEMBER_ID), None
+                res.response = response
+                return res
+            return _hb(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
-            return _hb(Err.COORDINATOR_NOT_AVAILABLE), None
+            return _hb(Err.COORDINATOR_NOT_AVAILABLE)
         member_id = req["member_id"]
         instance_id = req.get("group_instance_id") if version >= 3 else None
         member = group.members.get(member_id)
         if instance_id is not None or member is None:
             error = group.validate_member(member_id, instance_id)
             if error:
-                return _hb(error), None
+                return _hb(error)
         if req["generation_id"] != group.generation_id:
-            return _hb(Err.ILLEGAL_GENERATION), None
+            return _hb(Err.ILLEGAL_GENERATION)
         if group.state == EMPTY:
-            return _hb(Err.UNKNOWN_MEMBER_ID), None
-        key = (HEARTBEAT, group_id, member_id)
-        deadline = now + member.session_timeout_ms
-        self.deadlines[key] = deadline  # as _arm_heartbeat, inlined
-        if group.state == PREPARING_REBALANCE:
-            return _HB_REBALANCING, (key, deadline)
-        return _HB_OK, (key, deadline)
+            return _hb(Err.UNKNOWN_MEMBER_ID)
+        # as _arm_heartbeat (lazily re-armed: timers.py)
+        timer = self.timers.touch((HEARTBEAT, group_id, member_id),
+                                  now + member.session_timeout_ms)
+        response = _HB_REBALANCING if group.state == PREPARING_REBALANCE else _HB_OK
+        if timer is None:
+            return response
+        return Result(timers=[timer], response=response)
 
     # ======================================================== LeaveGroup
     def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:

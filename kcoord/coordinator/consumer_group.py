@@ -12,16 +12,14 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, NamedTuple
 
+from ..protocol.messages.coordinator_records import (  # the record types, one copy
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 from .result import Record
 
 # ------------------------------------------------------------------ constants
-CONSUMER_GROUP_METADATA = 3
-CONSUMER_GROUP_PARTITION_METADATA = 4
-CONSUMER_GROUP_MEMBER_METADATA = 5
-CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
-CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
-CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
-RECORD_TYPES = frozenset(range(3, 9))
+RECORD_TYPES = frozenset(range(CONSUMER_GROUP_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT + 1))
 
 # member states (MemberState.java)
 STABLE = 0

@@ -17,7 +17,9 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
 from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
@@ -26,16 +28,15 @@ from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
 from .result import Record, Result, Timer
+from .timers import Timers
 
 log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-GROUP_METADATA_RECORD = 2
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 
 
 class HeartbeatError(Exception):
@@ -73,11 +74,65 @@ def compute_subscription_metadata(members, topics: Mapping[str, Any]) -> dict[st
     return out
 
 
+_JAVA_BLANK = "".join(map(chr, range(33)))  # what Java's String.trim() strips
+
+
+def is_blank(value: str) -> bool:
+    """Empty, or only what Java's trim() strips (throwIfEmptyString)."""
+    return not value.strip(_JAVA_BLANK)
+
+
+def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatError | None:
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService).
+    Strings are empty when blank, as Kafka's throwIfEmptyString (value.trim().isEmpty())."""
+    epoch = req["member_epoch"]
+    if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        if req["member_id"] is None or is_blank(req["member_id"]):
+            return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
+    if req["group_id"] is None or is_blank(req["group_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
+    if req.get("instance_id") is not None and is_blank(req["instance_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.get("rack_id") is not None and is_blank(req["rack_id"]):
+        return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
+    if epoch == 0:
+        if req.get("rebalance_timeout_ms", -1) == -1:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "RebalanceTimeoutMs must be provided in first request.")
+        owned = req.get("topic_partitions")
+        if owned is None or len(owned) > 0:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "TopicPartitions must be empty when (re-)joining.")
+        if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
+            return HeartbeatError(Err.INVALID_REQUEST,
+                                  "Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                                  "non-null when (re-)joining.")
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if req.get("instance_id") is None:
+            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
+    assignor = req.get("server_assignor")
+    if assignor is not None and assignor not in assignor_names:
+        return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
+                              f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                              f"{', '.join(assignor_names)}.")
+    return None
+
+
+def describe_error(gid: str, code: int, message: str | None) -> dict:
+    """A ConsumerGroupDescribe group entry that only carries an error."""
+    return {"error_code": int(code), "error_message": message, "group_id": gid,
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+            "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+
+
 class ConsumerGroupManager:
     """The consumer groups of one shard and the handlers that change them."""
 
     def __init__(self, config, classic_groups: dict | None = None,
-                 new_member_id: Callable[[], str] | None = None) -> None:
+                 new_member_id: Callable[[], str] | None = None,
+                 timers: Timers | None = None) -> None:
         self.config = config
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
@@ -85,18 +140,11 @@ class ConsumerGroupManager:
         self.new_member_id = new_member_id or random_member_id
         # classic <-> consumer interop (migration.GroupMigration), installed by the shard
         self.migration = None
+        # the shard's timer service (timers.py: session timers are re-armed
+        # lazily, so a heartbeat only moves a deadline); in memory, rebuilt by on_loaded
+        self.timers = timers if timers is not None else Timers()
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
-        # Session timers are re-armed lazily (in memory, rebuilt by on_loaded):
-        # session timer key -> the member's session deadline, and -> the deadline
-        # of the timer the runtime holds.  A heartbeat only moves the deadline;
-        # the timer is armed again only if it would fire after the new deadline
-        # (or none is armed).  When it fires before the deadline, on_timer arms
-        # it for the deadline.  So a member costs one timer firing per session
-        # timeout instead of a cancel and an arm per heartbeat, and still
-        # expires exactly a session timeout after its last heartbeat.
-        self._session_deadlines: dict[tuple, int] = {}
-        self._session_armed: dict[tuple, int] = {}
         # observer.CoordinatorObserver, or None (the default, and while loading)
         self.observer = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
@@ -117,12 +165,21 @@ class ConsumerGroupManager:
 
     # a group's own values (IncrementalAlterConfigs on the group), else the broker's
     def session_timeout_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, SESSION_TIMEOUT,
-                                               self.config.consumer_group_session_timeout_ms)
+        return self.group_timeouts(group_id)[0]
 
     def heartbeat_interval_for(self, group_id: str) -> int:
-        return self.config.group_overrides.get(group_id, HEARTBEAT_INTERVAL,
-                                               self.config.consumer_group_heartbeat_interval_ms)
+        return self.group_timeouts(group_id)[1]
+
+    def group_timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of the group: one dict lookup
+        when it has no overrides (the steady heartbeat's path)."""
+        config = self.config
+        overrides = config.group_overrides.by_group.get(group_id)
+        if overrides is None:
+            return (config.consumer_group_session_timeout_ms,
+                    config.consumer_group_heartbeat_interval_ms)
+        return (overrides.get(SESSION_TIMEOUT, config.consumer_group_session_timeout_ms),
+                overrides.get(HEARTBEAT_INTERVAL, config.consumer_group_heartbeat_interval_ms))
 
     @property
     def max_size(self) -> int:
@@ -162,40 +219,7 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------- validation
     def validate_heartbeat(self, req: dict, version: int) -> HeartbeatError | None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService)."""
-        epoch = req["member_epoch"]
-        if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not req["member_id"]:
-                return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
-        if not req["group_id"]:
-            return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
-        if req.get("instance_id") == "":
-            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
-        if req.get("rack_id") == "":
-            return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
-        if epoch == 0:
-            if req.get("rebalance_timeout_ms", -1) == -1:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "RebalanceTimeoutMs must be provided in first request.")
-            owned = req.get("topic_partitions")
-            if owned is None or len(owned) > 0:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "TopicPartitions must be empty when (re-)joining.")
-            if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
-                return HeartbeatError(Err.INVALID_REQUEST,
-                                      "Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                                      "non-null when (re-)joining.")
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.get("instance_id") is None:
-                return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
-        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
-        assignor = req.get("server_assignor")
-        if assignor is not None and assignor not in self.assignor_names:
-            return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
-                                  f"ServerAssignor {assignor} is not supported. Supported assignors: "
-                                  f"{', '.join(self.assignor_names)}.")
-        return None
+        return validate_heartbeat(req, version, self.assignor_names)
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
@@ -254,19 +278,12 @@ class ConsumerGroupManager:
                 or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
-        # the session moves (see __init__: a timer is armed only when none is)
-        key = (SESSION_TIMER, group_id, member_id)
-        deadline = now + self.session_timeout_for(group_id)
-        self._session_deadlines[key] = deadline
-        armed = self._session_armed.get(key)
-        timer = None
-        if armed is None or armed > deadline:
-            self._session_armed[key] = deadline
-            timer = Timer(key, deadline)
+        # the session moves (timers.py: a timer is armed only when none fires early enough)
+        session, interval = self.group_timeouts(group_id)
+        timer = self.timers.touch((SESSION_TIMER, group_id, member_id), now + session)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
-                 "assignment": None},
+                 "heartbeat_interval_ms": interval, "assignment": None},
                 timer)
 
     @staticmethod
@@ -290,7 +307,7 @@ class ConsumerGroupManager:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             # an empty classic group is replaced: delete it with a tombstone first
-            records.append(Record(GROUP_METADATA_RECORD, {"group": group_id}, None))
+            records.append(Record(GROUP_METADATA, {"group": group_id}, None))
         return ConsumerGroup(group_id)  # materialized when its records are replayed
 
     @staticmethod
@@ -427,10 +444,10 @@ class ConsumerGroupManager:
             key = (REBALANCE_TIMER, group_id, member_id)
             if reconciled.state == UNREVOKED_PARTITIONS:
                 self._rebalance_epochs[key] = reconciled.member_epoch
-                res.arm(key, now + max(reconciled.rebalance_timeout_ms, 0))
+                self.timers.arm(res, key, now + max(reconciled.rebalance_timeout_ms, 0))
             elif key in self._rebalance_epochs:
                 del self._rebalance_epochs[key]
-                res.cancel(key)
+                self.timers.cancel(res, key)
             updated = reconciled
 
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
@@ -609,59 +626,40 @@ class ConsumerGroupManager:
         return res
 
     def _touch_session(self, res: Result, key: tuple, deadline: int) -> None:
-        """The member's session now ends at `deadline` (see __init__)."""
-        self._session_deadlines[key] = deadline
-        armed = self._session_armed.get(key)
-        if armed is None or armed > deadline:
-            self._session_armed[key] = deadline
-            res.arm(key, deadline)
+        """The member's session now ends at `deadline` (lazily re-armed: timers.py)."""
+        self.timers.arm(res, key, deadline)
 
     def _cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
-        key = (SESSION_TIMER, group_id, member_id)
-        self._session_deadlines.pop(key, None)
-        self._session_armed.pop(key, None)
-        res.cancel(key)
+        self.timers.cancel(res, (SESSION_TIMER, group_id, member_id))
         key = (REBALANCE_TIMER, group_id, member_id)
-        if self._rebalance_epochs.pop(key, None) is not None:
-            res.cancel(key)
+        self._rebalance_epochs.pop(key, None)
+        self.timers.cancel(res, key)
         if self.migration is not None:  # a classic member's join and sync deadlines
             self.migration.cancel_member_timers(res, group_id, member_id)
 
     # ------------------------------------------------------------- timers
     def on_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        if not self.timers.fired(res, key, now):
+            return res  # cancelled, or early (heartbeats came since): armed again
         kind, group_id, member_id = key[0], key[1], key[2]
         group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
         if kind == REBALANCE_TIMER:
             armed_epoch = self._rebalance_epochs.pop(key, None)
-            if group is None or armed_epoch is None:
-                return Result()
-            member = group.members.get(member_id)
-            if member is None or member.member_epoch != armed_epoch:
-                return Result()
+            if member is None or armed_epoch is None or member.member_epoch != armed_epoch:
+                return res
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
             return self.fence(group, member, now,
                               f"member {member_id} did not revoke its partitions in time")
-        if kind == SESSION_TIMER:
-            self._session_armed.pop(key, None)
-            deadline = self._session_deadlines.get(key)
-            if deadline is not None and deadline > now:  # heartbeats came since it was armed
-                res = Result()
-                self._session_armed[key] = deadline
-                res.arm(key, deadline)
-                return res
-            self._session_deadlines.pop(key, None)
-            if group is None:
-                return Result()
-            member = group.members.get(member_id)
-            if member is None:
-                return Result()
+        if kind == SESSION_TIMER and member is not None:
             if self.observer is not None:  # it logs the expiry
                 self.observer.member_expired(group_id, member_id, "consumer")
             else:
                 log.info("group %s: member %s fenced: its session expired", group_id, member_id)
             return self.fence(group, member, now, f"member {member_id}'s session expired")
-        return Result()
+        return res
 
     def on_loaded(self, now: int) -> Result:
         """After loading: session timers for every member, rebalance timers where revoking."""
@@ -669,17 +667,15 @@ class ConsumerGroupManager:
         for gid, group in self.groups.items():
             group.metadata_refresh = True
             for mid, m in group.members.items():
-                key = (SESSION_TIMER, gid, mid)
                 classic = m.classic_member_metadata
                 # a classic-protocol member keeps the session timeout it joined with
-                deadline = now + (self.session_timeout_for(gid) if classic is None
-                                  else classic["session_timeout_ms"])
-                self._session_deadlines[key] = self._session_armed[key] = deadline
-                res.arm(key, deadline)
+                self.timers.arm(res, (SESSION_TIMER, gid, mid),
+                                now + (self.session_timeout_for(gid) if classic is None
+                                       else classic["session_timeout_ms"]))
                 if m.state == UNREVOKED_PARTITIONS and classic is None:
                     key = (REBALANCE_TIMER, gid, mid)
                     self._rebalance_epochs[key] = m.member_epoch
-                    res.arm(key, now + max(m.rebalance_timeout_ms, 0))
+                    self.timers.arm(res, key, now + max(m.rebalance_timeout_ms, 0))
         return res
 
     # ------------------------------------------------------------- topic metadata
@@ -745,11 +741,11 @@ class ConsumerGroupManager:
         out = []
         for gid in group_ids:
             if not gid:
-                out.append(self._describe_error(gid, Err.INVALID_GROUP_ID, None))
+                out.append(describe_error(gid, Err.INVALID_GROUP_ID, None))
                 continue
             group = self.groups.get(gid)
             if group is None:
-                out.append(self._describe_error(gid, Err.GROUP_ID_NOT_FOUND,
+                out.append(describe_error(gid, Err.GROUP_ID_NOT_FOUND,
                                                 f"Group {gid} not found."))
                 continue
             names = {info[0]: n for n, info in self.topics.items()}
@@ -773,12 +769,6 @@ class ConsumerGroupManager:
                         "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
                         if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
         return out
-
-    @staticmethod
-    def _describe_error(gid: str, code: int, message: str | None) -> dict:
-        return {"error_code": int(code), "error_message": message, "group_id": gid,
-                "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
 
     # ------------------------------------------------------------- offsets and admin
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
@@ -830,25 +820,9 @@ class ConsumerGroupManager:
     def offset_delete(self, group: ConsumerGroup, req: dict,
                       committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
         """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
-        from .offsets import offset_tombstone
+        from .offsets import delete_offsets
         subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
-        records: list[Record] = []
-        topics = []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = p.get("error_code")
-                if code is None:
-                    if t["name"] in subscribed:
-                        code = Err.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        code = Err.NONE
-                        if (t["name"], p["partition_index"]) in committed:
-                            records.append(offset_tombstone(group.group_id, t["name"],
-                                                            p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": topics}, records
+        return delete_offsets(group.group_id, req["topics"], subscribed.__contains__, committed)
 
     def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
         """Expire offsets of unsubscribed topics (base: commit time); delete a group

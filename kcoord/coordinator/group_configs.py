@@ -54,6 +54,25 @@ def validate_group_configs(configs: Mapping[str, str | None],
     return parsed
 
 
+def clamp_group_configs(configs: Mapping[str, str],
+                        broker: Mapping[str, Any]) -> dict[str, int]:
+    """Stored overrides as they apply under the broker's current bounds
+    (Kafka's GroupConfig.evaluate clamps rather than failing): unknown or
+    unparsable keys are dropped, values are clamped into [min, max]."""
+    out: dict[str, int] = {}
+    for name, raw in configs.items():
+        entry = GROUP_CONFIGS.get(name)
+        if entry is None:
+            continue
+        key, _, low_key, high_key = entry
+        try:
+            value = key.parse(raw)
+        except ConfigError:
+            continue
+        out[name] = min(max(value, broker[low_key]), broker[high_key])
+    return out
+
+
 class GroupOverrides:
     """The parsed overrides of every group that has some (group id -> key ->
     value): data the server keeps current, the core only reads."""

@@ -73,8 +73,6 @@ class GroupMigration:
         self.shard = shard
         self.consumer = shard.consumer
         self.consumer.migration = self
-        # join/sync timer key -> deadline, for the timers this module armed (in memory)
-        self.deadlines: dict[tuple, int] = {}
 
     # ------------------------------------------------------------ policy
     @property
@@ -121,42 +119,30 @@ class GroupMigration:
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
-        self.deadlines[key] = deadline
-        res.arm(key, deadline)
+        self.shard.timers.arm(res, key, deadline)
 
     def _arm_if_absent(self, res: Result, key: tuple, deadline: int) -> None:
-        if key not in self.deadlines:
-            self._arm(res, key, deadline)
+        self.shard.timers.arm_if_absent(res, key, deadline)
 
     def _cancel(self, res: Result, key: tuple) -> None:
-        if self.deadlines.pop(key, None) is not None:
-            res.cancel(key)
+        self.shard.timers.cancel(res, key)
 
     def cancel_member_timers(self, res: Result, group_id: str, member_id: str) -> None:
         self._cancel(res, (JOIN_TIMER, group_id, member_id))
         self._cancel(res, (SYNC_TIMER, group_id, member_id))
 
     def on_timer(self, key: tuple, now: int) -> Result:
-        deadline = self.deadlines.get(key)
-        if deadline is None:
-            return Result()  # cancelled
-        if now < deadline:  # an earlier arming of a key re-armed since
-            return self._rearm(key, deadline)
-        del self.deadlines[key]
+        res = Result()
+        if not self.shard.timers.fired(res, key, now):
+            return res  # cancelled, or early: armed again for its deadline
         group = self.consumer.groups.get(key[1])
         member = group.members.get(key[2]) if group is not None else None
         if member is None:
-            return Result()
+            return res
         why = "rejoin" if key[0] == JOIN_TIMER else "sync"
         log.info("group %s: classic member %s fenced: it did not %s within %d ms",
                  key[1], key[2], why, member.rebalance_timeout_ms)
         return self.consumer.fence(group, member, now)
-
-    @staticmethod
-    def _rearm(key: tuple, deadline: int) -> Result:
-        res = Result()
-        res.arm(key, deadline)
-        return res
 
     def _touch_session(self, res: Result, group_id: str, member: ConsumerMember, now: int) -> None:
         timeout = member.classic_member_metadata["session_timeout_ms"]
@@ -189,6 +175,7 @@ class GroupMigration:
         self.shard._cancel(side, (SYNC, gid))
         res.records.append(Record(GROUP_METADATA, {"group": gid}, None))
         res.records.extend(self._consumer_group_records(group))
+        self.consumer.epoch_reasons[gid] = "upgraded from a classic group"
         for m in group.members.values():
             self._touch_session(res, gid, m, now)
         log.info("group %s: upgraded from classic to consumer group (%d members)",

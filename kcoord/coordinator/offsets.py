@@ -5,12 +5,12 @@ State changes only through `replay`; handlers build OffsetCommit records
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..protocol.errors import Err
+from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
 from .result import Record
 
-OFFSET_COMMIT = 1  # record type Kafka writes for offset commits (0 is the legacy type)
 
 
 class OffsetValue(NamedTuple):
@@ -168,3 +168,27 @@ class OffsetStore:
         return {g: {tp: (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
                     for tp, v in offs.items()}
                 for g, offs in self.by_group.items() if offs}
+
+
+def delete_offsets(group_id: str, topics: list[dict], subscribed: Callable[[str], bool],
+                   committed) -> tuple[dict, list[Record]]:
+    """OffsetDelete's answer and tombstones: a partition already refused
+    keeps its error, one of a topic the group subscribes to is refused with
+    GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted (NONE also when
+    nothing was committed)."""
+    records: list[Record] = []
+    out = []
+    for t in topics:
+        parts = []
+        for p in t["partitions"]:
+            code = p.get("error_code")
+            if code is None:
+                if subscribed(t["name"]):
+                    code = Err.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    code = Err.NONE
+                    if (t["name"], p["partition_index"]) in committed:
+                        records.append(offset_tombstone(group_id, t["name"], p["partition_index"]))
+            parts.append({"partition_index": p["partition_index"], "error_code": code})
+        out.append({"name": t["name"], "partitions": parts})
+    return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": out}, records

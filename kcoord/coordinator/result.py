@@ -9,13 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-
-class Record(NamedTuple):
-    """One __consumer_offsets record: a key and a value (None = tombstone)."""
-    type: int          # record type (the key's version): 1 offset commit, 2 group metadata, ...
-    key: dict
-    value: dict | None
-    value_version: int = 0
+from ..protocol.record_codec import Record  # noqa: F401 (the core's record type)
 
 
 class Timer(NamedTuple):
@@ -24,11 +18,14 @@ class Timer(NamedTuple):
     deadline_ms: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[tuple[Any, dict]] = field(default_factory=list)  # (token, response)
     timers: list[Timer] = field(default_factory=list)
+    # The answer to the request that ran the handler, when it has one now
+    # (None: it answers through its token, in `replies`, now or later).
+    response: Any = None
 
     def reply(self, token: Any, response: dict) -> "Result":
         self.replies.append((token, response))
@@ -41,6 +38,7 @@ class Result:
         self.timers.append(Timer(key, None))
 
     def merge(self, other: "Result") -> "Result":
+        """Add another result's records, replies and timers (its response is not taken)."""
         self.records.extend(other.records)
         self.replies.extend(other.replies)
         self.timers.extend(other.timers)

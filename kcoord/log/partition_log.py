@@ -21,12 +21,14 @@ import shutil
 import time
 from pathlib import Path
 
-from kcoord.protocol.records import assign_offsets, decode_batch
+from kcoord.protocol.records import assign_offsets, decode_batch, set_partition_leader_epoch
 
 from .config import LogConfig
 from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
 from .index import INT32_MAX
-from .scan import memory_batches
+from .epoch_checkpoint import read_epoch_checkpoint, write_epoch_checkpoint
+from .leader_epoch import EpochCache
+from .scan import file_batches, memory_batches
 from .start_offset import read_start_offset, write_start_offset
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment
 
@@ -61,6 +63,29 @@ class PartitionLog:
         # found counts): readers that must never see a write that could still
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
+        self.epochs = self._load_epochs()
+        # Set by replication while this node leads the partition: appends
+        # that name no epoch (the coordinator's writes) are stamped with it.
+        self.stamp_epoch: int | None = None
+
+    def _load_epochs(self) -> EpochCache:
+        """The leader-epoch cache (replication): the checkpoint cut to what the
+        log holds; after a crash the active segment's batches fill in an
+        epoch whose checkpoint write the crash beat (Kafka re-assigns epochs
+        while recovering unflushed segments)."""
+        cache = read_epoch_checkpoint(self.path)
+        before = cache.entries
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        if self.recovery_scanned:
+            active = self.active
+            with open(active.log_path, "rb") as fh:
+                for batch in file_batches(fh.fileno(), 0, active.size, bodies=False):
+                    if batch.header.partition_leader_epoch >= 0:
+                        cache.assign(batch.header.partition_leader_epoch, batch.header.base_offset)
+        if cache.entries != before:
+            write_epoch_checkpoint(self.path, cache)
+        return cache
 
     # ------------------------------------------------------------ opening
 
@@ -124,6 +149,11 @@ class PartitionLog:
         return self.active.next_offset
 
     @property
+    def flushed_offset(self) -> int:
+        """Offsets below it are on disk (replication's name for durable_end_offset)."""
+        return self.durable_end_offset
+
+    @property
     def size_bytes(self) -> int:
         return self._size
 
@@ -138,15 +168,23 @@ class PartitionLog:
 
     # ------------------------------------------------------------- append
 
-    def append(self, batches) -> tuple[int, int]:
+    def append(self, batches, leader_epoch: int | None = None) -> tuple[int, int]:
         """Append whole v2 batches (CRC already checked by the caller),
-        assigning offsets from log_end_offset.  -> (first offset, last offset)."""
+        assigning offsets from log_end_offset, and stamping `leader_epoch`
+        into each (as Kafka's leader does; the CRC does not cover it).
+        -> (first offset, last offset)."""
         data = bytearray(batches)  # our own copy: baseOffset is patched in place
         parsed = self._parse(data)
+        if leader_epoch is None:
+            leader_epoch = self.stamp_epoch
         first = next_offset = self.log_end_offset
         for i, (pos, header) in enumerate(parsed):
             assign_offsets(data, pos, next_offset)
-            parsed[i] = (pos, header._replace(base_offset=next_offset))
+            header = header._replace(base_offset=next_offset)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(data, pos, leader_epoch)
+                header = header._replace(partition_leader_epoch=leader_epoch)
+            parsed[i] = (pos, header)
             next_offset += header.last_offset_delta + 1
         self._write(data, parsed, first, next_offset - 1)
         return first, next_offset - 1
@@ -191,6 +229,12 @@ class PartitionLog:
             self._roll(first)
         self.active.append(data, parsed)
         self._size += len(data)
+        changed = False
+        for _, header in parsed:
+            if header.partition_leader_epoch >= 0:
+                changed |= self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if changed:
+            write_epoch_checkpoint(self.path, self.epochs)
         if self.config.flush_interval_messages is not None:
             self._unflushed_messages += sum(h.records_count for _, h in parsed)
             if self._unflushed_messages >= self.config.flush_interval_messages:
@@ -338,7 +382,13 @@ class PartitionLog:
                 excess -= self._segments[0].size
                 self._delete_oldest()
                 deleted += 1
+        if deleted:
+            self._cut_epochs_from_start()
         return deleted
+
+    def _cut_epochs_from_start(self) -> None:
+        if self.epochs.truncate_from_start(self.log_start_offset):
+            write_epoch_checkpoint(self.path, self.epochs)
 
     def _delete_oldest(self) -> None:
         seg = self._segments.pop(0)
@@ -364,15 +414,20 @@ class PartitionLog:
             self._delete_oldest()
         if self._dir_dirty:
             self._fsync_dir()
+        self._cut_epochs_from_start()
         return self.log_start_offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding offsets >= `offset`.  A batch that
         straddles `offset` is removed whole, so log_end_offset becomes that
         batch's base offset.  If `offset` is before the log start, the log is
-        emptied and restarts at `offset`."""
+        emptied and restarts at `offset`.  Leader epochs starting at or after
+        the new end go too (also when nothing else is cut: an epoch a
+        leader took without writing in it, Kafka's UnifiedLog.truncateTo)."""
         self._check_open()
         if offset >= self.log_end_offset:
+            if self.epochs.truncate_from_end(offset):
+                write_epoch_checkpoint(self.path, self.epochs)
             return
         # Newest first: a crash midway leaves a shorter but consistent log.
         while len(self._segments) > 1 and self._bases[-1] >= offset:
@@ -395,6 +450,33 @@ class PartitionLog:
             self._start_floor = self.log_end_offset
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
+        if self.epochs.truncate_from_end(self.log_end_offset):
+            write_epoch_checkpoint(self.path, self.epochs)
+
+    def reset_to(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower behind its
+        leader's log start: Kafka's truncateFullyAndStartAt)."""
+        self._check_open()
+        while len(self._segments) > 1:
+            self._drop_segment(self._segments.pop())
+            self._bases.pop()
+        self._drop_segment(self._segments.pop())
+        self._bases.pop()
+        self._add_segment(offset)
+        if self._start_floor > offset:
+            write_start_offset(self.path, offset)
+            self._start_floor = offset
+        self.durable_end_offset = offset
+        self.flush()
+        self.epochs.clear()
+        write_epoch_checkpoint(self.path, self.epochs)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Durably record that leader `epoch` starts at `start_offset` (a new
+        leader takes its epoch at its log end before writing anything)."""
+        self._check_open()
+        if self.epochs.assign(epoch, start_offset):
+            write_epoch_checkpoint(self.path, self.epochs)
 
     # ---------------------------------------------------------- compaction
 

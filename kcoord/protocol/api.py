@@ -12,8 +12,13 @@ from .codegen import build_codec
 from .messages import APIS, SCHEMAS
 from .schema import ApiDef, Schema
 
-__all__ = ["APIS", "SCHEMAS", "request_codec", "response_codec", "schema_codec",
-           "warm_up", "is_flexible"]
+__all__ = ["APIS", "SCHEMAS", "API_KEYS", "AUTH_OPS_NOT_REQUESTED", "request_codec",
+           "response_codec", "schema_codec", "warm_up", "is_flexible"]
+
+API_KEYS: dict[str, int] = {api.name: key for key, api in APIS.items()}  # "JoinGroup" -> 11
+
+# *AuthorizedOperations when the request did not ask for them (INT32_MIN)
+AUTH_OPS_NOT_REQUESTED = -(2**31)
 
 
 @lru_cache(maxsize=None)

@@ -427,16 +427,31 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
     want_ops = req.get("include_authorized_operations", False)
 
     def fix(resp):
+        groups = []
         for g in resp.get("groups") or []:
-            if want_ops and g.get("error_code") == Err.NONE:
-                g["authorized_operations"] = c.az.authorized_operations(
-                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
-        resp["groups"] = list(resp.get("groups") or []) + errors
+            if g.get("error_code") == Err.NONE:
+                # Kafka 4.0 (KAFKA-18813): every topic of the members' current and
+                # target assignments must be describable, else the group is withheld
+                topics = {tp["topic_name"] for m in g.get("members") or ()
+                          for a in (m.get("assignment"), m.get("target_assignment")) if a
+                          for tp in a.get("topic_partitions") or ()}
+                hidden = sorted(t for t in topics
+                                if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t))
+                if hidden:
+                    g = {"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                         "error_message": f"The described group uses topics that the client "
+                                          f"is not authorized to describe: {hidden}",
+                         "group_id": g["group_id"], "group_state": "", "group_epoch": -1,
+                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "authorized_operations": NOT_REQUESTED}
+                elif want_ops:
+                    g["authorized_operations"] = c.az.authorized_operations(
+                        ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+            groups.append(g)
+        resp["groups"] = groups + errors
         return resp
     if not ok:
         return {"throttle_time_ms": 0, "groups": errors}
-    if not denied and not want_ops:
-        return handler(ctx, req)
     return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
 
 
@@ -686,3 +701,127 @@ def _describe_topic_partitions(c: Checks, ctx, req, handler):
     if asked and not ok:
         return {"throttle_time_ms": 0, "topics": errors, "next_cursor": None}
     return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
+# ------------------------------------------------------------- replication
+@rule(23)
+def _offset_for_leader_epoch(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"topic": t["topic"], "partitions": [
+        {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "partition": p["partition"],
+         "leader_epoch": -1, "end_offset": -1} for p in t["partitions"]]} for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "topic", errors))
+
+
+# ------------------------------------------------------------ transactions
+def _txn_partition_results(topics, code_of):
+    return [{"name": t["name"], "results_by_partition": [
+        {"partition_index": p, "partition_error_code": code_of(t["name"])}
+        for p in t["partitions"]]} for t in topics]
+
+
+@rule(24)
+def _add_partitions_to_txn(c: Checks, ctx, req, handler):
+    if ctx.api_version >= 4:  # broker to broker only
+        if c.cluster(ctx, Op.CLUSTER_ACTION):
+            return handler(ctx, req)
+        return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
+    topics = req["v3_and_below_topics"]
+    if not c.transactional_id_allowed(ctx, Op.WRITE, req["v3_and_below_transactional_id"]):
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _txn_partition_results(
+            topics, lambda _: Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+    denied = {t["name"] for t in topics if not c.allowed(ctx, Op.WRITE, R.TOPIC, t["name"])}
+    if not denied:
+        return handler(ctx, req)
+    # one failure adds nothing: the rest are OPERATION_NOT_ATTEMPTED
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _txn_partition_results(
+        topics, lambda name: Err.TOPIC_AUTHORIZATION_FAILED if name in denied
+        else Err.OPERATION_NOT_ATTEMPTED)}
+
+
+@rule(25)
+def _add_offsets_to_txn(c: Checks, ctx, req, handler):
+    if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+    return handler(ctx, req)
+
+
+@rule(26)
+def _end_txn(c: Checks, ctx, req, handler):
+    if c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+@rule(28)
+def _txn_offset_commit(c: Checks, ctx, req, handler):
+    if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "topics": _commit_errors(
+            req["topics"], Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0,
+                "topics": _commit_errors(req["topics"], Err.GROUP_AUTHORIZATION_FAILED)}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+@rule(61)
+def _describe_producers(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
+    if not denied:
+        return handler(ctx, req)
+    errors = [{"name": t["name"], "partitions": [
+        {"partition_index": p, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+         "error_message": None, "active_producers": []} for p in t["partition_indexes"]]}
+        for t in denied]
+    if not ok:
+        return {"throttle_time_ms": 0, "topics": errors}
+    return then(ctx, handler(ctx, {**req, "topics": ok}),
+                lambda r: _merge_topics(r, "topics", "name", errors))
+
+
+@rule(65)
+def _describe_transactions(c: Checks, ctx, req, handler):
+    ok, denied = _split(req["transactional_ids"],
+                        lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
+    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t,
+               "transaction_state": "", "transaction_timeout_ms": 0,
+               "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+               "topics": []} for t in denied]
+
+    def fix(resp):
+        for s in resp.get("transaction_states") or []:
+            # partitions of topics the caller may not describe are left out
+            s["topics"] = [t for t in s.get("topics") or []
+                           if c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic"])]
+        resp["transaction_states"] = list(resp.get("transaction_states") or []) + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "transaction_states": errors}
+    return then(ctx, handler(ctx, {**req, "transactional_ids": ok}), fix)
+
+
+@rule(66)
+def _list_transactions(c: Checks, ctx, req, handler):
+    def fix(resp):
+        resp["transaction_states"] = [
+            s for s in resp.get("transaction_states") or []
+            if c.transactional_id_allowed(ctx, Op.DESCRIBE, s["transactional_id"])]
+        return resp
+    return then(ctx, handler(ctx, req), fix)

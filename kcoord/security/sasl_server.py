@@ -98,6 +98,12 @@ class SaslListenerConfig:
         return OAuthBearerExchange(self.options["OAUTHBEARER"])
 
 
+def _has_error_code(key: int, version: int) -> bool:
+    api = APIS[key]
+    return api.min_version <= version <= api.max_version and any(
+        f.name == "error_code" and version in f.versions for f in api.response.fields)
+
+
 # gate states
 START, AFTER_API_VERSIONS, RAW_TOKENS, AUTHENTICATE, AUTHENTICATED, FAILED = range(6)
 
@@ -166,8 +172,15 @@ class SaslGate:
                 self._token(conn, req["auth_bytes"], (version, corr))
             return True
         name = APIS[key].name if key in APIS else f"API key {key}"
-        conn.close(f"{name} request before SASL authentication completed "
-                   f"(only ApiVersions and SaslHandshake are served first)")
+        reason = (f"{name} request before SASL authentication completed "
+                  f"(only ApiVersions and SaslHandshake are served first)")
+        if state == AUTHENTICATE and key in APIS and _has_error_code(key, version):
+            # after a v1 handshake Kafka answers the request itself with
+            # ILLEGAL_SASL_STATE, then closes
+            conn.respond(key, version, corr, {"error_code": Err.ILLEGAL_SASL_STATE})
+            self._fail(conn, reason, close_now=True)
+            return True
+        conn.close(reason)
         self.state = FAILED
         return True
 

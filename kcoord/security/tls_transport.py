@@ -129,10 +129,12 @@ class TlsServerProtocol(asyncio.Protocol):
                 log.warning("closing connection %s: TLS error: %s", self.peer, exc)
                 self.close()
                 return
-            if not chunk:
+            if not chunk:  # the peer's close_notify (SSLObject.read gives b"")
+                self.close()
                 break
             chunks.append(chunk)
-        self._send_outgoing()  # post-handshake messages (TLS 1.3 tickets, key updates)
+        if not self.closed:
+            self._send_outgoing()  # post-handshake messages (TLS 1.3 tickets, key updates)
         if chunks:
             self.inner.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
@@ -169,6 +171,14 @@ class TlsServerProtocol(asyncio.Protocol):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            if self.handshaken:
+                # send our close_notify: asyncio TLS clients (aiokafka) otherwise wait
+                # out their 30 s ssl_shutdown_timeout for it when they close
+                try:
+                    self.sslobj.unwrap()
+                except (ssl.SSLError, ValueError):
+                    pass
+                self._send_outgoing()
             self.raw.close()
 
     def extra_info(self, name, default=None):

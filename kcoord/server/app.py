@@ -12,16 +12,20 @@ from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
+from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
+from .leader_epoch_handlers import LeaderEpochHandlers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .txn_handlers import TxnHandlers
+from .txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.server")
 
@@ -37,6 +41,11 @@ class Server:
         self.config = config
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        # before anything opens a log or takes the clean-shutdown marker
+        try:
+            self.dir_lock = DataDirLock.acquire(config.data_dir)
+        except DataDirLocked as exc:
+            raise StartupError(str(exc)) from None
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
@@ -52,10 +61,21 @@ class Server:
         if self.http_listen:
             self.dispatcher.metrics = self.events
         self.http = None
-        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
+        # In a cluster a shard write is durable once replicated (its high
+        # watermark passed it), and shards load as this node becomes leader.
+        self.durability = None
+        if config["etcd.endpoints"]:
+            from ..cluster.replica_manager import ReplicatedDurability
+            self.durability = ReplicatedDurability()
+        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
+                                              durability=self.durability)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.producer_ids = ProducerIds()
+        self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
+                              self.group_sync, self.producer_ids)
         self.configs = build_config_handlers(config, self.catalogue,
-                                             self.coordinator.core_config.group_overrides)
+                                             self.coordinator.core_config.group_overrides,
+                                             self.topic_admin)
         self._register()
         self.cluster = None
         if config["etcd.endpoints"]:
@@ -72,12 +92,17 @@ class Server:
         d.register(19, self.topic_admin.create_topics)
         d.register(20, self.topic_admin.delete_topics)
         d.register(37, self.topic_admin.create_partitions)
-        d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         self.configs.register(d)
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
         self.cluster_handlers.register(d)
+        # In a cluster the partitions' replicas answer (replica.py); none
+        # until replication has started.
+        self.replicas = None
+        LeaderEpochHandlers(self.catalogue, self._replica_for if self.config["etcd.endpoints"]
+                            else None).register(d)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -86,6 +111,7 @@ class Server:
         self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
+        self.configs.join_cluster(self.cluster)  # topic configs through etcd
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
@@ -131,9 +157,13 @@ class Server:
         first = self.security.listeners[0]
         self.config.host, self.config.port = first.host, first.port
         self._schedule_retention()
-        self.coordinator.start()
+        # in a cluster a shard is loaded when this node leads its partition
+        self.coordinator.start(load_all=self.cluster is None)
+        self.txn.start()
         if self.cluster is not None:
             await self.cluster.start()
+            self.cluster.follow_shards(self.coordinator)
+            self._start_replication()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
@@ -147,9 +177,28 @@ class Server:
         log.info("kcoord listening on %s:%d data-dir %s", self.config.host, self.config.port,
                  self.config.data_dir)
 
+    def _start_replication(self) -> None:
+        """Replicas of the user topics' partitions (kcoord/cluster/replica_manager.py),
+        fed by the control plane's partition states."""
+        from ..cluster.replica_manager import start_replication
+        self.replicas = start_replication(self.config, self.catalogue, self.cluster,
+                                          self.data, self.group_sync,
+                                          coordinator=self.coordinator,
+                                          durability=self.durability)
+
+    def _replica_for(self, topic: str, partition: int):
+        return self.replicas.replica(topic, partition) if self.replicas is not None else None
+
     async def stop(self) -> None:
         if self.cluster is not None:  # hand leaderships over while still serving
             await self.cluster.stop()
+        if self.replicas is not None:
+            # bounded: a fetcher that misses its cancellation must not keep the node up
+            from ..cluster.aio import bounded
+            try:
+                await bounded(self.replicas.stop(), 10.0)
+            except asyncio.TimeoutError:
+                log.warning("replica fetchers did not stop within 10 s; stopping anyway")
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:
@@ -158,8 +207,10 @@ class Server:
             server.close()
         for server in self._servers:
             await server.wait_closed()
+        self.txn.stop()
         self.coordinator.stop()
         self.catalogue.close()
+        self.dir_lock.release()
         log.info("kcoord stopped")
 
 

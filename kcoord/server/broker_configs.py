@@ -96,11 +96,31 @@ def _catalogue() -> tuple[dict[str, ConfigKey], set[str], dict[str, tuple[str, .
 BROKER_KEYS, DYNAMIC_KEYS, SYNONYM_GROUPS = _catalogue()
 
 
+def _security_base(name: str) -> str | None:
+    """The security setting a key names (listener.name.<l>[.<mech>]. stripped),
+    if kcoord implements it."""
+    from ..security.settings import IMPLEMENTED, _base_key
+    base = _base_key(name)
+    return base if base in IMPLEMENTED else None
+
+
 def is_sensitive(name: str) -> bool:
     key = BROKER_KEYS.get(name)
     if key is not None and key.type == PASSWORD:
         return True
-    return key is None or name in SENSITIVE_KEYS or bool(SENSITIVE_PATTERN.search(name))
+    if name in SENSITIVE_KEYS or SENSITIVE_PATTERN.search(name):
+        return True
+    # a key kcoord does not know may hold a secret (Kafka: unknown type is sensitive)
+    return key is None and _security_base(name) is None
+
+
+def key_type(name: str) -> int:
+    key = BROKER_KEYS.get(name)
+    if key is not None:
+        return key.type
+    if _security_base(name) is not None:
+        return PASSWORD if is_sensitive(name) else STRING
+    return 0  # UNKNOWN
 
 
 class BrokerConfigs:
@@ -110,6 +130,7 @@ class BrokerConfigs:
         self.store = store
         self.on_change = on_change  # re-derive what depends on the values (topic logs)
         self.base = dict(config.values)  # static or default, before dynamic overrides
+        self._applied: set[str] = set()  # dynamic keys written into the live values
         self.node_id = str(config["node.id"])
         self._apply()
 
@@ -124,17 +145,19 @@ class BrokerConfigs:
         """Write the effective dynamic values into the live config."""
         values = self.config.values
         dynamic_now = {**self.store.get("broker", ""), **self.store.get("broker", self.node_id)}
-        for name in DYNAMIC_KEYS | set(dynamic_now):
-            if name in dynamic_now and name in BROKER_KEYS:
-                values[name] = BROKER_KEYS[name].parse(dynamic_now[name])
+        for name in DYNAMIC_KEYS | set(dynamic_now) | self._applied:
+            if name in dynamic_now:
+                key = BROKER_KEYS.get(name)
+                values[name] = key.parse(dynamic_now[name]) if key else dynamic_now[name]
             elif name in self.base:
                 values[name] = self.base[name]
             else:
                 values.pop(name, None)
+        self._applied = set(dynamic_now)
         if self.on_change is not None:
             self.on_change()
 
-    def _value(self, name: str, source: int, raw: str) -> str | None:
+    def _value(self, name: str, raw: str) -> str | None:
         if is_sensitive(name):
             return None
         key = BROKER_KEYS.get(name)
@@ -150,7 +173,7 @@ class BrokerConfigs:
         for source, layer in self._layers():
             for name in names:
                 if name in layer:
-                    out.append((name, self._value(name, source, layer[name]), source))
+                    out.append((name, self._value(name, layer[name]), source))
         for name in names:
             key = BROKER_KEYS.get(name)
             if key is not None and key.default is not None:
@@ -180,7 +203,7 @@ class BrokerConfigs:
         """Every config entry of the resource, before key filtering: for this
         node's id all keys, for "" only the dynamic cluster defaults."""
         if resource_name == "":
-            return [self._entry(name, ((name, self._value(name, 3, raw),
+            return [self._entry(name, ((name, self._value(name, raw),
                                         SOURCE_DYNAMIC_DEFAULT_BROKER),))
                     for name, raw in sorted(self.store.get("broker", "").items())]
         names = set(BROKER_KEYS) | set(self.config.static)
@@ -191,7 +214,7 @@ class BrokerConfigs:
             synonyms = self.synonyms(SYNONYM_GROUPS.get(name, (name,)))
             if name in ("log.dirs",):
                 synonyms = [(name, str(self.config.data_dir.resolve()), SOURCE_STATIC_BROKER)]
-            elif name == "listeners":
+            elif name == "listeners" and name not in self.config.static:
                 synonyms = [(name, f"PLAINTEXT://{self.config.host}:{self.config.port}",
                              SOURCE_STATIC_BROKER)]
             elif name == "broker.id":
@@ -212,7 +235,7 @@ class BrokerConfigs:
         return {"name": name, "value": value, "read_only": name not in DYNAMIC_KEYS,
                 "config_source": source, "is_sensitive": sensitive,
                 "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms],
-                "config_type": key.type if key else 0,
+                "config_type": key_type(name),
                 "documentation": key.doc if key and key.doc else None}
 
     # ------------------------------------------------------------- alter

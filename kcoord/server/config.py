@@ -56,6 +56,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # transactions (kcoord/txn)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
     "http.listen": (str, ""),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
@@ -64,6 +71,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "etcd.prefix": (str, "/kcoord"),
     "offsets.topic.replication.factor": (int, 3),
     "unclean.leader.election.enable": (bool, False),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "leader.imbalance.per.broker.percentage": (int, 10),
+    # replication between nodes (kcoord/cluster/replica.py)
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.max.bytes": (int, 1048576),
 }
 
 
@@ -92,9 +106,20 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.max.timeout.ms": 1,
+    "transactional.id.expiration.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 1,
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,
+    "leader.imbalance.check.interval.seconds": 1,
+    "leader.imbalance.per.broker.percentage": 0,
+    "replica.lag.time.max.ms": 1,
+    "replica.fetch.wait.max.ms": 0,
+    "replica.fetch.max.bytes": 0,
 }
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has

@@ -13,22 +13,24 @@ from typing import Protocol
 
 from ..broker.catalogue import Catalogue, topic_name_problem
 from ..broker.topic_configs import TOPIC_CONFIGS, validate_topic_configs
-from ..coordinator.group_configs import GROUP_CONFIGS, GroupOverrides, validate_group_configs
+from ..coordinator.group_configs import (GROUP_CONFIGS, GroupOverrides, clamp_group_configs,
+                                         validate_group_configs)
 from ..protocol.config_types import (LIST, SOURCE_DEFAULT, SOURCE_GROUP, SOURCE_TOPIC,
                                      ConfigError)
 from ..protocol.errors import Err
 from .broker_configs import BROKER_KEYS, BrokerConfigs
 from .config import Config
 from .config_store import ConfigStore
+from .logger_configs import BrokerLoggerResource
 
 log = logging.getLogger("kcoord.configs")
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 class ConfigResource(Protocol):
-    def check_name(self, name: str) -> None: ...            # ConfigError if not describable
+    def check_name(self, name: str, altering: bool = False) -> None: ...  # ConfigError if bad
     def entries(self, name: str) -> list[dict]: ...          # every entry, unfiltered
     def current(self, name: str) -> dict[str, str]: ...      # stored overrides
     def key_type(self, name: str, key: str) -> int | None: ...
@@ -48,6 +50,12 @@ class TopicResource:
     def __init__(self, catalogue: Catalogue, brokers: BrokerConfigs) -> None:
         self.catalogue = catalogue
         self.brokers = brokers
+        # cluster mode: the node whose etcd catalogue every node mirrors
+        self.cluster = None
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
 
     def check_name(self, name: str, altering: bool = False) -> None:
         if name == "" and altering:
@@ -65,10 +73,12 @@ class TopicResource:
         entry = TOPIC_CONFIGS.get(key)
         return entry[0].type if entry else None
 
-    def value(self, name: str, key: str):
+    def value(self, name: str, key: str, overrides: dict[str, str] | None = None):
         """The typed effective value: override, else the broker's, else the default."""
         definition, synonyms = TOPIC_CONFIGS[key]
-        override = self.catalogue.get(name).configs.get(key)
+        if overrides is None:
+            overrides = self.catalogue.get(name).configs
+        override = overrides.get(key)
         if override is not None:
             return definition.parse(override)
         if synonyms:
@@ -80,8 +90,10 @@ class TopicResource:
     def effective_list(self, name: str, key: str) -> list[str]:
         return list(self.value(name, key))
 
-    def entries(self, name: str) -> list[dict]:
-        overrides = self.catalogue.get(name).configs
+    def entries(self, name: str, overrides: dict[str, str] | None = None) -> list[dict]:
+        """Every key's entry; `overrides` (a topic being created) instead of the stored ones."""
+        if overrides is None:
+            overrides = self.catalogue.get(name).configs
         out = []
         for key in sorted(TOPIC_CONFIGS):
             definition, synonyms = TOPIC_CONFIGS[key]
@@ -95,7 +107,9 @@ class TopicResource:
                 broker.pop(0)
             chain += broker
             source = chain[0][2] if chain else SOURCE_DEFAULT
-            out.append(_entry(key, definition.render(self.value(name, key)), source, chain,
+            value = definition.parse(overrides[key]) if key in overrides \
+                else self.value(name, key, {})
+            out.append(_entry(key, definition.render(value), source, chain,
                               definition.type, definition.doc))
         return out
 
@@ -103,7 +117,9 @@ class TopicResource:
         parsed = validate_topic_configs(configs)
         return {k: TOPIC_CONFIGS[k][0].render(v) for k, v in parsed.items()}
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:  # through etcd: an awaitable the handler waits for
+            return self.cluster.set_topic_configs(name, configs)
         self.catalogue.set_configs(name, configs)
         log.info("topic %s configs now %s", name, configs or "{}")
 
@@ -114,8 +130,13 @@ class GroupResource:
         self.store = store
         self.overrides = overrides
         for group_id in store.names("group"):  # a restart brings the overrides back
-            overrides.set(group_id, validate_group_configs(store.get("group", group_id),
-                                                           config.values))
+            stored = store.get("group", group_id)
+            try:
+                overrides.set(group_id, validate_group_configs(stored, config.values))
+            except ConfigError as exc:  # the broker's bounds changed since: clamp, as Kafka
+                log.warning("group %s: stored configs %s do not fit the broker's bounds (%s); "
+                            "clamped", group_id, stored, exc.message)
+                overrides.set(group_id, clamp_group_configs(stored, config.values))
 
     def check_name(self, name: str, altering: bool = False) -> None:
         if name == "":
@@ -151,9 +172,23 @@ class GroupResource:
         parsed = validate_group_configs(configs, self.config.values)
         return {k: str(v) for k, v in parsed.items()}
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    cluster = None  # cluster mode: overrides go through etcd, every node applies them
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
+
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:
+            return self.cluster.set_entity_configs("group", name, configs)
+        self.apply(name, configs)
+
+    def apply(self, name: str, configs: dict[str, str]) -> None:
         self.store.put("group", name, configs)
-        self.overrides.set(name, validate_group_configs(configs, self.config.values))
+        try:
+            self.overrides.set(name, validate_group_configs(configs, self.config.values))
+        except ConfigError:  # another node's bounds accepted it: clamp into ours
+            self.overrides.set(name, clamp_group_configs(configs, self.config.values))
         log.info("group %s configs now %s", name, configs or "{}")
 
 
@@ -181,7 +216,18 @@ class BrokerResource:
     def validate(self, name: str, configs: dict) -> dict[str, str]:
         return self.brokers.validate(name, configs)
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    cluster = None  # cluster mode: overrides go through etcd, every node applies them
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
+
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:
+            return self.cluster.set_entity_configs("broker", name, configs)
+        self.apply(name, configs)
+
+    def apply(self, name: str, configs: dict[str, str]) -> None:
         self.brokers.replace(name, configs)
         log.info("broker %r dynamic configs now %s", name, configs or "{}")
 
@@ -189,6 +235,34 @@ class BrokerResource:
 class ConfigHandlers:
     def __init__(self, resources: dict[int, ConfigResource]) -> None:
         self.resources = resources  # resource type id -> adapter; more types can be added
+        # cluster mode: a change that would reach this node only is refused
+        # (validate_only still answers) rather than leave the nodes disagreeing
+        self.local_only = False
+
+    def join_cluster(self, cluster) -> None:
+        """Cluster mode: topic configs go through etcd's catalogue, broker and
+        group overrides through etcd's configs keys; every node applies them."""
+        self.local_only = True
+        for rtype in (TOPIC, BROKER, GROUP):
+            self.resources[rtype].cluster = cluster
+        cluster.on_configs = self._mirror
+
+    def _mirror(self, entity_type: str | None, name: str | None, configs) -> None:
+        """Apply etcd's overrides of one entity (None: removed), or, with no
+        entity type, etcd's whole set (at start: local ones it lacks go)."""
+        adapters = {"broker": self.resources[BROKER], "group": self.resources[GROUP]}
+        if entity_type is None:
+            for kind, adapter in adapters.items():
+                wanted = {n: c for (t, n), c in configs.items() if t == kind}
+                for stale in set(adapter.store.names(kind) if kind == "group"
+                                 else adapter.brokers.store.names(kind)) - set(wanted):
+                    adapter.apply(stale, {})
+                for n, c in wanted.items():
+                    adapter.apply(n, c)
+            return
+        adapter = adapters.get(entity_type)
+        if adapter is not None:
+            adapter.apply(name, dict(configs or {}))
 
     def register(self, dispatcher) -> None:
         dispatcher.register(32, self.describe_configs)
@@ -230,6 +304,8 @@ class ConfigHandlers:
     def alter_configs(self, ctx, req: dict) -> dict:
         """Legacy: the request is the resource's complete override set."""
         def new_set(adapter, name, configs):
+            if getattr(adapter, "incremental_only", False):
+                raise ConfigError(f"Unknown resource type {BROKER_LOGGER}", Err.INVALID_REQUEST)
             out = {}
             for c in configs:
                 if c["value"] is None:
@@ -276,6 +352,7 @@ class ConfigHandlers:
             ident = (res["resource_type"], res["resource_name"])
             seen[ident] = seen.get(ident, 0) + 1
         responses = []
+        pending = []  # (result, awaitable) of changes made through the cluster's catalogue
         for res in req["resources"]:
             rtype, name = res["resource_type"], res["resource_name"]
             result = {"error_code": Err.NONE, "error_message": None, "resource_type": rtype,
@@ -293,17 +370,41 @@ class ConfigHandlers:
                     raise ConfigError("Duplicate config keys in one resource", Err.INVALID_REQUEST)
                 adapter.check_name(name, altering=True)
                 configs = adapter.validate(name, new_set(adapter, name, res["configs"]))
+                if self.local_only and not req["validate_only"] \
+                        and not getattr(adapter, "node_local", False) \
+                        and not getattr(adapter, "replicated", False):
+                    raise ConfigError("This config change is not replicated between "
+                                      "kcoord cluster nodes", Err.INVALID_REQUEST)
                 if not req["validate_only"]:
-                    adapter.replace(name, configs)
+                    waiting = adapter.replace(name, configs)
+                    if waiting is not None:
+                        pending.append((result, waiting))
             except ConfigError as exc:
                 result["error_code"], result["error_message"] = exc.code, exc.message
-        return {"throttle_time_ms": 0, "responses": responses}
+        response = {"throttle_time_ms": 0, "responses": responses}
+        if pending:
+            return self._after(pending, response)
+        return response
+
+    @staticmethod
+    async def _after(pending, response: dict) -> dict:
+        for result, waiting in pending:
+            try:
+                await waiting
+            except (ConnectionError, OSError) as exc:
+                result["error_code"] = Err.REQUEST_TIMED_OUT
+                result["error_message"] = f"the cluster catalogue did not take the change: {exc}"
+        return response
 
 
-def build_config_handlers(config: Config, catalogue: Catalogue,
-                          overrides: GroupOverrides) -> ConfigHandlers:
+def build_config_handlers(config: Config, catalogue: Catalogue, overrides: GroupOverrides,
+                          topic_admin=None) -> ConfigHandlers:
     store = ConfigStore(config.data_dir)
     brokers = BrokerConfigs(config, store, on_change=catalogue.reconfigure)
-    return ConfigHandlers({TOPIC: TopicResource(catalogue, brokers),
+    topics = TopicResource(catalogue, brokers)
+    if topic_admin is not None:
+        topic_admin.config_entries = topics.entries
+    return ConfigHandlers({TOPIC: topics,
                            BROKER: BrokerResource(brokers),
+                           BROKER_LOGGER: BrokerLoggerResource(config["node.id"]),
                            GROUP: GroupResource(config, store, overrides)})

@@ -1,13 +1,28 @@
-"""The runtime that drives the deterministic coordinator core.
+"""The coordinator runtime: shards that load and unload, and one operation
+primitive through which every group request reaches the core.
 
-Per shard (one __consumer_offsets partition): load by replaying the log
-(shard_loader.py), then for each core result replay its records and queue
-them for the group commit (GroupCommit): one round appends every shard's
-pending records as one batch per shard and fsyncs all those shards
-together in worker threads; only then are the replies released.  A reply
-never shows state that is not yet durable: a result without records waits
-for the writes queued before it.  Timers are data from the core, armed on
-the loop here.
+As Kafka's CoordinatorRuntime:
+- `write(group_id, op, error)` / `write_parked(...)` / `read(...)` are
+  scheduleWriteOperation / scheduleReadOperation.  The runtime alone
+  answers a group whose shard this node does not own (NOT_COORDINATOR) or
+  is still loading (COORDINATOR_LOAD_IN_PROGRESS), replays the op's
+  records, arms its timers, waits until its records are durable before
+  answering, answers requests parked earlier, and turns a failed write into
+  an error answer (COORDINATOR_NOT_AVAILABLE).  `error(code)` builds the
+  handler's error answer for a code.
+- `load(partition, epoch)` / `unload(partition, epoch)` are onElection /
+  onResignation.  Unload cancels the shard's timers, answers its parked and
+  queued requests NOT_COORDINATOR at once, and drops its state.
+- Durability is pluggable (`durability`, default: fsync in worker threads,
+  log/group_sync.ThreadedSync).  A write is answered when
+  `durability.sync(logs, done)` calls back: in a cluster, when the high
+  watermark passes what was appended.
+
+Per shard, records are replayed at once and queued for the group commit
+(group_commit.py): one round appends every waiting shard's records as one
+batch per shard and has them made durable together; only then are the
+answers released.  An answer never shows state that is not yet durable: an
+op without records is answered after the writes queued before it.
 """
 from __future__ import annotations
 
@@ -23,18 +38,46 @@ from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
 from ..admin.events import GroupEventLog, ServerMetrics
+from ..protocol.errors import Err
+from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
-from .record_batch import build_records_batch
+from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
 
 log = logging.getLogger("kcoord.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
+
+# Shard states (Kafka's CoordinatorState, INITIAL and CLOSED folded into NOT_OWNED)
+NOT_OWNED = "not-owned"   # not this node's: NOT_COORDINATOR
+LOADING = "loading"       # replaying its log: COORDINATOR_LOAD_IN_PROGRESS
+ACTIVE = "active"         # serving
+FAILED = "failed"         # its load failed: NOT_COORDINATOR until loaded again
+
+_PARKED = object()  # an entry's answer: the request answers through its token
+
+ErrorFn = Callable[[int], Any]
+
+
+class _Batch:
+    """Records of one shard waiting to be appended, then to be durable, and
+    the requests answered once they are: entries of (reply, answer, error,
+    replies to other parked requests)."""
+    __slots__ = ("records", "waiters", "dropped")
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.waiters: list[tuple] = []
+        self.dropped = False
 
 
 class ShardRuntime(ShardLoader):
+    """One __consumer_offsets partition on this node: its state, core, log,
+    timers, parked requests and writes in flight."""
+
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
-                 linger_ms: int, commit: GroupCommit | None = None,
+                 linger_ms: int = 0, commit: GroupCommit | None = None,
                  events: GroupEventLog | None = None) -> None:
         self.index = index
         # logs rebalances, expiries and loads; a ServerMetrics also counts them
@@ -42,113 +85,268 @@ class ShardRuntime(ShardLoader):
         self.metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.plog = plog
         self.config = config
-        self.core = CoordinatorShard(index, config)
-        self.loaded = False
-        self.linger = linger_ms / 1000.0
         self.commit = commit if commit is not None else GroupCommit(linger_ms)
-        self._pending: list[Record] = []
-        self._waiters: list[asyncio.Future] = []
-        self._replies: list = []  # what each waiter's future resolves to
-        self._queued = False  # in the group commit's queue
-        self._last_write: asyncio.Future | None = None
+        self.state = NOT_OWNED
+        self.epoch = -1
+        self.core: CoordinatorShard | None = None
+        self.parked: dict[Any, ErrorFn] = {}  # token -> its request's error answer
+        self._pending: _Batch | None = None   # records not appended yet
+        self._batches: list[_Batch] = []      # not yet released, oldest first
+        self._queued = False                  # in the group commit's queue
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
         self.compacted_upto = -1  # active segment base at the last compaction
 
-    # -------------------------------------------------------------- writes
-    def write(self, records: list[Record], reply: Any = None,
-              fut: asyncio.Future | None = None) -> asyncio.Future | None:
-        """Replay records now, append them durably soon; the future (`fut`,
-        or a new one) says when, and resolves to `reply` (a handler can
-        return it as its response).
+    @property
+    def loaded(self) -> bool:
+        return self.state is ACTIVE
 
-        With no records, returns the future of the last write still in
-        flight (or None), so replies keep their order behind writes."""
-        if not records:
-            if self._last_write is not None and not self._last_write.done():
-                return self._last_write
-            return None
-        self.core.replay_all(records)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-        self._pending += records
-        self._waiters.append(fut)
-        self._replies.append(reply)
-        self._last_write = fut
-        if not self._queued:
-            self._queued = True
-            self.commit.add(self)
-        return fut
+    def state_error(self) -> int:
+        return Err.COORDINATOR_LOAD_IN_PROGRESS if self.state is LOADING else Err.NOT_COORDINATOR
 
-    def _append(self, now: int):
-        """Append the pending records as one batch (no fsync); -> (waiters,
-        replies) to release once the log is flushed, or None if the append
-        failed (the waiters failed, the shard reloads)."""
-        records, waiters, replies = self._pending, self._waiters, self._replies
-        self._pending, self._waiters, self._replies = [], [], []
-        self._queued = False
-        if not records:
+    # ------------------------------------------------------------ lifecycle
+    def load(self, epoch: int = 0) -> asyncio.Task | None:
+        """Become this shard's coordinator for `epoch` (onElection): replay the
+        log into a fresh core, then serve.  A lower epoch than the current one
+        is ignored; an owned shard only takes the newer epoch.  -> the load
+        task (None if nothing is loaded)."""
+        if epoch < self.epoch:
+            log.info("shard %d: load for epoch %d ignored (at epoch %d)",
+                     self.index, epoch, self.epoch)
             return None
+        self.epoch = epoch
+        if self.state is LOADING:
+            return self._load_task
+        if self.state is ACTIVE:
+            return None
+        self.state = LOADING
+        self.core = CoordinatorShard(self.index, self.config)
+        self.records_loaded = self.load_errors = 0
+        self._load_task = asyncio.get_running_loop().create_task(self._load())
+        return self._load_task
+
+    async def _load(self) -> None:
         try:
-            if self.metrics is None:
-                self.plog.append(build_records_batch(records, now))
-            else:
-                started = time.perf_counter()
-                self.plog.append(build_records_batch(records, now))
-                self.metrics.appended(time.perf_counter() - started)
-        except Exception as exc:
-            log.exception("shard %d: append failed; reloading the shard from its log", self.index)
-            self._fail(waiters, exc)
-            return None
-        return waiters, replies
-
-    def _synced(self, waiters: list, replies: list, error: BaseException | None) -> None:
-        if error is not None:
-            log.error("shard %d: fsync failed (%s); reloading the shard from its log",
-                      self.index, error)
-            # writes made since were computed from memory that is ahead of the log
-            later, self._waiters = self._waiters, []
-            self._pending, self._replies = [], []
-            self._fail(waiters + later, error)
+            await self.replay_log()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("shard %d: loading failed", self.index)
+            self.state = FAILED
+            self.core = None
             return
-        for fut, reply in zip(reversed(waiters), reversed(replies)):
-            if not fut.done():
-                fut.set_result(reply)
+        self.state = ACTIVE
+        self._load_task = None
+        # from now on the core reports rebalances and expiries (not while replaying)
+        self.core.set_observer(self.events)
+        # restart the sessions of loaded members (their timers are not durable)
+        self.apply(self.core.on_loaded(wall_ms()))
 
-    def _fail(self, waiters: list, exc: BaseException) -> None:
-        for fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-        self.reload()
+    def unload(self, epoch: int | None = None) -> bool:
+        """Stop coordinating this shard (onResignation): cancel its timers,
+        answer its parked and queued requests NOT_COORDINATOR, drop its
+        state.  With an epoch, only if it is newer than the loaded one.
+        -> True if the shard was unloaded."""
+        if epoch is not None and epoch <= self.epoch:
+            return False
+        if epoch is not None:
+            self.epoch = epoch
+        if self.state is NOT_OWNED:
+            return False
+        self._drop(Err.NOT_COORDINATOR)
+        self.state = NOT_OWNED
+        return True
+
+    def _drop(self, code: int) -> None:
+        if self._load_task is not None:
+            self._load_task.cancel()
+            self._load_task = None
+        self.cancel_all_timers()
+        batches, self._batches, self._pending = self._batches, [], None
+        for batch in batches:
+            self._fail_batch(batch, code)
+        parked, self.parked = self.parked, {}
+        for token, error in parked.items():
+            _answer(token, error(Err.NOT_COORDINATOR))
+        self.core = None
 
     def reload(self) -> None:
         """Throw away memory that may be ahead of the log and replay the log again."""
-        self.core = CoordinatorShard(self.index, self.config)
-        self.loaded = False
-        asyncio.get_running_loop().create_task(self.load())
-
-    async def apply(self, result: Result) -> None:
-        """Write a result's records, arm its timers, then deliver its replies."""
-        fut = self.write(result.records)
-        self.arm_timers(result.timers)
-        if result.replies:
-            if fut is not None:
-                try:
-                    await fut
-                except Exception as exc:
-                    for token, _ in result.replies:
-                        if isinstance(token, asyncio.Future) and not token.done():
-                            token.set_exception(exc)
-                    return
-            for token, response in result.replies:
-                if isinstance(token, asyncio.Future) and not token.done():
-                    token.set_result(response)
-
-    # -------------------------------------------------------------- timers
-    def arm_timers(self, timers) -> None:
-        if not timers:
+        if self.state is NOT_OWNED:
             return
+        self._drop(Err.NOT_COORDINATOR)
+        self.state = NOT_OWNED
+        self.load(self.epoch)
+
+    # ------------------------------------------------------------ operations
+    def run(self, op: Callable, error: ErrorFn, token: Reply | None = None):
+        """The operation primitive for one request (see the module doc);
+        -> the answer, or a Reply of it."""
+        if self.state is not ACTIVE:
+            return error(self.state_error())
+        if token is None:
+            result = op(self.core, wall_ms())
+            if result.__class__ is not Result:
+                # the answer alone: nothing to write, arm or deliver (the hot paths)
+                if self._batches:  # behind the writes queued before it
+                    reply = Reply()
+                    self._batches[-1].waiters.append((reply, result, error, None))
+                    return reply
+                return result
+            answer = result.response
+        else:
+            result = op(self.core, wall_ms(), token)
+            self.parked[token] = error
+            answer = _PARKED
+        if result.timers:
+            self.arm_timers(result.timers)
+        records, replies = result.records, result.replies
+        if records:
+            self.core.replay_all(records)
+            reply = Reply() if token is None else token
+            self._queue(records).waiters.append((reply, answer, error, replies))
+            return reply
+        if self._batches:  # behind the writes queued before it
+            reply = Reply() if token is None else token
+            self._batches[-1].waiters.append((reply, answer, error, replies))
+            return reply
+        if replies:
+            self._deliver(replies)
+        if token is None:
+            return answer
+        return token.result() if token.done() else token
+
+    def read(self, op: Callable, error: ErrorFn):
+        """A read operation: -> op(core, now), answered after the writes
+        queued before it are durable (so it shows no state that is not)."""
+        if self.state is not ACTIVE:
+            return error(self.state_error())
+        answer = op(self.core, wall_ms())
+        if not self._batches:
+            return answer
+        reply = Reply()
+        self._batches[-1].waiters.append((reply, answer, error, None))
+        return reply
+
+    def apply(self, result: Result) -> None:
+        """An internal result (a timer, a load, a topic change, expiry): replay
+        its records now, arm its timers, answer its parked requests once durable."""
+        if result.timers:
+            self.arm_timers(result.timers)
+        if result.records:
+            self.core.replay_all(result.records)
+            self._queue(result.records).waiters.append((None, _PARKED, None, result.replies))
+        elif result.replies:
+            if self._batches:
+                self._batches[-1].waiters.append((None, _PARKED, None, result.replies))
+            else:
+                self._deliver(result.replies)
+
+    def write_records(self, records: list[Record], answer: Any = None,
+                      reply: Any = None):
+        """Replay records now and append them durably soon; -> `reply` (or a
+        new Reply) that resolves to `answer` once they are durable, or fails
+        with the write's error.  Without records: the Reply of the writes in
+        flight, or None."""
+        if not records:
+            if not self._batches:
+                return None
+            reply = Reply() if reply is None else reply
+            self._batches[-1].waiters.append((reply, answer, None, None))
+            return reply
+        self.core.replay_all(records)
+        reply = Reply() if reply is None else reply
+        self._queue(records).waiters.append((reply, answer, None, None))
+        return reply
+
+    def _queue(self, records: list[Record]) -> _Batch:
+        batch = self._pending
+        if batch is None:
+            batch = self._pending = _Batch()
+            self._batches.append(batch)
+        batch.records += records
+        if not self._queued:
+            self._queued = True
+            self.commit.add(self)
+        return batch
+
+    def _deliver(self, replies) -> None:
+        parked = self.parked
+        for token, response in replies:
+            if parked.pop(token, None) is not None:
+                _answer(token, response)
+
+    # ------------------------------------------------------------ group commit
+    def take(self, now: int) -> _Batch | None:
+        """Append the pending records as one batch (not yet durable): the
+        batch to release once durable, or None (nothing, or the append
+        failed: its requests were answered and the shard reloads)."""
+        batch, self._pending = self._pending, None
+        self._queued = False
+        if batch is None:
+            return None
+        try:
+            if self.metrics is None:
+                self.plog.append(build_shard_batches(batch.records, now))
+            else:
+                started = time.perf_counter()
+                self.plog.append(build_shard_batches(batch.records, now))
+                self.metrics.appended(time.perf_counter() - started)
+        except Exception:
+            log.exception("shard %d: append failed; reloading the shard from its log", self.index)
+            self._failed()
+            return None
+        return batch
+
+    def release(self, batch: _Batch, error: BaseException | None) -> None:
+        """The batch is durable (or failed to be): answer its requests."""
+        if batch.dropped:  # the shard was unloaded meanwhile: already answered
+            return
+        if error is not None:
+            log.error("shard %d: write failed (%s); reloading the shard from its log",
+                      self.index, error)
+            self._failed()
+            return
+        self._batches.remove(batch)
+        batch.dropped = True
+        parked = self.parked
+        for reply, answer, _, replies in reversed(batch.waiters):
+            if replies:
+                for token, response in replies:
+                    if parked.pop(token, None) is not None:
+                        _answer(token, response)
+            if answer is not _PARKED and not reply.done():
+                reply.set_result(answer)
+
+    def _failed(self) -> None:
+        # Everything not yet durable was computed from memory that is ahead of
+        # the log: it fails, and the shard reloads from its log.
+        batches, self._batches, self._pending = self._batches, [], None
+        for batch in batches:
+            self._fail_batch(batch, Err.COORDINATOR_NOT_AVAILABLE)
+        self.reload()
+
+    def _fail_batch(self, batch: _Batch, code: int) -> None:
+        batch.dropped = True
+        parked = self.parked
+        for reply, answer, error, replies in batch.waiters:
+            for token, _ in replies or ():
+                fail = parked.pop(token, None)
+                if fail is not None:
+                    _answer(token, fail(code))
+            if reply is None:
+                continue
+            if answer is _PARKED:
+                parked.pop(reply, None)
+            if error is not None:
+                _answer(reply, error(code))
+            elif not reply.done():
+                reply.set_exception(OSError(f"coordinator write failed ({Err(code).name})"))
+
+    # ------------------------------------------------------------ timers
+    def arm_timers(self, timers) -> None:
         loop = asyncio.get_running_loop()
         now = wall_ms()
         for key, deadline in timers:
@@ -161,21 +359,21 @@ class ShardRuntime(ShardLoader):
 
     def _fire(self, key: tuple) -> None:
         self._timers.pop(key, None)
-        handler: Callable[[tuple, int], Result] | None = getattr(self.core, "on_timer", None)
-        if handler is None or not self.loaded:
+        if self.state is not ACTIVE:
             return
-        result = handler(key, wall_ms())
-        # Replay the records now, not in a task: a request handled before the task
-        # ran would be computed from state that misses them.
-        self.write(result.records)
-        self.arm_timers(result.timers)
-        if result.replies:  # delivered once the write is durable
-            asyncio.get_running_loop().create_task(self.apply(Result(replies=result.replies)))
+        # replayed now, not in a task: a request handled before the task ran
+        # would be computed from state that misses these records
+        self.apply(self.core.on_timer(key, wall_ms()))
 
     def cancel_all_timers(self) -> None:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+
+
+def _answer(reply, value) -> None:
+    if not reply.done():
+        reply.set_result(value)
 
 
 # Young-generation size of the cyclic garbage collector while serving.  A
@@ -195,11 +393,21 @@ def tune_gc() -> None:
 
 
 class CoordinatorRuntime:
-    def __init__(self, catalogue, config, events: GroupEventLog | None = None) -> None:
+    """Every __consumer_offsets shard of this node, and the operation primitive.
+
+    Single node (the default): `start()` loads every shard at epoch 0.  In a
+    cluster, `start(load_all=False)` and the control plane calls `load` and
+    `unload` as leadership moves; a shard it has not loaded answers
+    NOT_COORDINATOR.  `durability` decides when an appended write may be
+    answered (see the module doc)."""
+
+    def __init__(self, catalogue, config, events: GroupEventLog | None = None,
+                 durability=None) -> None:
         self.catalogue = catalogue
         self.config = config
         self.events = events if events is not None else GroupEventLog()
         metrics = self.events if isinstance(self.events, ServerMetrics) else None
+        self.metrics = metrics
         self.core_config = CoordinatorConfig.from_values(config.values)
         wanted = config["offsets.topic.num.partitions"]
         topic = catalogue.get(OFFSETS_TOPIC)
@@ -211,32 +419,106 @@ class CoordinatorRuntime:
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                         OFFSETS_TOPIC, len(topic.partitions), wanted)
         linger = config["group.coordinator.append.linger.ms"]
-        self.commit = GroupCommit(linger, metrics=metrics)  # one group commit for every shard
+        # one group commit for every shard
+        self.commit = GroupCommit(linger, durability, metrics=metrics)
         self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]
-        self._tasks: list[asyncio.Task] = []
+        self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
         self._cleanup: asyncio.TimerHandle | None = None
+        self._loaded_task: asyncio.Task | None = None
+
+    # ------------------------------------------------------------ routing
+    def partition_for(self, group_id: str) -> int:
+        p = self._partitions.get(group_id)
+        if p is None:
+            p = partition_for(group_id, len(self.shards))
+            if len(self._partitions) >= PARTITION_CACHE_MAX:
+                self._partitions.clear()
+            self._partitions[group_id] = p
+        return p
 
     def shard_for(self, group_id: str) -> ShardRuntime:
-        return self.shards[partition_for(group_id, len(self.shards))]
+        return self.shards[self.partition_for(group_id)]
 
-    def start(self) -> None:
+    def owns(self, partition: int) -> bool:
+        """Is this node the (loaded or loading) coordinator of the shard?"""
+        return self.shards[partition].state in (LOADING, ACTIVE)
+
+    # ------------------------------------------------------------ operations
+    def write(self, group_id: str, op: Callable, error: ErrorFn):
+        """op(core, now) -> Result with `response`: the answer once its records
+        are durable; or the answer alone when the op has nothing to write,
+        arm or deliver.  -> the answer, or a Reply of it."""
+        p = self._partitions.get(group_id)
+        if p is None:
+            p = self.partition_for(group_id)
+        return self.shards[p].run(op, error)
+
+    def write_parked(self, group_id: str, op: Callable, error: ErrorFn):
+        """op(core, now, token) -> Result: the request is answered by the reply
+        addressed to `token` (now or by a later op or timer), once durable;
+        unload answers it NOT_COORDINATOR.  -> the answer, or a Reply of it."""
+        return self.shard_for(group_id).run(op, error, Reply())
+
+    def read(self, group_id: str, op: Callable, error: ErrorFn):
+        """op(core, now) -> the answer, sent once the writes before it are durable."""
+        return self.shard_for(group_id).read(op, error)
+
+    def read_all(self, op: Callable) -> tuple[list, int]:
+        """op(core, now) on every shard this node serves: (answers, the error
+        code if some owned shard could not answer (still loading), else NONE)."""
+        answers, error = [], Err.NONE
+        now = wall_ms()
+        for shard in self.shards:
+            if shard.state is ACTIVE:
+                answers.append(op(shard.core, now))
+            elif shard.state is LOADING:
+                error = Err.COORDINATOR_LOAD_IN_PROGRESS
+        return answers, error
+
+    def write_all(self, op: Callable) -> None:
+        """op(core, now) -> Result on every active shard, applied as an
+        internal write (Kafka's scheduleWriteAllOperation)."""
+        now = wall_ms()
+        for shard in self.shards:
+            if shard.state is ACTIVE:
+                try:
+                    result = op(shard.core, now)
+                except Exception:  # one shard's failure must not stop the others
+                    log.exception("shard %d: operation failed", shard.index)
+                    continue
+                shard.apply(result)
+
+    # ------------------------------------------------------------ lifecycle
+    def load(self, partition: int, epoch: int) -> asyncio.Task | None:
+        return self.shards[partition].load(epoch)
+
+    def unload(self, partition: int, epoch: int | None = None) -> bool:
+        return self.shards[partition].unload(epoch)
+
+    def start(self, load_all: bool = True) -> None:
         tune_gc()
-        loop = asyncio.get_running_loop()
-        # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
-        self._tasks = [loop.create_task(s.load()) for s in self.shards]
-        self._loaded_task = loop.create_task(self._log_all_loaded(time.monotonic()))
+        if load_all:
+            # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
+            tasks = [s.load(0) for s in self.shards]
+            self._loaded_task = asyncio.get_running_loop().create_task(
+                self._log_all_loaded([t for t in tasks if t is not None], time.monotonic()))
         self._schedule_cleanup()
 
-    async def _log_all_loaded(self, start: float) -> None:
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def _log_all_loaded(self, tasks: list, start: float) -> None:
+        await asyncio.gather(*tasks, return_exceptions=True)
         gc.freeze()  # the loaded state is long-lived: keep it out of later collections
         if all(s.loaded for s in self.shards):
             log.info("all shards loaded: %d records in %.2fs",
                      sum(s.records_loaded for s in self.shards), time.monotonic() - start)
 
     async def wait_loaded(self) -> None:
-        await asyncio.gather(*self._tasks)
+        """Until no shard is loading."""
+        while True:
+            tasks = [s._load_task for s in self.shards if s._load_task is not None]
+            if not tasks:
+                return
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _schedule_cleanup(self) -> None:
         interval = self.core_config.offsets_retention_check_interval_ms / 1000.0
@@ -252,7 +534,7 @@ class CoordinatorRuntime:
             if records:
                 log.info("shard %d: expiring %d records", shard.index, len(records))
                 self.events.offsets_expired(sum(1 for r in records if r.type in (0, 1)))
-                shard.write(records)
+                shard.apply(Result(records=records))
             # compact once per newly sealed segment; records stay replayable
             # (latest per key), so live and reloaded state stay equal
             plog = shard.plog
@@ -267,10 +549,10 @@ class CoordinatorRuntime:
     def stop(self) -> None:
         if self._cleanup is not None:
             self._cleanup.cancel()
-        for task in self._tasks:
-            task.cancel()
-        if getattr(self, "_loaded_task", None) is not None:
+        if self._loaded_task is not None:
             self._loaded_task.cancel()
         for shard in self.shards:
+            if shard._load_task is not None:
+                shard._load_task.cancel()
             shard.cancel_all_timers()
         self.commit.close()

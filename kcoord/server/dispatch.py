@@ -1,4 +1,8 @@
-"""Request dispatch by API key: the table of what kcoord serves."""
+"""Request dispatch by API key: the table of what kcoord serves.
+
+A handler is registered beside its definition: `@serves("JoinGroup")` on a
+method, and `Dispatcher.register_handlers(obj)` enters every marked method
+of `obj` in the table (so `grep JoinGroup` finds where it is served)."""
 from __future__ import annotations
 
 import asyncio
@@ -6,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..protocol.api import APIS
+from ..protocol.api import API_KEYS, APIS
 
 # A handler returns a response dict (or its encoded body as bytes), a Reply
 # or another awaitable of one, or NO_RESPONSE (Produce with acks=0 is the
@@ -74,6 +78,19 @@ class Reply:
         self.set_exception(asyncio.CancelledError())
         return True
 
+    def then(self, fn: Callable[[Any], Any]) -> "Reply":
+        """A Reply of fn(this one's result) (an exception passes through)."""
+        out = Reply()
+
+        def done(reply: "Reply") -> None:
+            if reply._exception is not None:
+                out.set_exception(reply._exception)
+            else:
+                out.set_result(fn(reply._result))
+
+        self.add_done_callback(done)
+        return out
+
     def _finish(self) -> None:
         self._done = True
         callbacks, self._callbacks = self._callbacks, None
@@ -113,6 +130,18 @@ class RequestContext:
 Handler = Callable[[RequestContext, dict], Any]
 
 
+def serves(api: str | int, *, min_version: int | None = None, max_version: int | None = None,
+           pure: bool = False):
+    """Mark a handler method as the one serving `api` (its name, as in
+    Kafka's schemas, or its key); see Dispatcher.register_handlers."""
+    key = API_KEYS[api] if isinstance(api, str) else api
+
+    def mark(fn):
+        fn.serves = (key, min_version, max_version, pure)
+        return fn
+    return mark
+
+
 class Dispatcher:
     def __init__(self) -> None:
         self.handlers: dict[int, tuple[Handler, int, int]] = {}
@@ -146,6 +175,14 @@ class Dispatcher:
             self.pure.discard(key)
         # tells caches of api_versions() and connections' repeat memos to refresh
         self.handlers_version = object()
+
+    def register_handlers(self, obj) -> None:
+        """Register every method of `obj` marked with @serves."""
+        for name in dir(type(obj)):
+            marked = getattr(getattr(type(obj), name), "serves", None)
+            if marked is not None:
+                key, lo, hi, pure = marked
+                self.register(key, getattr(obj, name), lo, hi, pure=pure)
 
     def api_versions(self) -> list[dict]:
         """The ApiVersions list: only APIs with a handler are advertised."""

@@ -25,18 +25,23 @@ class GroupCommit:
     the linger is 0), or as soon as the round before it is durable, so at
     most one round is under way: each shard of the round appends its
     pending records as one batch (on the loop, to the page cache), then the
-    fsyncs of all of them run together in worker threads (ThreadedSync) and
-    the loop serves meanwhile; once they are all done the waiting writes
-    are released, shard by shard (a shard whose append or fsync failed fails
-    its writes and reloads).  Everything written during a round joins the
-    next one."""
+    durability object makes all of them durable together and the loop
+    serves meanwhile; once they are all done the waiting writes are
+    released, shard by shard (a shard whose append or sync failed fails its
+    writes and reloads).  Everything written during a round joins the next
+    one.
 
-    def __init__(self, linger_ms: float, sync: ThreadedSync | None = None,
-                 metrics=None) -> None:
+    `durability` is the seam a cluster replaces: `sync(logs, done)` calls
+    `done(errors)` (one entry per log, None when it is durable) once what
+    was appended to each log is durable; `closed` and `close()` stop it.
+    Single node: fsync in worker threads (ThreadedSync).  Replicated: the
+    high watermark passing each log's end at the time of the call."""
+
+    def __init__(self, linger_ms: float, durability=None, metrics=None) -> None:
         self.linger = linger_ms / 1000.0
-        self.metrics = metrics  # admin.events.ServerMetrics (fsync latency) or None
+        self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
         self._sync_started = 0.0
-        self.sync = sync or ThreadedSync()
+        self.sync = durability if durability is not None else ThreadedSync()
         self._queue: list["ShardRuntime"] = []
         self._scheduled = False
         self._in_flight = False
@@ -63,9 +68,9 @@ class GroupCommit:
         now = wall_ms()
         jobs = []
         for shard in shards:
-            taken = shard._append(now)
-            if taken is not None:
-                jobs.append((shard, *taken))
+            batch = shard.take(now)
+            if batch is not None:
+                jobs.append((shard, batch))
         if not jobs:
             return
         self._in_flight = True
@@ -90,8 +95,8 @@ class GroupCommit:
         # Released last request first: a connection's answers then wait for
         # its earliest one and leave in one write (network.py writes the
         # finished answers at the head of its queue after each completion).
-        for (shard, waiters, replies), error in zip(reversed(jobs), reversed(errors)):
-            shard._synced(waiters, replies, error)
+        for (shard, batch), error in zip(reversed(jobs), reversed(errors)):
+            shard.release(batch, error)
         if not started and self._queue and not self._scheduled:
             self._round()
 
@@ -100,15 +105,15 @@ class GroupCommit:
         shards, self._queue = self._queue, []
         now = wall_ms()
         for shard in shards:
-            taken = shard._append(now)
-            if taken is None:
+            batch = shard.take(now)
+            if batch is None:
                 continue
             try:
                 shard.plog.flush()
             except Exception as exc:
-                shard._synced(*taken, exc)
+                shard.release(batch, exc)
             else:
-                shard._synced(*taken, None)
+                shard.release(batch, None)
 
     def close(self) -> None:
         """Wait for the fsyncs under way, then write what is pending."""

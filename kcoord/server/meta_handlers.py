@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..protocol.api import response_codec
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, response_codec
 from ..protocol.errors import Err
 from .config import Config
 from .dispatch import Dispatcher, RequestContext
 
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 
 
 class TopicSource(Protocol):

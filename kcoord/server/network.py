@@ -267,6 +267,9 @@ class KafkaConnection(asyncio.Protocol):
                 started = perf_counter()
         try:
             result = handler(ctx, request)
+        except ConnectionAbortedError as exc:  # a check that closes, as Kafka does (acks=0)
+            self.close(str(exc))
+            return
         except Exception:
             log.exception("handler for %s v%d failed", APIS[key].name, version)
             self.close("internal error")

@@ -15,14 +15,15 @@ import struct
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Callable
 
-from ..coordinator.result import Record, Result
+from ..coordinator.result import Record
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
                                 batch_crc_ok, decode_batch, encode_varint, iter_batches)
-from .record_codec import _COMMIT_PREFIX, decode_record
+from ..broker.txn_state import COMMIT, control_type
+from ..coordinator.txn_offsets import txn_marker, txn_offset_batch
+from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -196,6 +197,9 @@ class _Collector:
     def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
         self.ops.append((key, value))
 
+    def _replay_txn(self, op: tuple) -> None:
+        self.ops.append(op)
+
 
 def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
     """Run in a worker process: scan a shard's segment files (path, size)
@@ -212,13 +216,13 @@ def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
 
 
 class ShardLoader:
-    """Mixin of ShardRuntime: needs self.index, plog, core, loaded,
-    records_loaded, load_errors and apply()."""
+    """Mixin of ShardRuntime: needs self.index, plog, core, records_loaded
+    and load_errors."""
 
     _last_shape: re.Pattern | None = None
 
-    async def load(self) -> None:
-        """Replay the shard's log into a fresh core.
+    async def replay_log(self) -> None:
+        """Replay the shard's log into its (fresh) core.
 
         Offset commits are mostly overwritten by later commits of the same
         key, so they are not replayed one by one: the scan keeps the latest
@@ -240,22 +244,19 @@ class ShardLoader:
             # OffsetCommit key fields -> (type, value, earlier (type, value)), or
             # just the value for a type-1 commit with a value and nothing earlier
             latest: dict = {}
+            first = True
             while offset < end:
+                if not first:
+                    await asyncio.sleep(0)  # let other shards and requests run
+                first = False
                 chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
                 if not chunk:
                     break
                 offset = self._scan_chunk(chunk, latest, offset)
-                await asyncio.sleep(0)  # let other shards and requests run
             self._replay_latest(latest)
-        self.loaded = True
         took = time.monotonic() - start
         if self.records_loaded:
             self.events.shard_loaded(self.index, self.records_loaded, took)
-        # from now on the core reports rebalances and expiries (not while replaying)
-        self.core.set_observer(self.events)
-        on_loaded: Callable[[int], Result] | None = getattr(self.core, "on_loaded", None)
-        if on_loaded is not None:  # e.g. restart the sessions of loaded group members
-            await self.apply(on_loaded(int(time.time() * 1000)))
 
     async def _load_in_worker(self) -> bool:
         """Scan the log in a worker process and replay what it returns.
@@ -275,6 +276,8 @@ class ShardLoader:
         for op in ops:
             if op.__class__ is dict:
                 self._replay_latest(op)
+            elif len(op) == 3:
+                self._replay_txn(op)
             else:
                 self._replay_raw(*op)
         return True
@@ -285,7 +288,9 @@ class ShardLoader:
         match, scan = self._match_batch, self._scan_batch
         for pos, header in iter_batches(chunk):
             offset = header.base_offset + header.last_offset_delta + 1
-            if header.attributes & 0x20:  # control batch: no group records
+            if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
+                self._replay_latest(latest)
+                self._take_transactional(chunk, pos, header)
                 continue
             if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
                     or not (match(chunk, pos, header, latest)
@@ -401,6 +406,38 @@ class ShardLoader:
         self._replay_latest(latest)
         self._replay_raw(key, value)
 
+    def _take_transactional(self, buf, pos: int, header) -> None:
+        _, records = decode_batch(buf, pos)
+        if header.attributes & 0x20:
+            kind = control_type(buf, pos)
+            if kind is not None:
+                self._replay_txn((header.producer_id, header.producer_epoch, kind == COMMIT))
+        else:
+            self._replay_txn((header.producer_id, header.producer_epoch,
+                              [(None if r.key is None else bytes(r.key),
+                                None if r.value is None else bytes(r.value)) for r in records]))
+
+    def _replay_txn(self, op: tuple) -> None:
+        """(pid, epoch, commit) for a marker, (pid, epoch, [(key, value)]) for
+        a transactional batch of OffsetCommit records."""
+        pid, epoch, what = op
+        if what.__class__ is bool:
+            self.core.replay(txn_marker(pid, epoch, what))
+            self.records_loaded += 1
+            return
+        records = []
+        for key, value in what:
+            try:
+                record = decode_record(key, value)
+            except ProtocolError as exc:
+                self.load_errors += 1
+                log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                continue
+            if record.type in (0, 1):
+                records.append(record)
+        self.core.replay(txn_offset_batch(pid, epoch, records))
+        self.records_loaded += len(records)
+
     def _replay_latest(self, latest: dict) -> None:
         """Replay the latest commit of each key taken since the last flush."""
         replay = self.core.replay
@@ -413,7 +450,7 @@ class ShardLoader:
             for rtype, value in commits:
                 try:
                     record = (_decode_commit(rtype, key, value)
-                              or decode_record(_COMMIT_PREFIX[rtype] + key, value))
+                              or decode_record(COMMIT_KEY_PREFIX[rtype] + key, value))
                 except ProtocolError as exc:
                     self.load_errors += 1
                     self.records_loaded -= 1

@@ -164,6 +164,27 @@ def test_describe_offsets_of_a_stable_group(capsys, server, classic_group):
         assert r[6].startswith("classic-client") and r[8] == "classic-client"
 
 
+def test_describe_offsets_verbose(capsys, server, classic_group, consumer_group):
+    _, out, _ = groups_cli(capsys, server, "--describe", "--group", classic_group, "--verbose")
+    header, rows = offsets_table(out)
+    assert header.split() == OFFSETS_HEADER[:3] + ["LEADER-EPOCH"] + OFFSETS_HEADER[3:]
+    assert all(r[3] == "-" for r in rows)  # committed without a leader epoch
+
+
+@pytest.mark.parametrize("group", ["g-classic", "g-848"])
+def test_admin_style_commit_to_a_group_with_members_is_refused(server, classic_group,
+                                                               consumer_group, group):
+    """What the CLI's refusal mirrors on the server: generation -1 and no member id."""
+    with WireClient(server.port) as wire:
+        resp = wire.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                   "member_id": "", "group_instance_id": None, "topics": [
+                                       {"name": TOPIC, "partitions": [
+                                           {"partition_index": 0, "committed_offset": 0,
+                                            "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]}]})
+    assert resp["topics"][0]["partitions"][0]["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+
 def test_describe_empty_and_missing_groups(capsys, server):
     rc, out, err = groups_cli(capsys, server, "--describe", "--group", "g-empty")
     assert "Consumer group 'g-empty' has no active members." in err
@@ -382,6 +403,18 @@ def test_configs(capsys, server):
         "Dynamic configs for group cfg-g are:",
         "  consumer.heartbeat.interval.ms=6000 sensitive=false "
         "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000}"]
+    # broker loggers
+    rc, out, _ = cli(capsys, *base, "--describe", "--entity-type", "broker-loggers",
+                     "--entity-name", "0")
+    lines = out.strip("\n").split("\n")
+    assert lines[0] == "Dynamic configs for broker-logger 0 are:"
+    assert "  root=INFO sensitive=false synonyms={}" in lines
+    rc, out, _ = cli(capsys, *base, "--alter", "--entity-type", "broker-loggers",
+                     "--entity-name", "0", "--add-config", "kcoord.configs=DEBUG")
+    assert out.strip() == "Completed updating config for broker-logger 0."
+    rc, out, _ = cli(capsys, *base, "--describe", "--entity-type", "broker-loggers",
+                     "--entity-name", "0")
+    assert "  kcoord.configs=DEBUG sensitive=false synonyms={}" in out.split("\n")
     rc, _, err = cli(capsys, *base, "--describe", "--entity-type", "widgets",
                      "--entity-name", "x")
     assert rc == 1 and "Invalid entity type" in err
@@ -394,6 +427,7 @@ def test_command_config_and_unreachable(capsys, server, tmp_path):
     assert rc == 0 and "g-classic" in out.split()
     props.write_text("security.protocol=SASL_SSL\n")
     rc, out, _ = groups_cli(capsys, server, "--list", "--command-config", str(props))
-    assert rc == 1 and "security.protocol SASL_SSL is not supported" in out
+    # a TLS client on the plaintext listener: the TLS handshake fails, one line
+    assert rc == 1 and "cannot connect to" in out and "SSL" in out
     rc, out, _ = cli(capsys, "consumer-groups", "--bootstrap-server", "127.0.0.1:1", "--list")
     assert rc == 1 and "cannot connect to 127.0.0.1:1" in out

@@ -48,6 +48,11 @@ def workload(tmp_path_factory):
             consumer.commit({TopicPartition("lagt", 0): OffsetAndMetadata(5, "", -1),
                              TopicPartition("lagt", 1): OffsetAndMetadata(RECORDS, "", -1)})
             consumers.append(consumer)
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="one-only",
+                                 enable_auto_commit=False)
+        consumer.assign([TopicPartition("lagt", 0)])
+        consumer.commit({TopicPartition("lagt", 0): OffsetAndMetadata(3, "", -1)})
+        consumers.append(consumer)
         yield server, http_port(server), stamps, consumers[0]
         for consumer in consumers:
             consumer.close()
@@ -71,6 +76,12 @@ def test_lag_and_exact_time_lag(workload):
     assert value(samples, "kafka_topic_partition_current_offset", topic="lagt", partition=0) == RECORDS
     assert value(samples, "kafka_topic_partition_oldest_offset", topic="lagt", partition=0) == 0
     assert value(samples, "kafka_topic_partitions", topic="lagt") == 2
+    # kafka_exporter's -1 for a partition of the topic without a commit (group "one-only")
+    one = {"consumergroup": "one-only", "topic": "lagt"}
+    assert value(samples, "kafka_consumergroup_current_offset", partition=1, **one) == -1
+    assert value(samples, "kafka_consumergroup_lag", partition=1, **one) == -1
+    assert value(samples, "kafka_consumergroup_lag", partition=0, **one) == RECORDS - 3
+    assert value(samples, "kafka_consumergroup_lag_sum", **one) == RECORDS - 3
     # the first record not yet committed on partition 0 is record 5
     seconds = value(samples, "kafka_consumergroup_lag_seconds", partition=0, **labels)
     assert before - stamps[5] / 1000 - 1 <= seconds <= after - stamps[5] / 1000 + 1, seconds

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -58,7 +59,10 @@ def test_port_in_use_is_one_line(tmp_path, which):
             args = ["--listen", f"127.0.0.1:{port}"]
         else:
             args = ["--listen", "127.0.0.1:0", "--set", f"http.listen=127.0.0.1:{port}"]
-        _one_error_line(_serve(tmp_path, *args), which, str(port), "cannot listen")
+        # the Kafka listener is named by its listener name (PLAINTEXT) or --listen
+        line = _one_error_line(_serve(tmp_path, *args), str(port), "cannot listen")
+        assert ("listener PLAINTEXT" in line or "--listen" in line) if which == "--listen" \
+            else "http.listen" in line, line
 
 
 def _hb(member_id: str, epoch: int, owned=()) -> dict:
@@ -107,4 +111,51 @@ def test_group_lines(tmp_path):
         assert "epoch 2" not in text and "epoch 4" not in text  # the two times it emptied
         assert text.count("member m1 removed: its session expired") == 1
     finally:
+        server.stop()
+
+
+def test_classic_group_lines(tmp_path):
+    """A classic member falls silent: one expiry line, and the rebalance it
+    starts is logged with its reason, then completed by the member left."""
+    from kcoord.protocol.errors import Err
+    from tests.server.test_classic_wire import Conn, form_group
+
+    server = ServerProcess(tmp_path / "data", settings={
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "500"})
+    server.start()
+    opened = []
+
+    def conns(client_id="wire"):
+        c = Conn(server.port, client_id)
+        opened.append(c)
+        return c
+    try:
+        cs, ids, generation = form_group(conns, "cg", 2, session=1500)
+        wait_for_log(server, "group cg (classic): rebalance completed at generation "
+                     f"{generation} with 2 members in ")
+        mark = len(server.log_lines)
+        keeper, silent = 0, 1
+        # the keeper heartbeats (at most 60 s) until the silent one's expiry
+        # makes the group rebalance
+        deadline = time.monotonic() + 60
+        while (code := cs[keeper].heartbeat("cg", ids[keeper], generation)) == 0:
+            assert time.monotonic() < deadline, "the silent member never expired"
+            time.sleep(0.2)
+        assert code == Err.REBALANCE_IN_PROGRESS
+        line = wait_for_log(server, f"group cg (classic): member {ids[silent]} removed: "
+                            "its session expired", since=mark)
+        assert "INFO" in line
+        wait_for_log(server, f"group cg (classic): rebalance started at generation {generation}",
+                     "with 1 members", f"reason: member {ids[silent]}'s session expired",
+                     since=mark)
+        # the member left rejoins alone and syncs: the rebalance completes
+        reply = cs[keeper].join("cg", ids[keeper], session=1500)
+        assert reply["error_code"] == 0
+        assert cs[keeper].sync("cg", ids[keeper], reply["generation_id"],
+                               assignments={ids[keeper]: b""})["error_code"] == 0
+        wait_for_log(server, "group cg (classic): rebalance completed at generation "
+                     f"{reply['generation_id']} with 1 members in ", since=mark)
+    finally:
+        for c in opened:
+            c.close()
         server.stop()

@@ -256,9 +256,11 @@ class Simulation:
         other = self.acker_of_epoch.setdefault(epoch, node.id)
         if other != node.id:
             self.fail(f"epoch {epoch} acknowledged by n{other} and n{node.id}")
-        isr = replica.maximal_isr
+        isr = set(replica.maximal_isr)
         if len(isr) < self.cfg.min_isr:
             self.fail(f"acknowledged with ISR {sorted(isr)} below min.insync.replicas")
+        if self.store.leader_epoch == epoch:
+            isr |= set(self.store.isr)      # the store's word, not only the leader's
         for offset, value in tokens:
             # Acknowledged = on disk on every in-sync replica (and so on at
             # least min.insync.replicas nodes).

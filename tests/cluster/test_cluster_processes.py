@@ -73,9 +73,12 @@ def test_topics_created_on_any_node_are_placed_and_mirrored(cluster):
         assert refused["error_code"] == 38  # INVALID_REPLICATION_FACTOR
         assert create_topic(c, "orders")["error_code"] == 36  # TOPIC_ALREADY_EXISTS
     for node_id in (1, 3):
-        meta = wait_until(lambda: cluster.metadata(node_id, ["orders"])["topics"][0]
-                          ["error_code"] == 0 and cluster.metadata(node_id, ["orders"]),
-                          "topic mirrored")
+        def placed(node_id=node_id):
+            meta = cluster.metadata(node_id, ["orders"])
+            [t] = meta["topics"]
+            return t["error_code"] == 0 and all(p["error_code"] == 0 for p in t["partitions"]) \
+                and meta
+        meta = wait_until(placed, "topic placed and mirrored")
         [t] = meta["topics"]
         assert t["topic_id"] == created["topic_id"]
         assert len(t["partitions"]) == 4
@@ -172,3 +175,36 @@ def test_sigstop_past_the_lease_fences_the_node_and_it_rejoins(cluster):
                          all(a[g]["node_id"] == now[shard_of(g)]["leader_id"] for g in GROUPS)
                          and a, "paused node routes like the others")
     assert paused not in {a["node_id"] for a in answers.values()}
+
+
+def commit(cluster, node_id, group, offset):
+    """OffsetCommit v8 of one offset (a group with no members, generation -1)."""
+    with WireClient(cluster.nodes[node_id].port) as c:
+        r = c.request(8, 8, {"group_id": group, "generation_id_or_member_epoch": -1,
+                             "member_id": "", "group_instance_id": None,
+                             "topics": [{"name": "t", "partitions": [{
+                                 "partition_index": 0, "committed_offset": offset,
+                                 "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    return r["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_only_the_leader_of_a_shard_coordinates_its_groups(cluster):
+    with WireClient(cluster.nodes[1].port) as c:
+        assert create_topic(c, "t")["error_code"] in (0, 36)
+    group = GROUPS[0]
+    leader = wait_until(lambda: routed(cluster, 1), "routed")[group]["node_id"]
+    others = [i for i in (1, 2, 3) if i != leader]
+    assert wait_until(lambda: commit(cluster, leader, group, 5) == 0, "leader commits")
+    for i in others:
+        assert commit(cluster, i, group, 6) == 16  # NOT_COORDINATOR
+    # the leader stops gracefully: the next one serves the group, the old one no longer does
+    cluster.nodes[leader].stop()
+    new = wait_until(lambda: (a := routed(cluster, others[0])) and a[group]["node_id"] != leader
+                     and a[group]["node_id"], "new coordinator")
+    assert wait_until(lambda: commit(cluster, new, group, 7) == 0, "new leader commits")
+    cluster.nodes[leader].start()
+    wait_until(lambda: leader in {b["node_id"] for b in cluster.metadata(new)["brokers"]},
+               "old leader back")
+    still = routed(cluster, leader)
+    if still and still[group]["node_id"] != leader:  # unless leadership came back to it
+        assert commit(cluster, leader, group, 8) == 16

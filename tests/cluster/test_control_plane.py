@@ -6,7 +6,7 @@ processes are in test_cluster_processes.py."""
 import asyncio
 
 from kcoord.cluster.etcd_control import EtcdControlPlane
-from kcoord.cluster.state import NO_LEADER
+from kcoord.cluster.state import NO_LEADER, PartitionState
 
 TTL_MS = 2000
 WAIT = 30.0  # bounded waits: etcd shares 2 loaded cores
@@ -226,6 +226,30 @@ def test_a_paused_node_learns_its_lease_lapsed_and_is_fenced(etcd):
                 watcher.view.state("t", p).leader_epoch > s.leader_epoch
                 and watcher.view.state("t", p).leader != NO_LEADER
                 for p, s in before.items()), "fenced and led again")
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
+def test_auto_rebalance_returns_leadership_to_the_preferred_replica(etcd):
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2)}
+        for p in planes.values():
+            p.rebalance_interval_s = 0.5
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 4, 2)
+            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
+            s = next(s for s in planes[1].view.topic_states("t") if s.replicas[0] == 1)
+            # leadership moved away from its preferred replica (as after a failover),
+            # every replica still in sync
+            moved = await planes[1].alter_isr(PartitionState(
+                s.topic, s.partition, 2, s.leader_epoch + 1, s.isr, s.replicas, s.version))
+            assert moved is not None
+            await wait(planes[2], lambda: (x := planes[2].view.state("t", s.partition))
+                       and x.leader == 1 and x.leader_epoch >= s.leader_epoch + 2,
+                       "preferred leader back")
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
     asyncio.run(main())

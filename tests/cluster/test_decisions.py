@@ -116,3 +116,21 @@ def test_random_membership_changes_keep_election_invariants(seed):
                 assert not (set(s.isr) - {s.leader}) & (live - stopping)
         else:
             assert not set(s.isr) & (live - stopping)
+
+
+def test_rebalance_moves_leaders_back_to_preferred_nodes_past_the_threshold():
+    def st(p, leader, replicas):
+        return PartitionState("t", p, leader, 2, tuple(replicas), tuple(replicas), 1)
+    # node 1 is preferred for 4 partitions and leads none: all 4 move back
+    states = [st(p, 2, (1, 2)) for p in range(4)] + [st(4, 2, (2, 1))]
+    moved = decisions.rebalance_preferred(states, {1, 2})
+    assert sorted(s.partition for s in moved) == [0, 1, 2, 3]
+    assert all(s.leader == 1 and s.leader_epoch == 3 for s in moved)
+    # not serving (stopping or gone): nothing moves to it
+    assert decisions.rebalance_preferred(states, {2}) == []
+    # 1 off of 20 preferred (5%) is under the 10% threshold
+    states = [st(p, 1, (1, 2)) for p in range(19)] + [st(19, 2, (1, 2))]
+    assert decisions.rebalance_preferred(states, {1, 2}) == []
+    # out of sync: not eligible
+    states = [PartitionState("t", 0, 2, 2, (2,), (1, 2), 1)]
+    assert decisions.rebalance_preferred(states, {1, 2}) == []

@@ -8,8 +8,8 @@ import itertools
 from kcoord.coordinator.consumer_group import TopicInfo
 from kcoord.coordinator.result import Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
-from kcoord.server.record_batch import encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 GROUP = "g"
 HOUR = 3600_000
@@ -101,6 +101,18 @@ class Harness:
         for key, value in self.log:
             fresh.replay(decode_record(key, value))
         return fresh
+
+    def reload(self) -> None:
+        """The shard is unloaded (its timers cancelled, its memory dropped) and
+        loaded again from its log, as after a move to another node and back:
+        its durable state must be the live one, and on_loaded re-arms timers."""
+        live = self.shard.snapshot()
+        new_member_id = self.shard.consumer.new_member_id
+        self.shard = self.replayed()
+        self.shard.consumer.new_member_id = new_member_id
+        assert self.shard.snapshot() == live
+        self.timers = {}
+        self.apply(self.shard.on_loaded(self.now))
 
     def group(self, group_id: str = GROUP):
         return self.shard.consumer.groups.get(group_id)

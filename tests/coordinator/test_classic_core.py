@@ -14,8 +14,8 @@ from kcoord.coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
 from kcoord.coordinator.result import Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
 from kcoord.protocol.messages.consumer_protocol import encode_assignment, encode_subscription
-from kcoord.server.record_batch import encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 T0 = 1_700_000_000_000
 
@@ -205,7 +205,12 @@ class Harness:
         """Structural invariants of every classic group, and live == replayed."""
         for g in self.shard.groups.values():
             check_group(g)
-        assert self.armed == self.shard.deadlines, (self.armed, self.shard.deadlines)
+        # what the fake runtime holds is what the core's timer service thinks is
+        # armed, and every pending timer fires no later than its deadline (lazy re-arm)
+        timers = self.shard.timers
+        assert self.armed == timers.armed, (self.armed, timers.armed)
+        assert all(self.armed.get(k, d + 1) <= d for k, d in timers.deadlines.items()), \
+            (self.armed, timers.deadlines)
         for key, value in self.log[self._mirrored:]:
             self._mirror.replay(decode_record(key, value))
         self._mirrored = len(self.log)
@@ -370,7 +375,8 @@ def test_join_dead_group_is_coordinator_not_available(h):
     del h.shard.groups["g"]  # leave a consistent shard for the fixture's checks
     h.log.clear()
     h.armed.clear()
-    h.shard.deadlines.clear()
+    h.shard.timers.deadlines.clear()
+    h.shard.timers.armed.clear()
 
 
 def test_group_max_size():
@@ -542,7 +548,7 @@ def test_followers_wait_for_leader_sync_and_get_their_bytes(h):
 def test_group_metadata_record_is_value_v3_with_everything(h):
     ids, generation = h.form_group(2)
     key, value = h.log[-1]
-    from kcoord.server.record_codec import decode_record
+    from kcoord.protocol.record_codec import decode_record
     record = decode_record(key, value)
     assert record.type == 2 and record.value_version == 3
     v = record.value
@@ -592,7 +598,8 @@ def test_sync_dead_group(h):
     h.shard.groups.pop("g")
     h.log.clear()
     h.armed.clear()
-    h.shard.deadlines.clear()
+    h.shard.timers.deadlines.clear()
+    h.shard.timers.armed.clear()
 
 
 def test_pending_sync_timeout_removes_non_syncers_and_rebalances(h):
@@ -661,7 +668,8 @@ def test_heartbeat_fenced_instance_and_dead_group(h):
     h.shard.groups.pop("g")
     h.log.clear()
     h.armed.clear()
-    h.shard.deadlines.clear()
+    h.shard.timers.deadlines.clear()
+    h.shard.timers.armed.clear()
 
 
 def test_heartbeat_refreshes_the_session_and_expiry_rebalances(h):
@@ -742,7 +750,8 @@ def test_leave_dead_group(h):
     h.shard.groups.pop("g")
     h.log.clear()
     h.armed.clear()
-    h.shard.deadlines.clear()
+    h.shard.timers.deadlines.clear()
+    h.shard.timers.armed.clear()
 
 
 def test_leave_triggers_an_immediate_rebalance(h):

@@ -46,6 +46,13 @@ def ack(h, member_id, resp_or_epoch=None, owned=None, **kw):
     (join_request("m", group=""), 1, "GroupId can't be empty."),
     (join_request("m", instance_id=""), 1, "InstanceId can't be empty."),
     (join_request("m", rack_id=""), 1, "RackId can't be empty."),
+    # blank is empty, as Kafka's throwIfEmptyString (value.trim().isEmpty())
+    (join_request("m", group="   "), 1, "GroupId can't be empty."),
+    (join_request("m", group="\t\n"), 1, "GroupId can't be empty."),
+    (hb_request(GROUP, "  ", 3), 0, "MemberId can't be empty."),
+    (join_request(" "), 1, "MemberId can't be empty."),
+    (join_request("m", instance_id="  "), 1, "InstanceId can't be empty."),
+    (join_request("m", rack_id=" "), 1, "RackId can't be empty."),
     (join_request("m", rebalance_timeout_ms=-1), 1,
      "RebalanceTimeoutMs must be provided in first request."),
     ({**join_request("m"), "topic_partitions": None}, 1,
@@ -520,3 +527,11 @@ def test_loaded_shard_rearms_timers(h):
     # the reloaded rebalance timer still fences m1
     fired = fresh.on_timer(("cg-rebalance", GROUP, "m1"), h.now + 10000)
     assert any(r.type == 8 and r.value is None for r in fired.records)
+
+
+def test_a_group_id_with_inner_or_non_ascii_space_is_a_group_id(h):
+    """Java's trim() strips only characters up to U+0020: a group id such as
+    "\u00a0" or "a b" is not empty."""
+    for group in ("\u00a0", "a b", " g "):
+        resp = h.heartbeat(join_request("m", group=group))
+        assert resp["error_code"] == Err.NONE, (group, resp)

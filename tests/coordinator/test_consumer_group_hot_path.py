@@ -119,7 +119,7 @@ def test_leave_forgets_the_session(h):
     h.heartbeat(hb_request(GROUP, "m1", -1))
     assert SESSION not in h.timers
     mgr = h.shard.consumer
-    assert SESSION not in mgr._session_deadlines and SESSION not in mgr._session_armed
+    assert SESSION not in mgr.timers.deadlines and SESSION not in mgr.timers.armed
     # a rejoin with the same id arms a fresh timer
     h.heartbeat(join_request("m1"))
     assert h.timers[SESSION] == h.now + 45000

@@ -6,7 +6,8 @@ names or by regex), heartbeat, revoke what the coordinator takes away before
 acknowledging, lose responses (the request was processed, the answer never
 arrived, so the next heartbeat is a full one), crash (stop heartbeating),
 leave with -1 or -2, come back as a new static instance, change their
-subscription; meanwhile topics are created, deleted and grow.
+subscription; meanwhile topics are created, deleted and grow, and the shard
+is unloaded and loaded again from its log (its timers re-armed by on_loaded).
 
 After every step:
   * no partition is owned by two live clients, and whatever a client owns
@@ -288,8 +289,8 @@ class Simulation:
             self.join()
         for _ in range(rng.randint(15, 45)):
             event = rng.choices(
-                ["tick", "join", "leave", "crash", "restart", "subscribe", "topic"],
-                weights=[10, 2, 1, 1, 1, 1, 1])[0]
+                ["tick", "join", "leave", "crash", "restart", "subscribe", "topic", "reload"],
+                weights=[10, 2, 1, 1, 1, 1, 1, 1])[0]
             alive = self.alive()
             if event == "join":
                 self.join()
@@ -303,6 +304,8 @@ class Simulation:
                 self.change_subscription(rng.choice(alive))
             elif event == "topic":
                 self.topic_change()
+            elif event == "reload":  # unload, then load again from the log
+                self.h.reload()
             self.run_until(self.h.now + rng.randint(50, 6000))
         # quiesce: no more losses or changes; every member must converge
         self.run_until(self.h.now + HEARTBEAT_MS, lossy=False)  # everyone heartbeats once

@@ -15,7 +15,7 @@ from kcoord.coordinator.shard import CoordinatorConfig
 from kcoord.protocol.errors import Err
 from kcoord.protocol.messages.consumer_protocol import (decode_assignment, decode_subscription,
                                                         encode_subscription)
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import decode_record
 
 from .test_classic_core import Harness as ClassicHarness
 from .test_classic_core import Token, assignment

@@ -8,8 +8,8 @@ import pytest
 from kcoord.coordinator.result import Record
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
 from kcoord.protocol.errors import Err
-from kcoord.server.record_batch import encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 HOUR = 3600_000
 

@@ -57,12 +57,22 @@ EXPECTED_API_RANGES = {
     18: ("ApiVersions", 0, 4),
     19: ("CreateTopics", 2, 7),
     20: ("DeleteTopics", 1, 6),
+    21: ("DeleteRecords", 0, 2),
     28: ("TxnOffsetCommit", 0, 4),
+    32: ("DescribeConfigs", 1, 4),
+    33: ("AlterConfigs", 0, 2),
+    35: ("DescribeLogDirs", 1, 4),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),
+    43: ("ElectLeaders", 0, 2),
+    44: ("IncrementalAlterConfigs", 0, 1),
+    46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1),
+    60: ("DescribeCluster", 0, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1),
     69: ("ConsumerGroupDescribe", 0, 0),
+    75: ("DescribeTopicPartitions", 0, 0),
 }
 # Standalone schemas: the embedded consumer protocol, and the core
 # __consumer_offsets record keys/values (Kafka's names).

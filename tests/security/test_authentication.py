@@ -264,3 +264,48 @@ def test_credentials_are_stored_salted(secure):
     assert "stored_key" in log and "alice" in log
     for password in USERS.values():
         assert password not in log
+
+
+def test_handshake_v0_raw_tokens(secure):
+    """SaslHandshake v0: the token goes as a raw length-prefixed frame (no
+    header); PLAIN's empty server token comes back as a zero-length frame."""
+    import struct
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN", version=0)["error_code"] == 0
+        token = b"\0bob\0" + USERS["bob"].encode()
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.recv_frame() == b""
+        assert c.api_versions()["error_code"] == 0  # authenticated: requests are served
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN", version=0)["error_code"] == 0
+        token = b"\0bob\0wrong"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.wait_closed() == b""  # v0: no error frame, the connection closes
+
+
+def test_request_after_v1_handshake_gets_illegal_sasl_state(secure):
+    with sasl_client(secure) as c:
+        assert handshake(c, "PLAIN")["error_code"] == 0
+        resp = c.request(10, 3, {"key": "g", "key_type": 0})  # FindCoordinator
+        assert resp["error_code"] == 34
+        c.wait_closed()
+
+
+def test_confluent_reauthenticates_before_the_session_ends(secure):
+    """KIP-368 with a real client: librdkafka re-authenticates within the
+    2 s session lifetime, so a producer keeps working well past it."""
+    from confluent_kafka import Producer
+    since = len(secure.log_lines)
+    p = Producer({"bootstrap.servers": addr(secure, "SASL_PLAINTEXT"),
+                  "security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+                  "sasl.username": "bob", "sasl.password": USERS["bob"], "acks": "all"})
+    delivered = []
+    end = time.monotonic() + 3 * REAUTH_MS / 1000
+    while time.monotonic() < end:
+        p.produce("reauth", b"x", on_delivery=lambda err, msg: delivered.append(err))
+        p.poll(0.2)
+    assert p.flush(30) == 0
+    assert delivered and all(err is None for err in delivered)
+    # without re-authentication each 2 s session would end in a close (at least 2
+    # in 6 s); one late re-authentication on a loaded machine is tolerated
+    assert len([line for line in secure.log_lines[since:] if "expired" in line]) <= 1

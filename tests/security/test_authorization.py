@@ -255,3 +255,54 @@ def test_acls_survive_restart_and_delete(authz, pki):
         assert [(m["resource_name"], m["permission_type"]) for m in result["matching_acls"]] \
             == [("secret", DENY)]
         assert len(describe_all(admin)) == len(before) - 1
+
+
+def test_consumer_group_apis_check_topics(authz):
+    """KIP-848: a heartbeat subscribing to a topic the member may not describe is
+    29; ConsumerGroupDescribe withholds a group whose assignment has such a topic."""
+    import time
+    from confluent_kafka import Consumer
+    create_acls(authz, acl(GROUP, "g-848", "User:alice", READ))
+    with user(authz, "alice") as alice:
+        resp = alice.request(68, 0, {
+            "group_id": "g-848", "member_id": "", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["secret"],
+            "server_assignor": None, "topic_partitions": []})
+        assert resp["error_code"] == 29
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{authz.ports['SASL_PLAINTEXT']}",
+                         "security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": USERS["admin"],
+                         "group.id": "g-848", "group.protocol": "consumer"})
+    try:
+        consumer.subscribe(["secret"])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the consumer never got its partition"
+            consumer.poll(0.2)
+        body = {"group_ids": ["g-848"], "include_authorized_operations": True}
+        with user(authz, "admin") as admin:
+            [g] = admin.request(69, 0, body)["groups"]
+            assert g["error_code"] == 0 and g["members"]
+        with user(authz, "alice") as alice:
+            [g] = alice.request(69, 0, body)["groups"]
+            assert g["error_code"] == 29 and g["members"] == []
+    finally:
+        consumer.close()
+
+
+def test_transactional_id_checks(authz):
+    with user(authz, "alice") as alice:
+        resp = alice.request(22, 4, {"transactional_id": "tx-a", "transaction_timeout_ms": 60000})
+        assert resp["error_code"] == 53
+        resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
+        assert resp["coordinators"][0]["error_code"] == 53
+        resp = alice.request(26, 3, {"transactional_id": "tx-a", "producer_id": 1,
+                                     "producer_epoch": 0, "committed": True})
+        assert resp["error_code"] == 53
+    create_acls(authz, acl(TXN, "tx-", "User:alice", WRITE, pattern=PREFIXED))
+    with user(authz, "alice") as alice:
+        resp = alice.request(22, 4, {"transactional_id": "tx-a", "transaction_timeout_ms": 60000})
+        assert resp["error_code"] == 0 and resp["producer_id"] >= 0
+        # WRITE implies DESCRIBE: the transaction coordinator is found
+        resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
+        assert resp["coordinators"][0]["error_code"] == 0

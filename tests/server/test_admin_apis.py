@@ -223,6 +223,27 @@ def test_elect_leaders(wire, server):
     result = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition("ld", 0)]).result(30)
     [(tp, error)] = list(result.items())
     assert error is not None and error.code() == ELECTION_NOT_NEEDED
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    try:
+        response = admin.elect_leaders(0, {"ld": [0, 1]})  # ELECTION_NOT_NEEDED is not raised
+        [topic] = response.replica_election_results
+        assert [p.error_code for p in topic.partition_result] == [ELECTION_NOT_NEEDED] * 2
+    finally:
+        admin.close()
+
+
+# ------------------------------------------------- ListPartitionReassignments
+def test_list_partition_reassignments(wire, server):
+    for topics in (None, [{"name": "ld", "partition_indexes": [0]}]):
+        resp = wire.request(46, 0, {"timeout_ms": 30000, "topics": topics})
+        assert (resp["error_code"], resp["topics"]) == (0, [])
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    try:
+        assert not admin.list_partition_reassignments()
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------- DescribeTopicPartitions

@@ -110,6 +110,25 @@ def test_create_topics_unknown_key_message_kafka_python(server):
         admin.close()
 
 
+def test_create_topics_returns_the_effective_configs(wire):
+    for validate_only in (True, False):
+        body = {"topics": [{"name": "cfg-v5", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": [
+                                {"name": "retention.ms", "value": "60000"}]}],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        [result] = wire.request(19, 7, body)["topics"]
+        assert result["error_code"] == 0
+        names = [c["name"] for c in result["configs"]]
+        assert names == sorted(names) and len(names) >= 35
+        got = {c["name"]: c for c in result["configs"]}
+        assert (got["retention.ms"]["value"], got["retention.ms"]["config_source"]) == ("60000", 1)
+        assert (got["segment.bytes"]["value"], got["segment.bytes"]["config_source"]) == (
+            "1048576", 4)
+    [result] = wire.request(19, 4, {**body, "topics": [{**body["topics"][0], "name": "cfg-v4"}]})[
+        "topics"]
+    assert result["error_code"] == 0
+
+
 def test_create_topics_null_value_is_invalid_config(wire):
     result = create_topic(wire, "cfg-null", 1, {"retention.ms": None})
     assert result["error_code"] == Err.INVALID_CONFIG
@@ -159,8 +178,8 @@ def test_describe_key_filter_and_versions(wire):
     plain = entries(describe(wire, TOPIC, "d1", synonyms=False))["segment.bytes"]
     assert plain["synonyms"] == [] and plain["config_source"] == 4
     assert plain["documentation"] is None
-    documented = entries(describe(wire, TOPIC, "d1", docs=True))["cleanup.policy"]
-    assert documented["documentation"]
+    documented = entries(describe(wire, TOPIC, "d1", docs=True))
+    assert all(e["documentation"] for e in documented.values())
     for version in (1, 2, 3):
         assert describe(wire, TOPIC, "d1", keys=["cleanup.policy"],
                         version=version)["configs"][0]["value"] == "delete"
@@ -290,6 +309,16 @@ def test_kafka_python_describe_and_alter(server):
         assert topic["retention.ms"]["value"] == "86400000"
         assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert topic["cleanup.policy"]["value"] == "delete"
+        # the legacy AlterConfigs path (AKHQ's): the client re-sends the other overrides
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": "3600000"})],
+                            incremental=False)
+        topic = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "d1")])[
+            "topic"]["d1"]
+        assert topic["segment.ms"]["value"] == "3600000"
+        assert topic["retention.ms"]["value"] == "86400000"  # kept by the client's re-send
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "d1",
+                                            configs={"segment.ms": ("DELETE", None)})])
     finally:
         admin.close()
 
@@ -403,6 +432,41 @@ def test_group_session_override_fences_a_silent_member(wire):
     assert again["error_code"] == Err.UNKNOWN_MEMBER_ID
 
 
+# -------------------------------------------------------------- broker loggers
+def test_broker_loggers(wire, server):
+    LOGGER = 8
+    got = entries(describe(wire, LOGGER, "0"))
+    assert got["root"]["value"] == "INFO" and got["root"]["config_source"] == 6
+    assert "kcoord.configs" in got
+    assert describe(wire, LOGGER, "5")["error_code"] == Err.INVALID_REQUEST
+    # WARN on kcoord.configs silences its INFO line about a topic change; DELETE restores it
+    assert incremental(wire, LOGGER, "0", [("kcoord.configs", SET, "warn")])[0][
+        "error_code"] == 0
+    assert entries(describe(wire, LOGGER, "0"))["kcoord.configs"]["value"] == "WARN"
+    incremental(wire, TOPIC, "d1", [("flush.messages", SET, "1000")])
+    assert incremental(wire, LOGGER, "0", [("kcoord.configs", DELETE, None)])[0][
+        "error_code"] == 0
+    incremental(wire, TOPIC, "d1", [("flush.messages", SET, "2000")])
+    deadline = time.monotonic() + 30
+    while "'flush.messages': '2000'" not in server.log_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert "'flush.messages': '1000'" not in server.log_text()
+    incremental(wire, TOPIC, "d1", [("flush.messages", DELETE, None)])
+    for ops, code in [([("kcoord.configs", SET, "LOUD")], Err.INVALID_CONFIG),
+                      ([("no.such.logger", SET, "INFO")], Err.INVALID_CONFIG),
+                      ([("kcoord.configs", APPEND, "INFO")], Err.INVALID_REQUEST)]:
+        assert incremental(wire, LOGGER, "0", ops)[0]["error_code"] == code, ops
+    assert incremental(wire, LOGGER, "0", [("root", SET, "INFO")])[0]["error_code"] == 0
+    assert incremental(wire, LOGGER, "0", [("root", DELETE, None)])[0]["error_code"] \
+        == Err.INVALID_REQUEST
+    resp = wire.request(ALTER, 2, {"resources": [{"resource_type": LOGGER, "resource_name": "0",
+                                                  "configs": [{"name": "root",
+                                                               "value": "INFO"}]}],
+                                   "validate_only": False})
+    assert resp["responses"][0]["error_code"] == Err.INVALID_REQUEST
+
+
 def test_overrides_are_durable(server):
     server.restart()
     with WireClient(server.port) as client:
@@ -411,3 +475,9 @@ def test_overrides_are_durable(server):
         got = entries(describe(client, TOPIC, "d1"))
         assert got["retention.ms"]["value"] == "3600000"
         assert got["retention.ms"]["config_source"] == 1
+    # narrower broker bounds after the fact: the stored override is clamped, not fatal
+    server.settings["group.consumer.max.session.timeout.ms"] = "48000"
+    server.settings["group.consumer.session.timeout.ms"] = "45000"
+    server.restart()
+    assert "group no-such-group: stored configs" in server.log_text()
+    assert "clamped" in server.log_text()

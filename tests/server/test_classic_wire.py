@@ -202,11 +202,20 @@ def form_group(conns, group: str, n: int, **kw):
     Returns (conns, ids, generation)."""
     cs = [conns(f"client{i}") for i in range(n)]
     ids = [member_id_for(c, group, **kw) for c in cs]
-    for c, m in zip(cs, ids):
+    # The first member joins first, so it leads: its join is read before the
+    # others are sent (they may then come in the same generation or the next).
+    cs[0].join(group, ids[0], send_only=True, **kw)
+    deadline = time.monotonic() + 30
+    while n > 1 and not cs[0].ready(0.02):
+        assert time.monotonic() < deadline
+        described = cs[-1].call(DESCRIBE, 5, {"groups": [group],
+                                              "include_authorized_operations": False})
+        if ids[0] in [m["member_id"] for m in described["groups"][0]["members"]]:
+            break
+    for c, m in zip(cs[1:], ids[1:]):
         c.join(group, m, send_only=True, **kw)
     outstanding = set(range(n))
     replies: dict[int, dict] = {}
-    deadline = time.monotonic() + 30
     while True:
         assert time.monotonic() < deadline, replies
         for i in sorted(outstanding):

@@ -7,8 +7,9 @@ from kcoord.coordinator.offsets import OffsetValue, commit_records, offset_recor
 from kcoord.coordinator.result import Record
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, decode_batch
-from kcoord.server.record_batch import build_records_batch, encode_record
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.coordinator_batch import build_records_batch
+from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import decode_record
 
 NOW = 1_700_000_000_123
 

@@ -283,7 +283,7 @@ def test_sigkill_while_committing_loses_no_acknowledged_commit(tmp_path):
     # whole, passes its CRC, and decodes as coordinator records.
     from kcoord.log import PartitionLog
     from kcoord.protocol.records import decode_batch, iter_batches
-    from kcoord.server.record_codec import decode_record
+    from kcoord.protocol.record_codec import decode_record
     records = 0
     for part_dir in sorted((tmp_path / "data").glob("__consumer_offsets-*")):
         plog = PartitionLog(part_dir)

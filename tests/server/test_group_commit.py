@@ -14,7 +14,7 @@ from kcoord.log import PartitionLog
 from kcoord.protocol.records import iter_batches, decode_batch
 from kcoord.server.coordinator_runtime import ShardRuntime
 from kcoord.server.group_commit import GroupCommit
-from kcoord.server.record_codec import decode_record
+from kcoord.protocol.record_codec import decode_record
 
 
 def commit(group: str, partition: int, offset: int):
@@ -53,26 +53,31 @@ def shards(tmp_path):
     logs = [FlakyLog(PartitionLog(tmp_path / f"__consumer_offsets-{i}")) for i in range(3)]
     runtimes = [ShardRuntime(i, plog, CoordinatorConfig(), 0, commit_)
                 for i, plog in enumerate(logs)]
-    for shard in runtimes:
-        shard.loaded = True
     yield commit_, runtimes, logs
     commit_.sync.close()
     for plog in logs:
         plog.plog.close()
 
 
+async def load(runtimes) -> None:
+    await asyncio.gather(*(shard.load(0) for shard in runtimes))
+
+
 def test_one_round_for_every_shard_and_replies_after_the_fsync(shards):
     commit_, runtimes, logs = shards
 
     async def main():
-        futs = [shard.write([commit(f"g{i}", 0, 10 + i), commit(f"g{i}", 1, 20 + i)], f"reply{i}")
-                for i, shard in enumerate(runtimes)]
-        futs.append(runtimes[0].write([commit("g0", 2, 30)], "again"))
-        assert runtimes[0].write([]) is futs[-1]  # a reply without records waits for it
+        await load(runtimes)
+        futs = [shard.write_records([commit(f"g{i}", 0, 10 + i), commit(f"g{i}", 1, 20 + i)],
+                                    f"reply{i}") for i, shard in enumerate(runtimes)]
+        futs.append(runtimes[0].write_records([commit("g0", 2, 30)], "again"))
+        behind = runtimes[0].write_records([], "behind")  # a reply without records waits
+        assert not behind.done()
         assert [await f for f in futs] == ["reply0", "reply1", "reply2", "again"]
+        assert behind.done() and behind.result() == "behind"
         assert all(plog.flushes == 1 for plog in logs)
         assert commit_.rounds == 1
-        assert runtimes[0].write([]) is None
+        assert runtimes[0].write_records([]) is None
 
     asyncio.run(main())
     assert logged(logs[0].plog) == [("g0", 0, 10), ("g0", 1, 20), ("g0", 2, 30)]
@@ -85,11 +90,12 @@ def test_writes_during_a_round_join_the_next(shards):
     commit_, runtimes, logs = shards
 
     async def main():
-        first = runtimes[0].write([commit("g", 0, 1)], 1)
+        await load(runtimes)
+        first = runtimes[0].write_records([commit("g", 0, 1)], 1)
         await asyncio.sleep(0)  # the round has started: its fsync is under way
         assert commit_.rounds == 1 and not first.done()
-        second = runtimes[0].write([commit("g", 0, 2)], 2)
-        third = runtimes[1].write([commit("h", 0, 3)], 3)
+        second = runtimes[0].write_records([commit("g", 0, 2)], 2)
+        third = runtimes[1].write_records([commit("h", 0, 3)], 3)
         assert await first == 1
         assert not second.done()  # its round starts once the first one is durable
         assert (await second, await third) == (2, 3)
@@ -103,9 +109,10 @@ def test_failed_fsync_fails_the_shards_writes_and_reloads_it(shards):
     commit_, runtimes, logs = shards
 
     async def main():
+        await load(runtimes)
         logs[1].fail = True
-        ok = runtimes[0].write([commit("g", 0, 1)], "ok")
-        bad = runtimes[1].write([commit("h", 0, 1)], "bad")
+        ok = runtimes[0].write_records([commit("g", 0, 1)], "ok")
+        bad = runtimes[1].write_records([commit("h", 0, 1)], "bad")
         old_core = runtimes[1].core
         assert await ok == "ok"
         with pytest.raises(OSError):
@@ -116,7 +123,7 @@ def test_failed_fsync_fails_the_shards_writes_and_reloads_it(shards):
             await asyncio.sleep(0)
         # the reload replays what reached the log (the page cache still holds it)
         assert runtimes[1].core.offsets.by_group["h"][("t", 0)].offset == 1
-        assert await runtimes[1].write([commit("h", 0, 2)], "later") == "later"
+        assert await runtimes[1].write_records([commit("h", 0, 2)], "later") == "later"
 
     asyncio.run(main())
 
@@ -125,7 +132,8 @@ def test_close_writes_what_is_pending(shards):
     commit_, runtimes, logs = shards
 
     async def main():
-        fut = runtimes[2].write([commit("g", 5, 7)], "done")
+        await load(runtimes)
+        fut = runtimes[2].write_records([commit("g", 5, 7)], "done")
         commit_.close()  # before any round ran
         assert fut.done() and fut.result() == "done"
 

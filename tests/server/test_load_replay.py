@@ -108,6 +108,10 @@ def state(core: CoordinatorShard) -> dict:
             "groups": {g: (type(grp).__name__, grp.snapshot()) for g, grp in core.groups.items()}}
 
 
+
+async def load(shard: ShardRuntime) -> None:
+    await shard.load(0)  # becomes the shard's coordinator: replays its log
+
 @pytest.mark.parametrize("groups", [4, 100])
 @pytest.mark.parametrize("others", [0.2, 0.01])
 @pytest.mark.parametrize("seed", range(20))
@@ -117,7 +121,7 @@ def test_load_equals_record_by_record_replay(tmp_path, seed, others, groups):
     write_log(plog, rnd, rnd.choice([50, 400, 2000]), others, groups)
     ref, loaded, errors = replay_one_by_one(plog)
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
-    asyncio.run(shard.load())
+    asyncio.run(load(shard))
     assert shard.loaded
     assert state(shard.core) == state(ref)
     assert shard.records_loaded == loaded
@@ -134,7 +138,7 @@ def test_load_of_commit_then_tombstone_keeps_the_simple_group(tmp_path):
     plog.append(build_batch([(key, value, [], 1), (key, None, [], 1)]))
     ref, _, _ = replay_one_by_one(plog)
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
-    asyncio.run(shard.load())
+    asyncio.run(load(shard))
     assert set(shard.core.groups) == set(ref.groups) == {"g"}
     assert state(shard.core) == state(ref)
     plog.close()
@@ -192,7 +196,7 @@ def test_uniform_batches_take_the_pattern_path(tmp_path, seed, monkeypatch):
     monkeypatch.setattr(ShardRuntime, "_match_batch", counting)
     ref, loaded, errors = replay_one_by_one(plog)
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
-    asyncio.run(shard.load())
+    asyncio.run(load(shard))
     assert state(shard.core) == state(ref)
     assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
     assert any(taken)
@@ -272,7 +276,7 @@ def _load_with_workers(plog, monkeypatch, executor_factory=None) -> ShardRuntime
         monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
                             lambda workers, mp_context=None: executor_factory())
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
-    asyncio.run(shard.load())
+    asyncio.run(load(shard))
     return shard
 
 

@@ -1,6 +1,7 @@
 """Cluster and partition admin APIs: DeleteRecords (21) v0-2,
-DescribeLogDirs (35) v1-4, ElectLeaders (43) v0-2, DescribeClientQuotas
-(48) v0-1, DescribeCluster (60) v0-2, DescribeTopicPartitions (75) v0.
+DescribeLogDirs (35) v1-4, ElectLeaders (43) v0-2, ListPartitionReassignments
+(46) v0, DescribeClientQuotas (48) v0-1, DescribeCluster (60) v0-2,
+DescribeTopicPartitions (75) v0.
 
 DeleteRecords is flexible from v2; DescribeLogDirs from v2 (v3 adds a
 top-level error code, v4 the dir's total and usable bytes); ElectLeaders
@@ -72,6 +73,27 @@ ELECT_LEADERS = api(43, "ElectLeaders", "0-2", "2+", request=[
             f("partition_id", "int32"),
             f("error_code", "int16"),
             f("error_message", "string", null="0+", default=None),
+        ]),
+    ]),
+])
+
+LIST_PARTITION_REASSIGNMENTS = api(46, "ListPartitionReassignments", "0", "0+", request=[
+    f("timeout_ms", "int32", default=60000),
+    f("topics", "[]", null="0+", default=None, fields=[
+        f("name", "string"),
+        f("partition_indexes", "[]int32"),
+    ]),
+], response=[
+    f("throttle_time_ms", "int32"),
+    f("error_code", "int16"),
+    f("error_message", "string", null="0+", default=None),
+    f("topics", "[]", fields=[
+        f("name", "string"),
+        f("partitions", "[]", fields=[
+            f("partition_index", "int32"),
+            f("replicas", "[]int32"),
+            f("adding_replicas", "[]int32"),
+            f("removing_replicas", "[]int32"),
         ]),
     ]),
 ])

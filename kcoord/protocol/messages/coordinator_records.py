@@ -168,7 +168,9 @@ RECORD_TYPES: dict[int, tuple[str, str]] = {
     8: ("ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue"),
 }
 
-#: the record type Kafka writes for each record (OffsetCommit is written as 1)
+#: the record type Kafka writes for each record (OffsetCommit is written as 1;
+#: 0 is the legacy OffsetCommit type, still read)
+LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = 1
 GROUP_METADATA = 2
 CONSUMER_GROUP_METADATA = 3

@@ -1,0 +1,204 @@
+"""Issue 11 (the runtime reshaped): kcoord before and after, side by side in
+one run, on the hot paths the reshaping touched: OffsetCommit CPU per
+commit, classic Heartbeat and KIP-848 ConsumerGroupHeartbeat CPU per
+request, and the load's replay rate.
+
+"before" is a checkout of the tree before the change (a git worktree, path
+in KCOORD_BASE_TREE, default /work/wt/runtime-base); "after" is this tree.
+The two servers take turns, run after run (before, after, before, ...), so
+each sees the same spread of load from the rest of the machine; each run
+records the load average, and the figures are medians over the runs.
+
+    python -m bench runtime_compare [--quick] [--seconds S]
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from .common import ROOT, KcoordServer, loadavg, median, run_loadgen, table, timed, write_results
+
+BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base"))
+TREES = {"before": BASE_TREE, "after": Path(ROOT)}
+
+
+@contextlib.contextmanager
+def tree(path: Path):
+    """Servers started inside run the kcoord of `path` (`python -m` puts the
+    working directory first on sys.path)."""
+    cwd, pp = os.getcwd(), os.environ.get("PYTHONPATH")
+    os.chdir(path)
+    os.environ["PYTHONPATH"] = str(path)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if pp is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = pp
+
+
+def start(which: str, settings: dict | None = None, data_dir: Path | None = None) -> KcoordServer:
+    server = KcoordServer(settings=settings, data_dir=data_dir)
+    with tree(TREES[which]):
+        server.start()
+    return server
+
+
+# ------------------------------------------------------------ workloads
+def offset_commit(which: str, args) -> dict:
+    from .offset_commit import PARTITIONS, TOPIC, create_topic
+    server = start(which)
+    try:
+        create_topic(server.bootstrap)
+        connections = 20 if args.quick else 100
+        spec = {"port": server.port, "pid": server.pid, "kind": "offset_commit",
+                "topic": TOPIC, "partitions": PARTITIONS, "version": 8,
+                "connections": connections, "depth": 8,
+                "requests": 20_000 if args.quick else 200_000,
+                "seconds": args.seconds or (5 if args.quick else 10),
+                "warmup": connections * 8 * 3}
+        return run_loadgen(spec, timeout=spec["seconds"] * 3 + 180)
+    finally:
+        server.stop()
+
+
+def classic_heartbeat(which: str, args) -> dict:
+    server = start(which, {"group.initial.rebalance.delay.ms": "0"})
+    try:
+        groups = 20 if args.quick else 100
+        spec = {"port": server.port, "pid": server.pid, "groups": groups, "per_group": 10,
+                "connections": 10, "requests": 100_000 if args.quick else 400_000,
+                "seconds": args.seconds or (5 if args.quick else 10),
+                "warmup": groups * 10 * 20, "session_timeout_ms": 10_000,
+                "setup_seconds": 90, "group_prefix": f"cmp-hb-{which}"}
+        return run_loadgen(spec, spec["seconds"] * 3 + 210, module="bench.classic_heartbeat")
+    finally:
+        server.stop()
+
+
+def consumer_heartbeat(which: str, args) -> dict:
+    from .consumer_heartbeat import create_topic
+    server = start(which)
+    try:
+        create_topic(server.bootstrap)
+        groups = 20 if args.quick else 100
+        spec = {"port": server.port, "pid": server.pid, "groups": groups, "per_group": 10,
+                "connections": 10, "requests": 100_000 if args.quick else 400_000,
+                "seconds": args.seconds or (5 if args.quick else 10), "rounds": 1,
+                "warmup": groups * 10 * 20, "setup_seconds": 180,
+                "group_prefix": f"cmp-cghb-{which}"}
+        return run_loadgen(spec, timeout=spec["seconds"] + 460, module="bench.consumer_heartbeat")
+    finally:
+        server.stop()
+
+
+def load_replay(which: str, args, data_dir: Path) -> dict:
+    from .load import measure
+    with tree(TREES[which]):
+        return measure(data_dir, timeout=600)
+
+
+# ------------------------------------------------------------ orchestration
+WORKLOADS = {
+    "offset_commit": (offset_commit, "server_cpu_us_per_request", "us CPU/commit"),
+    "classic_heartbeat": (classic_heartbeat, "server_cpu_us_per_request", "us CPU/heartbeat"),
+    "consumer_heartbeat": (consumer_heartbeat, "server_cpu_us_per_request", "us CPU/heartbeat"),
+    "load_replay": (None, "records_per_cpu_s", "records/CPU-s"),
+}
+
+
+def run(args) -> dict:
+    if not (BASE_TREE / "kcoord").is_dir():
+        raise SystemExit(f"no base tree at {BASE_TREE} (git worktree add {BASE_TREE} <commit>)")
+    reps = 2 if args.quick else 3
+    records = 200_000 if args.quick else 2_000_000
+    tmp = Path(tempfile.mkdtemp(prefix="kcoord-cmp-"))
+    runs: dict[str, dict[str, list]] = {w: {"before": [], "after": []} for w in WORKLOADS}
+    try:
+        from .load import generate
+        data = tmp / "load-data"
+        generated = generate(data, records, 200)
+        for rep in range(reps):
+            order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
+            for name, (fn, _, _) in WORKLOADS.items():
+                for which in order:
+                    with timed(f"runtime_compare {name} {which} {rep + 1}/{reps}"):
+                        before = loadavg()
+                        try:
+                            r = fn(which, args) if fn else load_replay(which, args, data)
+                        except Exception as exc:
+                            r = {"error": f"{type(exc).__name__}: {exc}"}
+                        r["loadavg"] = [before, loadavg()]
+                        runs[name][which].append(r)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report(runs, reps, records, generated, args)
+
+
+def _value(r: dict, key: str):
+    v = r.get(key)
+    return v if isinstance(v, (int, float)) else None
+
+
+def report(runs: dict, reps: int, records: int, generated: dict, args) -> dict:
+    rows = []
+    summary = {}
+    for name, (_, key, unit) in WORKLOADS.items():
+        med = {}
+        for which in ("before", "after"):
+            values = [v for v in (_value(r, key) for r in runs[name][which]) if v is not None]
+            med[which] = median(values) if values else None
+        change = None
+        if med["before"] and med["after"]:
+            change = (med["after"] - med["before"]) / med["before"] * 100
+        loads = [_load1(r["loadavg"][0]) for w in ("before", "after") for r in runs[name][w]]
+        errors = [r["error"] for w in ("before", "after") for r in runs[name][w] if "error" in r]
+        summary[name] = {"unit": unit, "before": med["before"], "after": med["after"],
+                         "change_pct": change,
+                         "runs": {w: [_value(r, key) for r in runs[name][w]]
+                                  for w in ("before", "after")},
+                         "loadavg_at_start": loads, "errors": errors}
+        fmt = (lambda v: "-" if v is None else f"{v:,.1f}")
+        rows.append([name, unit, fmt(med["before"]), fmt(med["after"]),
+                     "-" if change is None else f"{change:+.1f}%",
+                     " ".join(fmt(v) for v in summary[name]["runs"]["before"]),
+                     " ".join(fmt(v) for v in summary[name]["runs"]["after"]),
+                     f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
+                     "; ".join(errors)[:200] or ""])
+    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = this tree ({_rev(Path(ROOT))}); "
+          f"{reps} runs each, alternating (before, after, then after, before, ...); medians.",
+          f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
+          f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per CPU-second of "
+          "the server (and its load workers) between listening and 'all shards loaded' "
+          "(higher is better). CPU per request: the server's user+system CPU over the "
+          "measured phase divided by the requests answered (lower is better).",
+          "The machine is shared with other engineers' test runs: the load average at the "
+          "start of each run is given.", "",
+          table(["workload", "unit", "before", "after", "change", "before runs", "after runs",
+                 "loadavg", "errors"], rows)]
+    out = {"summary": summary, "runs": runs, "quick": bool(args.quick)}
+    write_results("runtime_compare", "Runtime reshaping (issue 11): before and after in one run",
+                  md, out)
+    return out
+
+
+def _load1(text: str) -> float:
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def _rev(path: Path) -> str:
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return "?"

@@ -1,0 +1,200 @@
+"""A follower's fetcher: one asyncio task per leader node (Kafka's
+ReplicaFetcherThread), speaking Kafka's protocol with kcoord's own codec.
+
+Each round asks every partition this node follows on that leader what it
+needs (Replica.next_request): OffsetForLeaderEpoch for those still
+truncating, one long-poll Fetch (replica id, current leader epoch, fetch
+offset = log end) for the others.  Fetched batches are appended with the
+leader's offsets and epochs, fsynced (in a worker thread), and only then is
+the answer handed to the replica, so the next fetch offset is durable.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+
+from ..protocol.api import APIS, request_codec, response_codec
+from ..protocol.errors import Err
+from ..protocol.headers import decode_response_header, encode_request_header
+from ..protocol.records import LOG_OVERHEAD, iter_batches
+from .aio import bounded, cancel_and_wait
+from .replica import EpochQuery, FetchQuery, FetchServed
+
+log = logging.getLogger("kcoord.cluster.fetcher")
+
+FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
+FETCH_VERSION, EPOCH_VERSION = 12, 4       # by topic name, replica id in the body
+_SIZE = struct.Struct(">i")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LeaderConnection:
+    """One connection to a leader; one request at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader = self._writer = None
+        self._corr = 0
+
+    async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
+        if self._writer is None:
+            self._reader, self._writer = await bounded(
+                asyncio.open_connection(self.host, self.port), timeout)
+        self._corr += 1
+        flexible = APIS[api_key].request.is_flexible(version)
+        payload = (encode_request_header(api_key, version, self._corr, self.client_id, flexible)
+                   + bytes(request_codec(api_key, version)[0](body)))
+        self._writer.write(_SIZE.pack(len(payload)) + payload)
+        await self._writer.drain()
+        size, = _SIZE.unpack(await bounded(self._reader.readexactly(4), timeout))
+        frame = await bounded(self._reader.readexactly(size), timeout)
+        corr, pos = decode_response_header(frame, flexible)
+        if corr != self._corr:
+            raise ConnectionError(f"correlation id {corr}, expected {self._corr}")
+        return response_codec(api_key, version)[1](frame, pos)[0]
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+def batches_from(data, offset: int) -> bytes:
+    """The whole batches of `data` that hold offsets at or after `offset`."""
+    start = None
+    end = 0
+    for pos, header in iter_batches(data):
+        if start is None and header.base_offset + header.last_offset_delta >= offset:
+            start = pos
+        end = pos + LOG_OVERHEAD + header.batch_length
+    return bytes(data[start:end]) if start is not None else b""
+
+
+class ReplicaFetcher:
+    def __init__(self, manager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self._conn: LeaderConnection | None = None
+        self._address = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self.task, 5.0)
+        if self._conn is not None:
+            self._conn.close()
+
+    def _connection(self) -> LeaderConnection | None:
+        address = self.manager.address_of(self.leader_id)
+        if address is None:
+            return None
+        if self._conn is None or address != self._address:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = LeaderConnection(*address, f"kcoord-replica-{self.manager.node_id}")
+            self._address = address
+        return self._conn
+
+    async def _run(self) -> None:
+        backoff = self.manager.config.retry_backoff_ms / 1000.0
+        while True:
+            requests = self.manager.requests_for(self.leader_id)
+            if not requests:
+                self.wake.clear()
+                try:
+                    await bounded(self.wake.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            conn = self._connection()
+            try:
+                if conn is None:
+                    raise ConnectionError(f"node {self.leader_id} has no known address")
+                queries = [(k, r, q) for k, r, q in requests if isinstance(q, EpochQuery)]
+                fetches = [(k, r, q) for k, r, q in requests if isinstance(q, FetchQuery)]
+                if queries:
+                    await self._ask_epochs(conn, queries)
+                if fetches:
+                    await self._fetch(conn, fetches)
+            except asyncio.CancelledError:
+                for _, replica, request in requests:
+                    replica.on_request_failed(request, now_ms())
+                raise
+            except Exception as exc:  # connection lost, leader gone: retry after a backoff
+                log.debug("fetch from node %d failed: %s", self.leader_id, exc)
+                if conn is not None:
+                    conn.close()
+                for _, replica, request in requests:
+                    replica.on_request_failed(request, now_ms())
+                await asyncio.sleep(backoff)
+
+    async def _ask_epochs(self, conn, queries) -> None:
+        topics: dict[str, list] = {}
+        for (topic, p), _, q in queries:
+            topics.setdefault(topic, []).append(
+                {"partition": p, "current_leader_epoch": q.current_leader_epoch,
+                 "leader_epoch": q.epoch})
+        body = {"replica_id": self.manager.node_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        timeout = self.manager.config.request_timeout_ms / 1000.0
+        response = await conn.call(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, timeout)
+        answers = {(t["topic"], p["partition"]): p
+                   for t in response["topics"] for p in t["partitions"]}
+        for key, replica, q in queries:
+            a = answers.get(key)
+            if a is None:
+                replica.on_request_failed(q, now_ms())
+                continue
+            self.manager.handle(key, replica.on_epoch_answer(
+                q, a["error_code"], a["leader_epoch"], a["end_offset"], now_ms()))
+        if any(a["error_code"] != Err.NONE for a in answers.values()):
+            await asyncio.sleep(self.manager.config.retry_backoff_ms / 1000.0)
+
+    async def _fetch(self, conn, fetches) -> None:
+        cfg = self.manager.config
+        topics: dict[str, list] = {}
+        for (topic, p), _, q in fetches:
+            topics.setdefault(topic, []).append(
+                {"partition": p, "current_leader_epoch": q.current_leader_epoch,
+                 "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes})
+        body = {"cluster_id": None, "replica_id": self.manager.node_id,
+                "max_wait_ms": cfg.fetch_wait_max_ms, "min_bytes": 1,
+                "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        timeout = (cfg.fetch_wait_max_ms + cfg.request_timeout_ms) / 1000.0
+        response = await conn.call(FETCH, FETCH_VERSION, body, timeout)
+        answers = {(t["topic"], p["partition_index"]): p
+                   for t in response["responses"] for p in t["partitions"]}
+        appended = []
+        errors = False
+        for key, replica, q in fetches:
+            a = answers.get(key)
+            if a is None:
+                replica.on_request_failed(q, now_ms())
+                continue
+            errors |= a["error_code"] != Err.NONE
+            data = batches_from(a["records"] or b"", q.fetch_offset)
+            if a["error_code"] == Err.NONE and data and replica.accepts_fetched(q):
+                replica.log.append_raw(data)
+                appended.append(replica.log)
+        if appended:
+            await self.manager.flush(appended)     # durable before it is reported
+        for key, replica, q in fetches:
+            a = answers.get(key)
+            if a is None:
+                continue
+            served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
+            self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+        if errors:
+            await asyncio.sleep(cfg.retry_backoff_ms / 1000.0)

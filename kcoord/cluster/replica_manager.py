@@ -1,0 +1,349 @@
+"""The replica manager: this node's replicas of the data partitions, wired to
+the control plane, the logs and the network (Kafka's ReplicaManager).
+
+It is the control plane's PartitionStateListener: each state becomes a
+Replica (replica.py) transition over the partition's local log; a follower
+is fetched for by one ReplicaFetcher per leader node (fetcher.py); a
+leader's ISR proposals go to the state store's alter_isr (retried until it
+answers: no answer is not a refusal); writes that wait for the high
+watermark are futures completed from the replicas' outputs.
+
+With a coordinator runtime, `__consumer_offsets` is replicated too (its
+shards load and unload with leadership in shard_ownership.py), and the
+runtime's group commit answers a write once the high watermark has passed
+it (`ReplicatedDurability`); its batches carry the leader epoch.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, replace
+
+from ..protocol.errors import Err
+from .fetcher import ReplicaFetcher
+from .replica import (
+    BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
+)
+from .state import PartitionState
+
+log = logging.getLogger("kcoord.cluster.replicas")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    fetch_wait_max_ms: int = 500        # replica.fetch.wait.max.ms
+    fetch_max_bytes: int = 1048576      # replica.fetch.max.bytes
+    request_timeout_ms: int = 30000     # replica.socket.timeout.ms
+    retry_backoff_ms: int = 100         # replica.fetch.backoff.ms
+
+
+class NotLeader(Exception):
+    def __init__(self, error: int) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, catalogue, store, address_of, *,
+                 replication: ReplicationConfig, fetcher: FetcherConfig | None = None,
+                 syncer=None, on_high_watermark=None, coordinator=None) -> None:
+        self.node_id = node_id
+        self.catalogue = catalogue
+        self.store = store                  # PartitionStateStore (alter_isr)
+        self.address_of = address_of        # node id -> (host, port) or None
+        self.replication = replication
+        self.config = fetcher or FetcherConfig()
+        self.syncer = syncer                # async callable(list of logs): fsync them
+        self.on_high_watermark = on_high_watermark   # wakes long-polling consumers
+        self.coordinator = coordinator      # CoordinatorRuntime: shards follow leadership
+        self.replicas: dict[tuple[str, int], Replica] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._pending_states: dict[tuple[str, int], PartitionState] = {}
+        self._waiters: dict[object, asyncio.Future] = {}
+        self._tick_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._running = False
+        self.min_isr_for = None     # topic name -> min.insync.replicas (its override)
+
+    # ---------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self._running = True
+        self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
+        for key, state in list(self._pending_states.items()):
+            self._apply(state)
+
+    async def stop(self) -> None:
+        self._running = False
+        for task in [self._tick_task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    # ------------------------------------------------- control plane input
+    def on_partition_state(self, state: PartitionState) -> None:
+        if not self.manages(state.topic):
+            return
+        self._pending_states[(state.topic, state.partition)] = state
+        if self._running:
+            self._apply(state)
+
+    def manages(self, name: str) -> bool:
+        """User topics, and __consumer_offsets when the coordinator follows
+        leadership."""
+        if name == OFFSETS_TOPIC:
+            return self.coordinator is not None
+        topic = self.catalogue.get(name)
+        return topic is None or not topic.internal
+
+    def on_session_lost(self) -> None:
+        for key, replica in self.replicas.items():
+            self.handle(key, replica.on_session_lost(now_ms()))
+
+    def topic_changed(self) -> None:
+        """The local catalogue changed: states that waited for a log apply now."""
+        if self._running:
+            for state in list(self._pending_states.values()):
+                self._apply(state)
+
+    def _apply(self, state: PartitionState) -> None:
+        key = (state.topic, state.partition)
+        replica = self.replicas.get(key)
+        if replica is None:
+            if self.node_id not in state.replicas:
+                return
+            topic = self.catalogue.get(state.topic)
+            if topic is None or not 0 <= state.partition < len(topic.partitions):
+                return      # not mirrored yet: applied on topic_changed
+            plog = topic.partitions[state.partition]
+            # The high watermark is not persisted: a replica starts from its
+            # log start and learns it from its leader (or its ISR as leader).
+            config = self.replication
+            if self.min_isr_for is not None:
+                config = replace(config, min_insync_replicas=self.min_isr_for(state.topic))
+            replica = Replica(self.node_id, plog, config, high_watermark=plog.log_start_offset)
+            self.replicas[key] = replica
+        self.handle(key, replica.on_state(state, now_ms()))
+        self._sync_fetchers()
+
+    def _sync_fetchers(self) -> None:
+        leaders = {r.state.leader for r in self.replicas.values() if r.role is Role.FOLLOWER}
+        for leader in leaders - set(self.fetchers):
+            fetcher = ReplicaFetcher(self, leader)
+            self.fetchers[leader] = fetcher
+            fetcher.start()
+        for leader in set(self.fetchers) - leaders:
+            fetcher = self.fetchers.pop(leader)
+            self._spawn(fetcher.stop())
+        for fetcher in self.fetchers.values():
+            fetcher.wake.set()
+
+    def requests_for(self, leader: int) -> list:
+        out = []
+        for key, replica in self.replicas.items():
+            if replica.role is Role.FOLLOWER and replica.state.leader == leader:
+                request = replica.next_request()
+                if request is not None:
+                    out.append((key, replica, request))
+        return out
+
+    # --------------------------------------------------------- outputs
+    def handle(self, key, outs) -> None:
+        for out in outs:
+            if isinstance(out, Completed):
+                for token in out.tokens:
+                    fut = self._waiters.pop(token, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(out.error)
+            elif isinstance(out, ProposeIsr):
+                self._spawn(self._alter_isr(key, out.proposed))
+            elif isinstance(out, HighWatermarkMoved):
+                if self.on_high_watermark is not None:
+                    self.on_high_watermark()
+            else:
+                log.info("%s-%d: %s", key[0], key[1], out)
+                self._role_changed(key, out)
+                if self.on_high_watermark is not None:
+                    self.on_high_watermark()     # role changes wake long polls too
+
+    def _role_changed(self, key, out) -> None:
+        replica = self.replicas.get(key)
+        if replica is None:
+            return
+        # (Shards load and unload with leadership in shard_ownership.py, a
+        # listener called before this one, so a shard is gone before its
+        # log is truncated.)
+        replica.log.stamp_epoch = out.epoch if isinstance(out, BecameLeader) else None
+
+    async def _alter_isr(self, key, proposed: PartitionState) -> None:
+        backoff = self.config.retry_backoff_ms / 1000.0
+        while self._running:
+            try:
+                result = await self.store.alter_isr(proposed)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("%s-%d: ISR change not answered (%s); asking again",
+                            key[0], key[1], exc)
+                await asyncio.sleep(backoff)
+                continue
+            replica = self.replicas.get(key)
+            if replica is not None:
+                self.handle(key, replica.on_isr_result(proposed, result, now_ms()))
+            return
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ticker(self) -> None:
+        interval = max(self.replication.replica_lag_time_max_ms / 2000.0, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for key, replica in list(self.replicas.items()):
+                if replica.role is Role.LEADER:
+                    self.handle(key, replica.tick(now))
+
+    async def flush(self, logs) -> None:
+        if self.syncer is not None:
+            await self.syncer(logs)
+        else:
+            for plog in logs:
+                plog.flush()
+
+    # ------------------------------------------------------- leader side
+    def replica(self, topic: str, partition: int) -> Replica | None:
+        return self.replicas.get((topic, partition))
+
+    def leader_hint(self, topic: str, partition: int):
+        """(leader id, leader epoch, (host, port) or None) of a partition as
+        the control plane last said, for NOT_LEADER_OR_FOLLOWER answers
+        (KIP-951); None when unknown."""
+        state = self._pending_states.get((topic, partition))
+        if state is None or state.leader < 0:
+            return None
+        return state.leader, state.leader_epoch, self.address_of(state.leader)
+
+    def leader(self, topic: str, partition: int) -> Replica:
+        """The leader replica here, or NotLeader(NOT_LEADER_OR_FOLLOWER)."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None or replica.role is not Role.LEADER:
+            raise NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
+        return replica
+
+    def on_flushed(self, logs) -> None:
+        now = now_ms()
+        by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
+        for plog in logs:
+            found = by_log.get(id(plog))
+            if found is not None:
+                self.handle(found[0], found[1].on_flushed(now))
+
+    def await_high_watermark(self, topic: str, partition: int, end_offset: int) -> asyncio.Future:
+        """A future of the error code once the high watermark reaches `end_offset`."""
+        fut = asyncio.get_running_loop().create_future()
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            fut.set_result(Err.NOT_LEADER_OR_FOLLOWER)
+            return fut
+        token = object()
+        self._waiters[token] = fut
+        self.handle((topic, partition), replica.await_offset(end_offset, token))
+        return fut
+
+
+def start_replication(config, catalogue, cluster, data_plane, group_sync,
+                      coordinator=None, durability=None) -> ReplicaManager:
+    """Wire a ReplicaManager to a started ClusterNode and the data plane."""
+    plane = cluster.plane
+    default_min_isr = config["min.insync.replicas"]
+
+    def address_of(node_id: int):
+        info = plane.view.nodes.get(node_id)
+        return (info.host, info.port) if info is not None else None
+
+    def min_isr_for(name: str) -> int:
+        topic = catalogue.get(name)
+        configs = topic.configs if topic is not None else {}
+        return int(configs.get("min.insync.replicas", default_min_isr))
+
+    async def syncer(logs):
+        await group_sync.sync(logs)
+
+    manager = ReplicaManager(
+        config["node.id"], catalogue, plane, address_of,
+        replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
+        fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
+                              fetch_max_bytes=config["replica.fetch.max.bytes"]),
+        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinator=coordinator)
+    if durability is not None:
+        durability.manager = manager
+    manager.min_isr_for = min_isr_for
+    data_plane.replication = manager
+    plane.listeners.append(manager)
+    plane.view_listeners.append(
+        lambda change: manager.topic_changed() if change[0] == "topic" else None)
+    manager.start()
+    for state in list(plane.view.partitions.values()):
+        manager.on_partition_state(state)
+    return manager
+
+
+class ReplicatedDurability:
+    """The coordinator runtime's durability seam in a cluster: a group-commit
+    round is durable once each shard log is fsynced here and its high
+    watermark has passed what was appended (every in-sync replica has it on
+    disk).  A shard this node no longer leads reports an error, which fails
+    the round's writes of that shard (the runtime answers them)."""
+
+    def __init__(self) -> None:
+        self.manager: ReplicaManager | None = None
+        self.closed = False
+
+    def sync(self, logs: list, done) -> None:
+        ends = [plog.log_end_offset for plog in logs]
+        asyncio.get_running_loop().create_task(self._sync(logs, ends, done))
+
+    async def _sync(self, logs, ends, done) -> None:
+        errors: list = [None] * len(logs)
+
+        def flush(plog):
+            try:
+                plog.flush()
+                return None
+            except BaseException as exc:
+                return exc
+        results = await asyncio.gather(*(asyncio.to_thread(flush, plog) for plog in logs))
+        for i, exc in enumerate(results):
+            errors[i] = exc
+        manager = self.manager
+        waits = []
+        if manager is not None:
+            manager.on_flushed([plog for plog, e in zip(logs, errors) if e is None])
+            if manager.on_high_watermark is not None:
+                manager.on_high_watermark()     # followers' long polls: new records to read
+            keys = {id(r.log): k for k, r in manager.replicas.items()}
+            for i, plog in enumerate(logs):
+                key = keys.get(id(plog))
+                if errors[i] is None and key is not None:
+                    waits.append((i, manager.await_high_watermark(key[0], key[1], ends[i])))
+                elif errors[i] is None:
+                    errors[i] = NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
+        for i, fut in waits:
+            code = await fut
+            if code != Err.NONE:
+                errors[i] = NotLeader(code)
+        done(errors)
+
+    def close(self) -> None:
+        self.closed = True

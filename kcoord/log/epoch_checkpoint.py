@@ -1,0 +1,46 @@
+"""A partition's leader-epoch checkpoint file (Kafka's `leader-epoch-checkpoint`).
+
+One small text file in the partition's directory (leader_epoch.py has the
+format), rewritten whole whenever the cache changes: temp file, fsync,
+rename, fsync of the directory, so a crash leaves the old or the new
+contents.  Changes are rare (a new leader epoch, a truncation, a new log
+start), so each is made durable at once, as Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from .leader_epoch import EpochCache
+
+CHECKPOINT = "leader-epoch-checkpoint"
+
+log = logging.getLogger(__name__)
+
+
+def read_epoch_checkpoint(partition_dir: Path) -> EpochCache:
+    """The stored cache; empty when there is none or it does not parse."""
+    path = Path(partition_dir) / CHECKPOINT
+    try:
+        return EpochCache.from_text(path.read_text())
+    except FileNotFoundError:
+        return EpochCache()
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("%s: ignoring a damaged leader-epoch checkpoint (%s)", path, exc)
+        return EpochCache()
+
+
+def write_epoch_checkpoint(partition_dir: Path, cache: EpochCache) -> None:
+    path = Path(partition_dir) / CHECKPOINT
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(cache.to_text())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(partition_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,77 @@
+"""The writer side of the coordinator log: __consumer_offsets records to one
+uncompressed v2 record batch (build_records_batch), OffsetCommits with
+precompiled structs (tests/server/test_commit_batch.py)."""
+from __future__ import annotations
+
+import struct
+
+from .record_codec import COMMIT_KEY_CACHE_MAX, Record, encode_commit, encode_record
+from .records import HEADER_SIZE, encode_varint, seal_batch
+
+
+# Zigzag varints of 0..16383 (one or two bytes), for the records of a batch,
+# and the same after a record's attributes and timestamp delta (both 0).
+_ZV_MAX = 1 << 14
+_ZV = tuple(encode_varint(n) for n in range(_ZV_MAX))
+_ZV00 = tuple(b"\x00\x00" + z for z in _ZV)
+# An OffsetCommit record from its partition on: partition, value length (24,
+# as a varint), value v3 with empty metadata, no headers.
+_COMMIT_TAIL = struct.Struct(">iBhqihqB")
+_COMMIT_TAIL_SIZE = _COMMIT_TAIL.size
+# (group, topic) -> key length varint + key up to its partition
+_COMMIT_HEADS: dict[tuple[str, str], bytes] = {}
+
+
+def build_records_batch(records: list[Record], now: int) -> bytearray:
+    """One uncompressed v2 batch of `records`, every record stamped `now`,
+    offset deltas 0..n-1, and one CRC for all of them: the bytes build_batch
+    gives for [(*encode_record(r), [], now) for r in records], built with
+    fewer steps per record.  An OffsetCommit with a v3 value and no metadata
+    (what consumers commit) is one struct pack after its (group, topic)
+    part, which is encoded once."""
+    zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
+    heads = _COMMIT_HEADS
+    pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
+    out = [bytes(HEADER_SIZE)]
+    append = out.append
+    for delta, record in enumerate(records):
+        rtype, key, value, version = record
+        if rtype == 1 and version == 3 and value is not None and delta < zmax \
+                and not value["metadata"]:
+            head = heads.get((key["group"], key["topic"]))
+            if head is None:
+                encoded = encode_commit(record)
+                if encoded is not None:
+                    k = encoded[0][:-4]  # without the partition
+                    n = len(k) + 4
+                    head = heads[(key["group"], key["topic"])] = (
+                        zv[n] if n < zmax else varint(n)) + k
+                    if len(heads) > COMMIT_KEY_CACHE_MAX:
+                        heads.clear()
+            if head is not None:
+                try:
+                    tail = pack_tail(key["partition"], 48, 3, value["offset"],
+                                     value["leader_epoch"], 0, value["commit_timestamp"], 0)
+                except (struct.error, KeyError):  # the schema codec encodes or reports it
+                    pass
+                else:
+                    od = zv00[delta]
+                    n = len(od) + len(head) + tail_size
+                    out += (zv[n] if n < zmax else varint(n)), od, head, tail
+                    continue
+        k, v = encode_record(record)
+        n = len(k)
+        head = b"\x00\x00" + (zv[delta] if delta < zmax else varint(delta)) + (
+            zv[n] if n < zmax else varint(n))
+        if v is None:
+            rec = head + k + b"\x01\x00"
+        else:
+            n = len(v)
+            rec = head + k + (zv[n] if n < zmax else varint(n)) + v + b"\x00"
+        n = len(rec)
+        append(zv[n] if n < zmax else varint(n))
+        append(rec)
+    batch = bytearray().join(out)
+    count = len(records)
+    seal_batch(batch, 0, 0, count, now, now)
+    return batch

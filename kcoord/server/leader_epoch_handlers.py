@@ -1,0 +1,82 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in a partition's log.
+
+Answered from the log's leader-epoch cache with Kafka's rules
+(LeaderEpochFileCache.endOffsetFor): the latest epoch ends at the log end,
+an older one where the next begins.  A single node is the leader of every
+partition in epoch 0 (as its Metadata and ListOffsets say), so its epoch
+checks are against 0 and a log with no epoch recorded yet (written before
+batches were stamped) is all epoch 0.  In a cluster a partition's Replica
+answers (replica.py: fencing by the current leader epoch, leader only).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
+from ..protocol.errors import Err
+from ..security.checks import Op, R, register_rule
+
+SINGLE_NODE_EPOCH = 0
+
+
+class LeaderEpochHandlers:
+    def __init__(self, catalogue, replica_for: Callable | None = None) -> None:
+        self.catalogue = catalogue
+        # (topic, partition) -> Replica or None; set in a cluster
+        self.replica_for = replica_for
+
+    def register(self, dispatcher) -> None:
+        dispatcher.register(23, self.offset_for_leader_epoch)
+
+    def offset_for_leader_epoch(self, ctx, req: dict) -> dict:
+        topics = []
+        for treq in req["topics"]:
+            topic = self.catalogue.get(treq["topic"])
+            parts = []
+            for preq in treq["partitions"]:
+                index = preq["partition"]
+                error, epoch, end = self._answer(topic, treq["topic"], index,
+                                                 preq.get("current_leader_epoch", -1),
+                                                 preq["leader_epoch"])
+                parts.append({"error_code": error, "partition": index,
+                              "leader_epoch": epoch, "end_offset": end})
+            topics.append({"topic": treq["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _answer(self, topic, name: str, index: int, current: int, requested: int):
+        undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return (Err.UNKNOWN_TOPIC_OR_PARTITION, *undefined)
+        if self.replica_for is not None:
+            replica = self.replica_for(name, index)
+            if replica is None:
+                return (Err.NOT_LEADER_OR_FOLLOWER, *undefined)
+            return replica.answer_epoch_query(current, requested)
+        if current > SINGLE_NODE_EPOCH:
+            return (Err.UNKNOWN_LEADER_EPOCH, *undefined)
+        if 0 <= current < SINGLE_NODE_EPOCH:
+            return (Err.FENCED_LEADER_EPOCH, *undefined)
+        plog = topic.partitions[index]
+        cache = plog.epochs if plog.epochs.entries else EpochCache(
+            [(SINGLE_NODE_EPOCH, plog.log_start_offset)])
+        epoch, end = cache.end_offset_for(requested, plog.log_end_offset)
+        return Err.NONE, epoch, end
+
+
+def _authorize(checks, ctx, req, handler):
+    """Kafka: CLUSTER_ACTION on the cluster (followers) or DESCRIBE on each topic."""
+    if checks.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    ok, denied = [], []
+    for t in req["topics"]:
+        (ok if checks.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic"]) else denied).append(t)
+    errors = [{"topic": t["topic"], "partitions": [
+        {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "partition": p["partition"],
+         "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_EPOCH_OFFSET}
+        for p in t["partitions"]]} for t in denied]
+    response = handler(ctx, {**req, "topics": ok}) if ok else {"throttle_time_ms": 0, "topics": []}
+    response["topics"] = list(response["topics"]) + errors
+    return response
+
+
+register_rule(23, _authorize)
