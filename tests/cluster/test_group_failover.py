@@ -162,7 +162,7 @@ class ConfluentMember(threading.Thread):
 
 class KafkaPythonMember(threading.Thread):
     """kafka-python consumer (classic protocol), committing synchronously
-    after each poll and before a rebalance takes partitions away."""
+    after each poll."""
 
     def __init__(self, name, bootstrap, group, protocol, ledger, acks):
         super().__init__(name=name, daemon=True)
@@ -203,8 +203,9 @@ class KafkaPythonMember(threading.Thread):
 
         class Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked):
+                # kafka-python 3 refuses a blocking commit from its own IO
+                # thread: what was not committed is read again by the next owner
                 ps = [tp.partition for tp in revoked]
-                member.commit(consumer, ps)
                 for p in ps:
                     member.positions.pop(p, None)
                 member.ledger.event(member.name, "revoke", ps)
