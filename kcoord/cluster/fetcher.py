@@ -197,5 +197,12 @@ class ReplicaFetcher:
                 continue
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
             self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+            # The leader's log start moved (retention, DeleteRecords): follow
+            # it, never past what is committed here (Kafka's follower does
+            # maybeIncrementLogStartOffset the same way).
+            start = a["log_start_offset"]
+            if (a["error_code"] == Err.NONE and start > replica.log.log_start_offset
+                    and start <= replica.high_watermark):
+                replica.log.advance_log_start(start)
         if errors:
             await asyncio.sleep(cfg.retry_backoff_ms / 1000.0)
