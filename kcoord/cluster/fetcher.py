@@ -15,6 +15,7 @@ import logging
 import struct
 import time
 
+from .aio import bounded  # wait_for may swallow a cancellation (gh-86296)
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
@@ -196,5 +197,12 @@ class ReplicaFetcher:
                 continue
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
             self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+            # The leader's log start moved (retention, DeleteRecords): follow
+            # it, never past what is committed here (Kafka's follower does
+            # maybeIncrementLogStartOffset the same way).
+            start = a["log_start_offset"]
+            if (a["error_code"] == Err.NONE and start > replica.log.log_start_offset
+                    and start <= replica.high_watermark):
+                replica.log.advance_log_start(start)
         if errors:
             await asyncio.sleep(cfg.retry_backoff_ms / 1000.0)

@@ -25,7 +25,7 @@ from .fetcher import ReplicaFetcher
 from .replica import (
     BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
 )
-from .state import PartitionState
+from .state import NO_LEADER, PartitionState
 
 log = logging.getLogger("kcoord.cluster.replicas")
 
@@ -109,10 +109,25 @@ class ReplicaManager:
             self.handle(key, replica.on_session_lost(now_ms()))
 
     def topic_changed(self) -> None:
-        """The local catalogue changed: states that waited for a log apply now."""
-        if self._running:
-            for state in list(self._pending_states.values()):
-                self._apply(state)
+        """The local catalogue changed: replicas of a deleted (or reopened)
+        log go, their waiting writes failed; states that waited for a log
+        apply now."""
+        if not self._running:
+            return
+        for key, replica in list(self.replicas.items()):
+            topic = self.catalogue.get(key[0])
+            if (topic is not None and key[1] < len(topic.partitions)
+                    and topic.partitions[key[1]] is replica.log):
+                continue
+            del self.replicas[key]
+            if topic is None:
+                self._pending_states.pop(key, None)
+            gone = replace(replica.state, leader=NO_LEADER, isr=(), replicas=(),
+                           version=replica.state.version + 1)
+            self.handle(key, replica.on_state(gone, now_ms()))
+        for state in list(self._pending_states.values()):
+            self._apply(state)
+        self._sync_fetchers()
 
     def _apply(self, state: PartitionState) -> None:
         key = (state.topic, state.partition)
