@@ -306,3 +306,13 @@ def test_transactional_id_checks(authz):
         # WRITE implies DESCRIBE: the transaction coordinator is found
         resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
         assert resp["coordinators"][0]["error_code"] == 0
+
+
+def test_denied_acks0_produce_closes_the_connection(authz):
+    from tests.clients.wire import encode_request
+    with WireClient(authz.ports["PLAINTEXT"]) as anonymous:
+        anonymous.send_raw(encode_request(0, 9, {
+            "transactional_id": None, "acks": 0, "timeout_ms": 30000,
+            "topic_data": [{"name": "orders", "partition_data": [
+                {"index": 0, "records": build_batch([(None, b"x", [], None)])}]}]}))
+        anonymous.wait_closed()
