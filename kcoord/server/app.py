@@ -115,6 +115,7 @@ class Server:
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
+        self.dispatcher.register(43, self.cluster.elect_leaders)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
