@@ -4,7 +4,9 @@ commit, classic Heartbeat and KIP-848 ConsumerGroupHeartbeat CPU per
 request, and the load's replay rate.
 
 "before" is a checkout of the tree before the change (a git worktree, path
-in KCOORD_BASE_TREE, default /work/wt/runtime-base); "after" is this tree.
+in KCOORD_BASE_TREE, default /work/wt/runtime-base); "after" is this tree,
+or the checkout in KCOORD_AFTER_TREE (so edits made while it runs do not
+change what is measured).
 The two servers take turns, run after run (before, after, before, ...), so
 each sees the same spread of load from the rest of the machine; each run
 records the load average, and the figures are medians over the runs.
@@ -23,7 +25,8 @@ from pathlib import Path
 from .common import ROOT, KcoordServer, loadavg, median, run_loadgen, table, timed, write_results
 
 BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base"))
-TREES = {"before": BASE_TREE, "after": Path(ROOT)}
+AFTER_TREE = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT))
+TREES = {"before": BASE_TREE, "after": AFTER_TREE}
 
 
 @contextlib.contextmanager
@@ -171,7 +174,7 @@ def report(runs: dict, reps: int, records: int, generated: dict, args) -> dict:
                      " ".join(fmt(v) for v in summary[name]["runs"]["after"]),
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
                      "; ".join(errors)[:200] or ""])
-    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = this tree ({_rev(Path(ROOT))}); "
+    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
           f"{reps} runs each, alternating (before, after, then after, before, ...); medians.",
           f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
           f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per CPU-second of "
