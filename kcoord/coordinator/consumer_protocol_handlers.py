@@ -280,7 +280,16 @@ class ConsumerGroupManager:
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         session, interval = self.group_timeouts(group_id)
-        timer = self.timers.touch((SESSION_TIMER, group_id, member_id), now + session)
+        # Timers.touch, inlined (the steady heartbeat is the hottest path)
+        key = (SESSION_TIMER, group_id, member_id)
+        deadline = now + session
+        timers = self.timers
+        timers.deadlines[key] = deadline
+        armed = timers.armed.get(key)
+        timer = None
+        if armed is None or armed > deadline:
+            timers.armed[key] = deadline
+            timer = Timer(key, deadline)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
                  "heartbeat_interval_ms": interval, "assignment": None},
