@@ -120,15 +120,16 @@ class Load:
                     if offset > 1:  # moved over: the new coordinator must have every ack
                         f = conn.request(9, 7, {"group_id": group, "topics": [
                             {"name": TOPIC, "partition_indexes": [0]}], "require_stable": False})
-                        part = f["topics"][0]["partitions"][0]
-                        if part["error_code"] or f.get("error_code"):
+                        parts = [p for t in f["topics"] for p in t["partitions"]]
+                        if f.get("error_code") or not parts or parts[0]["error_code"]:
                             conn.close()
                             conn = None
                             time.sleep(0.05)
                             continue
-                        if part["committed_offset"] < offset - 1:
+                        if parts[0]["committed_offset"] < offset - 1:
                             with self.lock:
-                                self.losses.append((group, offset - 1, part["committed_offset"]))
+                                self.losses.append((group, offset - 1,
+                                                    parts[0]["committed_offset"]))
                 r = conn.request(8, 8, {
                     "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                     "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [{
@@ -145,7 +146,7 @@ class Load:
                     conn.close()
                     conn = None
                     time.sleep(0.02)
-            except (OSError, ConnectionError, struct.error):
+            except (OSError, ConnectionError, struct.error, KeyError, IndexError):
                 self.errors += 1
                 if conn is not None:
                     conn.close()
@@ -191,7 +192,7 @@ class Load:
                     self.errors += 1
                     leaders.pop(p, None)
                     time.sleep(0.02)
-            except (OSError, ConnectionError, struct.error):
+            except (OSError, ConnectionError, struct.error, KeyError, IndexError):
                 self.errors += 1
                 leaders.clear()
                 for c in conns.values():

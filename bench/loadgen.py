@@ -112,11 +112,13 @@ class OffsetCommitLoad(Workload):
         self.version = max(lo, min(spec.get("version", 8), hi))
         self.topic = spec["topic"]
         self.partitions = spec.get("partitions", 10)
+        self.groups = spec.get("groups")  # group id per connection (default bench-group-N)
 
     def request(self, conn: int, slot: int) -> dict:
         # a simple group per connection (generation -1, no member): what
         # a consumer with manual assignment commits
-        return {"group_id": f"bench-group-{conn}", "generation_id_or_member_epoch": -1,
+        group = self.groups[conn] if self.groups else f"bench-group-{conn}"
+        return {"group_id": group, "generation_id_or_member_epoch": -1,
                 "member_id": "", "group_instance_id": None, "retention_time_ms": -1,
                 "topics": [{"name": self.topic, "partitions": [
                     {"partition_index": p, "committed_offset": 1000 * slot + p,

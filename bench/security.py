@@ -38,14 +38,18 @@ def _pki(tmp: Path):
     return make_pki(tmp / "pki")
 
 
-def _server(pki, tmp: Path):
+def _server(pki, tmp: Path, acls: bool = False):
     from tests.support import ServerProcess
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
-    proc = ServerProcess(tmp / "data", settings, extra_args=[
+    if acls:  # the authorizer on; PLAINTEXT (ANONYMOUS) is the super user that sets up
+        settings.update({"authorizer.class.name":
+                         "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                         "super.users": "User:ANONYMOUS"})
+    proc = ServerProcess(tmp / ("data-acl" if acls else "data"), settings, extra_args=[
         "--add-scram", f"SCRAM-SHA-512=[name={USER},password={PASSWORD}]"])
     proc.start(timeout=300)
     return proc
@@ -214,12 +218,17 @@ def run(args) -> dict:
         pki = _pki(tmp)
         server = _server(pki, tmp)
         pid = server.proc.pid
+        acl_server = _server(pki, tmp, acls=True)
+        raw["SASL_SSL+ACLs"] = {"commit": []}
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{server.ports['PLAINTEXT']}"})
-            for fut in admin.create_topics([NewTopic(TOPIC, 1, 1), NewTopic(COMMIT_TOPIC, 10, 1)],
-                                           operation_timeout=30).values():
-                fut.result(timeout=60)
+            for srv in (server, acl_server):
+                admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{srv.ports['PLAINTEXT']}"})
+                for fut in admin.create_topics([NewTopic(TOPIC, 1, 1),
+                                                NewTopic(COMMIT_TOPIC, 10, 1)],
+                                               operation_timeout=30).values():
+                    fut.result(timeout=60)
+            _grant_commit_acls(acl_server.ports["PLAINTEXT"])
             for rep in range(rounds):
                 order = variants if rep % 2 == 0 else variants[::-1]
                 for v in order:
@@ -232,12 +241,35 @@ def run(args) -> dict:
                                                            60.0))
                     with timed(f"security round {rep + 1}/{rounds} {v}: {auths} connections"):
                         raw[v]["auth"].append(auth_rate(port, v, pki, pid, auths, 60.0))
+                with timed(f"security round {rep + 1}/{rounds} SASL_SSL+ACLs: {commits} commits"):
+                    raw["SASL_SSL+ACLs"]["commit"].append(commit_cpu(
+                        acl_server.ports["SASL_SSL"], "SASL_SSL", pki, acl_server.proc.pid,
+                        commits, 10, 8, 60.0))
         finally:
             server.stop()
+            acl_server.stop()
     return report(raw, rounds, mb, commits, auths)
 
 
+def _grant_commit_acls(port: int) -> None:
+    """The bench user may READ its groups (PREFIXED) and the commit topic."""
+    sock = _blocking_session(port, "PLAINTEXT", None)
+    try:
+        acls = [(3, "bench-sec-", 4), (2, COMMIT_TOPIC, 3)]  # (type, name, pattern)
+        sock.sendall(_frame(30, 3, 1, {"creations": [
+            {"resource_type": rt, "resource_name": name, "resource_pattern_type": pt,
+             "principal": f"User:{USER}", "host": "*", "operation": 3, "permission_type": 3}
+            for rt, name, pt in acls]}))
+        size, = _SIZE.unpack(_recv(sock, 4))
+        resp = _decode(30, 3, _recv(sock, size))
+        assert all(r["error_code"] == 0 for r in resp["results"]), resp
+    finally:
+        sock.close()
+
+
 def report(raw: dict, rounds: int, mb: int, commits: int, auths: int) -> dict:
+    acl_commit = raw.pop("SASL_SSL+ACLs")["commit"]
+
     def med(v, kind, key):
         return median([r[key] for r in raw[v][kind]])
     p_mb = {v: med(v, "produce", "mb_s") for v in raw}
@@ -249,6 +281,7 @@ def report(raw: dict, rounds: int, mb: int, commits: int, auths: int) -> dict:
     a_cpu = {v: med(v, "auth", "server_cpu_ms_per_conn") for v in raw}
     produce_ratio = p_mb["SASL_SSL"] / p_mb["PLAINTEXT"]
     commit_ratio = c_us["SASL_SSL"] / c_us["PLAINTEXT"]
+    acl_us = median([r["cpu_us_per_commit"] for r in acl_commit])
     rows = [
         ["produce MB/s (1 KiB records, acks=1)", p_mb["PLAINTEXT"], p_mb["SASL_SSL"],
          f"{produce_ratio:.2f}x", f">= {GOAL_PRODUCE:.2f}x",
@@ -258,6 +291,8 @@ def report(raw: dict, rounds: int, mb: int, commits: int, auths: int) -> dict:
         ["OffsetCommit server CPU us/commit (10 partitions)", c_us["PLAINTEXT"],
          c_us["SASL_SSL"], f"{commit_ratio:.2f}x", f"<= {GOAL_COMMIT_CPU:.1f}x",
          "met" if commit_ratio <= GOAL_COMMIT_CPU else "NOT met"],
+        ["OffsetCommit server CPU us/commit, SASL_SSL with the authorizer and ACLs",
+         c_us["PLAINTEXT"], acl_us, f"{acl_us / c_us['PLAINTEXT']:.2f}x", "", ""],
         ["OffsetCommit commits/s", c_rate["PLAINTEXT"], c_rate["SASL_SSL"],
          f"{c_rate['SASL_SSL'] / c_rate['PLAINTEXT']:.2f}x", "", ""],
         ["new connections/s (SASL_SSL: TLS + SCRAM-SHA-512)", a_rate["PLAINTEXT"],
@@ -269,7 +304,9 @@ def report(raw: dict, rounds: int, mb: int, commits: int, auths: int) -> dict:
         "PEM key store made with trustme), the two measured in turns, "
         f"{rounds} round(s), medians. Produce: confluent-kafka, {mb} MiB of 1 KiB records "
         f"per round. OffsetCommit: {commits:,} commits of 10 partitions on 10 connections, "
-        "8 in flight each (blocking client threads). Connections: "
+        "8 in flight each (blocking client threads); the ACL row is a second server with "
+        "the StandardAuthorizer on and the bench user allowed READ on its groups (PREFIXED) "
+        "and the topic, so every commit is authorized. Connections: "
         f"{auths} new connections one after another (connect, TLS, ApiVersions, "
         "SaslHandshake, SCRAM exchange; PLAINTEXT: connect and ApiVersions).",
         "",
@@ -286,8 +323,20 @@ def report(raw: dict, rounds: int, mb: int, commits: int, auths: int) -> dict:
         "(kcoord/security/tls_transport.py); the SASL gate costs one attribute test per "
         "frame once authenticated.",
     ]
+    raw["SASL_SSL+ACLs"] = {"commit": acl_commit}
+    summary = [
+        ["security: produce MB/s SASL_SSL (SCRAM-SHA-512) vs PLAINTEXT",
+         f"{p_mb['SASL_SSL']:.1f} vs {p_mb['PLAINTEXT']:.1f} ({produce_ratio:.2f}x)",
+         f">= {GOAL_PRODUCE:.2f}x", "met" if produce_ratio >= GOAL_PRODUCE else "MISSED"],
+        ["security: OffsetCommit server CPU/commit SASL_SSL vs PLAINTEXT",
+         f"{c_us['SASL_SSL']:.1f} vs {c_us['PLAINTEXT']:.1f} us ({commit_ratio:.2f}x); "
+         f"with ACLs {acl_us:.1f} us",
+         f"<= {GOAL_COMMIT_CPU:.1f}x", "met" if commit_ratio <= GOAL_COMMIT_CPU else "MISSED"],
+        ["security: new SASL_SSL connections/s (TLS + SCRAM-SHA-512)",
+         f"{a_rate['SASL_SSL']:.0f}/s, {a_cpu['SASL_SSL']:.2f} ms server CPU each", "-", "-"],
+    ]
     out = {"rounds": rounds, "raw": raw, "produce_ratio": produce_ratio,
-           "commit_cpu_ratio": commit_ratio}
+           "commit_cpu_ratio": commit_ratio, "summary": summary}
     write_results("security", "Security: SASL_SSL (SCRAM-SHA-512) beside PLAINTEXT",
                   sections, out)
     return out

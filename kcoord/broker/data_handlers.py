@@ -4,12 +4,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.group_sync import GroupSync
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
+from .txn_state import PartitionTxnState, control_batch
 
 log = logging.getLogger("kcoord.broker")
 
@@ -64,13 +66,45 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        # per partition log: open transactions, LSO, aborted transactions (built on first use)
+        self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # (producer id, epoch, topic, partition) -> error code: is the partition in
+        # that producer's ongoing transaction?  Set by the transaction coordinator.
+        self.txn_verifier = None
         # kcoord.cluster's ReplicaManager in a cluster: user topics are then
         # replicated (leader-only produce and fetch, acks=-1 at the high
         # watermark, follower fetches); None on a single node.
         self.replication = None
 
+    def txn_state(self, plog) -> PartitionTxnState:
+        state = self._txn_states.get(plog)
+        if state is None:
+            state = self._txn_states[plog] = PartitionTxnState.scan(plog)
+        return state
+
+    def write_marker(self, topic_name: str, index: int, producer_id: int, epoch: int,
+                     commit: bool, coordinator_epoch: int):
+        """Append an end-transaction marker to a data partition.  -> (error
+        code, the log to fsync or None).  A deleted partition is skipped."""
+        topic = self.catalogue.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return Err.UNKNOWN_TOPIC_OR_PARTITION, None
+        plog = topic.partitions[index]
+        state = self.txn_state(plog)
+        code = state.check_marker(producer_id, epoch, coordinator_epoch)
+        if code:
+            return code, None
+        now = now_ms()
+        offset, _ = plog.append(control_batch(producer_id, epoch, commit, coordinator_epoch, now))
+        aborted = state.on_marker(producer_id, epoch, 1 if commit else 0, coordinator_epoch,
+                                  offset, now)
+        if aborted is not None:
+            state.index_abort(plog.active.base_offset, aborted)
+        self.appended.notify()
+        return Err.NONE, plog
+
     def in_sync_replicas(self, topic, index: int) -> int:
-        if self.replication is not None and not topic.internal:
+        if self.replication is not None and self.replication.manages(topic.name):
             replica = self.replication.replica(topic.name, index)
             return len(replica.state.isr) if replica is not None and replica.is_leader else 0
         return 1  # one node: the leader is the whole ISR
@@ -79,7 +113,7 @@ class DataPlane:
         """The leader replica of a replicated partition, None when the
         partition is not replicated (single node, internal topic), or an
         error code (this node does not lead it)."""
-        if self.replication is None or topic.internal:
+        if self.replication is None or not self.replication.manages(topic.name):
             return None
         replica = self.replication.replica(topic.name, index)
         if replica is None or not replica.is_leader:
@@ -100,7 +134,8 @@ class DataPlane:
         for tdata in req["topic_data"]:
             parts = []
             for pdata in tdata["partition_data"]:
-                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"], acks)
+                result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
+                                            acks, ctx.api_version)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -150,7 +185,7 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records, acks: int = 1):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -170,10 +205,12 @@ class DataPlane:
         if not records:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
+        headers = []
         try:
             count = 0
             end = 0
             for pos, header in iter_batches(records):
+                headers.append(header)
                 validate_batch(records, pos)
                 if LOG_OVERHEAD + header.batch_length > max_bytes:
                     return self._part_error(index, Err.MESSAGE_TOO_LARGE,
@@ -184,6 +221,9 @@ class DataPlane:
                 raise CorruptRecordError("record set holds a partial batch")
         except CorruptRecordError as exc:
             return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        code = self._check_producers(topic_name, index, plog, headers, version)
+        if code:
+            return self._part_error(index, code), None
         append_time = -1
         if topic.configs.get("message.timestamp.type") == "LogAppendTime":
             append_time = now_ms()
@@ -194,9 +234,37 @@ class DataPlane:
             base, _last = plog.append(records, leader_epoch=replica.leader_epoch)
         else:
             base, _last = plog.append(records)
+        if any(h.producer_id >= 0 for h in headers):
+            state = self.txn_state(plog)
+            offset = base
+            for header in headers:
+                state.on_data(header, offset)
+                offset += header.last_offset_delta + 1
         return {"index": index, "error_code": Err.NONE, "base_offset": base,
                 "log_append_time_ms": append_time, "log_start_offset": plog.log_start_offset,
                 "error_message": None, "replicated": replica is not None}, plog
+
+    def _check_producers(self, topic_name: str, index: int, plog, headers, version: int) -> int:
+        """Producer-state checks of a Produce: no client control batches, no
+        stale epochs, no plain batch inside an open transaction, and a
+        transaction's first batch on a partition only if the partition was
+        added to it (KIP-890 part 1)."""
+        if all(h.producer_id < 0 and not h.is_control for h in headers):
+            return Err.NONE
+        state = self.txn_state(plog)
+        for h in headers:
+            code = state.check_append(h)
+            if code:
+                return code
+            if h.is_transactional and h.producer_id not in state.ongoing:
+                verify = self.txn_verifier
+                code = (Err.INVALID_TXN_STATE if verify is None
+                        else verify(h.producer_id, h.producer_epoch, topic_name, index))
+                if code == Err.INVALID_TXN_STATE and version >= 11:
+                    code = Err.TRANSACTION_ABORTABLE
+                if code:
+                    return code
+        return Err.NONE
 
     # --------------------------------------------------------------- Fetch
     async def fetch(self, ctx, req: dict) -> dict:
@@ -220,6 +288,7 @@ class DataPlane:
         errors = False
         responses = []
         by_id = version >= 13
+        read_committed = req.get("isolation_level", 0) == 1
         follower = max(req.get("replica_id", -1), (req.get("replica_state") or {}).get(
             "replica_id", -1))
         for treq in req["topics"]:
@@ -239,24 +308,33 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
-                if self.replication is not None and not topic.internal:
+                if self.replication is not None and self.replication.manages(topic.name):
                     hw, read_end = self._replicated_read(topic, index, preq, follower, entry)
                     if hw is None:
                         errors = True
                         continue
                 else:
                     hw = read_end = high_watermark(topic, plog)
-                entry["high_watermark"] = entry["last_stable_offset"] = hw
+                state = self.txn_state(plog)
+                lso = state.last_stable_offset(hw)
+                entry["high_watermark"] = hw
+                entry["last_stable_offset"] = lso
                 entry["log_start_offset"] = plog.log_start_offset
                 limit = min(preq["partition_max_bytes"], budget - total)
+                fetch_offset = preq["fetch_offset"]
                 try:
-                    data = plog.read(preq["fetch_offset"], max(limit, 0), min_one=(total == 0))
+                    data = plog.read(fetch_offset, max(limit, 0), min_one=(total == 0))
                 except OffsetOutOfRange:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
                 if read_end < plog.log_end_offset:
                     data = below(data, read_end)
+                if read_committed:
+                    data, upper = self._below(data, lso)
+                    entry["aborted_transactions"] = [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in state.aborted_between(fetch_offset, upper)]
                 entry["records"] = data
                 total += len(data)
             responses.append({"topic": treq.get("topic", ""), "topic_id": treq.get("topic_id"),
@@ -266,6 +344,21 @@ class DataPlane:
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    @staticmethod
+    def _below(data, lso: int):
+        """The whole batches of `data` that end below the LSO (read_committed),
+        and the offset just past them (the LSO when there are none)."""
+        cut = 0
+        upper = lso
+        for pos, header in iter_batches(data):
+            if header.next_offset > lso:
+                break
+            cut = pos + header.size
+            upper = header.next_offset
+        if cut == len(data):
+            return data, upper
+        return data[:cut], upper
 
     def _point_to_leader(self, entry: dict, name: str, index: int) -> None:
         """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader
@@ -342,9 +435,12 @@ class DataPlane:
                         entry["error_code"] = error
                         continue
                 ts = preq["timestamp"]
+                bound = (replica.high_watermark if replica is not None
+                         else high_watermark(topic, plog))
+                if req.get("isolation_level", 0) == 1:  # read_committed: up to the LSO
+                    bound = self.txn_state(plog).last_stable_offset(bound)
                 if ts == LATEST:
-                    entry["offset"] = (replica.high_watermark if replica is not None
-                                       else high_watermark(topic, plog))
+                    entry["offset"] = bound
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
@@ -359,6 +455,8 @@ class DataPlane:
                         entry["timestamp"] = found[1]
                 else:
                     entry["error_code"] = Err.INVALID_REQUEST
+                if (ts >= 0 or ts == MAX_TIMESTAMP) and entry["offset"] >= bound:
+                    entry["offset"] = entry["timestamp"] = -1  # not stable yet
                 if entry["offset"] >= 0:
                     entry["leader_epoch"] = replica.leader_epoch if replica is not None else 0
             topics.append({"name": treq["name"], "partitions": parts})

@@ -12,9 +12,14 @@ class ProducerIds:
         # the start time in ms leaves room for 1000 ids per ms of uptime
         self._next = int(time.time() * 1000) * 1000
 
+    def next_id(self) -> int:
+        pid = self._next
+        self._next += 1
+        return pid
+
     def init_producer_id(self, ctx, req: dict) -> dict:
         if req["transactional_id"] is not None:
-            # transactions need a transaction coordinator, which kcoord does not run
+            # answered by the transaction coordinator (server/txn_handlers.py)
             return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
                     "producer_id": -1, "producer_epoch": -1}
         if req.get("producer_id", -1) >= 0:
@@ -22,7 +27,6 @@ class ProducerIds:
             return {"throttle_time_ms": 0, "error_code": Err.NONE,
                     "producer_id": req["producer_id"],
                     "producer_epoch": (req["producer_epoch"] + 1) & 0x7FFF}
-        pid = self._next
-        self._next += 1
+        pid = self.next_id()
         return {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": pid,
                 "producer_epoch": 0}

@@ -16,6 +16,7 @@ import logging
 import uuid
 from typing import Callable
 
+from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
 from .state import PartitionState, PartitionStateListener
 from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
@@ -96,12 +97,7 @@ class EtcdControlPlane:
         if self.controller is not None:
             await self.controller.stop()
             self.controller = None
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            try:
-                await asyncio.wait_for(self._watch_task, 5.0)
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._watch_task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view
@@ -140,7 +136,7 @@ class EtcdControlPlane:
             except asyncio.CancelledError:
                 if self._watch is not None:
                     try:  # bounded: a broken stream may never answer the cancel
-                        await asyncio.wait_for(self._watch.cancel(), 2.0)
+                        await bounded(self._watch.cancel(), 2.0)
                     except (Exception, asyncio.CancelledError):
                         pass
                 raise
@@ -184,7 +180,7 @@ class EtcdControlPlane:
             if left <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), left)
+                await bounded(self._changed.wait(), left)
             except asyncio.TimeoutError:
                 return predicate()
         return True
@@ -248,6 +244,15 @@ class EtcdControlPlane:
                               proposed.leader_epoch, tuple(proposed.isr),
                               tuple(proposed.replicas),
                               responses[0].response_put.header.revision)
+
+    async def replace_state(self, old: PartitionState, new: PartitionState) -> bool:
+        """Compare-and-set a partition state decided outside the controller's
+        loop (ElectLeaders): written only if `old` is still the stored one."""
+        key = self.keys.partition(new.topic, new.partition).encode()
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == old.version],
+            success=[self.txn.put(key, encode_state(new))], failure=[])
+        return ok
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str] | None = None) -> TopicRecord | None:

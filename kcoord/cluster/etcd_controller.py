@@ -14,6 +14,7 @@ import random
 from typing import TYPE_CHECKING
 
 from . import decisions
+from .aio import bounded, cancel_and_wait
 from .state import PartitionState
 from .view import encode_state
 
@@ -50,12 +51,7 @@ class EtcdController:
             self._task.cancel()
 
     async def stop(self) -> None:
-        self.cancel()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 5.0)
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task, 5.0)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -67,8 +63,7 @@ class EtcdController:
                 await self._dirty.wait()
             else:
                 try:
-                    await asyncio.wait_for(self._dirty.wait(),
-                                           max(0.0, next_rebalance - loop.time()))
+                    await bounded(self._dirty.wait(), max(0.0, next_rebalance - loop.time()))
                 except asyncio.TimeoutError:
                     rebalance = True
                     next_rebalance = loop.time() + interval

@@ -16,6 +16,8 @@ from typing import Awaitable, Callable, Sequence
 
 import aetcd
 
+from .aio import bounded, cancel_and_wait
+
 log = logging.getLogger("kcoord.cluster.etcd")
 
 
@@ -63,7 +65,7 @@ async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
 
 async def _close_quietly(client: aetcd.Client) -> None:
     try:  # bounded: closing waits for the watch stream, which a dead etcd never ends
-        await asyncio.wait_for(client.close(), 5.0)
+        await bounded(client.close(), 5.0)
     except (Exception, asyncio.TimeoutError):
         pass
 
@@ -112,8 +114,7 @@ class EtcdSession:
             self._check_lapse()  # also after a pause of the whole process
             sent = asyncio.get_running_loop().time()
             try:
-                reply = await asyncio.wait_for(self.client.refresh_lease(self.lease_id),
-                                               timeout=self.ttl_s)
+                reply = await bounded(self.client.refresh_lease(self.lease_id), self.ttl_s)
                 expired = reply is None or reply.TTL <= 0
             except asyncio.CancelledError:
                 raise
@@ -144,15 +145,11 @@ class EtcdSession:
     async def close(self, revoke: bool = True) -> None:
         self._closed = True
         if self._keepalive is not None:
-            self._keepalive.cancel()
-            try:
-                await asyncio.wait_for(self._keepalive, 5.0)
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._keepalive, 5.0)
         if self.client is not None:
             if revoke and self.lease_id:
                 try:
-                    await asyncio.wait_for(self.client.revoke_lease(self.lease_id), self.ttl_s)
+                    await bounded(self.client.revoke_lease(self.lease_id), self.ttl_s)
                 except Exception as exc:  # etcd gone: the lease expires by itself
                     log.warning("etcd lease revoke failed: %s", exc)
             await _close_quietly(self.client)

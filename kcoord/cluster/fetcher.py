@@ -19,6 +19,7 @@ from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
 from ..protocol.records import LOG_OVERHEAD, iter_batches
+from .aio import bounded, cancel_and_wait
 from .replica import EpochQuery, FetchQuery, FetchServed
 
 log = logging.getLogger("kcoord.cluster.fetcher")
@@ -42,7 +43,7 @@ class LeaderConnection:
 
     async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
         if self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
+            self._reader, self._writer = await bounded(
                 asyncio.open_connection(self.host, self.port), timeout)
         self._corr += 1
         flexible = APIS[api_key].request.is_flexible(version)
@@ -50,8 +51,8 @@ class LeaderConnection:
                    + bytes(request_codec(api_key, version)[0](body)))
         self._writer.write(_SIZE.pack(len(payload)) + payload)
         await self._writer.drain()
-        size, = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))
-        frame = await asyncio.wait_for(self._reader.readexactly(size), timeout)
+        size, = _SIZE.unpack(await bounded(self._reader.readexactly(4), timeout))
+        frame = await bounded(self._reader.readexactly(size), timeout)
         corr, pos = decode_response_header(frame, flexible)
         if corr != self._corr:
             raise ConnectionError(f"correlation id {corr}, expected {self._corr}")
@@ -87,12 +88,7 @@ class ReplicaFetcher:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self.task, 5.0)
         if self._conn is not None:
             self._conn.close()
 
@@ -114,7 +110,7 @@ class ReplicaFetcher:
             if not requests:
                 self.wake.clear()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), 1.0)
+                    await bounded(self.wake.wait(), 1.0)
                 except asyncio.TimeoutError:
                     pass
                 continue
@@ -200,5 +196,12 @@ class ReplicaFetcher:
                 continue
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
             self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+            # The leader's log start moved (retention, DeleteRecords): follow
+            # it, never past what is committed here (Kafka's follower does
+            # maybeIncrementLogStartOffset the same way).
+            start = a["log_start_offset"]
+            if (a["error_code"] == Err.NONE and start > replica.log.log_start_offset
+                    and start <= replica.high_watermark):
+                replica.log.advance_log_start(start)
         if errors:
             await asyncio.sleep(cfg.retry_backoff_ms / 1000.0)

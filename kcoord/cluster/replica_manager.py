@@ -8,9 +8,10 @@ leader's ISR proposals go to the state store's alter_isr (retried until it
 answers: no answer is not a refusal); writes that wait for the high
 watermark are futures completed from the replicas' outputs.
 
-Only user topics for now: `__consumer_offsets` shards are written by the
-coordinator runtime, which has no shard load/unload for leadership yet, so
-its partitions stay local to each node.
+With a coordinator runtime, `__consumer_offsets` is replicated too (its
+shards load and unload with leadership in shard_ownership.py), and the
+runtime's group commit answers a write once the high watermark has passed
+it (`ReplicatedDurability`); its batches carry the leader epoch.
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ from dataclasses import dataclass, replace
 from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
-    Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
+    BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
 )
-from .state import PartitionState
+from .state import NO_LEADER, PartitionState
 
 log = logging.getLogger("kcoord.cluster.replicas")
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def now_ms() -> int:
@@ -50,7 +53,7 @@ class NotLeader(Exception):
 class ReplicaManager:
     def __init__(self, node_id: int, catalogue, store, address_of, *,
                  replication: ReplicationConfig, fetcher: FetcherConfig | None = None,
-                 syncer=None, on_high_watermark=None) -> None:
+                 syncer=None, on_high_watermark=None, coordinator=None) -> None:
         self.node_id = node_id
         self.catalogue = catalogue
         self.store = store                  # PartitionStateStore (alter_isr)
@@ -59,6 +62,7 @@ class ReplicaManager:
         self.config = fetcher or FetcherConfig()
         self.syncer = syncer                # async callable(list of logs): fsync them
         self.on_high_watermark = on_high_watermark   # wakes long-polling consumers
+        self.coordinator = coordinator      # CoordinatorRuntime: shards follow leadership
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._pending_states: dict[tuple[str, int], PartitionState] = {}
@@ -86,22 +90,44 @@ class ReplicaManager:
 
     # ------------------------------------------------- control plane input
     def on_partition_state(self, state: PartitionState) -> None:
-        topic = self.catalogue.get(state.topic)
-        if topic is not None and topic.internal:
+        if not self.manages(state.topic):
             return
         self._pending_states[(state.topic, state.partition)] = state
         if self._running:
             self._apply(state)
+
+    def manages(self, name: str) -> bool:
+        """User topics, and __consumer_offsets when the coordinator follows
+        leadership."""
+        if name == OFFSETS_TOPIC:
+            return self.coordinator is not None
+        topic = self.catalogue.get(name)
+        return topic is None or not topic.internal
 
     def on_session_lost(self) -> None:
         for key, replica in self.replicas.items():
             self.handle(key, replica.on_session_lost(now_ms()))
 
     def topic_changed(self) -> None:
-        """The local catalogue changed: states that waited for a log apply now."""
-        if self._running:
-            for state in list(self._pending_states.values()):
-                self._apply(state)
+        """The local catalogue changed: replicas of a deleted (or reopened)
+        log go, their waiting writes failed; states that waited for a log
+        apply now."""
+        if not self._running:
+            return
+        for key, replica in list(self.replicas.items()):
+            topic = self.catalogue.get(key[0])
+            if (topic is not None and key[1] < len(topic.partitions)
+                    and topic.partitions[key[1]] is replica.log):
+                continue
+            del self.replicas[key]
+            if topic is None:
+                self._pending_states.pop(key, None)
+            gone = replace(replica.state, leader=NO_LEADER, isr=(), replicas=(),
+                           version=replica.state.version + 1)
+            self.handle(key, replica.on_state(gone, now_ms()))
+        for state in list(self._pending_states.values()):
+            self._apply(state)
+        self._sync_fetchers()
 
     def _apply(self, state: PartitionState) -> None:
         key = (state.topic, state.partition)
@@ -159,8 +185,18 @@ class ReplicaManager:
                     self.on_high_watermark()
             else:
                 log.info("%s-%d: %s", key[0], key[1], out)
+                self._role_changed(key, out)
                 if self.on_high_watermark is not None:
                     self.on_high_watermark()     # role changes wake long polls too
+
+    def _role_changed(self, key, out) -> None:
+        replica = self.replicas.get(key)
+        if replica is None:
+            return
+        # (Shards load and unload with leadership in shard_ownership.py, a
+        # listener called before this one, so a shard is gone before its
+        # log is truncated.)
+        replica.log.stamp_epoch = out.epoch if isinstance(out, BecameLeader) else None
 
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0
@@ -241,7 +277,8 @@ class ReplicaManager:
         return fut
 
 
-def start_replication(config, catalogue, cluster, data_plane, group_sync) -> ReplicaManager:
+def start_replication(config, catalogue, cluster, data_plane, group_sync,
+                      coordinator=None, durability=None) -> ReplicaManager:
     """Wire a ReplicaManager to a started ClusterNode and the data plane."""
     plane = cluster.plane
     default_min_isr = config["min.insync.replicas"]
@@ -263,7 +300,9 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync) -> Rep
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
         fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
-        syncer=syncer, on_high_watermark=data_plane.appended.notify)
+        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinator=coordinator)
+    if durability is not None:
+        durability.manager = manager
     manager.min_isr_for = min_isr_for
     data_plane.replication = manager
     plane.listeners.append(manager)
@@ -273,3 +312,53 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync) -> Rep
     for state in list(plane.view.partitions.values()):
         manager.on_partition_state(state)
     return manager
+
+
+class ReplicatedDurability:
+    """The coordinator runtime's durability seam in a cluster: a group-commit
+    round is durable once each shard log is fsynced here and its high
+    watermark has passed what was appended (every in-sync replica has it on
+    disk).  A shard this node no longer leads reports an error, which fails
+    the round's writes of that shard (the runtime answers them)."""
+
+    def __init__(self) -> None:
+        self.manager: ReplicaManager | None = None
+        self.closed = False
+
+    def sync(self, logs: list, done) -> None:
+        ends = [plog.log_end_offset for plog in logs]
+        asyncio.get_running_loop().create_task(self._sync(logs, ends, done))
+
+    async def _sync(self, logs, ends, done) -> None:
+        errors: list = [None] * len(logs)
+
+        def flush(plog):
+            try:
+                plog.flush()
+                return None
+            except BaseException as exc:
+                return exc
+        results = await asyncio.gather(*(asyncio.to_thread(flush, plog) for plog in logs))
+        for i, exc in enumerate(results):
+            errors[i] = exc
+        manager = self.manager
+        waits = []
+        if manager is not None:
+            manager.on_flushed([plog for plog, e in zip(logs, errors) if e is None])
+            if manager.on_high_watermark is not None:
+                manager.on_high_watermark()     # followers' long polls: new records to read
+            keys = {id(r.log): k for k, r in manager.replicas.items()}
+            for i, plog in enumerate(logs):
+                key = keys.get(id(plog))
+                if errors[i] is None and key is not None:
+                    waits.append((i, manager.await_high_watermark(key[0], key[1], ends[i])))
+                elif errors[i] is None:
+                    errors[i] = NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
+        for i, fut in waits:
+            code = await fut
+            if code != Err.NONE:
+                errors[i] = NotLeader(code)
+        done(errors)
+
+    def close(self) -> None:
+        self.closed = True

@@ -26,6 +26,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, d
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import Record, Result
+from .txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH, PendingTxnOffsets
 from .timers import Timers
 
 
@@ -85,6 +86,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
             self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
+        self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
 
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
@@ -96,7 +98,16 @@ class CoordinatorShard(ClassicGroupHandlers):
     # ================================================================ replay
     def replay(self, record: Record) -> None:
         rtype, key, value, version = record
+        if rtype < 0:
+            self._replay_txn(record)
+            return
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
+            if self.txn_offsets.by_group:
+                tp = (key["topic"], key["partition"])
+                if value is None:
+                    self.txn_offsets.on_tombstone(key["group"], tp)
+                else:
+                    self.txn_offsets.on_plain_commit(key["group"], tp)
             self.offsets.replay(key, value, version)
             if value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
@@ -110,11 +121,26 @@ class CoordinatorShard(ClassicGroupHandlers):
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
 
+    def _replay_txn(self, item) -> None:
+        """A transactional offset batch or a marker (txn_offsets.py)."""
+        if item.type == TXN_OFFSET_BATCH:
+            self.txn_offsets.replay_batch(item)
+            for group_id in {r.key["group"] for r in item.records if r.value is not None}:
+                # pending offsets of an unknown group create a simple group, as commits do
+                if group_id not in self.groups and group_id not in self.consumer.groups:
+                    self.groups[group_id] = ClassicGroup(group_id)
+        elif item.type == TXN_MARKER:
+            self.txn_offsets.replay_marker(item, self.offsets)
+
     def replay_all(self, records: list[Record]) -> None:
         """replay() of every record, in order.  An OffsetCommit with a v3
         value (what every commit writes) takes an inlined copy of its path
         (OffsetStore.replay, then the simple group): the runtime replays ten
         records per commit."""
+        if self.txn_offsets.by_group:  # pending transactional offsets: the full path
+            for record in records:
+                self.replay(record)
+            return
         by_group = self.offsets.by_group
         groups, consumer_groups = self.groups, self.consumer.groups
         new = tuple.__new__
@@ -279,6 +305,11 @@ class CoordinatorShard(ClassicGroupHandlers):
         if group.state != EMPTY:
             return Err.NON_EMPTY_GROUP, []
         records = [offset_tombstone(group_id, t, p) for (t, p) in self.offsets.group_offsets(group_id)]
+        # partitions with only pending transactional offsets are tombstoned too (Kafka's
+        # OffsetMetadataManager.deleteAllOffsets); replaying the tombstones drops them
+        records += [offset_tombstone(group_id, t, p) for (t, p)
+                    in sorted(self.txn_offsets.partitions(group_id))
+                    if (t, p) not in self.offsets.group_offsets(group_id)]
         records.append(group_tombstone(group_id))
         return Err.NONE, records
 
@@ -316,9 +347,12 @@ class CoordinatorShard(ClassicGroupHandlers):
             subscribed = self.subscribed_topics(group)
             expired = self.offsets.expired(group_id, now, self.config.offsets_retention_ms,
                                            base, subscribed)
+            if self.txn_offsets.has_open(group_id):  # pending txn offsets keep their partition
+                expired = [tp for tp in expired if not self.txn_offsets.is_pending(group_id, tp)]
             records.extend(offset_tombstone(group_id, t, p) for t, p in expired)
             remaining = len(self.offsets.group_offsets(group_id)) - len(expired)
-            if remaining == 0 and group.is_empty and group.state == EMPTY:
+            if remaining == 0 and group.is_empty and group.state == EMPTY \
+                    and not self.txn_offsets.has_open(group_id):
                 records.append(group_tombstone(group_id))
         records.extend(self.consumer.cleanup(now, self.offsets, self.config.offsets_retention_ms))
         return records

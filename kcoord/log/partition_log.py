@@ -64,6 +64,9 @@ class PartitionLog:
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
         self.epochs = self._load_epochs()
+        # Set by replication while this node leads the partition: appends
+        # that name no epoch (the coordinator's writes) are stamped with it.
+        self.stamp_epoch: int | None = None
 
     def _load_epochs(self) -> EpochCache:
         """The leader-epoch cache (replication): the checkpoint cut to what the
@@ -172,6 +175,8 @@ class PartitionLog:
         -> (first offset, last offset)."""
         data = bytearray(batches)  # our own copy: baseOffset is patched in place
         parsed = self._parse(data)
+        if leader_epoch is None:
+            leader_epoch = self.stamp_epoch
         first = next_offset = self.log_end_offset
         for i, (pos, header) in enumerate(parsed):
             assign_offsets(data, pos, next_offset)

@@ -137,8 +137,9 @@ assert _commit_value(5, 7, leader_epoch=2) == encode_record_value(
 class Workload:
     def __init__(self, *, groups: int, topics: int, partitions: int, commits: int,
                  log_partitions: int, seed: int, start_ms: int, interval_ms: int, rate: int,
-                 partitions_per_group: int) -> None:
+                 partitions_per_group: int, session_timeout_ms: int = 45_000) -> None:
         self.rng = random.Random(seed)
+        self.session_timeout_ms = session_timeout_ms
         self.seed = seed
         self.log_partitions = log_partitions
         self.start_ms = start_ms
@@ -221,16 +222,20 @@ def generate(data_dir, *, groups: int = 24, topics: int = 4, partitions: int = 4
              commits: int = 20_000, log_partitions: int = 8, seed: int = 7,
              start_ms: int = 1_700_000_000_000, interval_ms: int = 60_000, rate: int = 50,
              partitions_per_group: int = 4, segment_bytes: int = 64 << 20,
-             corrupt: bool = False, workers: int = 1, log=None) -> dict:
+             corrupt: bool = False, workers: int = 1, session_timeout_ms: int = 45_000,
+             log=None) -> dict:
     """Write the workload into data_dir (which should be empty); -> the manifest.
 
     With workers > 1, processes write disjoint sets of log partitions (the
-    workload is a pure function of the parameters, so each rebuilds it)."""
+    workload is a pure function of the parameters, so each rebuilds it).
+    session_timeout_ms: the classic members' session timeout in GroupMetadata
+    (a server that loads the log expires them that long after loading)."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(groups=groups, topics=topics, partitions=partitions, commits=commits,
               log_partitions=log_partitions, seed=seed, start_ms=start_ms,
-              interval_ms=interval_ms, rate=rate, partitions_per_group=partitions_per_group)
+              interval_ms=interval_ms, rate=rate, partitions_per_group=partitions_per_group,
+              session_timeout_ms=session_timeout_ms)
     w = Workload(**kw)
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -292,14 +297,14 @@ def _assignment(tps) -> bytes:
 
 
 def _group_metadata(g: GroupSpec, generation: int, members: list[str], ts: int,
-                    version: int = 3) -> bytes:
+                    version: int = 3, session_timeout: int = 45_000) -> bytes:
     tps = [tuple(x) for x in g.partitions]
     ms = []
     for i, m in enumerate(members):
         mine = tps[i::len(members)]
         ms.append({"member_id": m, "group_instance_id": None, "client_id": m.split("-")[0],
                    "client_host": "/127.0.0.1", "rebalance_timeout": 300000,
-                   "session_timeout": 45000,
+                   "session_timeout": session_timeout,
                    "subscription": encode_subscription({"topics": g.topics, "user_data": None,
                                                         "owned_partitions": []}, 0),
                    "assignment": _assignment(mine)})
@@ -327,7 +332,8 @@ def _write_offsets(w: Workload, data_dir: Path, segment_bytes: int, corrupt: boo
                 members = [f"consumer-{gi}-{k}" for k in range(2)]
                 specials.append((w.tick_ms(0) + g.jitter_ms - 1, "batch", dict(records=[(
                     encode_record_key(2, {"group": g.name}),
-                    _group_metadata(g, 1, members, w.tick_ms(0)), [], None)])))
+                    _group_metadata(g, 1, members, w.tick_ms(0),
+                                    session_timeout=w.session_timeout_ms), [], None)])))
             if g.kind == "consumer":
                 _consumer_group_events(w, g, specials)
             if g.kind == "versions":
@@ -335,7 +341,8 @@ def _write_offsets(w: Workload, data_dir: Path, segment_bytes: int, corrupt: boo
                     ts = w.tick_ms(v + 1) + g.jitter_ms - 2
                     specials.append((ts, "batch", dict(records=[(
                         encode_record_key(2, {"group": g.name}),
-                        _group_metadata(g, 10 + v, [f"consumer-v-{v}"], ts, version=v), [],
+                        _group_metadata(g, 10 + v, [f"consumer-v-{v}"], ts, version=v,
+                                        session_timeout=w.session_timeout_ms), [],
                         None)])))
         if corrupt and p == 0:
             _corruption_events(w, specials)
@@ -391,7 +398,8 @@ class _GroupTicks:
                 ms = members[:1] if gen % 2 else members
                 out.append((ts - 1, "batch", dict(records=[(
                     encode_record_key(2, {"group": g.name}),
-                    _group_metadata(g, gen, ms, ts - 1), [], None)])))
+                    _group_metadata(g, gen, ms, ts - 1,
+                                    session_timeout=w.session_timeout_ms), [], None)])))
             recs = []
             if kind in ("ok", "warn", "stall", "stop", "rewind", "mixed", "consumer", "classic"):
                 committed = w.committed

@@ -417,7 +417,11 @@ def write_snapshots(window_df, observations_bc, as_of: int, settings: Settings, 
     ev = evaluate(window_df, observations_bc, as_of, settings, partitions) \
         .withColumn("date", F.lit(day).cast("date")) \
         .withColumn("as_of", F.lit(as_of).cast("bigint")).persist()
+    ev.count()  # evaluated here, so the time-lag step's own cost can be told apart
+    t0 = time.time()
     ev = add_time_lag(ev, time_lag, as_of, stats)
+    if stats is not None and "time_lag" in stats:
+        stats["time_lag"]["step_s"] = round(time.time() - t0, 3)
     part = ev.filter((F.col("scope") == "partition") & F.col("live"))
     if "offsets" in tables:
         rows["offsets"] = _write(part.select(
@@ -625,8 +629,15 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         from .report import write_report
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
+        history = None
+        if live:
+            from .logend import server_log_end_history
+
+            def history(tps, times):
+                return server_log_end_history(live, tps, times, client_properties)
         write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
-                     (min(span), max(span)) if span else None, live_ends=bool(live))
+                     (min(span), max(span)) if span else None, live_ends=bool(live),
+                     history=history)
         step("report", t0)
     summary["timings_s"] = timings
     summary.update(stats)

@@ -130,3 +130,37 @@ def server_log_ends(bootstrap: str, topics: list[str] | None = None, timeout: fl
         return sorted(out)
     finally:
         cluster.close()
+
+
+def server_log_end_history(bootstrap: str, tps, times: list[int],
+                           client_properties: dict | None = None, timeout: float = 30.0
+                           ) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """{(topic, partition): [(log end, t)]} at each of `times`, from a running
+    server: ListOffsets for timestamp t + 1 gives the first offset written after
+    t, which is where the log ended at t (the current end when nothing came later).
+    Partitions the server does not know are left out."""
+    from .wire import LATEST, Cluster, WireError
+    by_topic: dict[str, list[int]] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    cluster = Cluster(bootstrap, client_properties, timeout)
+    out: dict = {}
+    try:
+        cluster.refresh(sorted(by_topic))
+        for topic, parts in sorted(by_topic.items()):
+            try:
+                known = cluster.partitions(topic)
+            except WireError:
+                continue
+            parts = sorted(p for p in parts if p in known)
+            if not parts:
+                continue
+            latest = cluster.list_offsets(topic, parts, LATEST)
+            for t in times:
+                found = cluster.list_offsets(topic, parts, t + 1)
+                for p in parts:
+                    end = found.get(p, -1)
+                    out.setdefault((topic, p), []).append((latest[p] if end < 0 else end, t))
+        return out
+    finally:
+        cluster.close()

@@ -19,6 +19,13 @@ MAX_GROUP_ROWS = 500
 BUCKETS = 120
 
 
+def bucket_times(span) -> list[int]:
+    """The times lag_series evaluates at: the end of each bucket of `span`."""
+    lo, hi = span
+    width = max(1, math.ceil((hi - lo + 1) / BUCKETS))
+    return [lo + (b + 1) * width - 1 for b in range((hi - lo) // width + 1)]
+
+
 def lag_series(events, obs: dict, groups: list[str], span) -> dict[str, list[tuple[int, int]]]:
     """{group: [(time ms, total lag)]} over up to BUCKETS time buckets of `span` (lo, hi ms)."""
     from pyspark.sql import functions as F
@@ -197,7 +204,7 @@ def _nice_ticks(vmax: float, most: int = 5) -> tuple[float, float]:
 def lag_plot(name: str, series: list[tuple[int, float]], status: str, x0: int, x1: int,
              width: int = 400, height: int = 190) -> str:
     """One group's total lag over time (its own scale), its status in the title."""
-    pad_l, pad_r, pad_t, pad_b = 58, 12, 12, 34
+    pad_l, pad_r, pad_t, pad_b = 58, 24, 12, 34  # room for the last tick's label
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
     if x1 <= x0:
         x1 = x0 + 1
@@ -336,10 +343,9 @@ def lag_section(lag: dict, status_rows: list[dict], span, live_ends: bool) -> st
             f'<span class="cs">lag {g["current_lag"] or 0:,} records, '
             f'{fmt_duration(g.get("time_lag_seconds"))}</span></div>'
             f'{lag_plot(name, lag[name], g["status"], x0, x1)}</div>')
-    note = ("Log ends came from a running server (no history): past lag is measured "
-            "against the current log end." if live_ends else
-            "Lag is the sum over the group's partitions of log end minus committed offset, "
-            "at each point in time.")
+    note = ("Lag is the sum over the group's partitions of log end minus committed offset, "
+            "at each point in time" + (" (past log ends from ListOffsets by timestamp)."
+                                       if live_ends else "."))
     return f'<p class="note">{note} Each plot has its own scale.</p>' \
            f'<div class="grid">{"".join(cells)}</div>'
 
@@ -423,11 +429,21 @@ def attention_groups(status_rows: list[dict], most: int = 12) -> list[str]:
 
 
 def write_report(out_dir: Path, events, obs: dict, status_rows: list[dict], gens,
-                 summary: dict, as_of: int, span=None, live_ends: bool = False) -> Path:
-    """span: (first, last) commit timestamp of the whole log, the lag plots' time range."""
+                 summary: dict, as_of: int, span=None, live_ends: bool = False,
+                 history=None) -> Path:
+    """span: (first, last) commit timestamp of the whole log, the lag plots' time range.
+
+    history: for log ends from a running server (one observation each), a
+    function ({(topic, partition)}, [times]) -> {(topic, partition): [(end, time)]}
+    giving the plotted partitions' past log ends."""
     chosen = attention_groups(status_rows)
     if span is not None:
         span = (span[0], max(span[1], min(as_of, span[1] + (span[1] - span[0]) // 10)))
+    if history is not None and span is not None and chosen:
+        wanted = set(chosen)
+        tps = {(r["topic"], r["partition"]) for r in status_rows
+               if r["scope"] == "partition" and r["group"] in wanted}
+        obs = {**obs, **history(tps, bucket_times(span))}
     lag = lag_series(events, obs, chosen, span)
     lag = {g: lag[g] for g in chosen if g in lag}
     live = {r["group"] for r in status_rows if r["scope"] == "group"}

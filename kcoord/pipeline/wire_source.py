@@ -57,15 +57,17 @@ class _WireOptions:
         self.props = client_properties(options)
         self.columns = columns
 
-    def cluster(self):
+    def cluster(self, every_topic: bool = True):
+        """every_topic: Metadata of every topic (the id -> name map for KIP-848
+        records, which the driver hands to the tasks); else of the topic alone."""
         from .wire import Cluster
         cluster = Cluster(self.bootstrap, self.props)
-        cluster.refresh(None)  # every topic: the id -> name map for KIP-848 records
+        cluster.refresh(None if every_topic else [self.topic])
         cluster.partitions(self.topic)  # a clear error if the topic cannot be read
         return cluster
 
     def read(self, part: WirePartition):
-        cluster = self.cluster()
+        cluster = self.cluster(every_topic=False)
         try:
             yield from read_range(cluster, self.topic, part, self.verify, self.columns,
                                   self.types, self.fetch_bytes)

@@ -67,30 +67,94 @@ def credentials(props: dict) -> tuple[str, str]:
     return user, password
 
 
-def sasl_login(send, props: dict) -> str:
-    """Authenticate with SaslHandshake v1 + SaslAuthenticate; `send(key, version,
-    body) -> response dict` is the caller's request function.  Returns the
-    principal name."""
+def _login(props: dict):
+    """The client side of a SASL login as a generator: it yields (api key,
+    version, body) requests and is sent each response; returns the user.
+    One exchange for the blocking and the asyncio drivers below."""
     mechanism = str(props.get("sasl.mechanism", "GSSAPI")).upper()
     user, password = credentials(props)
-    resp = send(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    resp = yield SASL_HANDSHAKE, 1, {"mechanism": mechanism}
     if resp["error_code"] != Err.NONE:
         raise SaslLoginError(f"SASL mechanism {mechanism} not enabled on the broker "
                              f"(it offers {', '.join(resp['mechanisms'])})")
 
-    def step(token: bytes) -> bytes:
-        r = send(SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+    def check(r) -> bytes:
         if r["error_code"] != Err.NONE:
             raise SaslLoginError(f"SASL authentication failed: {r['error_message']}")
         return r["auth_bytes"]
 
     if mechanism == "PLAIN":
-        step(f"\0{user}\0{password}".encode())
+        check((yield SASL_AUTHENTICATE, 1, {"auth_bytes": f"\0{user}\0{password}".encode()}))
     elif mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         c = scramp.ScramClient([mechanism], user, password)
-        c.set_server_first(step(c.get_client_first().encode()).decode())
-        c.set_server_final(step(c.get_client_final().encode()).decode())
+        first = check((yield SASL_AUTHENTICATE, 1,
+                       {"auth_bytes": c.get_client_first().encode()}))
+        c.set_server_first(first.decode())
+        final = check((yield SASL_AUTHENTICATE, 1,
+                       {"auth_bytes": c.get_client_final().encode()}))
+        c.set_server_final(final.decode())  # checks the server's signature
     else:
         raise SaslLoginError(f"sasl.mechanism {mechanism} is not supported by this client "
                              f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
     return user
+
+
+def sasl_login(send, props: dict) -> str:
+    """Authenticate with SaslHandshake v1 + SaslAuthenticate; `send(key, version,
+    body) -> response dict` is the caller's blocking request function.
+    Returns the principal name."""
+    steps = _login(props)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(send(*request))
+    except StopIteration as done:
+        return done.value
+
+
+async def open_connection(host: str, port: int, props: dict, timeout: float,
+                          client_id: str = "kcoord-inter-broker"):
+    """asyncio streams to another node, secured as the client properties say
+    (TLS for SSL/SASL_SSL, then ApiVersions and the SASL login for SASL_*):
+    what a follower fetcher or other inter-broker client opens instead of
+    asyncio.open_connection.  Build `props` with client_properties_from_config."""
+    import asyncio
+
+    from ..protocol.api import APIS, request_codec, response_codec
+    from ..protocol.headers import decode_response_header, encode_request_header
+
+    protocol = str(props.get("security.protocol", "PLAINTEXT")).upper()
+    ctx = client_context(props) if protocol in ("SSL", "SASL_SSL") else None
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+        host, port, ssl=ctx, server_hostname=host if ctx is not None else None), timeout)
+    if protocol.startswith("SASL_"):
+        corr = [0]
+
+        async def call(key, version, body):
+            corr[0] += 1
+            flexible = APIS[key].request.is_flexible(version)
+            payload = (encode_request_header(key, version, corr[0], client_id, flexible)
+                       + bytes(request_codec(key, version)[0](body)))
+            writer.write(len(payload).to_bytes(4, "big") + payload)
+            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout), "big")
+            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+            _, pos = decode_response_header(frame, flexible and key != 18)
+            return response_codec(key, version)[1](frame, pos)[0]
+
+        await call(18, 3, {"client_software_name": "kcoord", "client_software_version": "1"})
+        try:
+            await _async_sasl_login(call, props)
+        except BaseException:
+            writer.close()
+            raise
+    return reader, writer
+
+
+async def _async_sasl_login(call, props: dict) -> str:
+    steps = _login(props)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await call(*request))
+    except StopIteration as done:
+        return done.value

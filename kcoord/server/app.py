@@ -24,6 +24,8 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .txn_handlers import TxnHandlers
+from .txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.server")
 
@@ -59,8 +61,18 @@ class Server:
         if self.http_listen:
             self.dispatcher.metrics = self.events
         self.http = None
-        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events)
+        # In a cluster a shard write is durable once replicated (its high
+        # watermark passed it), and shards load as this node becomes leader.
+        self.durability = None
+        if config["etcd.endpoints"]:
+            from ..cluster.replica_manager import ReplicatedDurability
+            self.durability = ReplicatedDurability()
+        self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
+                                              durability=self.durability)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        self.producer_ids = ProducerIds()
+        self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
+                              self.group_sync, self.producer_ids)
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides,
                                              self.topic_admin)
@@ -80,8 +92,8 @@ class Server:
         d.register(19, self.topic_admin.create_topics)
         d.register(20, self.topic_admin.delete_topics)
         d.register(37, self.topic_admin.create_partitions)
-        d.register(22, ProducerIds().init_producer_id)
         self.groups.register(d)
+        TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         self.configs.register(d)
         PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -103,6 +115,7 @@ class Server:
         self.dispatcher.register(19, self.cluster.create_topics)
         self.dispatcher.register(20, self.cluster.delete_topics)
         self.dispatcher.register(37, self.cluster.create_partitions)
+        self.dispatcher.register(43, self.cluster.elect_leaders)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -147,6 +160,7 @@ class Server:
         self._schedule_retention()
         # in a cluster a shard is loaded when this node leads its partition
         self.coordinator.start(load_all=self.cluster is None)
+        self.txn.start()
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
@@ -169,7 +183,9 @@ class Server:
         fed by the control plane's partition states."""
         from ..cluster.replica_manager import start_replication
         self.replicas = start_replication(self.config, self.catalogue, self.cluster,
-                                          self.data, self.group_sync)
+                                          self.data, self.group_sync,
+                                          coordinator=self.coordinator,
+                                          durability=self.durability)
 
     def _replica_for(self, topic: str, partition: int):
         return self.replicas.replica(topic, partition) if self.replicas is not None else None
@@ -178,7 +194,12 @@ class Server:
         if self.cluster is not None:  # hand leaderships over while still serving
             await self.cluster.stop()
         if self.replicas is not None:
-            await self.replicas.stop()
+            # bounded: a fetcher that misses its cancellation must not keep the node up
+            from ..cluster.aio import bounded
+            try:
+                await bounded(self.replicas.stop(), 10.0)
+            except asyncio.TimeoutError:
+                log.warning("replica fetchers did not stop within 10 s; stopping anyway")
         if self._retention is not None:
             self._retention.cancel()
         if self.http is not None:
@@ -187,6 +208,7 @@ class Server:
             server.close()
         for server in self._servers:
             await server.wait_closed()
+        self.txn.stop()
         self.coordinator.stop()
         self.catalogue.close()
         self.dir_lock.release()

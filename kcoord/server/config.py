@@ -56,6 +56,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
     "cluster.id": (str, "kcoord-cluster-0000000"),
+    # transactions (kcoord/txn)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
     "http.listen": (str, ""),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
@@ -99,6 +106,12 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.max.timeout.ms": 1,
+    "transactional.id.expiration.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 1,
     "etcd.lease.ttl.ms": 1000,  # etcd's leases are whole seconds
     "offsets.topic.replication.factor": 1,
     "default.replication.factor": 1,

@@ -42,7 +42,7 @@ from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
-from ..protocol.coordinator_batch import build_records_batch
+from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
 
 log = logging.getLogger("kcoord.coordinator")
@@ -294,10 +294,10 @@ class ShardRuntime(ShardLoader):
             return None
         try:
             if self.metrics is None:
-                self.plog.append(build_records_batch(batch.records, now))
+                self.plog.append(build_shard_batches(batch.records, now))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_records_batch(batch.records, now))
+                self.plog.append(build_shard_batches(batch.records, now))
                 self.metrics.appended(time.perf_counter() - started)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)

@@ -15,10 +15,12 @@ from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED, response_codec
 from ..protocol.errors import Err
+from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 log = logging.getLogger("kcoord.groups")
@@ -84,10 +86,10 @@ class GroupHandlers:
         def locate(key: str) -> dict:
             if self.cluster is not None:
                 return self.cluster.find_coordinator(key, req.get("key_type", 0))
-            if req.get("key_type", 0) != KEY_TYPE_GROUP:
+            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                        "error_message": "only group coordinators are served"}
+                        "error_message": "only group and transaction coordinators are served"}
             return {"key": key, "node_id": node, "host": host, "port": port,
                     "error_code": Err.NONE, "error_message": None}
 
@@ -161,13 +163,15 @@ class GroupHandlers:
 
     # ---------------------------------------------------------- OffsetFetch
     def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
-                     member_epoch: int = -1):
+                     member_epoch: int = -1, require_stable: bool = False):
         """The group's answer, read now; sent once the writes it may show are durable."""
         if not group_id:
             return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
 
         def op(core, now):
             code, out = core.offset_fetch(group_id, topics, member_id, member_epoch)
+            if require_stable and not code and core.txn_offsets.has_open(group_id):
+                mark_unstable(core.txn_offsets, group_id, out)
             return {"group_id": group_id, "topics": out, "error_code": code}
         return self.runtime.read(group_id, op, lambda code: {
             "group_id": group_id, "topics": [], "error_code": code})
@@ -175,8 +179,10 @@ class GroupHandlers:
     @serves("OffsetFetch")
     def offset_fetch(self, ctx: RequestContext, req: dict):
         if ctx.api_version >= 8:
+            stable = req.get("require_stable", False)
             answers = [self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
-                                         g.get("member_epoch", -1)) for g in req["groups"]]
+                                         g.get("member_epoch", -1), stable)
+                       for g in req["groups"]]
             return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
         topics = req["topics"]
         if ctx.api_version < 2 and not topics:
@@ -194,7 +200,8 @@ class GroupHandlers:
                      "metadata": "", "error_code": code} for p in t["partition_indexes"]]}
                     for t in (req["topics"] or [])]
             return {"throttle_time_ms": 0, "topics": out_topics, "error_code": code}
-        return gather([self._fetch_group(req["group_id"], topics)], build)
+        return gather([self._fetch_group(req["group_id"], topics,
+                                         require_stable=req.get("require_stable", False))], build)
 
     # --------------------------------------------------------- OffsetDelete
     @serves("OffsetDelete")

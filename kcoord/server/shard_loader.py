@@ -21,6 +21,8 @@ from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, ZIGZAG1, read_varint,
                                 batch_crc_ok, decode_batch, encode_varint, iter_batches)
+from ..broker.txn_state import COMMIT, control_type
+from ..coordinator.txn_offsets import txn_marker, txn_offset_batch
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
@@ -182,6 +184,9 @@ class _Collector:
     def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
         self.ops.append((key, value))
 
+    def _replay_txn(self, op: tuple) -> None:
+        self.ops.append(op)
+
 
 def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
     """Run in a worker process: scan a shard's segment files (path, size)
@@ -258,6 +263,8 @@ class ShardLoader:
         for op in ops:
             if op.__class__ is dict:
                 self._replay_latest(op)
+            elif len(op) == 3:
+                self._replay_txn(op)
             else:
                 self._replay_raw(*op)
         return True
@@ -268,7 +275,9 @@ class ShardLoader:
         match, scan = self._match_batch, self._scan_batch
         for pos, header in iter_batches(chunk):
             offset = header.base_offset + header.last_offset_delta + 1
-            if header.attributes & 0x20:  # control batch: no group records
+            if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
+                self._replay_latest(latest)
+                self._take_transactional(chunk, pos, header)
                 continue
             if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
                     or not (match(chunk, pos, header, latest)
@@ -383,6 +392,38 @@ class ShardLoader:
             return
         self._replay_latest(latest)
         self._replay_raw(key, value)
+
+    def _take_transactional(self, buf, pos: int, header) -> None:
+        _, records = decode_batch(buf, pos)
+        if header.attributes & 0x20:
+            kind = control_type(buf, pos)
+            if kind is not None:
+                self._replay_txn((header.producer_id, header.producer_epoch, kind == COMMIT))
+        else:
+            self._replay_txn((header.producer_id, header.producer_epoch,
+                              [(None if r.key is None else bytes(r.key),
+                                None if r.value is None else bytes(r.value)) for r in records]))
+
+    def _replay_txn(self, op: tuple) -> None:
+        """(pid, epoch, commit) for a marker, (pid, epoch, [(key, value)]) for
+        a transactional batch of OffsetCommit records."""
+        pid, epoch, what = op
+        if what.__class__ is bool:
+            self.core.replay(txn_marker(pid, epoch, what))
+            self.records_loaded += 1
+            return
+        records = []
+        for key, value in what:
+            try:
+                record = decode_record(key, value)
+            except ProtocolError as exc:
+                self.load_errors += 1
+                log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                continue
+            if record.type in (0, 1):
+                records.append(record)
+        self.core.replay(txn_offset_batch(pid, epoch, records))
+        self.records_loaded += len(records)
 
     def _replay_latest(self, latest: dict) -> None:
         """Replay the latest commit of each key taken since the last flush."""

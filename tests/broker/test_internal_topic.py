@@ -23,7 +23,7 @@ def _batch(n: int, ts: int = 1000) -> bytes:
 
 
 class _Ctx:
-    api_version = 12
+    api_version = 9  # Produce v9 / ListOffsets v9: what the handlers read of the context
 
 
 def _fetch_req(topic: str, offset: int) -> dict:
@@ -96,7 +96,7 @@ def test_produce_to_internal_topic_is_refused(tmp_path):
 
 
 async def _produce(plane, topic):
-    out = plane.produce(None, {"acks": 1, "topic_data": [
+    out = plane.produce(_Ctx(), {"acks": 1, "transactional_id": None, "topic_data": [
         {"name": topic, "partition_data": [{"index": 1, "records": _batch(1)}]}]})
     return await out if asyncio.iscoroutine(out) else out
 

@@ -85,6 +85,14 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
             assert log_bytes(cluster, f)[:len(leader_bytes)] == leader_bytes
         got = fetch(c, TOPIC, 0, 0)
         assert got["error_code"] == Err.NONE and got["high_watermark"] == 5
+        # DeleteRecords on the leader: the followers' log start follows it
+        r = c.request(21, 2, {"topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "offset": 2}]}], "timeout_ms": 30000})
+        assert r["topics"][0]["partitions"][0]["error_code"] == Err.NONE, r
+        for f in followers:
+            start_file = cluster.nodes[f].data_dir / f"{TOPIC}-0" / "log-start-offset"
+            wait_until(lambda: start_file.exists() and start_file.read_text().strip() == "2",
+                       f"node {f}'s log start at 2")
 
         # A stopped follower: the write is appended but cannot be acknowledged
         # with three in-sync replicas; once the follower leaves the ISR the
@@ -161,3 +169,86 @@ def test_acknowledged_records_survive_the_leaders_sigkill(cluster):
     consumer.close()
     missing = [o for o, v in acked.items() if seen.get(o) != v]
     assert not missing, f"{len(missing)} acknowledged records lost or changed (new leader {new})"
+
+
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+
+
+def commit_offset(client, group, offset):
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]}
+    r = client.request(OFFSET_COMMIT, 8, body)
+    return r["topics"][0]["partitions"][0]["error_code"]
+
+
+def fetched_offset(client, group):
+    r = client.request(OFFSET_FETCH, 8, {"groups": [
+        {"group_id": group, "member_id": None, "member_epoch": -1,
+         "topics": [{"name": TOPIC, "partition_indexes": [0]}]}], "require_stable": False})
+    g = r["groups"][0]
+    if g["error_code"] != 0:
+        return None
+    return g["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def coordinator_of(cluster, node_id, group):
+    answer = cluster.find_coordinators(node_id, [group])[group]
+    return answer["node_id"] if answer["error_code"] == 0 else None
+
+
+def test_acknowledged_commits_survive_the_coordinators_sigkill(cluster):
+    """OffsetCommit is answered once its records are on every in-sync
+    replica of the group's __consumer_offsets partition; after SIGKILL of
+    the coordinator the new one returns the last acknowledged offset."""
+    group = "replicated-group"
+    with WireClient(cluster.nodes[1].port) as c:
+        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False}
+        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    coordinator = wait_until(lambda: coordinator_of(cluster, 1, group), "a coordinator")
+    acknowledged = -1
+    with WireClient(cluster.nodes[coordinator].port) as c:
+        wait_until(lambda: commit_offset(c, group, 0) == Err.NONE, "the shard loaded")
+        for offset in range(1, 200):
+            code = commit_offset(c, group, offset)
+            assert code == Err.NONE, code
+            acknowledged = offset
+        assert fetched_offset(c, group) == acknowledged
+    cluster.nodes[coordinator].kill()
+    survivor = next(n for n in cluster.nodes if n != coordinator)
+    new = wait_until(lambda: (n := coordinator_of(cluster, survivor, group)) not in (None, coordinator)
+                     and n, "a new coordinator", timeout=60)
+    with WireClient(cluster.nodes[new].port) as c:
+        got = wait_until(lambda: fetched_offset(c, group), "the new coordinator loaded")
+        assert got == acknowledged
+        assert commit_offset(c, group, acknowledged + 1) == Err.NONE
+
+
+def test_a_deleted_and_recreated_topic_replicates_again(cluster):
+    body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False}
+    for round_ in range(2):
+        with WireClient(cluster.nodes[1].port) as c:
+            wait_until(lambda: c.request(19, 7, body)["topics"][0]["error_code"] == 0,
+                       "the topic created")
+        state = wait_until(lambda: (s := partition_state(cluster)) and len(s["isr_nodes"]) == 3
+                           and s, "three in-sync replicas")
+        with WireClient(cluster.nodes[state["leader_id"]].port) as c:
+            answer = wait_until(lambda: (a := produce(c, TOPIC, 0, batch(round_)))
+                                and a["error_code"] == Err.NONE and a, "an acknowledged write")
+            assert answer["base_offset"] == 0
+        leader_bytes = log_bytes(cluster, state["leader_id"])
+        for n in cluster.nodes:
+            assert log_bytes(cluster, n)[:len(leader_bytes)] == leader_bytes
+        if round_ == 0:
+            with WireClient(cluster.nodes[2].port) as c:
+                r = c.request(20, 6, {"topics": [{"name": TOPIC, "topic_id": bytes(16)}],
+                                      "timeout_ms": 30000})
+                assert r["responses"][0]["error_code"] == 0
+            wait_until(lambda: all(cluster.metadata(n, [TOPIC])["topics"][0]["error_code"] == 3
+                                   for n in cluster.nodes), "the topic deleted everywhere")

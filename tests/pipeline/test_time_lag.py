@@ -57,7 +57,17 @@ def test_lookups_return_produce_timestamps(tmp_path):
         # every offset, one past the end (nothing to find), a partition that does not exist
         wants = set(sent) | {("plain", 0, 150), ("nope", 0, 0)}
         over_wire = wire_lookup(srv.bootstrap)(wants)
+        # past log ends for the report: where each log ended at time t
+        from kcoord.pipeline.logend import server_log_end_history
+        times = [T0 - 1, T0 + 500, T0 + 1500, T0 + 10_000]
+        history = server_log_end_history(srv.bootstrap, {("plain", 0), ("plain", 1), ("x", 0)},
+                                         times)
     from_dir = dir_lookup(data)(wants)
     assert over_wire == sent
+    for p in (0, 1):
+        stamps = sorted(ts for (t, q, _), ts in sent.items() if t == "plain" and q == p)
+        want = [(sum(1 for ts in stamps if ts <= t), t) for t in times]
+        assert history[("plain", p)] == want
+    assert set(history) == {("plain", 0), ("plain", 1)}
     assert from_dir == sent
     assert len(sent) == 600 and len({k[:2] for k in sent}) == 3

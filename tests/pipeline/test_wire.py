@@ -13,7 +13,10 @@ from .conftest import read_table
 # records, several segments per partition (the bad input the generator adds to
 # the end of partition 0 is cut by the server's recovery scan when it opens the log)
 WORKLOAD = dict(groups=20, topics=3, partitions=4, commits=3000, log_partitions=4, seed=5,
-                partitions_per_group=3, segment_bytes=16 << 10, corrupt=True)
+                partitions_per_group=3, segment_bytes=16 << 10, corrupt=True,
+                # members that do not expire while the tests run: a server that loads the
+                # log would otherwise write their expiry 45 s in, between two reads
+                session_timeout_ms=3_600_000)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +26,9 @@ def served(tmp_path_factory):
     server = ServerProcess(data, settings={
         "offsets.topic.num.partitions": str(WORKLOAD["log_partitions"]),
         # the generated commits are old: keep the server from expiring them meanwhile
-        "offsets.retention.check.interval.ms": "86400000"})
+        "offsets.retention.check.interval.ms": "86400000",
+        "group.consumer.session.timeout.ms": "3600000",
+        "group.consumer.max.session.timeout.ms": "3600000"})
     server.start()
     try:
         yield data, server, manifest
@@ -98,7 +103,10 @@ def test_pipeline_over_the_wire_equals_the_file_run(spark, served, tmp_path):
     file_summary = run_pipeline(spark, data, tmp_path / "file", report=False, **quiet)
     as_of = file_summary["as_of"]
     wire_summary = run_pipeline(spark, None, tmp_path / "wire", bootstrap_server=server.bootstrap,
-                                as_of=as_of, report=False, **quiet)
+                                as_of=as_of, **quiet)
+    page = (tmp_path / "wire" / "report.html").read_text()
+    assert "(over the wire)" in page and "ListOffsets by timestamp" in page
+    assert page.count('aria-label="lag of ') >= 4
     assert wire_summary["records"] == file_summary["records"]
     assert wire_summary["bad_input"] == file_summary["bad_input"]
 

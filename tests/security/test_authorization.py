@@ -288,3 +288,31 @@ def test_consumer_group_apis_check_topics(authz):
             assert g["error_code"] == 29 and g["members"] == []
     finally:
         consumer.close()
+
+
+def test_transactional_id_checks(authz):
+    with user(authz, "alice") as alice:
+        resp = alice.request(22, 4, {"transactional_id": "tx-a", "transaction_timeout_ms": 60000})
+        assert resp["error_code"] == 53
+        resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
+        assert resp["coordinators"][0]["error_code"] == 53
+        resp = alice.request(26, 3, {"transactional_id": "tx-a", "producer_id": 1,
+                                     "producer_epoch": 0, "committed": True})
+        assert resp["error_code"] == 53
+    create_acls(authz, acl(TXN, "tx-", "User:alice", WRITE, pattern=PREFIXED))
+    with user(authz, "alice") as alice:
+        resp = alice.request(22, 4, {"transactional_id": "tx-a", "transaction_timeout_ms": 60000})
+        assert resp["error_code"] == 0 and resp["producer_id"] >= 0
+        # WRITE implies DESCRIBE: the transaction coordinator is found
+        resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
+        assert resp["coordinators"][0]["error_code"] == 0
+
+
+def test_denied_acks0_produce_closes_the_connection(authz):
+    from tests.clients.wire import encode_request
+    with WireClient(authz.ports["PLAINTEXT"]) as anonymous:
+        anonymous.send_raw(encode_request(0, 9, {
+            "transactional_id": None, "acks": 0, "timeout_ms": 30000,
+            "topic_data": [{"name": "orders", "partition_data": [
+                {"index": 0, "records": build_batch([(None, b"x", [], None)])}]}]}))
+        anonymous.wait_closed()

@@ -97,3 +97,35 @@ def test_wrong_admin_password_is_one_line(secured, tmp_path):
     assert out.returncode == 1
     assert "SASL authentication failed" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_inter_broker_connection_helper(secured, pki):
+    """kcoord.security.client.open_connection: TLS + SCRAM-SHA-512 login from
+    the client properties a node derives from its own config."""
+    import asyncio
+    from kcoord.security.client import SaslLoginError, client_properties_from_config, open_connection
+    values = {"listeners": "SASL_SSL://127.0.0.1:0", "inter.broker.listener.name": "SASL_SSL",
+              "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+              "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                  "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                  'username="admin" password="admin-secret";',
+              "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file)}
+    props = client_properties_from_config(values)
+
+    async def main():
+        reader, writer = await open_connection("localhost", secured.ports["SASL_SSL"], props, 30)
+        from tests.clients.wire import decode_response, encode_request
+        writer.write(encode_request(3, 9, {"topics": [], "allow_auto_topic_creation": False}))
+        size = int.from_bytes(await reader.readexactly(4), "big")
+        _, resp = decode_response(3, 9, await reader.readexactly(size))
+        writer.close()
+        bad = dict(props, **{"sasl.jaas.config": props["sasl.jaas.config"].replace(
+            "admin-secret", "nope")})
+        try:
+            await open_connection("localhost", secured.ports["SASL_SSL"], bad, 30)
+        except SaslLoginError as exc:
+            return resp, str(exc)
+        return resp, None
+    resp, failure = asyncio.run(main())
+    assert resp["brokers"]  # an authenticated Metadata answer
+    assert failure is not None and "SASL authentication failed" in failure

@@ -371,14 +371,20 @@ def test_find_coordinator_every_version(srv, wire, version):
                 0, 0, "127.0.0.1", srv.port)
         resp = wire.call(FIND_COORDINATOR, version, {"key_type": 1,
                                                      "coordinator_keys": ["txn-1"]})
-        (c,) = resp["coordinators"]
-        assert c["key"] == "txn-1" and c["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
+        (c,) = resp["coordinators"]  # transactions: this process is the coordinator
+        assert (c["key"], c["error_code"], c["node_id"], c["port"]) == ("txn-1", 0, 0, srv.port)
+        resp = wire.call(FIND_COORDINATOR, version, {"key_type": 2,
+                                                     "coordinator_keys": ["share-1"]})
+        (c,) = resp["coordinators"]  # share groups are not served
+        assert c["key"] == "share-1" and c["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
     else:
         resp = wire.call(FIND_COORDINATOR, version, {"key": "g-a", "key_type": 0})
         assert (resp["error_code"], resp["node_id"], resp["host"], resp["port"]) == (
             0, 0, "127.0.0.1", srv.port)
         if version >= 1:
             resp = wire.call(FIND_COORDINATOR, version, {"key": "txn-1", "key_type": 1})
+            assert (resp["error_code"], resp["port"]) == (0, srv.port)
+            resp = wire.call(FIND_COORDINATOR, version, {"key": "share-1", "key_type": 2})
             assert resp["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
 
 

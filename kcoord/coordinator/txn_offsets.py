@@ -1,0 +1,173 @@
+"""Transactional offset commits of one shard (Kafka's OffsetMetadataManager
+pendingTransactionalOffsets / openTransactionsByGroup).
+
+TxnOffsetCommit writes the same OffsetCommit records as OffsetCommit, in a
+transactional batch of the producer (TxnOffsetBatch here); they stay
+pending, invisible to OffsetFetch, until the transaction's marker reaches
+this shard's __consumer_offsets partition (TxnMarker): COMMIT installs
+each pending offset unless a plain commit of the same partition was
+replayed after it (the later record wins), ABORT drops them.  Both are
+replayed like any record, so a reload gives the state the live shard had.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..protocol.errors import Err
+from .offsets import OffsetValue, commit_records
+
+# Pseudo record types (negative: never a record key version) for the items a
+# shard's log takes besides plain records; each is a 4-tuple like Record.
+TXN_OFFSET_BATCH = -1
+TXN_MARKER = -2
+
+
+class TxnOffsetBatch(NamedTuple):
+    """OffsetCommit records written in one transactional batch of a producer."""
+    type: int
+    producer_id: int
+    producer_epoch: int
+    records: tuple
+
+
+class TxnMarker(NamedTuple):
+    """An end-transaction control batch on this __consumer_offsets partition."""
+    type: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+def txn_offset_batch(producer_id: int, epoch: int, records) -> TxnOffsetBatch:
+    return TxnOffsetBatch(TXN_OFFSET_BATCH, producer_id, epoch, tuple(records))
+
+
+def txn_marker(producer_id: int, epoch: int, commit: bool) -> TxnMarker:
+    return TxnMarker(TXN_MARKER, producer_id, epoch, commit)
+
+
+class PendingTxnOffsets:
+    def __init__(self) -> None:
+        # producer id -> group -> (topic, partition) -> [OffsetValue, superseded]
+        self.pending: dict[int, dict[str, dict[tuple, list]]] = {}
+        self.by_group: dict[str, set[int]] = {}  # group -> producers with pending offsets
+
+    # -------------------------------------------------------------- replay
+    def replay_batch(self, batch: TxnOffsetBatch) -> None:
+        pid = batch.producer_id
+        for rtype, key, value, version in batch.records:
+            group, tp = key["group"], (key["topic"], key["partition"])
+            if value is None:
+                self.on_tombstone(group, tp)
+                continue
+            entry = OffsetValue(value["offset"], value.get("leader_epoch", -1),
+                                value.get("metadata") or "", value["commit_timestamp"], None)
+            self.pending.setdefault(pid, {}).setdefault(group, {})[tp] = [entry, False]
+            self.by_group.setdefault(group, set()).add(pid)
+
+    def replay_marker(self, marker: TxnMarker, offsets) -> list[str]:
+        """Install (COMMIT) or drop (ABORT) the producer's pending offsets;
+        -> the groups whose offsets were installed."""
+        groups = self.pending.pop(marker.producer_id, {})
+        for group in groups:
+            pids = self.by_group.get(group)
+            if pids is not None:
+                pids.discard(marker.producer_id)
+                if not pids:
+                    del self.by_group[group]
+        if not marker.commit:
+            return []
+        installed = []
+        for group, parts in groups.items():
+            committed = offsets.by_group.setdefault(group, {})
+            for tp, (value, superseded) in parts.items():
+                if not superseded:
+                    committed[tp] = value
+            if not committed:
+                del offsets.by_group[group]
+            else:
+                installed.append(group)
+        return installed
+
+    def on_plain_commit(self, group: str, tp: tuple) -> None:
+        """A plain commit replayed after a pending one wins over it."""
+        for pid in self.by_group.get(group, ()):
+            entry = self.pending[pid][group].get(tp)
+            if entry is not None:
+                entry[1] = True
+
+    def on_tombstone(self, group: str, tp: tuple) -> None:
+        """A tombstone removes the pending offsets of the partition too."""
+        for pid in list(self.by_group.get(group, ())):
+            parts = self.pending[pid][group]
+            parts.pop(tp, None)
+            if not parts:
+                del self.pending[pid][group]
+                if not self.pending[pid]:
+                    del self.pending[pid]
+                self.by_group[group].discard(pid)
+        if group in self.by_group and not self.by_group[group]:
+            del self.by_group[group]
+
+    # --------------------------------------------------------------- reads
+    def is_pending(self, group: str, tp: tuple) -> bool:
+        return any(tp in self.pending[pid][group] for pid in self.by_group.get(group, ()))
+
+    def has_open(self, group: str) -> bool:
+        return bool(self.by_group.get(group))
+
+    def partitions(self, group: str) -> set:
+        out = set()
+        for pid in self.by_group.get(group, ()):
+            out |= set(self.pending[pid][group])
+        return out
+
+    def snapshot(self) -> dict:
+        return {pid: {g: {tp: (v[0].offset, v[0].metadata, v[1]) for tp, v in parts.items()}
+                      for g, parts in groups.items()}
+                for pid, groups in self.pending.items()}
+
+
+def txn_offset_commit(shard, req: dict, version: int, now: int) -> tuple[dict, list]:
+    """TxnOffsetCommit on `shard` (a CoordinatorShard): -> (response, records).
+    v3+ validates member and generation like OffsetCommit (KIP-447), with no
+    REBALANCE_IN_PROGRESS; v0-2 are accepted whatever the group's state.  The
+    runtime has already checked that the group's partition is in the
+    producer's transaction and marked unknown partitions."""
+    group_id = req["group_id"]
+    error = Err.NONE
+    if not group_id:
+        error = Err.INVALID_GROUP_ID
+    elif version >= 3:
+        error = _validate(shard, group_id, req.get("member_id") or "",
+                          req.get("group_instance_id"), req.get("generation_id", -1))
+    topics, records = commit_records(group_id, req["topics"], error, now, None,
+                                     shard.config.offset_metadata_max_bytes)
+    response = {"throttle_time_ms": 0, "topics": topics}
+    if not records:
+        return response, []
+    return response, [txn_offset_batch(req["producer_id"], req["producer_epoch"], records)]
+
+
+def _validate(shard, group_id: str, member_id: str, instance_id, generation: int) -> int:
+    consumer_group = shard.consumer.groups.get(group_id)
+    if consumer_group is not None:
+        # KIP-848 groups: the generation is the member epoch
+        return shard.consumer.validate_offset_commit(consumer_group, member_id, generation, 9,
+                                                    transactional=True)
+    group = shard.groups.get(group_id)
+    if group is None:
+        return Err.NONE if generation < 0 else Err.ILLEGAL_GENERATION
+    return shard.validate_classic_commit(group, member_id, instance_id, generation,
+                                         transactional=True)
+
+
+def mark_unstable(pending: PendingTxnOffsets, group: str, topics: list[dict]) -> None:
+    """OffsetFetch with RequireStable: partitions with pending transactional
+    offsets answer UNSTABLE_OFFSET_COMMIT (the client retries)."""
+    for t in topics:
+        for p in t["partitions"]:
+            if p["error_code"] == Err.NONE and pending.is_pending(group, (t["name"],
+                                                                       p["partition_index"])):
+                p.update(committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                         error_code=Err.UNSTABLE_OFFSET_COMMIT)

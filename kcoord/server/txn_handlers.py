@@ -1,0 +1,215 @@
+"""Transaction APIs: InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeProducers
+(61), DescribeTransactions (65), ListTransactions (66).
+
+Checks that need the rest of the broker (does the partition exist, is the
+group's shard loaded) are made here; the transaction core decides the rest.
+"""
+from __future__ import annotations
+
+from ..coordinator.partitioner import partition_for
+from ..coordinator.result import Result
+from ..coordinator.txn_offsets import txn_offset_commit
+from ..protocol.errors import Err
+from .dispatch import Dispatcher, RequestContext
+from .txn_runtime import OFFSETS_TOPIC, TxnRuntime, wall_ms
+
+# PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
+FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
+
+
+def _for_version(ctx: RequestContext, code: int) -> int:
+    if code == Err.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE.get(ctx.api_key, 0):
+        return Err.INVALID_PRODUCER_EPOCH
+    return code
+
+
+class TxnHandlers:
+    def __init__(self, runtime: TxnRuntime, producer_ids, groups) -> None:
+        self.runtime = runtime
+        self.core = runtime.core
+        self.producer_ids = producer_ids  # idempotent producers (no transactional id)
+        self.groups = groups              # GroupHandlers: the group coordinator's shards
+
+    def register(self, d: Dispatcher) -> None:
+        d.register(22, self.init_producer_id)
+        d.register(24, self.add_partitions_to_txn)
+        d.register(25, self.add_offsets_to_txn)
+        d.register(26, self.end_txn)
+        d.register(28, self.txn_offset_commit)
+        d.register(61, self.describe_producers)
+        d.register(65, self.describe_transactions)
+        d.register(66, self.list_transactions)
+
+    def _not_ready(self) -> int:
+        return Err.NONE if self.runtime.loaded else Err.COORDINATOR_LOAD_IN_PROGRESS
+
+    # ------------------------------------------------------- InitProducerId
+    async def init_producer_id(self, ctx: RequestContext, req: dict) -> dict:
+        tid = req["transactional_id"]
+        if tid is None:
+            return self.producer_ids.init_producer_id(ctx, req)
+        answer = {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": -1,
+                  "producer_epoch": -1}
+        code = self._not_ready()
+        if code:
+            return {**answer, "error_code": code}
+        res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
+                                         req.get("producer_id", -1),
+                                         req.get("producer_epoch", -1), wall_ms())
+        # a fencing abort is finished before the answer (CONCURRENT_TRANSACTIONS):
+        # the client's retry then finds the transaction complete
+        await self.runtime.write_and_complete(res.records)
+        if res.error:
+            return {**answer, "error_code": _for_version(ctx, res.error)}
+        return {**answer, "producer_id": res.producer_id, "producer_epoch": res.producer_epoch}
+
+    # --------------------------------------------------- AddPartitionsToTxn
+    def _unknown(self, topics: list[dict]) -> set:
+        bad = set()
+        for t in topics:
+            topic = self.runtime.catalogue.get(t["name"])
+            count = -1 if topic is None else len(topic.partitions)
+            for p in t["partitions"]:
+                if not 0 <= p < count:
+                    bad.add((t["name"], p))
+        return bad
+
+    @staticmethod
+    def _results(topics: list[dict], code_of) -> list[dict]:
+        return [{"name": t["name"], "results_by_partition": [
+            {"partition_index": p, "partition_error_code": code_of((t["name"], p))}
+            for p in t["partitions"]]} for t in topics]
+
+    async def _add_one(self, ctx, tid: str, pid: int, epoch: int, topics: list[dict],
+                       verify_only: bool) -> list[dict]:
+        code = self._not_ready()
+        if code:
+            return self._results(topics, lambda tp: code)
+        pairs = [(t["name"], p) for t in topics for p in t["partitions"]]
+        if verify_only:
+            res = self.core.verify_partitions(tid, pid, epoch, pairs)
+            if res.error:
+                return self._results(topics, lambda tp: res.error)
+            return self._results(topics, lambda tp: res.partition_errors[tp])
+        unknown = self._unknown(topics)
+        if unknown:
+            return self._results(topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
+                                 if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
+        res = self.core.add_partitions(tid, pid, epoch, pairs, wall_ms())
+        await self.runtime.write(res.records)
+        error = _for_version(ctx, res.error)
+        return self._results(topics, lambda tp: error)
+
+    async def add_partitions_to_txn(self, ctx: RequestContext, req: dict) -> dict:
+        if ctx.api_version < 4:
+            results = await self._add_one(
+                ctx, req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
+                req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False)
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+        out = []
+        for txn in req["transactions"]:
+            results = await self._add_one(ctx, txn["transactional_id"], txn["producer_id"],
+                                          txn["producer_epoch"], txn["topics"],
+                                          txn["verify_only"])
+            out.append({"transactional_id": txn["transactional_id"], "topic_results": results})
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "results_by_transaction": out}
+
+    # ------------------------------------------------------ AddOffsetsToTxn
+    async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
+        code = self._not_ready()
+        if not code:
+            # the group need not exist: its __consumer_offsets partition joins the txn
+            partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
+            res = self.core.add_partitions(req["transactional_id"], req["producer_id"],
+                                           req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
+                                           wall_ms())
+            await self.runtime.write(res.records)
+            code = _for_version(ctx, res.error)
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    # --------------------------------------------------------------- EndTxn
+    async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
+        code = self._not_ready()
+        if not code:
+            res = self.core.end_txn(req["transactional_id"], req["producer_id"],
+                                    req["producer_epoch"], req["committed"], wall_ms())
+            # answered once the markers are written and Complete* is durable
+            await self.runtime.write_and_complete(res.records)
+            code = _for_version(ctx, res.error)
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    # ------------------------------------------------------ TxnOffsetCommit
+    def txn_offset_commit(self, ctx: RequestContext, req: dict):
+        version = ctx.api_version
+
+        def every(code: int) -> dict:
+            if code == Err.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+                code = Err.COORDINATOR_NOT_AVAILABLE
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": code}
+                    for p in t["partitions"]]} for t in req["topics"]]}
+
+        group_id = req["group_id"]
+        if not group_id:
+            return every(Err.INVALID_GROUP_ID)
+        error = self._not_ready()
+        if error:
+            return every(error)
+        # the group's partition must be in the producer's transaction, or no
+        # marker would ever resolve these offsets (KIP-890 part 1)
+        code = self.core.in_transaction(req["producer_id"], req["producer_epoch"], OFFSETS_TOPIC,
+                                        self.groups.runtime.partition_for(group_id))
+        if code == Err.INVALID_TXN_STATE and version >= 4:
+            code = Err.TRANSACTION_ABORTABLE
+        if code:
+            return every(code)
+        self.groups.mark_unknown_partitions(req["topics"])
+
+        def op(core, now):
+            response, records = txn_offset_commit(core, req, version, now)
+            return Result(records=records, response=response)
+        return self.groups.runtime.write(group_id, op, every)
+
+    # ----------------------------------------------------- describing state
+    async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
+        code = self._not_ready()
+        states = []
+        for tid in req["transactional_ids"]:
+            if code:
+                states.append({**self.core.describe(""), "transactional_id": tid,
+                               "error_code": code})
+            else:
+                states.append(self.core.describe(tid))
+        return {"throttle_time_ms": 0, "transaction_states": states}
+
+    async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
+        code = self._not_ready()
+        if code:
+            return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
+                    "transaction_states": []}
+        return self.core.list_transactions(req["state_filters"], req["producer_id_filters"],
+                                           req.get("duration_filter", -1), wall_ms())
+
+    def describe_producers(self, ctx: RequestContext, req: dict) -> dict:
+        topics = []
+        for t in req["topics"]:
+            topic = self.runtime.catalogue.get(t["name"])
+            parts = []
+            for p in t["partition_indexes"]:
+                entry = {"partition_index": p, "error_code": Err.NONE, "error_message": None,
+                         "active_producers": []}
+                parts.append(entry)
+                if topic is None or not 0 <= p < len(topic.partitions):
+                    entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                state = self.runtime.data.txn_state(topic.partitions[p])
+                entry["active_producers"] = [
+                    {"producer_id": pid, "producer_epoch": e.epoch,
+                     "last_sequence": e.last_sequence, "last_timestamp": e.last_timestamp,
+                     "coordinator_epoch": e.coordinator_epoch,
+                     "current_txn_start_offset": state.ongoing.get(pid, -1)}
+                    for pid, e in sorted(state.producers.items())]
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}

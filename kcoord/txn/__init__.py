@@ -1,0 +1,1 @@
+"""The transaction coordinator: a deterministic core on __transaction_state."""

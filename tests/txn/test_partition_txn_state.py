@@ -1,0 +1,59 @@
+"""A data partition's transactional state on a real log: LSO, aborted
+transactions, the .txnindex file in Kafka's format, and the rebuild on open."""
+from __future__ import annotations
+
+import struct
+
+from kcoord.broker.txn_state import ABORT, COMMIT, PartitionTxnState, control_batch
+from kcoord.log import PartitionLog
+from kcoord.protocol.errors import Err
+from kcoord.protocol.records import build_batch, read_batch_header
+
+
+def data(pid: int, n: int = 2, txn: bool = True) -> bytes:
+    return build_batch([(b"k", b"v", [], 1)] * n, producer_id=pid, producer_epoch=0,
+                       base_sequence=0, transactional=txn)
+
+
+def append(plog, state, batch) -> int:
+    header = read_batch_header(batch)
+    assert state.check_append(header) == Err.NONE
+    base, _ = plog.append(batch)
+    state.on_data(header, base)
+    return base
+
+
+def marker(plog, state, pid: int, commit: bool) -> int:
+    offset, _ = plog.append(control_batch(pid, 0, commit, 0, 5))
+    aborted = state.on_marker(pid, 0, COMMIT if commit else ABORT, 0, offset, 5)
+    if aborted is not None:
+        state.index_abort(plog.active.base_offset, aborted)
+    return offset
+
+
+def test_lso_aborted_index_and_rebuild(tmp_path):
+    plog = PartitionLog(tmp_path / "t-0")
+    state = PartitionTxnState(plog.path)
+    a = append(plog, state, data(1))           # offsets 0-1, txn of producer 1
+    b = append(plog, state, data(2))           # 2-3, txn of producer 2
+    assert state.last_stable_offset(plog.log_end_offset) == a == 0
+    m1 = marker(plog, state, 1, commit=False)  # 4: abort producer 1
+    assert state.last_stable_offset(plog.log_end_offset) == b == 2
+    m2 = marker(plog, state, 2, commit=True)   # 5
+    assert state.last_stable_offset(plog.log_end_offset) == plog.log_end_offset == 6
+    assert [tuple(x) for x in state.aborted] == [(1, 0, m1, 2)]
+    assert state.aborted_between(0, 6) == state.aborted_between(4, 5) == state.aborted
+    assert state.aborted_between(5, 6) == [] and state.aborted_between(0, 0) == []
+    # a plain batch from a producer with an open txn is refused
+    append(plog, state, data(3))
+    assert state.check_append(read_batch_header(data(3, txn=False))) == Err.INVALID_TXN_STATE
+    assert state.check_append(read_batch_header(
+        build_batch([(b"k", b"v", [], 1)], control=True, transactional=True,
+                    producer_id=3, producer_epoch=0))) == Err.INVALID_RECORD
+    raw = (plog.path / "00000000000000000000.txnindex").read_bytes()
+    assert raw == struct.pack(">hqqqq", 0, 1, 0, m1, 2)
+    plog.close()
+    back = PartitionTxnState.scan(PartitionLog(tmp_path / "t-0"))
+    assert back.aborted == state.aborted and back.ongoing == {3: 6}
+    assert (plog.path / "00000000000000000000.txnindex").read_bytes() == raw
+    assert m2 == 5
