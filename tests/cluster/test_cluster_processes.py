@@ -84,6 +84,14 @@ def test_topics_created_on_any_node_are_placed_and_mirrored(cluster):
         assert len(t["partitions"]) == 4
         for p in t["partitions"]:
             assert len(set(p["replica_nodes"])) == 2 and p["leader_id"] in p["isr_nodes"]
+    with WireClient(cluster.nodes[1].port) as c:  # CreatePartitions on another node
+        r = c.request(37, 3, {"topics": [{"name": "orders", "count": 6, "assignments": None}],
+                              "timeout_ms": 30000, "validate_only": False})
+        assert r["results"][0]["error_code"] == 0, r
+    grown = wait_until(lambda: (t := cluster.metadata(3, ["orders"])["topics"][0]) and
+                       len(t["partitions"]) == 6 and
+                       all(p["error_code"] == 0 for p in t["partitions"]) and t, "grown")
+    assert all(len(set(p["replica_nodes"])) == 2 for p in grown["partitions"])
     with WireClient(cluster.nodes[3].port) as c:
         r = c.request(20, 6, {"topics": [{"name": "orders", "topic_id": bytes(16)}],
                               "timeout_ms": 30000})
