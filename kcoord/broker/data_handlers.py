@@ -8,6 +8,7 @@ import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.group_sync import GroupSync
+from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
@@ -121,6 +122,7 @@ class DataPlane:
         return replica
 
     # ------------------------------------------------------------- Produce
+    @serves("Produce")
     def produce(self, ctx, req: dict):
         acks = req["acks"]
         if acks not in (0, 1, -1):
@@ -277,6 +279,7 @@ class DataPlane:
         return Err.NONE
 
     # --------------------------------------------------------------- Fetch
+    @serves("Fetch")
     async def fetch(self, ctx, req: dict) -> dict:
         deadline = asyncio.get_running_loop().time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
@@ -421,6 +424,7 @@ class DataPlane:
         return replica.high_watermark, replica.high_watermark
 
     # ---------------------------------------------------------- ListOffsets
+    @serves("ListOffsets")
     def list_offsets(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
