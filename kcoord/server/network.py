@@ -3,7 +3,8 @@
 Every complete frame of a read is handled at once, responses leave in
 request order per connection, and everything ready after a read goes out
 in one transport.write.  Hot path: the codecs and flexibility of each
-(api, version) are looked up once per process, a connection's client id
+(api, version) are looked up once per process, a frame split across reads is
+kept as its pieces and joined once when whole, a connection's client id
 is decoded once, and a response finished while nothing is waiting ahead of
 it goes straight to the read's output list (no queue slot).  A repeat of
 the last request of a pure API (ApiVersions: dispatcher.pure), the same
