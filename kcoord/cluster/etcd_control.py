@@ -245,6 +245,15 @@ class EtcdControlPlane:
                               tuple(proposed.replicas),
                               responses[0].response_put.header.revision)
 
+    async def replace_state(self, old: PartitionState, new: PartitionState) -> bool:
+        """Compare-and-set a partition state decided outside the controller's
+        loop (ElectLeaders): written only if `old` is still the stored one."""
+        key = self.keys.partition(new.topic, new.partition).encode()
+        ok, _ = await self.client.transaction(
+            compare=[self.txn.mod(key) == old.version],
+            success=[self.txn.put(key, encode_state(new))], failure=[])
+        return ok
+
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str] | None = None) -> TopicRecord | None:
         """Add a topic to the catalogue if absent: the record, or None when

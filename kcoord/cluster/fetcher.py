@@ -15,7 +15,6 @@ import logging
 import struct
 import time
 
-from .aio import bounded  # wait_for may swallow a cancellation (gh-86296)
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header

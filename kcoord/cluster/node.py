@@ -33,6 +33,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 AUTH_OPS_NOT_REQUESTED = -(2**31)
 ZERO_UUID = bytes(16)
 KEY_TYPE_GROUP = 0
+PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
 
 
@@ -345,6 +346,51 @@ class ClusterNode:
                 continue
             await self.plane.wait_for(lambda n=name: self.catalogue.get(n) is None, CREATE_WAIT_S)
         return {"throttle_time_ms": 0, "responses": results}
+
+    async def elect_leaders(self, ctx, req: dict) -> dict:
+        """ElectLeaders (43): preferred (0) moves leadership to the first
+        replica when it is live and in sync; unclean (1) elects any live
+        replica for a partition whose leader is gone.  Written by
+        compare-and-set, so a concurrent controller decision wins cleanly."""
+        from . import decisions
+        unclean = req.get("election_type", 0) == 1
+        view = self.plane.view
+        named = req["topic_partitions"]
+        if named is None:
+            targets = sorted(view.partitions)
+        else:
+            targets = [(t["topic"], p) for t in named for p in t["partitions"]]
+        results: dict[str, list] = {}
+        for topic, p in targets:
+            state = view.state(topic, p)
+            code, message = Err.NONE, None
+            if state is None:
+                code, message = Err.UNKNOWN_TOPIC_OR_PARTITION, "The topic or partition does not exist"
+            elif unclean:
+                new = None
+                if state.leader in view.serving():
+                    code = ELECTION_NOT_NEEDED
+                else:
+                    new = decisions.elect(state, view.serving(), unclean=True)
+                    if new is None or new.leader == NO_LEADER:
+                        code = ELIGIBLE_LEADERS_NOT_AVAILABLE
+            else:
+                new = decisions.preferred_leader(state, view.serving())
+                if state.replicas and state.leader == state.replicas[0]:
+                    code = ELECTION_NOT_NEEDED
+                elif new is None:
+                    code = PREFERRED_LEADER_NOT_AVAILABLE
+            if code == Err.NONE and not await self.plane.replace_state(state, new):
+                code, message = Err.REQUEST_TIMED_OUT, "the partition changed meanwhile; try again"
+            if code == ELECTION_NOT_NEEDED:
+                if named is None:
+                    continue  # with null, Kafka lists only the partitions it tried
+                message = "Leader election not needed for topic partition"
+            results.setdefault(topic, []).append(
+                {"partition_id": p, "error_code": code, "error_message": message})
+        return {"throttle_time_ms": 0, "error_code": Err.NONE,
+                "replica_election_results": [{"topic": t, "partition_result": r}
+                                             for t, r in results.items()]}
 
     async def create_partitions(self, ctx, req: dict) -> dict:
         results = []

@@ -7,6 +7,7 @@ partition in epoch 0 (as its Metadata and ListOffsets say), so its epoch
 checks are against 0 and a log with no epoch recorded yet (written before
 batches were stamped) is all epoch 0.  In a cluster a partition's Replica
 answers (replica.py: fencing by the current leader epoch, leader only).
+Authorization (CLUSTER_ACTION, or DESCRIBE per topic) is security/checks.py's.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Callable
 
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
 from ..protocol.errors import Err
-from ..security.checks import Op, R, register_rule
 
 SINGLE_NODE_EPOCH = 0
 
@@ -61,22 +61,3 @@ class LeaderEpochHandlers:
             [(SINGLE_NODE_EPOCH, plog.log_start_offset)])
         epoch, end = cache.end_offset_for(requested, plog.log_end_offset)
         return Err.NONE, epoch, end
-
-
-def _authorize(checks, ctx, req, handler):
-    """Kafka: CLUSTER_ACTION on the cluster (followers) or DESCRIBE on each topic."""
-    if checks.cluster(ctx, Op.CLUSTER_ACTION):
-        return handler(ctx, req)
-    ok, denied = [], []
-    for t in req["topics"]:
-        (ok if checks.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic"]) else denied).append(t)
-    errors = [{"topic": t["topic"], "partitions": [
-        {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "partition": p["partition"],
-         "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_EPOCH_OFFSET}
-        for p in t["partitions"]]} for t in denied]
-    response = handler(ctx, {**req, "topics": ok}) if ok else {"throttle_time_ms": 0, "topics": []}
-    response["topics"] = list(response["topics"]) + errors
-    return response
-
-
-register_rule(23, _authorize)

@@ -158,7 +158,10 @@ class TxnRuntime:
             if current is not None and (current.producer_id, current.producer_epoch,
                                         current.commit) == (c.producer_id, c.producer_epoch,
                                                             c.commit):
-                await self.write(self.core.complete(tid, wall_ms()))
+                # Complete* is not waited for: the markers are durable, and a
+                # Prepare* found on load is completed again (the next write of
+                # this id, on the same log, makes it durable anyway)
+                self._spawn(self.write(self.core.complete(tid, wall_ms())))
         finally:
             self._completing.discard(tid)
 

@@ -84,6 +84,14 @@ def test_topics_created_on_any_node_are_placed_and_mirrored(cluster):
         assert len(t["partitions"]) == 4
         for p in t["partitions"]:
             assert len(set(p["replica_nodes"])) == 2 and p["leader_id"] in p["isr_nodes"]
+    with WireClient(cluster.nodes[1].port) as c:  # CreatePartitions on another node
+        r = c.request(37, 3, {"topics": [{"name": "orders", "count": 6, "assignments": None}],
+                              "timeout_ms": 30000, "validate_only": False})
+        assert r["results"][0]["error_code"] == 0, r
+    grown = wait_until(lambda: (t := cluster.metadata(3, ["orders"])["topics"][0]) and
+                       len(t["partitions"]) == 6 and
+                       all(p["error_code"] == 0 for p in t["partitions"]) and t, "grown")
+    assert all(len(set(p["replica_nodes"])) == 2 for p in grown["partitions"])
     with WireClient(cluster.nodes[3].port) as c:
         r = c.request(20, 6, {"topics": [{"name": "orders", "topic_id": bytes(16)}],
                               "timeout_ms": 30000})
@@ -208,3 +216,33 @@ def test_only_the_leader_of_a_shard_coordinates_its_groups(cluster):
     still = routed(cluster, leader)
     if still and still[group]["node_id"] != leader:  # unless leadership came back to it
         assert commit(cluster, leader, group, 8) == 16
+
+
+def test_elect_leaders_preferred_moves_leadership_back(cluster):
+    """After a failover leadership sits on another replica; ElectLeaders
+    (preferred) on any node moves it back once the preferred one is in sync."""
+    wait_until(lambda: routed(cluster, 1), "every group routed")
+    before = offsets_leaders(cluster.metadata(1, ["__consumer_offsets"]))
+    p = next(i for i, s in before.items() if s["leader_id"] == s["replica_nodes"][0])
+    preferred = before[p]["leader_id"]
+    body = {"election_type": 0, "timeout_ms": 30000,
+            "topic_partitions": [{"topic": "__consumer_offsets", "partitions": [p]}]}
+    with WireClient(cluster.nodes[preferred].port) as c:
+        [r] = c.request(43, 2, body)["replica_election_results"]
+    assert r["partition_result"][0]["error_code"] == 84  # ELECTION_NOT_NEEDED
+    cluster.nodes[preferred].stop()  # controlled shutdown: leadership moves away
+    cluster.nodes[preferred].start()
+    other = next(i for i in (1, 2, 3) if i != preferred)
+    # back in the ISR (replication catches it up), then the election moves it back
+    wait_until(lambda: preferred in offsets_leaders(
+        cluster.metadata(other, ["__consumer_offsets"]))[p]["isr_nodes"], "back in sync")
+
+    def elected():
+        with WireClient(cluster.nodes[other].port) as c:
+            [r] = c.request(43, 2, body)["replica_election_results"]
+        return r["partition_result"][0]["error_code"] in (0, 84)
+    wait_until(elected, "preferred election")
+    after = wait_until(lambda: (s := offsets_leaders(cluster.metadata(
+        other, ["__consumer_offsets"]))[p]) and s["leader_id"] == preferred and s,
+        "leadership back on the preferred replica")
+    assert after["leader_epoch"] >= before[p]["leader_epoch"] + 2

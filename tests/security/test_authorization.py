@@ -306,3 +306,20 @@ def test_transactional_id_checks(authz):
         # WRITE implies DESCRIBE: the transaction coordinator is found
         resp = alice.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx-a"]})
         assert resp["coordinators"][0]["error_code"] == 0
+
+
+def test_denied_acks0_produce_closes_the_connection(authz):
+    from tests.clients.wire import encode_request
+    with WireClient(authz.ports["PLAINTEXT"]) as anonymous:
+        anonymous.send_raw(encode_request(0, 9, {
+            "transactional_id": None, "acks": 0, "timeout_ms": 30000,
+            "topic_data": [{"name": "orders", "partition_data": [
+                {"index": 0, "records": build_batch([(None, b"x", [], None)])}]}]}))
+        anonymous.wait_closed()
+
+
+def test_every_served_api_has_an_authorization_rule(authz):
+    """An API without a rule would be served to super users only: none is left."""
+    assert not [line for line in authz.log_lines if "has no authorization rule" in line]
+    with user(authz, "alice") as alice:
+        assert alice.request(46, 0, {"timeout_ms": 1000, "topics": None})["error_code"] == 31

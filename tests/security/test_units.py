@@ -206,3 +206,37 @@ def test_inter_broker_client_properties():
     values["security.inter.broker.protocol"] = "PLAINTEXT"
     del values["inter.broker.listener.name"]
     assert client_properties_from_config(values) == {"security.protocol": "PLAINTEXT"}
+
+
+def test_pem_key_stores(pki, tmp_path):
+    """KIP-651: file or inline PEM stores, encrypted PKCS#8 keys, and the
+    start-up errors naming the key."""
+    import ssl
+    from tests.security.certs import pkcs8
+    from kcoord.security.tls import server_context
+    text = pki.server_keystore.read_text()
+    chain = text[text.index("-----BEGIN CERTIFICATE-----"):]
+    key = text[:text.index("-----BEGIN CERTIFICATE-----")]
+    inline = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": chain,
+              "ssl.keystore.key": key, "ssl.truststore.type": "PEM",
+              "ssl.truststore.certificates": pki.ca_file.read_text(),
+              "ssl.client.auth": "required"}
+    ctx = server_context(inline, "SSL")
+    assert ctx.verify_mode == ssl.CERT_REQUIRED
+    encrypted = pkcs8(key.encode(), b"kpw").decode()
+    assert "ENCRYPTED PRIVATE KEY" in encrypted
+    server_context({**inline, "ssl.keystore.key": encrypted, "ssl.key.password": "kpw"}, "SSL")
+    from cryptography.hazmat.primitives import serialization
+    pkcs1 = serialization.load_pem_private_key(key.encode(), None).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption()).decode()
+    for bad, name in [({"ssl.keystore.key": pkcs1}, "ssl.keystore.key"),
+                      ({"ssl.keystore.key": encrypted}, "ssl.key.password"),
+                      ({"ssl.keystore.password": "x"}, "ssl.keystore.password"),
+                      ({"ssl.keystore.location": str(pki.server_keystore)},
+                       "ssl.keystore.location"),
+                      ({"ssl.keystore.type": "PKCS12"}, "ssl.keystore.type"),
+                      ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
+                      ({"ssl.client.auth": "maybe"}, "ssl.client.auth")]:
+        with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+            server_context({**inline, **bad}, "SSL")
