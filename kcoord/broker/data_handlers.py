@@ -148,6 +148,7 @@ class DataPlane:
         response = {"responses": responses, "throttle_time_ms": 0}
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
+            self._on_listener(response, ctx.listener)
         if replicated:
             done = self._replicated_ack(touched, replicated, response, acks)
             if acks != -1:
@@ -273,6 +274,7 @@ class DataPlane:
         while True:
             waiter = self.appended.wait()  # armed before reading, so no append is missed
             response, size, errors = self._fetch_once(ctx.api_version, req)
+            self._on_listener(response, ctx.listener)
             remaining = deadline - asyncio.get_running_loop().time()
             if size >= min_bytes or errors or remaining <= 0:
                 waiter.cancel()
@@ -367,6 +369,21 @@ class DataPlane:
         if hint is not None:
             entry["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
             entry["_leader_address"] = (hint[0], hint[2])
+
+    def _on_listener(self, response: dict, listener: str) -> None:
+        """node_endpoints at the listener the request came in on (a cluster
+        registers every listener; a node without it is left out, as Kafka does)."""
+        endpoint_of = getattr(self.replication, "endpoint_of", None)
+        rows = response.get("node_endpoints")
+        if not rows or endpoint_of is None:
+            return
+        kept = []
+        for row in rows:
+            found = endpoint_of(row["node_id"], listener)
+            if found is not None:
+                row["host"], row["port"] = found
+                kept.append(row)
+        response["node_endpoints"] = kept
 
     @staticmethod
     def _add_endpoints(response: dict, entries) -> None:

@@ -300,6 +300,12 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
         syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinator=coordinator)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
+
+    def endpoint_of(node_id: int, listener: str):
+        """A node's endpoint on a client's listener (KIP-951 node_endpoints)."""
+        info = plane.view.nodes.get(node_id)
+        return None if info is None else info.endpoint(listener)
+    manager.endpoint_of = endpoint_of
     if durability is not None:
         durability.manager = manager
     manager.min_isr_for = min_isr_for

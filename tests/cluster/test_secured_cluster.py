@@ -81,6 +81,20 @@ def test_acks_all_over_sasl_ssl_replicates_through_the_internal_listener(etcd, t
                            and s, "the partition with two in-sync replicas")
         leader = state["leader_id"]
         follower = next(n for n in cluster.nodes if n != leader)
+        with WireClient(cluster.nodes[follower].port) as c:
+            # KIP-951: the follower names the leader at the PLAINTEXT endpoint the request
+            # came in on, not at its INTERNAL one
+            body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                    "topic_data": [{"name": TOPIC, "partition_data": [
+                        {"index": 0, "records": build_batch([(b"k", b"v", [], 1)])}]}]}
+            r = c.request(0, 11, body)
+            assert r["responses"][0]["partition_responses"][0]["error_code"] == \
+                Err.NOT_LEADER_OR_FOLLOWER
+            assert [(n["node_id"], n["port"]) for n in r["node_endpoints"]] == \
+                [(leader, cluster.nodes[leader].ports["PLAINTEXT"])]
+        found = wait_until(lambda: (f := cluster.find_coordinators(follower, ["g"])["g"])
+                           and f["error_code"] == 0 and f, "a group coordinator")
+        assert found["port"] == cluster.nodes[found["node_id"]].ports["PLAINTEXT"]
 
         delivered, failed = [], []
 
@@ -114,9 +128,9 @@ def test_wrong_inter_broker_password_keeps_the_follower_out(etcd, tmp_path, pki)
                            "a leader")
         leader = state["leader_id"]
         follower = next(n for n in cluster.nodes if n != leader)
-        with WireClient(cluster.nodes[leader].port) as c:
-            first = produce(c, TOPIC, 0, build_batch([(b"k", b"v0", [], 1000)]), acks=1)
-            assert first["error_code"] == Err.NONE, first
+        with WireClient(cluster.nodes[leader].port) as c:  # once the leader serves it
+            wait_until(lambda: produce(c, TOPIC, 0, build_batch([(b"k", b"v0", [], 1000)]),
+                                       acks=1)["error_code"] == Err.NONE, "an acks=1 write")
         wait_until(lambda: partition_state(cluster)["isr_nodes"] == [leader],
                    "the follower to leave the ISR")
         with WireClient(cluster.nodes[leader].port) as c:
