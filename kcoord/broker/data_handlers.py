@@ -8,6 +8,7 @@ import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.group_sync import GroupSync
+from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
@@ -121,6 +122,7 @@ class DataPlane:
         return replica
 
     # ------------------------------------------------------------- Produce
+    @serves("Produce")
     def produce(self, ctx, req: dict):
         acks = req["acks"]
         if acks not in (0, 1, -1):
@@ -222,6 +224,14 @@ class DataPlane:
                 raise CorruptRecordError("record set holds a partial batch")
         except CorruptRecordError as exc:
             return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        if len(headers) == 1 and headers[0].base_sequence >= 0:
+            # an idempotent producer's retry of a batch already written: its offset again
+            dup = self.txn_state(plog).duplicate_of(headers[0])
+            if dup is not None:
+                # (the log is returned so acks=-1 still waits for it to be durable)
+                return {"index": index, "error_code": Err.NONE, "base_offset": dup,
+                        "log_append_time_ms": -1, "log_start_offset": plog.log_start_offset,
+                        "error_message": None}, plog
         code = self._check_producers(topic_name, index, plog, headers, version)
         if code:
             return self._part_error(index, code), None
@@ -253,8 +263,10 @@ class DataPlane:
         if all(h.producer_id < 0 and not h.is_control for h in headers):
             return Err.NONE
         state = self.txn_state(plog)
+        previous: dict = {}
         for h in headers:
-            code = state.check_append(h)
+            code = state.check_append(h, previous.get(h.producer_id))
+            previous[h.producer_id] = h
             if code:
                 return code
             if h.is_transactional and h.producer_id not in state.ongoing:
@@ -268,6 +280,7 @@ class DataPlane:
         return Err.NONE
 
     # --------------------------------------------------------------- Fetch
+    @serves("Fetch")
     async def fetch(self, ctx, req: dict) -> dict:
         deadline = asyncio.get_running_loop().time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
@@ -428,6 +441,7 @@ class DataPlane:
         return replica.high_watermark, replica.high_watermark
 
     # ---------------------------------------------------------- ListOffsets
+    @serves("ListOffsets")
     def list_offsets(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:

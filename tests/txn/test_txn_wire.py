@@ -164,3 +164,19 @@ def test_describe_and_list_transactions(c):
     assert end(c, "w-5", r["producer_id"], r["producer_epoch"], True) == Err.NONE
     assert end(c, "w-5", r["producer_id"], r["producer_epoch"], True) == Err.NONE  # retry
     assert end(c, "w-5", r["producer_id"], r["producer_epoch"], False) == Err.INVALID_TXN_STATE
+
+
+def test_idempotent_retry_is_not_written_twice(c):
+    r = c.request(INIT, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                            "producer_id": -1, "producer_epoch": -1})
+    pid = r["producer_id"]
+
+    def batch(seq):
+        return build_batch([(None, b"i%d" % seq, [], 1)], producer_id=pid, producer_epoch=0,
+                           base_sequence=seq)
+    first = produce(c, "t", 0, batch(0))
+    again = produce(c, "t", 0, batch(0))  # the client's retry after a lost answer
+    assert (again["error_code"], again["base_offset"]) == (Err.NONE, first["base_offset"])
+    assert produce(c, "t", 0, batch(5))["error_code"] == Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+    nxt = produce(c, "t", 0, batch(1))
+    assert (nxt["error_code"], nxt["base_offset"]) == (Err.NONE, first["base_offset"] + 1)
