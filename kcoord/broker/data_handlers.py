@@ -66,6 +66,7 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)
         self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # (producer id, epoch, topic, partition) -> error code: is the partition in
@@ -274,13 +275,18 @@ class DataPlane:
             waiter = self.appended.wait()  # armed before reading, so no append is missed
             response, size, errors = self._fetch_once(ctx.api_version, req)
             remaining = deadline - asyncio.get_running_loop().time()
-            if size >= min_bytes or errors or remaining <= 0:
+            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
                 waiter.cancel()
                 return response
             try:
                 await asyncio.wait_for(waiter, remaining)
             except asyncio.TimeoutError:
                 pass
+
+    def stop_waiting(self) -> None:
+        """Answer every long-polling fetch now (the server is stopping)."""
+        self.stopping = True
+        self.appended.notify()
 
     def _fetch_once(self, version: int, req: dict):
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
