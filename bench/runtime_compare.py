@@ -4,7 +4,9 @@ commit, classic Heartbeat and KIP-848 ConsumerGroupHeartbeat CPU per
 request, and the load's replay rate.
 
 "before" is a checkout of the tree before the change (a git worktree, path
-in KCOORD_BASE_TREE, default /work/wt/runtime-base); "after" is this tree.
+in KCOORD_BASE_TREE, default /work/wt/runtime-base); "after" is this tree,
+or the checkout in KCOORD_AFTER_TREE (so edits made while it runs do not
+change what is measured).
 The two servers take turns, run after run (before, after, before, ...), so
 each sees the same spread of load from the rest of the machine; each run
 records the load average, and the figures are medians over the runs.
@@ -23,7 +25,8 @@ from pathlib import Path
 from .common import ROOT, KcoordServer, loadavg, median, run_loadgen, table, timed, write_results
 
 BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base"))
-TREES = {"before": BASE_TREE, "after": Path(ROOT)}
+AFTER_TREE = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT))
+TREES = {"before": BASE_TREE, "after": AFTER_TREE}
 
 
 @contextlib.contextmanager
@@ -104,12 +107,31 @@ def load_replay(which: str, args, data_dir: Path) -> dict:
         return measure(data_dir, timeout=600)
 
 
+def pipeline_decoder(which: str, args, data_dir: Path) -> dict:
+    """The lag pipeline's decoder (bench/pipeline_bench.decode_rate) in a
+    process of its own running the tree's kcoord."""
+    import json
+    import subprocess
+    import sys
+    code = ("import json, sys; from pathlib import Path; "
+            "from bench.pipeline_bench import decode_rate; "
+            f"print(json.dumps(decode_rate(Path({str(data_dir)!r}), 10**9)))")
+    path = TREES[which]
+    out = subprocess.run([sys.executable, "-c", code], cwd=path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(path)}, timeout=600)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        return {"error": f"decoder run failed: {out.stderr[-500:]}"}
+    return json.loads(lines[-1])
+
+
 # ------------------------------------------------------------ orchestration
 WORKLOADS = {
     "offset_commit": (offset_commit, "server_cpu_us_per_request", "us CPU/commit"),
     "classic_heartbeat": (classic_heartbeat, "server_cpu_us_per_request", "us CPU/heartbeat"),
     "consumer_heartbeat": (consumer_heartbeat, "server_cpu_us_per_request", "us CPU/heartbeat"),
     "load_replay": (None, "records_per_cpu_s", "records/CPU-s"),
+    "pipeline_decoder": (None, "records_per_cpu_s", "records/CPU-s"),
 }
 
 
@@ -122,8 +144,13 @@ def run(args) -> dict:
     runs: dict[str, dict[str, list]] = {w: {"before": [], "after": []} for w in WORKLOADS}
     try:
         from .load import generate
+        from .pipeline_bench import workload_params
+        from kcoord.pipeline.generate import generate as generate_pipeline_log
         data = tmp / "load-data"
         generated = generate(data, records, 200)
+        pipeline_data = tmp / "pipeline-data"
+        generate_pipeline_log(pipeline_data, workers=1,
+                              **workload_params(100_000 if args.quick else 1_000_000))
         for rep in range(reps):
             order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
             for name, (fn, _, _) in WORKLOADS.items():
@@ -131,7 +158,12 @@ def run(args) -> dict:
                     with timed(f"runtime_compare {name} {which} {rep + 1}/{reps}"):
                         before = loadavg()
                         try:
-                            r = fn(which, args) if fn else load_replay(which, args, data)
+                            if fn is not None:
+                                r = fn(which, args)
+                            elif name == "load_replay":
+                                r = load_replay(which, args, data)
+                            else:
+                                r = pipeline_decoder(which, args, pipeline_data)
                         except Exception as exc:
                             r = {"error": f"{type(exc).__name__}: {exc}"}
                         r["loadavg"] = [before, loadavg()]
@@ -171,13 +203,16 @@ def report(runs: dict, reps: int, records: int, generated: dict, args) -> dict:
                      " ".join(fmt(v) for v in summary[name]["runs"]["after"]),
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
                      "; ".join(errors)[:200] or ""])
-    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = this tree ({_rev(Path(ROOT))}); "
+    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
           f"{reps} runs each, alternating (before, after, then after, before, ...); medians.",
           f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
           f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per CPU-second of "
           "the server (and its load workers) between listening and 'all shards loaded' "
           "(higher is better). CPU per request: the server's user+system CPU over the "
           "measured phase divided by the requests answered (lower is better).",
+          "Pipeline decoder: bench/pipeline_bench.py's decode_rate (the lag pipeline's "
+          "pure-Python decoder, one process, no Spark) over a generated log of "
+          f"{100_000 if args.quick else 1_000_000:,} commits.",
           "The machine is shared with other engineers' test runs: the load average at the "
           "start of each run is given.", "",
           table(["workload", "unit", "before", "after", "change", "before runs", "after runs",

@@ -8,6 +8,7 @@ import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.group_sync import GroupSync
+from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
@@ -122,6 +123,7 @@ class DataPlane:
         return replica
 
     # ------------------------------------------------------------- Produce
+    @serves("Produce")
     def produce(self, ctx, req: dict):
         acks = req["acks"]
         if acks not in (0, 1, -1):
@@ -222,6 +224,14 @@ class DataPlane:
                 raise CorruptRecordError("record set holds a partial batch")
         except CorruptRecordError as exc:
             return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        if len(headers) == 1 and headers[0].base_sequence >= 0:
+            # an idempotent producer's retry of a batch already written: its offset again
+            dup = self.txn_state(plog).duplicate_of(headers[0])
+            if dup is not None:
+                # (the log is returned so acks=-1 still waits for it to be durable)
+                return {"index": index, "error_code": Err.NONE, "base_offset": dup,
+                        "log_append_time_ms": -1, "log_start_offset": plog.log_start_offset,
+                        "error_message": None}, plog
         code = self._check_producers(topic_name, index, plog, headers, version)
         if code:
             return self._part_error(index, code), None
@@ -253,8 +263,10 @@ class DataPlane:
         if all(h.producer_id < 0 and not h.is_control for h in headers):
             return Err.NONE
         state = self.txn_state(plog)
+        previous: dict = {}
         for h in headers:
-            code = state.check_append(h)
+            code = state.check_append(h, previous.get(h.producer_id))
+            previous[h.producer_id] = h
             if code:
                 return code
             if h.is_transactional and h.producer_id not in state.ongoing:
@@ -268,6 +280,7 @@ class DataPlane:
         return Err.NONE
 
     # --------------------------------------------------------------- Fetch
+    @serves("Fetch")
     async def fetch(self, ctx, req: dict) -> dict:
         deadline = asyncio.get_running_loop().time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
@@ -321,8 +334,8 @@ class DataPlane:
                         continue
                 else:
                     hw = read_end = high_watermark(topic, plog)
-                state = self.txn_state(plog)
-                lso = state.last_stable_offset(hw)
+                state = self._fetch_txn_state(topic, plog, read_committed)
+                lso = hw if state is None else state.last_stable_offset(hw)
                 entry["high_watermark"] = hw
                 entry["last_stable_offset"] = lso
                 entry["log_start_offset"] = plog.log_start_offset
@@ -336,7 +349,7 @@ class DataPlane:
                     continue
                 if read_end < plog.log_end_offset:
                     data = below(data, read_end)
-                if read_committed:
+                if read_committed and state is not None:
                     data, upper = self._below(data, lso)
                     entry["aborted_transactions"] = [
                         {"producer_id": a.producer_id, "first_offset": a.first_offset}
@@ -350,6 +363,17 @@ class DataPlane:
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    def _fetch_txn_state(self, topic, plog, read_committed: bool):
+        """The partition's transactional state for a fetch, or None.  Internal
+        topics have none here: the coordinators write them directly (their
+        readers resolve markers themselves).  read_uncommitted does not make
+        a first scan of the log just to report the LSO."""
+        if topic.internal:
+            return None
+        if read_committed:
+            return self.txn_state(plog)
+        return self._txn_states.get(plog)
 
     @staticmethod
     def _below(data, lso: int):
@@ -417,6 +441,7 @@ class DataPlane:
         return replica.high_watermark, replica.high_watermark
 
     # ---------------------------------------------------------- ListOffsets
+    @serves("ListOffsets")
     def list_offsets(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
@@ -443,8 +468,8 @@ class DataPlane:
                 ts = preq["timestamp"]
                 bound = (replica.high_watermark if replica is not None
                          else high_watermark(topic, plog))
-                if req.get("isolation_level", 0) == 1:  # read_committed: up to the LSO
-                    bound = self.txn_state(plog).last_stable_offset(bound)
+                if req.get("isolation_level", 0) == 1 and not topic.internal:
+                    bound = self.txn_state(plog).last_stable_offset(bound)  # up to the LSO
                 if ts == LATEST:
                     entry["offset"] = bound
                 elif ts in (EARLIEST, EARLIEST_LOCAL):

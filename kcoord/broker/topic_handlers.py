@@ -1,7 +1,7 @@
 """CreateTopics, DeleteTopics, CreatePartitions and Metadata's topic list."""
 from __future__ import annotations
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from .catalogue import Catalogue, TopicError, topic_name_problem
 from .topic_configs import canonical
@@ -17,6 +17,7 @@ class TopicAdmin:
         # (topic, overrides) -> its DescribeConfigs entries (set by the server's config handlers)
         self.config_entries = None
 
+    @serves("CreateTopics")
     def create_topics(self, ctx, req: dict) -> dict:
         results = []
         for t in req["topics"]:
@@ -52,6 +53,7 @@ class TopicAdmin:
                     for e in self.config_entries(name, canonical(configs))]
         return {"throttle_time_ms": 0, "topics": results}
 
+    @serves("DeleteTopics")
     def delete_topics(self, ctx, req: dict) -> dict:
         targets = [(name, None) for name in req.get("topic_names") or ()]
         for t in req.get("topics") or ():  # v6+: by name or by id
@@ -76,6 +78,7 @@ class TopicAdmin:
                 result["error_code"], result["error_message"] = exc.code, exc.message
         return {"throttle_time_ms": 0, "responses": results}
 
+    @serves("CreatePartitions")
     def create_partitions(self, ctx, req: dict) -> dict:
         results = []
         for t in req["topics"]:

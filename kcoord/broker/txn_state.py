@@ -35,6 +35,10 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
+INT32_MAX = 2**31 - 1
+BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
+
+
 @dataclass
 class ProducerEntry:
     epoch: int = -1
@@ -42,6 +46,18 @@ class ProducerEntry:
     last_sequence: int = -1
     last_timestamp: int = -1
     txn_first_offset: int = -1  # -1: no open transaction
+    # (first sequence, last sequence, base offset) of its last batches at this epoch
+    batches: list = field(default_factory=list)
+
+    def new_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.last_sequence = -1
+            self.batches = []
+
+
+def in_sequence(last: int, first: int) -> bool:
+    return first == last + 1 or (first == 0 and last == INT32_MAX)
 
 
 def control_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
@@ -82,8 +98,10 @@ class PartitionTxnState:
         return [a for a in self.aborted[i:] if a.first_offset < upper]
 
     # ------------------------------------------------------------ checks
-    def check_append(self, header) -> int:
-        """Before appending a client batch: Kafka's producer-state checks."""
+    def check_append(self, header, previous=None) -> int:
+        """Before appending a client batch: Kafka's producer-state checks.
+        `previous`: the batch of the same producer just before it in the
+        same request (its sequence then continues that one's)."""
         pid = header.producer_id
         if header.is_control:
             return Err.INVALID_RECORD  # only the coordinator writes markers
@@ -94,7 +112,30 @@ class PartitionTxnState:
             return Err.INVALID_PRODUCER_EPOCH
         if not header.is_transactional and pid in self.ongoing:
             return Err.INVALID_TXN_STATE
+        first = header.base_sequence
+        if previous is not None and first >= 0 and previous.base_sequence >= 0 \
+                and previous.producer_epoch == header.producer_epoch:
+            last = previous.base_sequence + previous.last_offset_delta
+            return Err.NONE if in_sequence(last, first) else Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if entry is None or first < 0 or entry.epoch < 0:
+            return Err.NONE  # unknown producer state accepts any sequence (Kafka's rule)
+        if header.producer_epoch != entry.epoch:
+            return Err.NONE if first == 0 else Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if entry.last_sequence >= 0 and not in_sequence(entry.last_sequence, first):
+            return Err.OUT_OF_ORDER_SEQUENCE_NUMBER
         return Err.NONE
+
+    def duplicate_of(self, header) -> int | None:
+        """The base offset a retried batch was written at (a batch with the
+        same producer, epoch and sequence range among the last five), or None."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None or header.base_sequence < 0 or header.producer_epoch != entry.epoch:
+            return None
+        last = header.base_sequence + header.last_offset_delta
+        for first_seq, last_seq, offset in entry.batches:
+            if first_seq == header.base_sequence and last_seq == last:
+                return offset
+        return None
 
     def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> int:
         entry = self.producers.get(pid)
@@ -113,10 +154,12 @@ class PartitionTxnState:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry()
-        entry.epoch = header.producer_epoch
+        entry.new_epoch(header.producer_epoch)
         entry.last_timestamp = header.max_timestamp
         if header.base_sequence >= 0:
             entry.last_sequence = header.base_sequence + header.last_offset_delta
+            entry.batches.append((header.base_sequence, entry.last_sequence, base_offset))
+            del entry.batches[:-BATCHES_KEPT]
         if header.is_transactional and pid not in self.ongoing:
             self.ongoing[pid] = base_offset
             entry.txn_first_offset = base_offset
@@ -128,7 +171,7 @@ class PartitionTxnState:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry()
-        entry.epoch = epoch
+        entry.new_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
         entry.txn_first_offset = -1

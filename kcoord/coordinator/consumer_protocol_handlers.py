@@ -280,7 +280,16 @@ class ConsumerGroupManager:
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         session, interval = self.group_timeouts(group_id)
-        timer = self.timers.touch((SESSION_TIMER, group_id, member_id), now + session)
+        # Timers.touch, inlined (the steady heartbeat is the hottest path)
+        key = (SESSION_TIMER, group_id, member_id)
+        deadline = now + session
+        timers = self.timers
+        timers.deadlines[key] = deadline
+        armed = timers.armed.get(key)
+        timer = None
+        if armed is None or armed > deadline:
+            timers.armed[key] = deadline
+            timer = Timer(key, deadline)
         return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                  "member_id": member_id, "member_epoch": epoch,
                  "heartbeat_interval_ms": interval, "assignment": None},
@@ -351,46 +360,11 @@ class ConsumerGroupManager:
         if not member_id:
             member_id = self.new_member_id()
 
-        replaced: ConsumerMember | None = None  # a departed static member this one replaces
         if instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                if not create:
-                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
-                                         f"Member {member_id} is not a member of group {group_id}.")
-                member = ConsumerMember(member_id)
-            self._check_epoch(member, epoch, owned)
-        else:
-            existing = group.static_member(instance_id)
-            if create:
-                if existing is None:
-                    member = group.members.get(member_id) or ConsumerMember(member_id)
-                elif existing.member_id == member_id:
-                    member = existing  # the same instance rejoins after being fenced
-                else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise HeartbeatError(
-                            Err.UNRELEASED_INSTANCE_ID,
-                            f"Static member {member_id} with instance id {instance_id} cannot join "
-                            f"the group because the instance id is owned by {existing.member_id} member.")
-                    replaced = existing
-                    member = existing.copy(member_id=member_id, member_epoch=0,
-                                           previous_member_epoch=0)
-                    records.extend(cg.member_tombstones(group_id, existing.member_id))
-                    records.append(cg.member_metadata_record(group_id, member))
-                    records.append(cg.target_member_record(
-                        group_id, member_id, group.target.get(existing.member_id, EMPTY)))
-                    records.append(cg.current_assignment_record(group_id, member))
-            else:
-                if existing is None:
-                    raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-                if existing.member_id != member_id:
-                    raise HeartbeatError(
-                        Err.FENCED_INSTANCE_ID,
-                        f"Static member {member_id} with instance id {instance_id} was fenced by "
-                        f"member {existing.member_id}.")
-                self._check_epoch(existing, epoch, owned)
-                member = existing
+            member, replaced = self._dynamic_member(group, member_id, epoch, owned, create), None
+        else:  # replaced: a departed static member this one replaces
+            member, replaced = self._static_member(group, member_id, instance_id, epoch, owned,
+                                                   create, records)
 
         # 1. Update the member; a subscription change bumps the group epoch.
         names = req.get("subscribed_topic_names")
@@ -462,6 +436,54 @@ class ConsumerGroupManager:
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
             response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
         return res.reply(token, response)
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int, owned,
+                        create: bool) -> ConsumerMember:
+        """Kafka's getOrMaybeSubscribeDynamicConsumerGroupMember."""
+        member = group.members.get(member_id)
+        if member is None:
+            if not create:
+                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group "
+                                     f"{group.group_id}.")
+            member = ConsumerMember(member_id)
+        self._check_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, instance_id: str, epoch: int,
+                       owned, create: bool, records: list[Record]
+                       ) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: (member, the
+        departed static member it replaces or None); a replacement writes the
+        old member's tombstones and the new one's records, with its target."""
+        group_id = group.group_id
+        existing = group.static_member(instance_id)
+        if not create:
+            if existing is None:
+                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if existing.member_id != member_id:
+                raise HeartbeatError(
+                    Err.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by "
+                    f"member {existing.member_id}.")
+            self._check_epoch(existing, epoch, owned)
+            return existing, None
+        if existing is None:
+            return group.members.get(member_id) or ConsumerMember(member_id), None
+        if existing.member_id == member_id:
+            return existing, None  # the same instance rejoins after being fenced
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise HeartbeatError(
+                Err.UNRELEASED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} cannot join "
+                f"the group because the instance id is owned by {existing.member_id} member.")
+        member = existing.copy(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        records.extend(cg.member_tombstones(group_id, existing.member_id))
+        records.append(cg.member_metadata_record(group_id, member))
+        records.append(cg.target_member_record(
+            group_id, member_id, group.target.get(existing.member_id, EMPTY)))
+        records.append(cg.current_assignment_record(group_id, member))
+        return member, existing
 
     @staticmethod
     def reconcile_member(group: ConsumerGroup, member: ConsumerMember, target_epoch: int,

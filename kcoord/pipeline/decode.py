@@ -60,20 +60,16 @@ from kcoord.protocol.messages.coordinator_records import (
     decode_record_key,
     decode_record_value,
 )
-from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
+from kcoord.protocol.records import (BATCH_HEADER, CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2,
+                                     MIN_BATCH_LENGTH, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL,
+                                     ZIGZAG1)
 
 from .schema import RECORD_FIELDS, arrow_schema
 
 OFFSETS_TOPIC = "__consumer_offsets"
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _crc32c = _crc32c_mod.crc32c
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-_CONTROL = 0x20
-_TRANSACTIONAL = 0x10
-_LOG_APPEND_TIME = 0x08
-_ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
 _NO_PID = -(1 << 63)  # producer id of an error row (a real batch's is -1 or more)
 # OffsetCommitValue v3: version, offset, leader epoch, metadata length, commit time.
 _V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">i4"),
@@ -348,10 +344,10 @@ class RecordBatchBuilder:
                            offset=h[0], timestamp=h[8])
             return
         start_rows = len(self.kids)
-        self._begin(h[0], h[8] if attrs & _LOG_APPEND_TIME else h[7], h[9],
-                    1 if attrs & _TRANSACTIONAL else 0)
+        self._begin(h[0], h[8] if attrs & TIMESTAMP_TYPE_LOG_APPEND else h[7], h[9],
+                    1 if attrs & TRANSACTIONAL else 0)
         try:
-            if attrs & _CONTROL:
+            if attrs & CONTROL:
                 self._control_records(data, h, start_rows)
             else:
                 self._records(data, h, start_rows)
@@ -462,7 +458,7 @@ class RecordBatchBuilder:
                 break
             prev = j + 1
             at = starts[j]
-            h = _HEADER.unpack_from(buf, at)
+            h = BATCH_HEADER.unpack_from(buf, at)
             kind = code[j]
             if kind == _BAD_CRC:
                 self.add_error("crc_mismatch",
@@ -662,7 +658,7 @@ class RecordBatchBuilder:
 
     def _plain_batch(self, buf: bytes, pos: int, h) -> None:
         """One uncompressed data batch (CRC checked), record by record, in buf."""
-        zz1 = _ZZ1
+        zz1 = ZIGZAG1
         varint = _varint
         ckeys_get = self._ckeys.get
         kids_append = self.kids.append
@@ -746,8 +742,8 @@ class RecordBatchBuilder:
         dlen = len(data)
         if count < 0 or count * 7 > dlen:
             raise _Corrupt(f"record count {count} impossible for {dlen} bytes")
-        log_append = h[5] & _LOG_APPEND_TIME
-        zz1 = _ZZ1
+        log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
+        zz1 = ZIGZAG1
         varint = _varint
         ckeys_get = self._ckeys.get
         kids_append = self.kids.append
@@ -1196,7 +1192,7 @@ def _walk(data: bytes, h):
     count = h[12]
     if count < 0 or count * 7 > len(data):
         raise _Corrupt(f"record count {count} impossible for {len(data)} bytes")
-    log_append = h[5] & _LOG_APPEND_TIME
+    log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
     pos = 0
     for _ in range(count):
         length, pos = _varint(data, pos)
@@ -1251,7 +1247,7 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
             need = HEADER_SIZE
             if avail >= LOG_OVERHEAD:
                 length = _peek_len(buf, pos)
-                if length < _MIN_BATCH_LENGTH:
+                if length < MIN_BATCH_LENGTH:
                     builder.add_error("corrupt_batch",
                                       f"{path.name}: batch length {length} at file position "
                                       f"{fpos + pos}; {left} bytes not read")
@@ -1277,7 +1273,7 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
             if why == "done":
                 break
             if why == "corrupt":
-                h = _HEADER.unpack_from(buf, pos)
+                h = BATCH_HEADER.unpack_from(buf, pos)
                 builder.add_error("corrupt_batch",
                                   f"{path.name}: bad batch header (length {h[1]}, magic {h[3]}, "
                                   f"last offset delta {h[6]}) at file position {fpos + pos}; "
@@ -1309,8 +1305,8 @@ def segment_end(path, start_position: int = 0, start_offset: int | None = None):
             head = fh.read(HEADER_SIZE)
             if len(head) < HEADER_SIZE:
                 break
-            h = _HEADER.unpack(head)
-            if h[1] < _MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
+            h = BATCH_HEADER.unpack(head)
+            if h[1] < MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
                 break
             next_offset = h[0] + h[6] + 1
             pos += LOG_OVERHEAD + h[1]

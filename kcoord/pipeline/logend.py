@@ -20,14 +20,12 @@ import struct
 import time
 from pathlib import Path
 
-from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
+from kcoord.protocol.records import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH
 
 from .decode import OFFSETS_TOPIC, segment_files
 
 CATALOGUE_FILE = "kcoord-topics.json"
 INTERNAL_TOPICS = {OFFSETS_TOPIC, "__transaction_state", "__share_group_state"}
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 def read_catalogue(data_dir) -> list[dict]:
@@ -94,8 +92,8 @@ def partition_history(directory, resolution_ms: int = 1000):
             pos = 0
             while size - pos >= HEADER_SIZE:
                 fh.seek(pos)
-                h = _HEADER.unpack(fh.read(HEADER_SIZE))
-                if h[1] < _MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
+                h = BATCH_HEADER.unpack(fh.read(HEADER_SIZE))
+                if h[1] < MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
                     break
                 end, ts = h[0] + h[6] + 1, h[8]
                 if out and resolution_ms > 0 and ts // resolution_ms == out[-1][1] // resolution_ms \

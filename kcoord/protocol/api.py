@@ -13,7 +13,7 @@ from .messages import APIS, SCHEMAS
 from .schema import ApiDef, Schema
 
 __all__ = ["APIS", "SCHEMAS", "API_KEYS", "AUTH_OPS_NOT_REQUESTED", "request_codec",
-           "response_codec", "schema_codec", "warm_up", "is_flexible"]
+           "response_codec", "schema_codec", "warm_up", "is_flexible", "serves"]
 
 API_KEYS: dict[str, int] = {api.name: key for key, api in APIS.items()}  # "JoinGroup" -> 11
 
@@ -56,3 +56,15 @@ def warm_up() -> None:
     for name, sch in SCHEMAS.items():
         for v in range(sch.versions.low, sch.versions.high + 1):
             schema_codec(name, v)
+
+
+def serves(api: str | int, *, min_version: int | None = None, max_version: int | None = None,
+           pure: bool = False):
+    """Mark a handler method as the one serving `api` (its name, as in
+    Kafka's schemas, or its key); see Dispatcher.register_handlers."""
+    key = API_KEYS[api] if isinstance(api, str) else api
+
+    def mark(fn):
+        fn.serves = (key, min_version, max_version, pure)
+        return fn
+    return mark

@@ -42,10 +42,13 @@ _BASE_TIMESTAMP_OFFSET = 27
 _MAX_TIMESTAMP_OFFSET = 35
 _RECORDS_OFFSET = HEADER_SIZE
 # batchLength counts from partitionLeaderEpoch, so a batch with no records has this length.
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-assert _HEADER.size == HEADER_SIZE
+# The v2 batch header, every field (BatchHeader's order): base offset, batch
+# length, partition leader epoch, magic, CRC, attributes, last offset delta,
+# base and max timestamps, producer id and epoch, base sequence, record count.
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert BATCH_HEADER.size == HEADER_SIZE
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -114,10 +117,10 @@ class Record(NamedTuple):
 def read_batch_header(buf, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header truncated at {pos}")
-    h = _tuple_new(BatchHeader, _HEADER.unpack_from(buf, pos))
+    h = _tuple_new(BatchHeader, BATCH_HEADER.unpack_from(buf, pos))
     if h[3] != MAGIC_V2:
         raise CorruptRecordError(f"unsupported record batch magic {h[3]} at {pos}")
-    if h[1] < _MIN_BATCH_LENGTH:
+    if h[1] < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"record batch length {h[1]} too small at {pos}")
     return h
 
@@ -140,7 +143,7 @@ def iter_batches(buf, pos: int = 0):
     unpack_len = _INT32.unpack_from
     while n - pos >= LOG_OVERHEAD:
         (length,) = unpack_len(buf, pos + 8)
-        if length < _MIN_BATCH_LENGTH:
+        if length < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"record batch length {length} too small at {pos}")
         if n - pos - LOG_OVERHEAD < length:
             return
@@ -230,8 +233,15 @@ def _read_varint_slow(data, pos: int, bits: int):
     return (z >> 1) ^ -(z & 1), pos
 
 
-# Zigzag decoding of every one-byte varint, precomputed.
-_ZZ1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
+# Zigzag decoding of every one-byte varint, precomputed (the one table: the
+# loader and the pipeline decoder read one-byte varints through it too).
+ZIGZAG1 = tuple((z >> 1) ^ -(z & 1) for z in range(128))
+
+
+def read_varint(data, pos: int) -> tuple[int, int]:
+    """A zigzag varint of any length at pos -> (value, position after it);
+    CorruptRecordError if it is too long, IndexError if the data ends first."""
+    return _read_varint_slow(data, pos, 32)
 
 
 # ------------------------------------------------------------------- build
@@ -332,7 +342,7 @@ def seal_batch(buf: bytearray, base_offset: int, attributes: int, count: int, ba
                producer_epoch: int = -1, base_sequence: int = -1) -> None:
     """Write the v2 header and its CRC into the first HEADER_SIZE bytes of
     buf, whose rest is the batch's (possibly compressed) records."""
-    _HEADER.pack_into(
+    BATCH_HEADER.pack_into(
         buf, 0,
         base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
         attributes, max(count - 1, 0), base_ts, max_ts,
@@ -373,7 +383,7 @@ def _decode_records(data: bytes, h: BatchHeader) -> list:
     # Under LogAppendTime every record's timestamp is the batch's maxTimestamp.
     if log_append:
         base_ts = h[8]
-    zz1 = _ZZ1
+    zz1 = ZIGZAG1
     slow = _read_varint_slow
     new = _tuple_new
     rec_cls = Record

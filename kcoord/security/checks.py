@@ -825,3 +825,11 @@ def _list_transactions(c: Checks, ctx, req, handler):
             if c.transactional_id_allowed(ctx, Op.DESCRIBE, s["transactional_id"])]
         return resp
     return then(ctx, handler(ctx, req), fix)
+
+
+@rule(46)
+def _list_partition_reassignments(c: Checks, ctx, req, handler):
+    if c.cluster(ctx, Op.DESCRIBE):
+        return handler(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None, "topics": []}

@@ -88,12 +88,8 @@ class Server:
     def _register(self) -> None:
         d = self.dispatcher
         self.meta.register()
-        d.register(0, self.data.produce)
-        d.register(1, self.data.fetch)
-        d.register(2, self.data.list_offsets)
-        d.register(19, self.topic_admin.create_topics)
-        d.register(20, self.topic_admin.delete_topics)
-        d.register(37, self.topic_admin.create_partitions)
+        d.register_handlers(self.data)         # Produce, Fetch, ListOffsets
+        d.register_handlers(self.topic_admin)  # CreateTopics, DeleteTopics, CreatePartitions
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         self.configs.register(d)

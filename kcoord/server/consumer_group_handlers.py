@@ -45,6 +45,19 @@ def _own_reply(result: Result) -> Result:
     return result
 
 
+def _heartbeat_op(core, now: int, req: dict, version: int, client_id: str | None, host: str,
+                  topics) -> Result | dict:
+    """ConsumerGroupHeartbeat on the group's core: a steady heartbeat (a
+    stable member, nothing to change) takes the core's shortcut (no token,
+    no record, the answer alone unless its session timer must be armed)."""
+    steady = core.consumer.steady_heartbeat(req, client_id or "", host, now, topics)
+    if steady is not None:
+        response, timer = steady
+        return response if timer is None else Result(timers=[timer], response=response)
+    return _own_reply(core.consumer_group_heartbeat(_OWN, req, version, client_id, host, now,
+                                                    topics))
+
+
 class ConsumerGroupApi:
     def __init__(self, runtime: CoordinatorRuntime, catalogue, config) -> None:
         self.runtime = runtime
@@ -106,22 +119,15 @@ class ConsumerGroupApi:
         are in flight (bench/consumer_heartbeat.py)."""
         group_id = req["group_id"]
         version = ctx.api_version
-        if group_id is None or is_blank(group_id):
-            # not routable: Kafka validates before it picks the shard
-            invalid = validate_heartbeat(req, version, ())
-            if invalid is not None:
-                return _heartbeat_error(invalid.code, invalid.message)
-        cid, host = ctx.client_id or "", client_host(ctx)
-        topics = self.topic_metadata()
-
-        def op(core, now):
-            steady = core.consumer.steady_heartbeat(req, cid, host, now, topics)
-            if steady is not None:
-                response, timer = steady
-                return response if timer is None else Result(timers=[timer], response=response)
-            return _own_reply(core.consumer_group_heartbeat(
-                _OWN, req, version, ctx.client_id, host, now, topics))
-        return self.runtime.write(group_id, op, _heartbeat_error)
+        if not group_id or group_id[0] <= " " or group_id[-1] <= " ":  # (cheap first look)
+            if group_id is None or is_blank(group_id):
+                # not routable: Kafka validates before it picks the shard
+                invalid = validate_heartbeat(req, version, ())
+                if invalid is not None:
+                    return _heartbeat_error(invalid.code, invalid.message)
+        host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
+        return self.runtime.write(group_id, _heartbeat_op, _heartbeat_error, req, version,
+                                  ctx.client_id, host, self.topic_metadata())
 
     # ------------------------------------------------------------ describe
     @serves("ConsumerGroupDescribe")

@@ -30,6 +30,7 @@ import asyncio
 import gc
 import logging
 import time
+from time import time as _time
 from typing import Any, Callable
 
 from ..coordinator.partitioner import partition_for
@@ -195,11 +196,15 @@ class ShardRuntime(ShardLoader):
                     self._batches[-1].waiters.append((reply, result, error, None))
                     return reply
                 return result
-            answer = result.response
         else:
             result = op(self.core, wall_ms(), token)
             self.parked[token] = error
-            answer = _PARKED
+        return self.finish(result, error, token)
+
+    def finish(self, result: Result, error: ErrorFn, token: Reply | None):
+        """The rest of run(): replay and queue the records, arm the timers,
+        deliver the replies, answer now or once durable."""
+        answer = result.response if token is None else _PARKED
         if result.timers:
             self.arm_timers(result.timers)
         records, replies = result.records, result.replies
@@ -445,14 +450,26 @@ class CoordinatorRuntime:
         return self.shards[partition].state in (LOADING, ACTIVE)
 
     # ------------------------------------------------------------ operations
-    def write(self, group_id: str, op: Callable, error: ErrorFn):
-        """op(core, now) -> Result with `response`: the answer once its records
-        are durable; or the answer alone when the op has nothing to write,
-        arm or deliver.  -> the answer, or a Reply of it."""
+    def write(self, group_id: str, op: Callable, error: ErrorFn, *args):
+        """op(core, now, *args) -> Result with `response`: the answer once its
+        records are durable; or the answer alone when the op has nothing to
+        write, arm or deliver.  -> the answer, or a Reply of it.  (The hot
+        paths, the steady heartbeats, pass arguments rather than a closure,
+        and ShardRuntime.run is inlined here.)"""
         p = self._partitions.get(group_id)
         if p is None:
             p = self.partition_for(group_id)
-        return self.shards[p].run(op, error)
+        shard = self.shards[p]
+        if shard.state is not ACTIVE:
+            return error(shard.state_error())
+        result = op(shard.core, int(_time() * 1000), *args)
+        if result.__class__ is not Result:  # the answer alone
+            if shard._batches:  # behind the writes queued before it
+                reply = Reply()
+                shard._batches[-1].waiters.append((reply, result, error, None))
+                return reply
+            return result
+        return shard.finish(result, error, None)
 
     def write_parked(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now, token) -> Result: the request is answered by the reply

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..protocol.api import API_KEYS, APIS
+from ..protocol.api import APIS, serves  # noqa: F401 (serves: the handlers' marker)
 
 # A handler returns a response dict (or its encoded body as bytes), a Reply
 # or another awaitable of one, or NO_RESPONSE (Produce with acks=0 is the
@@ -128,18 +128,6 @@ class RequestContext:
 
 
 Handler = Callable[[RequestContext, dict], Any]
-
-
-def serves(api: str | int, *, min_version: int | None = None, max_version: int | None = None,
-           pure: bool = False):
-    """Mark a handler method as the one serving `api` (its name, as in
-    Kafka's schemas, or its key); see Dispatcher.register_handlers."""
-    key = API_KEYS[api] if isinstance(api, str) else api
-
-    def mark(fn):
-        fn.serves = (key, min_version, max_version, pure)
-        return fn
-    return mark
 
 
 class Dispatcher:

@@ -6,7 +6,7 @@ from typing import Protocol
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED, response_codec
 from ..protocol.errors import Err
 from .config import Config
-from .dispatch import Dispatcher, RequestContext
+from .dispatch import Dispatcher, RequestContext, serves
 
 
 
@@ -27,9 +27,9 @@ class MetaHandlers:
         self._api_versions_bodies: dict[int, tuple[object, bytes]] = {}
 
     def register(self) -> None:
-        self.dispatcher.register(18, self.api_versions, pure=True)
-        self.dispatcher.register(3, self.metadata)
+        self.dispatcher.register_handlers(self)
 
+    @serves("ApiVersions", pure=True)
     def api_versions(self, ctx: RequestContext, req: dict) -> bytes:
         """The body is the same for every request of a version: encode it once."""
         cached = self._api_versions_bodies.get(ctx.api_version)
@@ -57,6 +57,7 @@ class MetaHandlers:
                             "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
         return out
 
+    @serves("Metadata")
     def metadata(self, ctx: RequestContext, req: dict) -> dict:
         host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]

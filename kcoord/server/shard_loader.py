@@ -19,7 +19,7 @@ from multiprocessing import get_context
 from ..coordinator.result import Record
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
-from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, _ZZ1,
+from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, ZIGZAG1, read_varint,
                                 batch_crc_ok, decode_batch, encode_varint, iter_batches)
 from ..broker.txn_state import COMMIT, control_type
 from ..coordinator.txn_offsets import txn_marker, txn_offset_batch
@@ -126,26 +126,13 @@ def _shape_pattern(k: int, v: int) -> re.Pattern | None:
     return pattern
 
 
-def _readencode_varint(buf, p: int) -> tuple[int, int]:
-    z = shift = 0
-    while True:
-        b = buf[p]
-        p += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (z >> 1) ^ -(z & 1), p
-        shift += 7
-        if shift > 28:
-            raise IndexError("varint too long")
-
-
 def _first_shape(buf, p: int) -> tuple[int, int]:
     """(key length, value length) of the record at p."""
-    _, p = _readencode_varint(buf, p)   # record length
-    _, p = _readencode_varint(buf, p + 1)  # after attributes: timestamp delta
-    _, p = _readencode_varint(buf, p)   # offset delta
-    k, p = _readencode_varint(buf, p)
-    v, _ = _readencode_varint(buf, p + max(k, 0))
+    _, p = read_varint(buf, p)   # record length
+    _, p = read_varint(buf, p + 1)  # after attributes: timestamp delta
+    _, p = read_varint(buf, p)   # offset delta
+    k, p = read_varint(buf, p)
+    v, _ = read_varint(buf, p + max(k, 0))
     return k, v
 
 
@@ -319,7 +306,7 @@ class ShardLoader:
                 return True
         try:
             k, v = _first_shape(buf, start)
-        except IndexError:
+        except (IndexError, ProtocolError):
             return False
         shape = _SHAPES.get((k, v)) or _shape_pattern(k, v)
         if shape is None or shape is pattern:
@@ -345,7 +332,7 @@ class ShardLoader:
         if count < 0 or count * 7 > end - pos - HEADER_SIZE:
             return False
         p = pos + HEADER_SIZE
-        zz1 = _ZZ1
+        zz1 = ZIGZAG1
         klen, vlen = _KEY_LEN, _VALUE_LEN
         get = latest.get
         try:

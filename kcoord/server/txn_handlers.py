@@ -11,7 +11,7 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.result import Result
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
-from .dispatch import Dispatcher, RequestContext
+from .dispatch import Dispatcher, RequestContext, serves
 from .txn_runtime import OFFSETS_TOPIC, TxnRuntime, wall_ms
 
 # PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
@@ -32,19 +32,13 @@ class TxnHandlers:
         self.groups = groups              # GroupHandlers: the group coordinator's shards
 
     def register(self, d: Dispatcher) -> None:
-        d.register(22, self.init_producer_id)
-        d.register(24, self.add_partitions_to_txn)
-        d.register(25, self.add_offsets_to_txn)
-        d.register(26, self.end_txn)
-        d.register(28, self.txn_offset_commit)
-        d.register(61, self.describe_producers)
-        d.register(65, self.describe_transactions)
-        d.register(66, self.list_transactions)
+        d.register_handlers(self)  # every @serves method below
 
     def _not_ready(self) -> int:
         return Err.NONE if self.runtime.loaded else Err.COORDINATOR_LOAD_IN_PROGRESS
 
     # ------------------------------------------------------- InitProducerId
+    @serves("InitProducerId")
     async def init_producer_id(self, ctx: RequestContext, req: dict) -> dict:
         tid = req["transactional_id"]
         if tid is None:
@@ -101,6 +95,7 @@ class TxnHandlers:
         error = _for_version(ctx, res.error)
         return self._results(topics, lambda tp: error)
 
+    @serves("AddPartitionsToTxn")
     async def add_partitions_to_txn(self, ctx: RequestContext, req: dict) -> dict:
         if ctx.api_version < 4:
             results = await self._add_one(
@@ -116,6 +111,7 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "error_code": Err.NONE, "results_by_transaction": out}
 
     # ------------------------------------------------------ AddOffsetsToTxn
+    @serves("AddOffsetsToTxn")
     async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready()
         if not code:
@@ -129,6 +125,7 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "error_code": code}
 
     # --------------------------------------------------------------- EndTxn
+    @serves("EndTxn")
     async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready()
         if not code:
@@ -140,6 +137,7 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "error_code": code}
 
     # ------------------------------------------------------ TxnOffsetCommit
+    @serves("TxnOffsetCommit")
     def txn_offset_commit(self, ctx: RequestContext, req: dict):
         version = ctx.api_version
 
@@ -173,6 +171,7 @@ class TxnHandlers:
         return self.groups.runtime.write(group_id, op, every)
 
     # ----------------------------------------------------- describing state
+    @serves("DescribeTransactions")
     async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready()
         states = []
@@ -184,6 +183,7 @@ class TxnHandlers:
                 states.append(self.core.describe(tid))
         return {"throttle_time_ms": 0, "transaction_states": states}
 
+    @serves("ListTransactions")
     async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready()
         if code:
@@ -192,6 +192,7 @@ class TxnHandlers:
         return self.core.list_transactions(req["state_filters"], req["producer_id_filters"],
                                            req.get("duration_filter", -1), wall_ms())
 
+    @serves("DescribeProducers")
     def describe_producers(self, ctx: RequestContext, req: dict) -> dict:
         topics = []
         for t in req["topics"]:

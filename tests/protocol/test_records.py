@@ -216,7 +216,7 @@ def test_decompress_garbage_and_truncation(codec):
 def test_constants_and_header_struct():
     assert (LOG_OVERHEAD, HEADER_SIZE, MAGIC_V2) == (12, 61, 2)
     assert (R.COMPRESSION_MASK, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, CONTROL) == (7, 8, 0x10, 0x20)
-    assert R._HEADER.size == HEADER_SIZE
+    assert R.BATCH_HEADER.size == HEADER_SIZE
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -422,7 +422,7 @@ def raw_batch(records_bytes: bytes, count: int, codec: int = 0) -> bytearray:
     """A batch around hand-made record bytes, CRC correct."""
     body = comp.compress(codec, records_bytes) if codec else records_bytes
     out = bytearray(HEADER_SIZE) + body
-    R._HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, codec, max(count - 1, 0), 0, 0, -1, -1, -1, count)
+    R.BATCH_HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, codec, max(count - 1, 0), 0, 0, -1, -1, -1, count)
     return fix_crc(out)
 
 

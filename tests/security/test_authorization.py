@@ -316,3 +316,10 @@ def test_denied_acks0_produce_closes_the_connection(authz):
             "topic_data": [{"name": "orders", "partition_data": [
                 {"index": 0, "records": build_batch([(None, b"x", [], None)])}]}]}))
         anonymous.wait_closed()
+
+
+def test_every_served_api_has_an_authorization_rule(authz):
+    """An API without a rule would be served to super users only: none is left."""
+    assert not [line for line in authz.log_lines if "has no authorization rule" in line]
+    with user(authz, "alice") as alice:
+        assert alice.request(46, 0, {"timeout_ms": 1000, "topics": None})["error_code"] == 31

@@ -57,3 +57,29 @@ def test_lso_aborted_index_and_rebuild(tmp_path):
     assert back.aborted == state.aborted and back.ongoing == {3: 6}
     assert (plog.path / "00000000000000000000.txnindex").read_bytes() == raw
     assert m2 == 5
+
+
+def test_sequences_and_duplicates(tmp_path):
+    plog = PartitionLog(tmp_path / "s-0")
+    state = PartitionTxnState(plog.path)
+
+    def batch(seq: int, n: int = 2, epoch: int = 0):
+        return build_batch([(b"k", b"v", [], 1)] * n, producer_id=5, producer_epoch=epoch,
+                           base_sequence=seq)
+
+    first = append(plog, state, batch(0))           # sequences 0-1
+    assert state.duplicate_of(read_batch_header(batch(0))) == first
+    assert state.duplicate_of(read_batch_header(batch(2))) is None
+    assert state.check_append(read_batch_header(batch(3))) == Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+    append(plog, state, batch(2))                   # in sequence
+    # a new epoch starts at 0; an older one is fenced
+    assert state.check_append(read_batch_header(batch(5, epoch=1))) == \
+        Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+    append(plog, state, batch(0, epoch=1))
+    assert state.check_append(read_batch_header(batch(4))) == Err.INVALID_PRODUCER_EPOCH
+    # rebuilt from the log, the same answers
+    plog.flush()
+    back = PartitionTxnState.scan(plog)
+    assert back.producers[5].last_sequence == 1 and back.producers[5].epoch == 1
+    assert back.duplicate_of(read_batch_header(batch(0, epoch=1))) == \
+        state.duplicate_of(read_batch_header(batch(0, epoch=1)))
