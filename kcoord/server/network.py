@@ -3,7 +3,8 @@
 Every complete frame of a read is handled at once, responses leave in
 request order per connection, and everything ready after a read goes out
 in one transport.write.  Hot path: the codecs and flexibility of each
-(api, version) are looked up once per process, a connection's client id
+(api, version) are looked up once per process, a frame split across reads is
+kept as its pieces and joined once when whole, a connection's client id
 is decoded once, and a response finished while nothing is waiting ahead of
 it goes straight to the read's output list (no queue slot).  A repeat of
 the last request of a pure API (ApiVersions: dispatcher.pure), the same
@@ -91,7 +92,13 @@ class KafkaConnection(asyncio.Protocol):
         self.tls_principal = tls_principal
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
+        # A frame begun in an earlier read: its pieces, how many bytes they
+        # hold, and how many the frame needs (4 + size; 4 while the size
+        # itself is incomplete).  Joined once, when complete: a 1 MB request
+        # arriving in many reads is copied once, not regrown and re-sliced.
+        self.parts: list = []
+        self.have = 0
+        self.need = 0
         self.pending: deque[_Slot] = deque()
         self.out: list[bytes] = []  # responses ready, with nothing pending ahead of them
         self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
@@ -181,23 +188,34 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
     # --------------------------------------------------------------- frames
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data) -> None:
+        """data: bytes, or a bytearray the caller hands over (the TLS layer
+        decrypts into one)."""
         if self.closed:
             return
-        buf = self.buffer
-        if buf:
-            buf += data
-            # Wait for a whole frame before copying, so a large request that
-            # arrives in many reads is not copied over and over.
-            if len(buf) < 4:
-                return
-            size, = _SIZE.unpack_from(buf, 0)
-            if 0 <= size <= self.max_request_bytes and len(buf) < 4 + size:
-                return
-            data = bytes(buf)
-            buf.clear()
         pos = 0
+        parts = self.parts
+        if parts:
+            parts.append(data)
+            self.have += len(data)
+            if self.have < self.need:
+                return
+            if self.need == 4:  # the size was split: rare, join and start over
+                data = b"".join(parts)
+                parts.clear()
+            else:
+                # the frame without its size, then the rest of this read
+                pos = len(data) - (self.have - self.need)
+                parts[0] = memoryview(parts[0])[4:]
+                parts[-1] = memoryview(data)[:pos]
+                frame = b"".join(parts)
+                parts.clear()
+                self.handle_frame(frame)
+                if self.closed:
+                    return
         end = len(data)
+        # a bytearray's frames are copied out as bytes (handlers keep them)
+        view = None if data.__class__ is bytes else memoryview(data)
         limit = self.max_request_bytes
         out = self.out.append
         # The memo answers only while no response is pending ahead and the
@@ -223,7 +241,8 @@ class KafkaConnection(asyncio.Protocol):
                 out(memo[5])                    # body
                 pos += 4 + size
                 continue
-            frame = data[pos + 4:pos + 4 + size]
+            frame = (data[pos + 4:pos + 4 + size] if view is None
+                     else bytes(view[pos + 4:pos + 4 + size]))
             pos += 4 + size
             self.handle_frame(frame)
             if self.closed:
@@ -233,8 +252,10 @@ class KafkaConnection(asyncio.Protocol):
                                      or memo[3] is not self.dispatcher.handlers_version):
                 memo = None
             msize = memo[0] if memo is not None else -1
-        if pos < end:
-            buf += data[pos:]
+        if pos < end:  # a frame begun: kept, not copied, until it is whole
+            parts.append(memoryview(data)[pos:] if pos else data)
+            self.have = end - pos
+            self.need = 4 + _SIZE.unpack_from(data, pos)[0] if end - pos >= 4 else 4
         self.flush()
 
     def _header(self, frame: bytes):
