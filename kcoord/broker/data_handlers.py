@@ -67,6 +67,7 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)
         self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # (producer id, epoch, topic, partition) -> error code: is the partition in
@@ -289,13 +290,18 @@ class DataPlane:
             response, size, errors = self._fetch_once(ctx.api_version, req)
             self._on_listener(response, ctx.listener)
             remaining = deadline - asyncio.get_running_loop().time()
-            if size >= min_bytes or errors or remaining <= 0:
+            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
                 waiter.cancel()
                 return response
             try:
                 await asyncio.wait_for(waiter, remaining)
             except asyncio.TimeoutError:
                 pass
+
+    def stop_waiting(self) -> None:
+        """Answer every long-polling fetch now (the server is stopping)."""
+        self.stopping = True
+        self.appended.notify()
 
     def _fetch_once(self, version: int, req: dict):
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
@@ -330,8 +336,8 @@ class DataPlane:
                         continue
                 else:
                     hw = read_end = high_watermark(topic, plog)
-                state = self.txn_state(plog)
-                lso = state.last_stable_offset(hw)
+                state = self._fetch_txn_state(topic, plog, read_committed)
+                lso = hw if state is None else state.last_stable_offset(hw)
                 entry["high_watermark"] = hw
                 entry["last_stable_offset"] = lso
                 entry["log_start_offset"] = plog.log_start_offset
@@ -345,7 +351,7 @@ class DataPlane:
                     continue
                 if read_end < plog.log_end_offset:
                     data = below(data, read_end)
-                if read_committed:
+                if read_committed and state is not None:
                     data, upper = self._below(data, lso)
                     entry["aborted_transactions"] = [
                         {"producer_id": a.producer_id, "first_offset": a.first_offset}
@@ -359,6 +365,17 @@ class DataPlane:
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    def _fetch_txn_state(self, topic, plog, read_committed: bool):
+        """The partition's transactional state for a fetch, or None.  Internal
+        topics have none here: the coordinators write them directly (their
+        readers resolve markers themselves).  read_uncommitted does not make
+        a first scan of the log just to report the LSO."""
+        if topic.internal:
+            return None
+        if read_committed:
+            return self.txn_state(plog)
+        return self._txn_states.get(plog)
 
     @staticmethod
     def _below(data, lso: int):
@@ -468,8 +485,8 @@ class DataPlane:
                 ts = preq["timestamp"]
                 bound = (replica.high_watermark if replica is not None
                          else high_watermark(topic, plog))
-                if req.get("isolation_level", 0) == 1:  # read_committed: up to the LSO
-                    bound = self.txn_state(plog).last_stable_offset(bound)
+                if req.get("isolation_level", 0) == 1 and not topic.internal:
+                    bound = self.txn_state(plog).last_stable_offset(bound)  # up to the LSO
                 if ts == LATEST:
                     entry["offset"] = bound
                 elif ts in (EARLIEST, EARLIEST_LOCAL):

@@ -14,14 +14,13 @@ from typing import Any, Callable
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
-from .classic import GROUP_METADATA, ClassicGroupHandlers, group_metadata_record
+from .classic import GROUP_METADATA, ClassicGroupHandlers
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
 from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
-                      offset_record,
                       offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import struct
 import time
 from pathlib import Path
 
