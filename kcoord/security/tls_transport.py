@@ -16,7 +16,7 @@ import ssl
 log = logging.getLogger("kcoord.tls")
 
 TLS_HANDSHAKE_RECORD = 0x16
-READ_CHUNK = 256 * 1024
+RECORD_SLACK = 17 * 1024  # one TLS record's plaintext (16 KiB) and change
 
 
 class TlsTransport(asyncio.Transport):
@@ -116,27 +116,46 @@ class TlsServerProtocol(asyncio.Protocol):
             self.inner.connection_made(TlsTransport(self))
             if self.closed:
                 return
-        chunks = []
+        self._decrypt()
+
+    def _decrypt(self) -> None:
+        """Decrypt all that is readable into one fresh bytearray handed to the
+        inner protocol (no bytes object per TLS record, no join): plaintext
+        is no longer than the ciphertext waiting, plus a record OpenSSL may
+        hold back from an earlier read."""
+        size = self.incoming.pending + RECORD_SLACK
+        plain = bytearray(size)
+        view = memoryview(plain)
+        filled = 0
+        read = self.sslobj.read
         while True:
+            if filled == size:  # not expected; grow (the view must go first)
+                view.release()
+                plain += bytes(size)
+                size *= 2
+                view = memoryview(plain)
             try:
-                chunk = self.sslobj.read(READ_CHUNK)
+                n = read(size - filled, view[filled:])
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
                 self.close()
                 break
             except ssl.SSLError as exc:
+                view.release()
                 log.warning("closing connection %s: TLS error: %s", self.peer, exc)
                 self.close()
                 return
-            if not chunk:  # the peer's close_notify (SSLObject.read gives b"")
+            if not n:  # the peer's close_notify
                 self.close()
                 break
-            chunks.append(chunk)
+            filled += n
+        view.release()
         if not self.closed:
             self._send_outgoing()  # post-handshake messages (TLS 1.3 tickets, key updates)
-        if chunks:
-            self.inner.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if filled:
+            del plain[filled:]
+            self.inner.data_received(plain)
 
     def eof_received(self):
         return False

@@ -3,7 +3,8 @@
 Every complete frame of a read is handled at once, responses leave in
 request order per connection, and everything ready after a read goes out
 in one transport.write.  Hot path: the codecs and flexibility of each
-(api, version) are looked up once per process, a connection's client id
+(api, version) are looked up once per process, a frame split across reads is
+kept as its pieces and joined once when whole, a connection's client id
 is decoded once, and a response finished while nothing is waiting ahead of
 it goes straight to the read's output list (no queue slot).  A repeat of
 the last request of a pure API (ApiVersions: dispatcher.pure), the same
@@ -76,8 +77,12 @@ async def _timed_coroutine(coro, metrics, key: int, started: float):
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int,
-                 listener: str = "PLAINTEXT", gate=None, tls_principal=None) -> None:
+                 listener: str = "PLAINTEXT", gate=None, tls_principal=None,
+                 registry: set | None = None) -> None:
         self.dispatcher = dispatcher
+        # the server's open connections (a set), so a shutdown can drain them
+        self.registry = registry
+        self.draining = False
         # security (kcoord/security): the listener, the principal requests run
         # as, a SASL gate that sees every frame first (SASL listeners), and how
         # an SSL listener turns the client certificate into a principal
@@ -87,7 +92,13 @@ class KafkaConnection(asyncio.Protocol):
         self.tls_principal = tls_principal
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
+        # A frame begun in an earlier read: its pieces, how many bytes they
+        # hold, and how many the frame needs (4 + size; 4 while the size
+        # itself is incomplete).  Joined once, when complete: a 1 MB request
+        # arriving in many reads is copied once, not regrown and re-sliced.
+        self.parts: list = []
+        self.have = 0
+        self.need = 0
         self.pending: deque[_Slot] = deque()
         self.out: list[bytes] = []  # responses ready, with nothing pending ahead of them
         self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
@@ -105,6 +116,8 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------ transport
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self.registry is not None:
+            self.registry.add(self)
         peer = transport.get_extra_info("peername")
         if peer:
             self.host = peer[0]
@@ -117,6 +130,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        if self.registry is not None:
+            self.registry.discard(self)
         self.pending.clear()
         self.out.clear()
 
@@ -129,7 +144,7 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        if self.closed:
+        if self.closed or self.draining:
             return
         want_pause = self.writing_paused or len(self.pending) >= MAX_PENDING
         if want_pause != self.reading_paused:
@@ -138,6 +153,28 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.pause_reading()
             else:
                 self.transport.resume_reading()
+
+    # ------------------------------------------------- shutdown (shutdown.py)
+    def stop_reading(self) -> None:
+        """Read no further request; the ones already read are still answered."""
+        self.draining = True
+        if not self.closed and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    @property
+    def answered(self) -> bool:
+        """Every request read has been answered and written to the socket."""
+        return self.closed or (not self.pending and not self.out
+                               and not self.transport.get_write_buffer_size())
+
+    def shut(self) -> None:
+        """Close without answering what is left (its client sees the close)."""
+        if not self.closed:
+            self.closed = True
+            self.pending.clear()
+            self.out.clear()
+            self.transport.close()
 
     def close(self, reason: str) -> None:
         if not self.closed:
@@ -151,23 +188,34 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
     # --------------------------------------------------------------- frames
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data) -> None:
+        """data: bytes, or a bytearray the caller hands over (the TLS layer
+        decrypts into one)."""
         if self.closed:
             return
-        buf = self.buffer
-        if buf:
-            buf += data
-            # Wait for a whole frame before copying, so a large request that
-            # arrives in many reads is not copied over and over.
-            if len(buf) < 4:
-                return
-            size, = _SIZE.unpack_from(buf, 0)
-            if 0 <= size <= self.max_request_bytes and len(buf) < 4 + size:
-                return
-            data = bytes(buf)
-            buf.clear()
         pos = 0
+        parts = self.parts
+        if parts:
+            parts.append(data)
+            self.have += len(data)
+            if self.have < self.need:
+                return
+            if self.need == 4:  # the size was split: rare, join and start over
+                data = b"".join(parts)
+                parts.clear()
+            else:
+                # the frame without its size, then the rest of this read
+                pos = len(data) - (self.have - self.need)
+                parts[0] = memoryview(parts[0])[4:]
+                parts[-1] = memoryview(data)[:pos]
+                frame = b"".join(parts)
+                parts.clear()
+                self.handle_frame(frame)
+                if self.closed:
+                    return
         end = len(data)
+        # a bytearray's frames are copied out as bytes (handlers keep them)
+        view = None if data.__class__ is bytes else memoryview(data)
         limit = self.max_request_bytes
         out = self.out.append
         # The memo answers only while no response is pending ahead and the
@@ -193,7 +241,8 @@ class KafkaConnection(asyncio.Protocol):
                 out(memo[5])                    # body
                 pos += 4 + size
                 continue
-            frame = data[pos + 4:pos + 4 + size]
+            frame = (data[pos + 4:pos + 4 + size] if view is None
+                     else bytes(view[pos + 4:pos + 4 + size]))
             pos += 4 + size
             self.handle_frame(frame)
             if self.closed:
@@ -203,8 +252,10 @@ class KafkaConnection(asyncio.Protocol):
                                      or memo[3] is not self.dispatcher.handlers_version):
                 memo = None
             msize = memo[0] if memo is not None else -1
-        if pos < end:
-            buf += data[pos:]
+        if pos < end:  # a frame begun: kept, not copied, until it is whole
+            parts.append(memoryview(data)[pos:] if pos else data)
+            self.have = end - pos
+            self.need = 4 + _SIZE.unpack_from(data, pos)[0] if end - pos >= 4 else 4
         self.flush()
 
     def _header(self, frame: bytes):
