@@ -17,12 +17,23 @@ INIT, ADD_PARTS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS, FETCH, LIST_OFFSETS = 61, 65, 66, 1, 2
 
 
+def wait_loaded(c, timeout: float = 60.0) -> None:
+    """Until the transaction coordinator has loaded its log (it answers
+    COORDINATOR_LOAD_IN_PROGRESS before, which real clients retry)."""
+    deadline = time.monotonic() + timeout
+    while c.request(LIST_TXNS, 0, {"state_filters": [], "producer_id_filters": []})[
+            "error_code"] == Err.COORDINATOR_LOAD_IN_PROGRESS:
+        assert time.monotonic() < deadline, "transaction state never loaded"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def port(tmp_path_factory):
     srv = ServerProcess(tmp_path_factory.mktemp("txnwire") / "data",
                         settings={"transaction.max.timeout.ms": "60000"}).start()
     with WireClient(srv.port) as c:
         assert create_topic(c, "t", 2)["error_code"] == 0
+        wait_loaded(c)
     yield srv.port
     srv.kill()
 
@@ -194,6 +205,7 @@ def test_restart_finishes_a_logged_prepare_commit(tmp_path):
     try:
         with WireClient(srv.port) as c:
             assert create_topic(c, "p", 1)["error_code"] == 0
+            wait_loaded(c)
             r = init(c, "crash-1")
             pid, epoch = r["producer_id"], r["producer_epoch"]
             assert set(add(c, "crash-1", pid, epoch, {"p": [0]}).values()) == {Err.NONE}
