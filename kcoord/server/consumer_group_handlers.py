@@ -20,7 +20,7 @@ from ..coordinator.result import Result
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, RequestContext, serves
-from .group_handlers import client_host, gather
+from .group_handlers import gather
 
 log = logging.getLogger("kcoord.consumer_groups")
 

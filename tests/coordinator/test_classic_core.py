@@ -1454,8 +1454,11 @@ class Sim:
             self.chaos()
 
     def restart(self) -> None:
+        """A process restart, or the shard unloaded and loaded again (another
+        node led it for a while): the core is rebuilt from the log and its
+        timers re-armed by on_loaded; parked requests got NOT_COORDINATOR."""
         self.h.restart()
-        for c in self.clients:  # parked requests die with the connection: retry
+        for c in self.clients:  # parked requests were answered with an error: retry
             if c.state in ("joining", "syncing"):
                 c.state = "idle"
         # a generation that never reached its leader's sync is not in the log:
