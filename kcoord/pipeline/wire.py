@@ -91,9 +91,13 @@ def open_socket(host: str, port: int, props: dict | None, timeout: float) -> soc
 # the SASL exchange over protocol codecs): no server, coordinator or admin code.
 # Imported on first use, so a PLAINTEXT pipeline never loads it.
 def _secure_socket(host: str, port: int, props: dict, timeout: float) -> socket.socket:
+    import ssl
+
     from kcoord.security.client import connect
     try:
         return connect(host, port, props, timeout)
+    except ssl.SSLError:
+        raise  # an OSError (certificate verification too): Connection names the address
     except ValueError as exc:  # an ssl.* setting that cannot be used: names the key
         raise WireError(str(exc)) from None
 

@@ -115,3 +115,15 @@ def test_wrong_password_is_one_line_and_nonzero_exit(secured, tmp_path):
     assert lines[0].startswith(f"error: bootstrap server {bootstrap}: ")
     assert "SASL authentication failed" in lines[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_tls_settings_that_cannot_work_are_one_line_errors(secured, tmp_path):
+    from kcoord.pipeline.wire import WireError
+    server, pki = secured
+    ssl_addr = f"127.0.0.1:{server.ports['SSL']}"
+    # no trust store: the system CAs do not know the test CA
+    with pytest.raises(WireError, match=f"cannot connect to {ssl_addr}: .*CERTIFICATE_VERIFY_FAILED"):
+        _rows(server, "SSL", {"security.protocol": "SSL"})
+    with pytest.raises(WireError, match="ssl.truststore.location: cannot read"):
+        _rows(server, "SSL", {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                              "ssl.truststore.location": str(tmp_path / "missing.pem")})
