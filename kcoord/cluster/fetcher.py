@@ -29,6 +29,7 @@ log = logging.getLogger("kcoord.cluster.fetcher")
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4       # by topic name, replica id in the body
 _SIZE = struct.Struct(">i")
+_AUTHORIZATION_ERRORS = {Err.TOPIC_AUTHORIZATION_FAILED, Err.CLUSTER_AUTHORIZATION_FAILED}
 
 
 class PeerRefused(Exception):
@@ -173,6 +174,10 @@ class ReplicaFetcher:
         response = await conn.call(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, timeout)
         answers = {(t["topic"], p["partition"]): p
                    for t in response["topics"] for p in t["partitions"]}
+        refused = {a["error_code"] for a in answers.values()} & _AUTHORIZATION_ERRORS
+        if refused:  # the inter-broker principal lacks CLUSTER_ACTION (or DESCRIBE)
+            raise PeerRefused(f"OffsetForLeaderEpoch error code {min(refused)} (the "
+                              f"inter-broker principal needs CLUSTER_ACTION on the cluster)")
         for key, replica, q in queries:
             a = answers.get(key)
             if a is None:

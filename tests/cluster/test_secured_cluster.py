@@ -144,3 +144,40 @@ def test_wrong_inter_broker_password_keeps_the_follower_out(etcd, tmp_path, pki)
         assert log_bytes(cluster, follower) == b""
     finally:
         cluster.stop()
+
+
+@pytest.mark.parametrize("broker_is_super", [False, True])
+def test_acls_the_inter_broker_principal_needs_cluster_action(etcd, tmp_path, pki,
+                                                               broker_is_super):
+    # the harness talks PLAINTEXT as ANONYMOUS (a super user here); User:broker logs in
+    # on INTERNAL and may replicate only with CLUSTER_ACTION (as a super user)
+    supers = "User:ANONYMOUS;User:broker" if broker_is_super else "User:ANONYMOUS"
+    extra = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             "allow.everyone.if.no.acl.found": "false", "super.users": supers}
+    cluster = Cluster(etcd, tmp_path, nodes=2,
+                      settings={**settings(pki, "broker-secret"), **extra}).start()
+    try:
+        create_topic(cluster)
+        state = wait_until(lambda: (s := partition_state(cluster)) and s["leader_id"] >= 0 and s,
+                           "a leader")
+        leader = state["leader_id"]
+        follower = next(n for n in cluster.nodes if n != leader)
+        with WireClient(cluster.nodes[leader].port) as c:
+            wait_until(lambda: produce(c, TOPIC, 0, build_batch([(b"k", b"v0", [], 1000)]),
+                                       acks=1)["error_code"] == Err.NONE, "an acks=1 write")
+        if broker_is_super:
+            with WireClient(cluster.nodes[leader].port) as c:
+                answer = produce(c, TOPIC, 0, build_batch([(b"k", b"v1", [], 1001)]), acks=-1)
+            assert answer["error_code"] == Err.NONE, answer
+            wait_until(lambda: log_bytes(cluster, follower) == log_bytes(cluster, leader),
+                       "the follower's log to match the leader's")
+            return
+        wait_until(lambda: partition_state(cluster)["isr_nodes"] == [leader],
+                   "the refused follower to leave the ISR")
+        wait_until(lambda: any("cannot use its inter-broker listener" in line
+                               and "CLUSTER_ACTION" in line
+                               for line in cluster.nodes[follower].log_lines),
+                   "the follower to log that it lacks CLUSTER_ACTION", timeout=30)
+        assert log_bytes(cluster, follower) == b""
+    finally:
+        cluster.stop()
