@@ -98,7 +98,8 @@ def serve_log(data: Path, log):
     """`kcoord serve` over the generated data dir, started and fully loaded (its
     shards replay the log at start: that CPU is not left to overlap the run)."""
     from bench.common import KcoordServer
-    server = KcoordServer({"offsets.topic.num.partitions": "50",
+    # the generated records are old: no retention, no offset expiry while it runs
+    server = KcoordServer({"offsets.topic.num.partitions": "50", "log.retention.ms": "-1",
                            "offsets.retention.check.interval.ms": "86400000"}, data_dir=data)
     t0 = time.time()
     server.start()
@@ -121,7 +122,7 @@ def time_lag_cost(data: Path, bootstrap: str, wants_n: int = 10_000) -> dict:
     from kcoord.pipeline.timelag import dir_lookup, wire_lookup
     rng = random.Random(1)
     ends = {(t, p): partition_history(d, 0)[-1][0] for t, p, d in user_partitions(data)}
-    tps = sorted(ends)
+    tps = sorted(tp for tp, end in ends.items() if end > 1)
     wants = set()
     while len(wants) < wants_n:
         t, p = tps[rng.randrange(len(tps))]

@@ -67,6 +67,7 @@ class DataPlane:
         self.config = config
         self.sync = group_sync
         self.appended = AppendNotifier()
+        self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)
         self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # (producer id, epoch, topic, partition) -> error code: is the partition in
@@ -150,6 +151,7 @@ class DataPlane:
         response = {"responses": responses, "throttle_time_ms": 0}
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
+            self._on_listener(response, ctx.listener)
         if replicated:
             done = self._replicated_ack(touched, replicated, response, acks)
             if acks != -1:
@@ -286,14 +288,20 @@ class DataPlane:
         while True:
             waiter = self.appended.wait()  # armed before reading, so no append is missed
             response, size, errors = self._fetch_once(ctx.api_version, req)
+            self._on_listener(response, ctx.listener)
             remaining = deadline - asyncio.get_running_loop().time()
-            if size >= min_bytes or errors or remaining <= 0:
+            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
                 waiter.cancel()
                 return response
             try:
                 await asyncio.wait_for(waiter, remaining)
             except asyncio.TimeoutError:
                 pass
+
+    def stop_waiting(self) -> None:
+        """Answer every long-polling fetch now (the server is stopping)."""
+        self.stopping = True
+        self.appended.notify()
 
     def _fetch_once(self, version: int, req: dict):
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
@@ -391,6 +399,21 @@ class DataPlane:
         if hint is not None:
             entry["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
             entry["_leader_address"] = (hint[0], hint[2])
+
+    def _on_listener(self, response: dict, listener: str) -> None:
+        """node_endpoints at the listener the request came in on (a cluster
+        registers every listener; a node without it is left out, as Kafka does)."""
+        endpoint_of = getattr(self.replication, "endpoint_of", None)
+        rows = response.get("node_endpoints")
+        if not rows or endpoint_of is None:
+            return
+        kept = []
+        for row in rows:
+            found = endpoint_of(row["node_id"], listener)
+            if found is not None:
+                row["host"], row["port"] = found
+                kept.append(row)
+        response["node_endpoints"] = kept
 
     @staticmethod
     def _add_endpoints(response: dict, entries) -> None:

@@ -27,9 +27,11 @@ log = logging.getLogger("kcoord.cluster")
 
 class EtcdControlPlane:
     def __init__(self, node_id: int, host: str, port: int, endpoints, prefix: str = "/kcoord",
-                 lease_ttl_ms: int = 2000, unclean: bool = False) -> None:
+                 lease_ttl_ms: int = 2000, unclean: bool = False, endpoints_by_listener=()) -> None:
         self.node_id = node_id
         self.host, self.port = host, port
+        # (listener name, host, port) of every advertised listener, registered with the node
+        self.endpoints = tuple(endpoints_by_listener)
         self.keys = Keys(prefix)
         self.view = ClusterView(self.keys)
         self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms)
@@ -68,7 +70,7 @@ class EtcdControlPlane:
                  self.keys.prefix, self.view.controller and self.view.controller.node_id)
 
     async def _register(self) -> None:
-        info = NodeInfo(self.node_id, self.host, self.port, self.stopping)
+        info = NodeInfo(self.node_id, self.host, self.port, self.stopping, self.endpoints)
         # a put under the new lease takes the key over from a previous incarnation's lease
         await self.client.put(self.keys.node(self.node_id).encode(), encode_node(info),
                               lease=self.session.lease_id)

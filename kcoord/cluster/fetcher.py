@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 
@@ -19,6 +20,7 @@ from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
 from ..protocol.records import LOG_OVERHEAD, iter_batches
+from ..security.client import SaslLoginError, open_connection
 from .aio import bounded, cancel_and_wait
 from .replica import EpochQuery, FetchQuery, FetchServed
 
@@ -27,6 +29,13 @@ log = logging.getLogger("kcoord.cluster.fetcher")
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4       # by topic name, replica id in the body
 _SIZE = struct.Struct(">i")
+_AUTHORIZATION_ERRORS = {Err.TOPIC_AUTHORIZATION_FAILED, Err.CLUSTER_AUTHORIZATION_FAILED}
+
+
+class PeerRefused(Exception):
+    """The leader refused the follower's request as a whole (e.g.
+    CLUSTER_AUTHORIZATION_FAILED: the inter-broker principal lacks
+    CLUSTER_ACTION)."""
 
 
 def now_ms() -> int:
@@ -34,17 +43,20 @@ def now_ms() -> int:
 
 
 class LeaderConnection:
-    """One connection to a leader; one request at a time."""
+    """One connection to a leader's inter-broker listener, secured as the
+    client properties say (TLS, SASL login: kcoord/security/client.py);
+    one request at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, props: dict | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.props = props or {"security.protocol": "PLAINTEXT"}
         self._reader = self._writer = None
         self._corr = 0
 
     async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
         if self._writer is None:
-            self._reader, self._writer = await bounded(
-                asyncio.open_connection(self.host, self.port), timeout)
+            self._reader, self._writer = await bounded(open_connection(
+                self.host, self.port, self.props, timeout, self.client_id), timeout)
         self._corr += 1
         flexible = APIS[api_key].request.is_flexible(version)
         payload = (encode_request_header(api_key, version, self._corr, self.client_id, flexible)
@@ -83,6 +95,7 @@ class ReplicaFetcher:
         self.task: asyncio.Task | None = None
         self._conn: LeaderConnection | None = None
         self._address = None
+        self._last_refusal: str | None = None  # the security failure last logged
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -99,7 +112,8 @@ class ReplicaFetcher:
         if self._conn is None or address != self._address:
             if self._conn is not None:
                 self._conn.close()
-            self._conn = LeaderConnection(*address, f"kcoord-replica-{self.manager.node_id}")
+            self._conn = LeaderConnection(*address, f"kcoord-replica-{self.manager.node_id}",
+                                          getattr(self.manager, "peer_properties", None))
             self._address = address
         return self._conn
 
@@ -132,6 +146,18 @@ class ReplicaFetcher:
                 for _, replica, request in requests:
                     replica.on_request_failed(request, now_ms())
                 raise
+            except (SaslLoginError, ssl.SSLError, PeerRefused) as exc:
+                # misconfigured security: say so once per distinct cause, keep retrying
+                reason = f"{type(exc).__name__}: {exc}"
+                if reason != self._last_refusal:
+                    log.error("replica fetcher to node %d cannot use its inter-broker "
+                              "listener: %s", self.leader_id, reason)
+                    self._last_refusal = reason
+                if conn is not None:
+                    conn.close()
+                for _, replica, request in requests:
+                    replica.on_request_failed(request, now_ms())
+                await asyncio.sleep(backoff)
             except Exception as exc:  # connection lost, leader gone: retry after a backoff
                 log.debug("fetch from node %d failed: %s", self.leader_id, exc)
                 if conn is not None:
@@ -152,6 +178,10 @@ class ReplicaFetcher:
         response = await conn.call(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, timeout)
         answers = {(t["topic"], p["partition"]): p
                    for t in response["topics"] for p in t["partitions"]}
+        refused = {a["error_code"] for a in answers.values()} & _AUTHORIZATION_ERRORS
+        if refused:  # the inter-broker principal lacks CLUSTER_ACTION (or DESCRIBE)
+            raise PeerRefused(f"OffsetForLeaderEpoch error code {min(refused)} (the "
+                              f"inter-broker principal needs CLUSTER_ACTION on the cluster)")
         for key, replica, q in queries:
             a = answers.get(key)
             if a is None:
@@ -210,6 +240,13 @@ class ReplicaFetcher:
             for _, replica, q in fetches:
                 replica.on_request_failed(q, now_ms())
             return
+        if response.get("error_code", Err.NONE) != Err.NONE:
+            raise PeerRefused(f"Fetch error code {response['error_code']}"
+                              + (" (CLUSTER_AUTHORIZATION_FAILED: the inter-broker principal "
+                                 "needs CLUSTER_ACTION on the cluster)"
+                                 if response["error_code"] == Err.CLUSTER_AUTHORIZATION_FAILED
+                                 else ""))
+        self._last_refusal = None
         answers = {(t["topic"], p["partition_index"]): p
                    for t in response["responses"] for p in t["partitions"]}
         appended = []

@@ -48,14 +48,27 @@ class ClusterNode:
         # (entity type, name, overrides or None) -> None: applies etcd's dynamic broker and
         # group configs on this node (set by the server's config handlers)
         self.on_configs = None
+        # the listener peers reach each other on, and the client properties
+        # (TLS/SASL) for it; ValueError naming the key when they cannot log in
+        from ..security.inter_broker import inter_broker_properties
+        listener, self.peer_properties = inter_broker_properties(config.values)
+        self.inter_broker_listener = listener.name
+
+    def peer_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where another node's inter-broker listener is, as it registered it."""
+        info = self.plane.view.nodes.get(node_id)
+        return None if info is None else info.endpoint(self.inter_broker_listener)
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         host, port = self.config.advertised
         cfg = self.config
+        # every advertised listener: peers pick the inter-broker one, clients theirs
+        endpoints = [(lsn.name, *lsn.advertised) for lsn in cfg.listeners]
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
-            cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"])
+            cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"],
+            endpoints_by_listener=endpoints)
         if cfg["auto.leader.rebalance.enable"]:
             self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
         self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
@@ -155,11 +168,13 @@ class ClusterNode:
             await asyncio.sleep(0.02)
 
     # -------------------------------------------------------------- routing
-    def _node_row(self, node_id: int) -> tuple[str, int] | None:
+    def _node_row(self, node_id: int, listener: str | None) -> tuple[str, int] | None:
         info = self.plane.view.nodes.get(node_id)
-        return None if info is None else (info.host, info.port)
+        return None if info is None else info.endpoint(listener)
 
-    def find_coordinator(self, key: str, key_type: int) -> dict:
+    def find_coordinator(self, key: str, key_type: int, listener: str | None = None) -> dict:
+        """The group's coordinator, at its endpoint on the listener the
+        request came in on (Kafka answers each listener with its own)."""
         def unavailable(message: str) -> dict:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
@@ -173,9 +188,11 @@ class ClusterNode:
         state = view.state(OFFSETS_TOPIC, partition_for(key, record.partitions))
         if state is None or state.leader == NO_LEADER:
             return unavailable("the group's offsets partition has no leader")
-        row = self._node_row(state.leader)
+        row = self._node_row(state.leader, listener)
         if row is None:
-            return unavailable("the group's coordinator is not registered")
+            return unavailable("the group's coordinator is not registered"
+                               if state.leader not in view.nodes
+                               else f"the group's coordinator has no listener {listener}")
         return {"key": key, "node_id": state.leader, "host": row[0], "port": row[1],
                 "error_code": Err.NONE, "error_message": None}
 
@@ -193,9 +210,16 @@ class ClusterNode:
             OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}))
 
-    def brokers(self) -> list[dict]:
-        return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
-                for n in sorted(self.plane.view.nodes.values(), key=lambda n: n.node_id)]
+    def brokers(self, listener: str | None = None) -> list[dict]:
+        """The registered nodes at their endpoints on `listener`; as in
+        Kafka, a node without that listener is left out."""
+        rows = []
+        for n in sorted(self.plane.view.nodes.values(), key=lambda n: n.node_id):
+            found = n.endpoint(listener)
+            if found is not None:
+                rows.append({"node_id": n.node_id, "host": found[0], "port": found[1],
+                             "rack": None})
+        return rows
 
     def controller_id(self) -> int:
         c = self.plane.view.controller

@@ -289,9 +289,7 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
     plane = cluster.plane
     default_min_isr = config["min.insync.replicas"]
 
-    def address_of(node_id: int):
-        info = plane.view.nodes.get(node_id)
-        return (info.host, info.port) if info is not None else None
+    address_of = cluster.peer_address  # the leader's inter-broker listener
 
     def min_isr_for(name: str) -> int:
         topic = catalogue.get(name)
@@ -307,6 +305,13 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
         fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
         syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinator=coordinator)
+    manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
+
+    def endpoint_of(node_id: int, listener: str):
+        """A node's endpoint on a client's listener (KIP-951 node_endpoints)."""
+        info = plane.view.nodes.get(node_id)
+        return None if info is None else info.endpoint(listener)
+    manager.endpoint_of = endpoint_of
     if durability is not None:
         durability.manager = manager
     manager.min_isr_for = min_isr_for

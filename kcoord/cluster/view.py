@@ -2,7 +2,9 @@
 
 Key layout under the prefix (`etcd.prefix`, default /kcoord), as Kafka's
 ZooKeeper layout had it:
-    <prefix>/nodes/<id>                 {"host", "port", "stopping"}   (under the node's lease)
+    <prefix>/nodes/<id>                 {"host", "port", "stopping", "endpoints"}
+                                        (under the node's lease; endpoints: every
+                                        advertised listener, name -> [host, port])
     <prefix>/controller                 {"node", "epoch"}               (under the controller's lease)
     <prefix>/controller_epoch           "<epoch>"
     <prefix>/topics/<name>              {"id", "partitions", "replication_factor", "configs"}
@@ -26,6 +28,19 @@ class NodeInfo:
     host: str
     port: int
     stopping: bool = False  # in controlled shutdown: leads nothing new
+    # advertised listener name -> (host, port), as Kafka's broker registration
+    # lists every endpoint; empty in a registration from before listeners
+    endpoints: tuple = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """The node's endpoint on `listener` (None: it has no such listener);
+        a registration without endpoints answers host and port for any."""
+        if not self.endpoints or listener is None:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +87,8 @@ class Keys:
 
 
 def encode_node(info: NodeInfo) -> bytes:
-    return json.dumps({"host": info.host, "port": info.port, "stopping": info.stopping}).encode()
+    return json.dumps({"host": info.host, "port": info.port, "stopping": info.stopping,
+                       "endpoints": {n: [h, p] for n, h, p in info.endpoints}}).encode()
 
 
 def encode_topic(t: TopicRecord) -> bytes:
@@ -142,8 +158,10 @@ class ClusterView:
             else:
                 self.sessions[node_id] = lease
                 doc = json.loads(value)
+                endpoints = tuple((str(n), str(h), int(p))
+                                  for n, (h, p) in (doc.get("endpoints") or {}).items())
                 self.nodes[node_id] = NodeInfo(node_id, doc["host"], int(doc["port"]),
-                                               bool(doc.get("stopping", False)))
+                                               bool(doc.get("stopping", False)), endpoints)
             return ("node", node_id)
         if key == k.controller:
             if value is None:

@@ -51,6 +51,8 @@ class CoordinatorConfig:
 
     @classmethod
     def from_values(cls, v: dict) -> "CoordinatorConfig":
+        """From the server's config values (server/config.py DEFAULTS fills
+        every key: the defaults live there, not here a second time)."""
         return cls(
             offset_metadata_max_bytes=v["offset.metadata.max.bytes"],
             offsets_retention_ms=v["offsets.retention.minutes"] * 60000,
@@ -59,12 +61,11 @@ class CoordinatorConfig:
             group_max_session_timeout_ms=v["group.max.session.timeout.ms"],
             group_initial_rebalance_delay_ms=v["group.initial.rebalance.delay.ms"],
             group_max_size=v["group.max.size"],
-            consumer_group_session_timeout_ms=v.get("group.consumer.session.timeout.ms", 45000),
-            consumer_group_heartbeat_interval_ms=v.get("group.consumer.heartbeat.interval.ms", 5000),
-            consumer_group_max_size=v.get("group.consumer.max.size", 2**31 - 1),
-            consumer_group_assignors=tuple(v.get("group.consumer.assignors", ("uniform", "range"))),
-            consumer_group_migration_policy=v.get("group.consumer.migration.policy",
-                                                  "bidirectional"),
+            consumer_group_session_timeout_ms=v["group.consumer.session.timeout.ms"],
+            consumer_group_heartbeat_interval_ms=v["group.consumer.heartbeat.interval.ms"],
+            consumer_group_max_size=v["group.consumer.max.size"],
+            consumer_group_assignors=tuple(v["group.consumer.assignors"]),
+            consumer_group_migration_policy=v["group.consumer.migration.policy"],
         )
 
 

@@ -6,6 +6,10 @@ Modules (Spark is imported only where it is needed):
   decode       __consumer_offsets segments -> Arrow batches (no Spark)
   logend       user topics' log ends from a data dir or over ListOffsets (no Spark)
   source       the Spark Python data sources `kcoord_offsets` and `kcoord_log_ends`
+  wire         a small blocking Kafka client: Metadata, ListOffsets, Fetch from leaders (no Spark)
+  wire_source  `kcoord_offsets` over the Kafka protocol (option bootstrap)
+  timelag      exact time lag: the timestamp of the record at a committed offset (no Spark)
+  preflight    checks of the input before Spark starts (no Spark)
   burrow       Burrow's evaluation rules (no Spark)
   generations  group records -> one row per generation / epoch (no Spark)
   jobs         the batch pipeline writing the Parquet tables

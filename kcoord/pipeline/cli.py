@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
     gen.add_argument("--corrupt", action="store_true",
                      help="also write a bad-CRC batch, an unknown record version and type, a torn tail")
     gen.add_argument("--workers", type=int, default=1, help="processes writing log partitions")
+    gen.add_argument("--session-timeout-ms", type=int, default=45000,
+                     help="classic members' session timeout (a server loading the log expires "
+                          "them that long after it starts)")
 
 
 def _common(p) -> None:
@@ -105,7 +108,8 @@ def main(args) -> int:
                             interval_ms=args.interval_ms, rate=args.rate,
                             partitions_per_group=args.partitions_per_group,
                             segment_bytes=args.segment_bytes, start_ms=args.start_ms,
-                            corrupt=args.corrupt, workers=args.workers)
+                            corrupt=args.corrupt, workers=args.workers,
+                            session_timeout_ms=args.session_timeout_ms)
         print(json.dumps({"data_dir": args.data_dir, "ticks": manifest["ticks"],
                           "records": manifest["records"],
                           "seconds": round(time.time() - t0, 2)}, indent=1))

@@ -34,7 +34,7 @@ def read_catalogue(data_dir) -> list[dict]:
         doc = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return []
-    return [t for t in doc.get("topics", []) if t.get("name") != OFFSETS_TOPIC]
+    return [t for t in doc.get("topics", []) if t.get("name") not in INTERNAL_TOPICS]
 
 
 def topic_id_names(data_dir) -> dict[str, str]:
@@ -69,7 +69,7 @@ def user_partitions(data_dir) -> list[tuple[str, int, Path]]:
         return []
     for entry in entries:
         name, _, num = entry.name.rpartition("-")
-        if entry.is_dir() and name and num.isdigit() and name != OFFSETS_TOPIC:
+        if entry.is_dir() and name and num.isdigit() and name not in INTERNAL_TOPICS:
             out.append((name, int(num), Path(entry.path)))
     return sorted(out)
 

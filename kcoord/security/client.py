@@ -14,6 +14,9 @@ from .jaas import parse_jaas
 from .tls import client_context
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+# sasl.mechanism.inter.broker.protocol when unset: Kafka's default is GSSAPI,
+# which kcoord does not implement, so kcoord documents PLAIN as its default
+DEFAULT_INTER_BROKER_MECHANISM = "PLAIN"
 
 
 class SaslLoginError(Exception):
@@ -36,7 +39,8 @@ def client_properties_from_config(values: dict) -> dict[str, str]:
         if v is not None:
             props[key] = str(v)
     if lsn.sasl:
-        mech = str(values.get("sasl.mechanism.inter.broker.protocol") or "PLAIN")
+        mech = str(values.get("sasl.mechanism.inter.broker.protocol")
+                   or DEFAULT_INTER_BROKER_MECHANISM).upper()
         props["sasl.mechanism"] = mech
         jaas = listener_value(values, lsn.name, "sasl.jaas.config", mech)
         if jaas:

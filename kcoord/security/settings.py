@@ -106,6 +106,11 @@ def check(values: dict, host: str, port: int) -> None:
             except ValueError:
                 raise ValueError(f"connections.max.reauth.ms: {reauth!r} is not a "
                                  f"non-negative number") from None
+    if values.get("etcd.endpoints"):
+        # a cluster node logs in to its peers' inter-broker listener: its client
+        # side (mechanism, credentials, trust store) must be complete
+        from .inter_broker import inter_broker_properties
+        inter_broker_properties(values)
 
 
 def enabled_mechanisms(values: dict, listener: str) -> list[str]:

@@ -24,6 +24,7 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_runtime import TxnRuntime
 
@@ -81,6 +82,7 @@ class Server:
         if config["etcd.endpoints"]:
             self._join_cluster()
         self._servers: list = []
+        self.connections: set = set()  # open client connections (network.py)
         self._retention: asyncio.TimerHandle | None = None
 
     def _register(self) -> None:
@@ -132,7 +134,8 @@ class Server:
         max_bytes = self.config["socket.request.max.bytes"]
 
         def connection(listener, gate, tls_principal):
-            return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal)
+            return KafkaConnection(self.dispatcher, max_bytes, listener, gate, tls_principal,
+                                   self.connections)
 
         for lsn in self.security.listeners:
             try:
@@ -202,6 +205,10 @@ class Server:
             await self.http.stop()
         for server in self._servers:
             server.close()
+        # answer what was read, then close the clients' connections: no
+        # request may run once the coordinator and the logs are closed
+        self.data.stop_waiting()
+        await drain_connections(self.connections)
         for server in self._servers:
             await server.wait_closed()
         self.txn.stop()

@@ -52,7 +52,7 @@ class ClusterHandlers:
             response["controller_id"] = self.cluster.controller_id()
             response["brokers"] = [{"broker_id": b["node_id"], "host": b["host"],
                                     "port": b["port"], "rack": None, "is_fenced": False}
-                                   for b in self.cluster.brokers()]
+                                   for b in self.cluster.brokers(ctx.listener)]
         if req.get("include_cluster_authorized_operations"):
             response["cluster_authorized_operations"] = self.cluster_operations(ctx)
         return response

@@ -58,6 +58,11 @@ FAILED = "failed"         # its load failed: NOT_COORDINATOR until loaded again
 
 _PARKED = object()  # an entry's answer: the request answers through its token
 
+# Kafka error codes a durability error may carry (as `.error`) that mean this
+# node no longer leads the shard's log
+LOST_LEADERSHIP = frozenset({Err.NOT_LEADER_OR_FOLLOWER, Err.NOT_COORDINATOR,
+                             Err.FENCED_LEADER_EPOCH})
+
 ErrorFn = Callable[[int], Any]
 
 
@@ -310,6 +315,14 @@ class ShardRuntime(ShardLoader):
         if batch.dropped:  # the shard was unloaded meanwhile: already answered
             return
         if error is not None:
+            if getattr(error, "error", None) in LOST_LEADERSHIP:
+                # the durability seam says another node leads the shard now:
+                # everything waiting is answered NOT_COORDINATOR and the shard
+                # unloads (the control plane loads it again if it leads it again)
+                log.warning("shard %d: write not durable here (%s); unloading the shard",
+                            self.index, Err(error.error).name)
+                self.unload()
+                return
             log.error("shard %d: write failed (%s); reloading the shard from its log",
                       self.index, error)
             self._failed()

@@ -35,7 +35,11 @@ class GroupCommit:
     `done(errors)` (one entry per log, None when it is durable) once what
     was appended to each log is durable; `closed` and `close()` stop it.
     Single node: fsync in worker threads (ThreadedSync).  Replicated: the
-    high watermark passing each log's end at the time of the call."""
+    high watermark passing each log's end at the time of the call.  An error
+    carrying a Kafka error code `.error` of lost leadership
+    (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH) unloads
+    the shard (its requests get NOT_COORDINATOR); any other error fails the
+    waiting requests (COORDINATOR_NOT_AVAILABLE) and reloads the shard."""
 
     def __init__(self, linger_ms: float, durability=None, metrics=None) -> None:
         self.linger = linger_ms / 1000.0

@@ -85,7 +85,7 @@ class GroupHandlers:
 
         def locate(key: str) -> dict:
             if self.cluster is not None:
-                return self.cluster.find_coordinator(key, req.get("key_type", 0))
+                return self.cluster.find_coordinator(key, req.get("key_type", 0), ctx.listener)
             if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,

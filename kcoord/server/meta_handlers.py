@@ -84,7 +84,7 @@ class MetaHandlers:
         brokers = [{"node_id": node_id, "host": host, "port": port, "rack": None}]
         controller_id = node_id
         if self.cluster is not None:
-            brokers, controller_id = self.cluster.brokers(), self.cluster.controller_id()
+            brokers, controller_id = self.cluster.brokers(ctx.listener), self.cluster.controller_id()
         return {
             "throttle_time_ms": 0,
             "brokers": brokers,

@@ -77,8 +77,12 @@ async def _timed_coroutine(coro, metrics, key: int, started: float):
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int,
-                 listener: str = "PLAINTEXT", gate=None, tls_principal=None) -> None:
+                 listener: str = "PLAINTEXT", gate=None, tls_principal=None,
+                 registry: set | None = None) -> None:
         self.dispatcher = dispatcher
+        # the server's open connections (a set), so a shutdown can drain them
+        self.registry = registry
+        self.draining = False
         # security (kcoord/security): the listener, the principal requests run
         # as, a SASL gate that sees every frame first (SASL listeners), and how
         # an SSL listener turns the client certificate into a principal
@@ -112,6 +116,8 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------ transport
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self.registry is not None:
+            self.registry.add(self)
         peer = transport.get_extra_info("peername")
         if peer:
             self.host = peer[0]
@@ -124,6 +130,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        if self.registry is not None:
+            self.registry.discard(self)
         self.pending.clear()
         self.out.clear()
 
@@ -136,7 +144,7 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        if self.closed:
+        if self.closed or self.draining:
             return
         want_pause = self.writing_paused or len(self.pending) >= MAX_PENDING
         if want_pause != self.reading_paused:
@@ -145,6 +153,28 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.pause_reading()
             else:
                 self.transport.resume_reading()
+
+    # ------------------------------------------------- shutdown (shutdown.py)
+    def stop_reading(self) -> None:
+        """Read no further request; the ones already read are still answered."""
+        self.draining = True
+        if not self.closed and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    @property
+    def answered(self) -> bool:
+        """Every request read has been answered and written to the socket."""
+        return self.closed or (not self.pending and not self.out
+                               and not self.transport.get_write_buffer_size())
+
+    def shut(self) -> None:
+        """Close without answering what is left (its client sees the close)."""
+        if not self.closed:
+            self.closed = True
+            self.pending.clear()
+            self.out.clear()
+            self.transport.close()
 
     def close(self, reason: str) -> None:
         if not self.closed:

@@ -71,3 +71,20 @@ def test_lookups_return_produce_timestamps(tmp_path):
     assert set(history) == {("plain", 0), ("plain", 1)}
     assert from_dir == sent
     assert len(sent) == 600 and len({k[:2] for k in sent}) == 3
+
+
+def test_internal_topics_are_not_user_partitions(tmp_path):
+    """A data dir written by a server with transactions holds __transaction_state:
+    it has no consumer lag to measure."""
+    import json
+
+    from kcoord.pipeline.logend import user_partitions
+    (tmp_path / "kcoord-topics.json").write_text(json.dumps({"topics": [
+        {"name": "__consumer_offsets", "id": "00" * 16, "partitions": 2},
+        {"name": "__transaction_state", "id": "01" * 16, "partitions": 2},
+        {"name": "orders", "id": "02" * 16, "partitions": 1}]}))
+    assert [(t, p) for t, p, _ in user_partitions(tmp_path)] == [("orders", 0)]
+    (tmp_path / "kcoord-topics.json").unlink()  # no catalogue: the directories count
+    for name in ("__transaction_state-0", "orders-0", "__consumer_offsets-0"):
+        (tmp_path / name).mkdir()
+    assert [(t, p) for t, p, _ in user_partitions(tmp_path)] == [("orders", 0)]

@@ -22,13 +22,15 @@ class GatedSync(ThreadedSync):
 
     def __init__(self) -> None:
         super().__init__()
-        self.fail = False
+        self.fail: BaseException | bool = False  # True: an fsync error; or this error
         self.hold = False
         self.held: list = []
 
     def sync(self, logs, done) -> None:
         if self.fail:
-            asyncio.get_running_loop().call_soon(done, [OSError("fsync failed (test)")] * len(logs))
+            error = self.fail if isinstance(self.fail, BaseException) else \
+                OSError("fsync failed (test)")
+            asyncio.get_running_loop().call_soon(done, [error] * len(logs))
             return
         if self.hold:
             self.held.append((logs, done))

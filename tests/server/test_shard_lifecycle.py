@@ -166,3 +166,32 @@ def test_blank_consumer_group_id_is_invalid_whichever_shard(node):
     resp = api.consumer_group_heartbeat(ctx(68, 1), req)
     assert resp["error_code"] == Err.INVALID_REQUEST
     assert resp["error_message"] == "GroupId can't be empty."
+
+
+class NotLeader(Exception):
+    """What a replicated durability reports when another node leads the log."""
+
+    def __init__(self, error: int) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def test_lost_leadership_at_the_durability_seam_unloads_the_shard(node):
+    """A write the durability seam cannot complete because this node no longer
+    leads the log: NOT_COORDINATOR for it and the parked requests, and the
+    shard unloads (no reload from a log this node does not lead)."""
+    async def scenario():
+        h, runtime = node.groups, node.runtime
+        await runtime.load(0, 3)
+        member, generation = await stable_group(h)
+        parked = await parked_join(h)
+        node.sync.fail = NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
+        commit = await answer(h.offset_commit(ctx(8, 8), commit_req(member, generation)))
+        assert commit_code(commit) == Err.NOT_COORDINATOR
+        assert (await answer(parked))["error_code"] == Err.NOT_COORDINATOR
+        assert node.shard().state is NOT_OWNED and node.shard()._load_task is None
+        node.sync.fail = False
+        await runtime.load(0, 4)  # leader again
+        assert fetched(await answer(h.offset_fetch(ctx(9, 8), fetch_req())))[0] == Err.NONE
+
+    asyncio.run(scenario())

@@ -4,6 +4,8 @@ produce-side checks, read_committed Fetch with the aborted list, and the
 describe APIs."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kcoord.protocol.errors import Err
@@ -15,12 +17,23 @@ INIT, ADD_PARTS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS, FETCH, LIST_OFFSETS = 61, 65, 66, 1, 2
 
 
+def wait_loaded(c, timeout: float = 60.0) -> None:
+    """Until the transaction coordinator has loaded its log (it answers
+    COORDINATOR_LOAD_IN_PROGRESS before, which real clients retry)."""
+    deadline = time.monotonic() + timeout
+    while c.request(LIST_TXNS, 0, {"state_filters": [], "producer_id_filters": []})[
+            "error_code"] == Err.COORDINATOR_LOAD_IN_PROGRESS:
+        assert time.monotonic() < deadline, "transaction state never loaded"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def port(tmp_path_factory):
     srv = ServerProcess(tmp_path_factory.mktemp("txnwire") / "data",
                         settings={"transaction.max.timeout.ms": "60000"}).start()
     with WireClient(srv.port) as c:
         assert create_topic(c, "t", 2)["error_code"] == 0
+        wait_loaded(c)
     yield srv.port
     srv.kill()
 
@@ -180,3 +193,44 @@ def test_idempotent_retry_is_not_written_twice(c):
     assert produce(c, "t", 0, batch(5))["error_code"] == Err.OUT_OF_ORDER_SEQUENCE_NUMBER
     nxt = produce(c, "t", 0, batch(1))
     assert (nxt["error_code"], nxt["base_offset"]) == (Err.NONE, first["base_offset"] + 1)
+
+
+def test_restart_finishes_a_logged_prepare_commit(tmp_path):
+    """A crash after PrepareCommit was logged, before any marker: the restarted
+    coordinator writes the COMMIT markers and CompleteCommit itself."""
+    from kcoord.log import PartitionLog
+    from kcoord.txn.coordinator import TxnCoordinator
+    from kcoord.txn.records import PREPARE_COMMIT, TxnValue, encode_key, encode_value
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+        with WireClient(srv.port) as c:
+            assert create_topic(c, "p", 1)["error_code"] == 0
+            wait_loaded(c)
+            r = init(c, "crash-1")
+            pid, epoch = r["producer_id"], r["producer_epoch"]
+            assert set(add(c, "crash-1", pid, epoch, {"p": [0]}).values()) == {Err.NONE}
+            assert produce(c, "p", 0, txn_batch(pid, epoch, [b"kept"]))["error_code"] == 0
+        srv.kill()
+        # what EndTxn(commit) logs first, appended while the server is down
+        partition = TxnCoordinator().partition_of("crash-1")
+        plog = PartitionLog(tmp_path / "data" / f"__transaction_state-{partition}")
+        value = TxnValue(pid, epoch, 10000, PREPARE_COMMIT, (("p", 0),), 1, 1)
+        plog.append(build_batch([(encode_key("crash-1"), encode_value(value), [], 1)]))
+        plog.close()
+        srv.start()
+        with WireClient(srv.port) as c:
+            deadline = time.monotonic() + 60
+            while True:
+                [state] = c.request(DESCRIBE_TXNS, 0, {"transactional_ids": ["crash-1"]})[
+                    "transaction_states"]
+                if state["transaction_state"] == "CompleteCommit":
+                    break
+                assert time.monotonic() < deadline, state
+                time.sleep(0.1)
+            resp = c.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+                {"name": "p", "partitions": [{"partition_index": 0, "timestamp": -1,
+                                              "current_leader_epoch": -1}]}]})
+            # data at 0, COMMIT marker at 1: the LSO is past both
+            assert resp["topics"][0]["partitions"][0]["offset"] == 2
+    finally:
+        srv.kill()
