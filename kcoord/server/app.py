@@ -144,8 +144,8 @@ class Server:
                 for bound in self._servers:
                     bound.close()
                 self.catalogue.close()  # writes the clean-shutdown marker back
-                raise StartupError(f"listener {lsn.name} {lsn.host}:{lsn.port}: cannot listen: "
-                                   f"{exc.strerror or exc}") from None
+                raise StartupError(f"{lsn.source} {lsn.host}:{lsn.port} (listener {lsn.name}): "
+                                   f"cannot listen: {exc.strerror or exc}") from None
             self._servers.append(server)
             # port 0 binds an ephemeral port: advertise the real one
             lsn.port = server.sockets[0].getsockname()[1]
