@@ -214,8 +214,13 @@ def test_copy_loop_killed_at_random_points_is_exactly_once(tmp_path, victim):
         _produce_input(srv.bootstrap, "in", partitions, total)
         kills = 0
         for _ in range(3):  # three runs cut short by SIGKILL at a random point
+            before = sum(list_offsets(srv.port, "out", p, 0) for p in range(partitions))
             proc = _run_copier(srv.bootstrap, "copy", total, partitions)
-            time.sleep(rng.uniform(1.0, 3.0))
+            # once this run has written something, kill it a random moment later
+            wait_until(lambda: proc.poll() is not None or sum(
+                list_offsets(srv.port, "out", p, 0) for p in range(partitions)) > before,
+                "the copier's first output")
+            time.sleep(rng.uniform(0.0, 0.8))
             if proc.poll() is None:
                 if victim == "client":
                     proc.kill()
