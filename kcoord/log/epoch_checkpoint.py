@@ -9,9 +9,9 @@ start), so each is made durable at once, as Kafka does.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
+from .checkpoint_file import write_checkpoint
 from .leader_epoch import EpochCache
 
 CHECKPOINT = "leader-epoch-checkpoint"
@@ -32,15 +32,4 @@ def read_epoch_checkpoint(partition_dir: Path) -> EpochCache:
 
 
 def write_epoch_checkpoint(partition_dir: Path, cache: EpochCache) -> None:
-    path = Path(partition_dir) / CHECKPOINT
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(cache.to_text())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(partition_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_checkpoint(partition_dir, CHECKPOINT, cache.to_text())

@@ -9,8 +9,9 @@ one.  Segment deletion only ever follows a durable checkpoint.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from .checkpoint_file import write_checkpoint
 
 CHECKPOINT = "log-start-offset"
 
@@ -24,15 +25,4 @@ def read_start_offset(partition_dir: Path) -> int:
 
 
 def write_start_offset(partition_dir: Path, offset: int) -> None:
-    path = Path(partition_dir) / CHECKPOINT
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(f"{offset}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(partition_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_checkpoint(partition_dir, CHECKPOINT, f"{offset}\n")
