@@ -4,9 +4,8 @@ from __future__ import annotations
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from .catalogue import Catalogue, TopicError, topic_name_problem
+from .topic_answers import ZERO_UUID, create_topic_answer, delete_topic_answers
 from .topic_configs import canonical
-
-ZERO_UUID = bytes(16)
 
 
 class TopicAdmin:
@@ -22,9 +21,7 @@ class TopicAdmin:
         results = []
         for t in req["topics"]:
             name = t["name"]
-            result = {"name": name, "topic_id": ZERO_UUID, "error_code": Err.NONE,
-                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
-                      "configs": None}
+            result = create_topic_answer(name)
             results.append(result)
             count = t["num_partitions"]
             if t["assignments"]:
@@ -55,23 +52,15 @@ class TopicAdmin:
 
     @serves("DeleteTopics")
     def delete_topics(self, ctx, req: dict) -> dict:
-        targets = [(name, None) for name in req.get("topic_names") or ()]
-        for t in req.get("topics") or ():  # v6+: by name or by id
-            targets.append((t["name"], t["topic_id"]))
-        results = []
-        for name, topic_id in targets:
-            if name is None and topic_id is not None:
-                topic = self.catalogue.by_id.get(topic_id)
-                name = topic.name if topic else None
-            result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": Err.NONE,
-                      "error_message": None}
-            results.append(result)
-            if name is None:
-                result["error_code"] = Err.UNKNOWN_TOPIC_ID
-                continue
+        def name_of_id(topic_id: bytes) -> str | None:
+            topic = self.catalogue.by_id.get(topic_id)
+            return topic.name if topic else None
+
+        def id_of_name(name: str) -> bytes | None:
             topic = self.catalogue.get(name)
-            if topic is not None:
-                result["topic_id"] = topic.topic_id
+            return topic.topic_id if topic else None
+        results = []
+        for name, result in delete_topic_answers(req, results, name_of_id, id_of_name):
             try:
                 self.catalogue.delete(name)
             except TopicError as exc:

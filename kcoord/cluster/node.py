@@ -20,6 +20,7 @@ import asyncio
 import logging
 
 from ..broker.catalogue import INTERNAL_TOPICS, TopicError, topic_name_problem
+from ..broker.topic_answers import ZERO_UUID, create_topic_answer, delete_topic_answers
 from ..broker.topic_configs import validate_topic_configs
 from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
@@ -32,7 +33,6 @@ log = logging.getLogger("kcoord.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 AUTH_OPS_NOT_REQUESTED = -(2**31)
-ZERO_UUID = bytes(16)
 KEY_TYPE_GROUP = 0
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
@@ -293,9 +293,7 @@ class ClusterNode:
         timeout = max(0.0, min(req.get("timeout_ms", 30000) / 1000.0, CREATE_WAIT_S))
         for t in req["topics"]:
             name = t["name"]
-            result = {"name": name, "topic_id": ZERO_UUID, "error_code": Err.NONE,
-                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
-                      "configs": None}
+            result = create_topic_answer(name)
             results.append(result)
 
             def fail(code: int, message: str) -> None:
@@ -349,25 +347,17 @@ class ClusterNode:
 
     @serves("DeleteTopics")
     async def delete_topics(self, ctx, req: dict) -> dict:
-        targets = [(name, None) for name in req.get("topic_names") or ()]
-        for t in req.get("topics") or ():  # v6+: by name or by id
-            targets.append((t["name"], t["topic_id"]))
         view = self.plane.view
-        results = []
-        for name, topic_id in targets:
-            if name is None and topic_id is not None:
-                name = next((r.name for r in view.topics.values() if r.topic_id == topic_id),
-                            None)
-            result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": Err.NONE,
-                      "error_message": None}
-            results.append(result)
-            if name is None:
-                result["error_code"] = Err.UNKNOWN_TOPIC_ID
-                continue
+
+        def name_of_id(topic_id: bytes) -> str | None:
+            return next((r.name for r in view.topics.values() if r.topic_id == topic_id), None)
+
+        def id_of_name(name: str) -> bytes | None:
             record = view.topics.get(name)
-            if record is not None:
-                result["topic_id"] = record.topic_id
-            if record is None or not await self.plane.delete_topic(name):
+            return record.topic_id if record is not None else None
+        results = []
+        for name, result in delete_topic_answers(req, results, name_of_id, id_of_name):
+            if name not in view.topics or not await self.plane.delete_topic(name):
                 result["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
                 result["error_message"] = f"topic '{name}' does not exist"
                 continue
