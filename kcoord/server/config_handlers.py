@@ -125,7 +125,25 @@ class TopicResource:
         log.info("topic %s configs now %s", name, configs or "{}")
 
 
-class GroupResource:
+class _EntityOverrides:
+    """Group and broker overrides: in cluster mode they go through etcd and
+    every node applies them; alone, they apply here."""
+    entity_type = ""
+    cluster = None
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None
+
+    def replace(self, name: str, configs: dict[str, str]):
+        if self.cluster is not None:
+            return self.cluster.set_entity_configs(self.entity_type, name, configs)
+        self.apply(name, configs)
+
+
+class GroupResource(_EntityOverrides):
+    entity_type = "group"
+
     def __init__(self, config: Config, store: ConfigStore, overrides: GroupOverrides) -> None:
         self.config = config
         self.store = store
@@ -173,17 +191,6 @@ class GroupResource:
         parsed = validate_group_configs(configs, self.config.values)
         return {k: str(v) for k, v in parsed.items()}
 
-    cluster = None  # cluster mode: overrides go through etcd, every node applies them
-
-    @property
-    def replicated(self) -> bool:
-        return self.cluster is not None
-
-    def replace(self, name: str, configs: dict[str, str]):
-        if self.cluster is not None:
-            return self.cluster.set_entity_configs("group", name, configs)
-        self.apply(name, configs)
-
     def apply(self, name: str, configs: dict[str, str]) -> None:
         self.store.put("group", name, configs)
         try:
@@ -193,7 +200,9 @@ class GroupResource:
         log.info("group %s configs now %s", name, configs or "{}")
 
 
-class BrokerResource:
+class BrokerResource(_EntityOverrides):
+    entity_type = "broker"
+
     def __init__(self, brokers: BrokerConfigs) -> None:
         self.brokers = brokers
 
@@ -216,17 +225,6 @@ class BrokerResource:
 
     def validate(self, name: str, configs: dict) -> dict[str, str]:
         return self.brokers.validate(name, configs)
-
-    cluster = None  # cluster mode: overrides go through etcd, every node applies them
-
-    @property
-    def replicated(self) -> bool:
-        return self.cluster is not None
-
-    def replace(self, name: str, configs: dict[str, str]):
-        if self.cluster is not None:
-            return self.cluster.set_entity_configs("broker", name, configs)
-        self.apply(name, configs)
 
     def apply(self, name: str, configs: dict[str, str]) -> None:
         self.brokers.replace(name, configs)
