@@ -282,19 +282,8 @@ class EtcdControlPlane:
 
     async def set_partition_count(self, name: str, count: int) -> bool:
         """Grow a topic (CreatePartitions); the controller places the new ones."""
-        record = self.view.topics.get(name)
-        if record is None:
-            return False
-        key = self.keys.topic(name).encode()
-        result = await self.client.get(key)
-        if result is None:
-            return False
-        grown = TopicRecord(name, record.topic_id, count, record.replication_factor,
-                            record.configs)
-        ok, _ = await self.client.transaction(
-            compare=[self.txn.mod(key) == result.mod_revision],
-            success=[self.txn.put(key, encode_topic(grown))], failure=[])
-        return ok
+        return await self._rewrite_topic(name, lambda record: TopicRecord(
+            name, record.topic_id, count, record.replication_factor, record.configs))
 
     async def put_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
         """Replace a broker's or group's dynamic config overrides (none: remove them)."""
@@ -306,6 +295,13 @@ class EtcdControlPlane:
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
         """Replace a topic's config overrides (AlterConfigs); every node's
         mirror applies them to its logs."""
+        return await self._rewrite_topic(name, lambda record: TopicRecord(
+            name, record.topic_id, record.partitions, record.replication_factor,
+            dict(configs)))
+
+    async def _rewrite_topic(self, name: str, rewrite) -> bool:
+        """Compare-and-set a topic's record to rewrite(the view's copy); False
+        when the topic is absent or its record changed meanwhile."""
         record = self.view.topics.get(name)
         if record is None:
             return False
@@ -313,11 +309,9 @@ class EtcdControlPlane:
         result = await self.client.get(key)
         if result is None:
             return False
-        altered = TopicRecord(name, record.topic_id, record.partitions,
-                              record.replication_factor, dict(configs))
         ok, _ = await self.client.transaction(
             compare=[self.txn.mod(key) == result.mod_revision],
-            success=[self.txn.put(key, encode_topic(altered))], failure=[])
+            success=[self.txn.put(key, encode_topic(rewrite(record)))], failure=[])
         return ok
 
     # -------------------------------------------------- controlled shutdown
