@@ -453,11 +453,4 @@ class KafkaConnection(asyncio.Protocol):
             "api_keys": self.dispatcher.api_versions(),
         })
         header = encode_response_header(correlation_id, False)
-        data = _SIZE.pack(len(header) + len(body)) + header + body
-        if self.pending:
-            slot = _Slot()
-            slot.data = data
-            slot.done = True
-            self.pending.append(slot)
-        else:
-            self.out.append(data)
+        self.send_raw(_SIZE.pack(len(header) + len(body)) + header + body)
