@@ -52,8 +52,9 @@ def _heartbeat_op(core, now: int, req: dict, version: int, client_id: str | None
     no record, the answer alone unless its session timer must be armed)."""
     steady = core.consumer.steady_heartbeat(req, client_id or "", host, now, topics)
     if steady is not None:
-        response, timer = steady
-        return response if timer is None else Result(timers=[timer], response=response)
+        if steady[1] is None:
+            return steady[0]
+        return Result(timers=[steady[1]], response=steady[0])
     return _own_reply(core.consumer_group_heartbeat(_OWN, req, version, client_id, host, now,
                                                     topics))
 
