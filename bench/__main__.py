@@ -54,6 +54,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="comma-separated record counts to replay (default 1000000,10000000)")
     g.add_argument("--keep-data", action="store_true",
                    help="keep the generated load data dirs in /tmp for reuse")
+    g = p.add_argument_group("cluster_chaos")
+    g.add_argument("--cycles", type=int, help="kill/stop cycles (default 100, 5 with --quick)")
     args = p.parse_args(argv)
     unknown = [b for b in args.benchmarks if b not in ALL + extra]
     if unknown:

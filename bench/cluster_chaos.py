@@ -12,9 +12,9 @@ Load (threads in this process, blocking sockets, kcoord's own codec):
   partitions of a topic with replication factor 3 (min.insync.replicas 2),
   each sent to the leader Metadata names; every acknowledged (partition,
   offset, sequence) is recorded.
-Cycles (100; 5 with --quick): a node in turn is SIGKILLed (every fourth
+Cycles (100; 5 with --quick; --cycles N): a node in turn is SIGKILLed (every fourth
 cycle: stopped gracefully), restarted, and the next cycle waits until no
-partition is under-replicated (bounded).  Then every node is restarted
+partition of either topic is under-replicated (bounded).  Then every node is restarted
 gracefully in turn (a rolling restart).
 
 Figures: lost acknowledged commits (each time a committer moves to another
@@ -201,10 +201,11 @@ class Load:
                 time.sleep(0.05)
 
 
-def _under_replicated(port: int, topics=(TOPIC,)) -> int:
-    """Partitions of `topics` with an ISR short of their replicas.  Only the
-    data topic by default: __consumer_offsets is not replicated yet (its
-    ISRs only shrink), see docs/cluster.md."""
+def _under_replicated(port: int, topics=(TOPIC, "__consumer_offsets")) -> int:
+    """Partitions of `topics` with an ISR short of their replicas (or no
+    leader): the data topic and the offsets topic the commits go to.  A
+    restart is over, as for an operator's rolling restart, when this is 0
+    (Kafka's UnderReplicatedPartitions)."""
     meta = _metadata(port)
     return sum(len(p["isr_nodes"]) < len(p["replica_nodes"]) or p["leader_id"] < 0
                for t in meta["topics"] if t["name"] in topics for p in t["partitions"])
@@ -218,13 +219,16 @@ def _next_ack_after(load: Load, group: str, t0: float) -> float | None:
     return None
 
 
-def _longest_gap(load: Load, start: float, end: float) -> float:
-    worst = 0.0
+def _longest_gap(load: Load, start: float, end: float) -> tuple[float, float]:
+    """(longest time between two acknowledged commits of one group, when it began)."""
+    worst, at = 0.0, start
     with load.lock:
         for group, acks in load.commits.items():
             times = [start] + [t for t, _ in acks if start <= t <= end] + [end]
-            worst = max(worst, max(b - a for a, b in zip(times, times[1:])))
-    return worst
+            for a, b in zip(times, times[1:]):
+                if b - a > worst:
+                    worst, at = b - a, a
+    return worst, at
 
 
 def _final_checks(load: Load, nodes: dict) -> tuple[int, int, int]:
@@ -300,7 +304,7 @@ def _final_checks(load: Load, nodes: dict) -> tuple[int, int, int]:
 
 def run(args) -> None:
     from kcoord.cluster.etcd_server import EtcdServer
-    cycles = 5 if args.quick else 100
+    cycles = getattr(args, "cycles", None) or (5 if args.quick else 100)
     root = Path(tempfile.mkdtemp(prefix="kcoord-bench-chaos-"))
     etcd = EtcdServer(root / "etcd").start()
     nodes = {i: Node(i, root, etcd.endpoint, "/chaos") for i in (1, 2, 3)}
@@ -311,6 +315,7 @@ def run(args) -> None:
     graceful_pause: list[float] = []
     missed: list[str] = []
     rolling_pause = float("nan")
+    rolling_where = "-"
     try:
         for n in nodes.values():
             n.start()
@@ -361,13 +366,23 @@ def run(args) -> None:
                   flush=True)
         # rolling restart: every node stopped gracefully and started again in turn
         start = time.monotonic()
+        steps = []  # (time, what): to say which step the longest pause followed
         for node_id in (1, 2, 3):
+            steps.append((time.monotonic(), f"node {node_id} stopping"))
             nodes[node_id].proc.send_signal(signal.SIGTERM)
             nodes[node_id].proc.wait(30)
+            steps.append((time.monotonic(), f"node {node_id} stopped"))
             nodes[node_id].start()
+            steps.append((time.monotonic(), f"node {node_id} started"))
             other = nodes[node_id % 3 + 1].port
             _until(lambda: _under_replicated(other) == 0, "in sync after restart")
-        rolling_pause = _longest_gap(load, start, time.monotonic()) * 1000
+            steps.append((time.monotonic(), f"node {node_id} in sync"))
+        pause, at = _longest_gap(load, start, time.monotonic())
+        rolling_pause = pause * 1000
+        step = max((s for s in steps if s[0] <= at), default=(start, "start"))
+        rolling_where = f"{(at - step[0]) * 1000:.0f} ms after {step[1]}"
+        print(f"rolling restart: longest pause {rolling_pause:.0f} ms, from {rolling_where}",
+              flush=True)
         load.stop.set()
         for t in threads:
             t.join(40)
@@ -392,7 +407,7 @@ def run(args) -> None:
             ["acks=all records acknowledged", f"{produced:,}"],
             ["acks=all records lost (goal 0)", lost_records],
             ["rolling restart: longest pause of any group, ms (goal < 1000)",
-             f"{rolling_pause:.0f}"],
+             f"{rolling_pause:.0f} (from {rolling_where})"],
             ["affected groups with no commit within 10 s of the kill", len(missed)],
             ["acknowledged commits missing on the next coordinator (goal 0)", len(load.losses)]]
     sections = [
@@ -407,4 +422,5 @@ def run(args) -> None:
         "cycles": cycles, "ttl_ms": TTL_MS, "commits": commits, "lost_commits": lost_commits,
         "kill_to_ack_ms": kill_to_ack, "graceful_to_ack_ms": graceful_pause,
         "produced": produced, "lost_records": lost_records, "rolling_pause_ms": rolling_pause,
+        "rolling_pause_from": rolling_where,
         "missed": missed, "client_errors": load.errors, "losses": load.losses})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from ..log.errors import LogError
+from ..protocol.api import serves
 from ..protocol.errors import Err
 from .catalogue import Catalogue
 
@@ -19,14 +20,8 @@ class PartitionAdmin:
         self.topic_admin = topic_admin  # its metadata_topics gives leaders, replicas, ISR
         self.config = config
 
-    def register(self, dispatcher) -> None:
-        dispatcher.register(21, self.delete_records)
-        dispatcher.register(35, self.describe_log_dirs)
-        dispatcher.register(43, self.elect_leaders)
-        dispatcher.register(46, self.list_partition_reassignments)
-        dispatcher.register(75, self.describe_topic_partitions)
-
     # ------------------------------------------------------- DeleteRecords
+    @serves("DeleteRecords")
     def delete_records(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
@@ -59,6 +54,7 @@ class PartitionAdmin:
         return {"throttle_time_ms": 0, "topics": topics}
 
     # ----------------------------------------------------- DescribeLogDirs
+    @serves("DescribeLogDirs")
     def describe_log_dirs(self, ctx, req: dict) -> dict:
         wanted = None
         if req["topics"] is not None:
@@ -86,6 +82,7 @@ class PartitionAdmin:
             "total_bytes": total, "usable_bytes": usable}]}
 
     # -------------------------------------------------------- ElectLeaders
+    @serves("ElectLeaders")
     def elect_leaders(self, ctx, req: dict) -> dict:
         """One replica per partition: the leader is always the preferred one
         and no other can be elected, so every named partition is
@@ -112,6 +109,7 @@ class PartitionAdmin:
                 "replica_election_results": results}
 
     # ------------------------------------------ ListPartitionReassignments
+    @serves("ListPartitionReassignments")
     def list_partition_reassignments(self, ctx, req: dict) -> dict:
         """No reassignment is ever in progress (kcoord does not move replicas):
         NONE with no topics, as Kafka answers when none is ongoing."""
@@ -119,6 +117,7 @@ class PartitionAdmin:
                 "topics": []}
 
     # --------------------------------------------- DescribeTopicPartitions
+    @serves("DescribeTopicPartitions")
     def describe_topic_partitions(self, ctx, req: dict) -> dict:
         names = sorted({t["name"] for t in req["topics"]}) if req["topics"] \
             else sorted(self.catalogue.topics)

@@ -136,6 +136,10 @@ class ReplicaFetcher:
                 fetches = [(k, r, q) for k, r, q in requests if isinstance(q, FetchQuery)]
                 if queries:
                     await self._ask_epochs(conn, queries)
+                    # the truncated ones fetch now too: one fetch for all
+                    for _, replica, request in fetches:
+                        replica.on_request_failed(request, now_ms())
+                    continue
                 if fetches:
                     await self._fetch(conn, fetches)
             except asyncio.CancelledError:
@@ -188,6 +192,26 @@ class ReplicaFetcher:
         if any(a["error_code"] != Err.NONE for a in answers.values()):
             await asyncio.sleep(self.manager.config.retry_backoff_ms / 1000.0)
 
+    async def _unless_new_follower(self, call):
+        """The answer to `call`, or None (the call cancelled) as soon as some
+        partition following this leader has a request waiting."""
+        call = asyncio.ensure_future(call)
+        try:
+            while True:
+                self.wake.clear()
+                if self.manager.has_request_ready(self.leader_id):
+                    return None
+                woken = asyncio.ensure_future(self.wake.wait())
+                try:
+                    await asyncio.wait({call, woken}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+                if call.done():
+                    return call.result()
+        finally:
+            if not call.done():
+                await cancel_and_wait(call, 5.0)
+
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config
         topics: dict[str, list] = {}
@@ -203,7 +227,19 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg.fetch_wait_max_ms + cfg.request_timeout_ms) / 1000.0
-        response = await conn.call(FETCH, FETCH_VERSION, body, timeout)
+        response = await self._unless_new_follower(conn.call(FETCH, FETCH_VERSION, body,
+                                                             timeout))
+        if response is None:
+            # A partition that just became a follower of this leader would
+            # otherwise wait out the long poll (replica.fetch.wait.max.ms)
+            # before its first request, and the new leader's high watermark,
+            # so every write acknowledged after a failover, with it.  Drop the
+            # poll (the connection, which carries one request at a time) and
+            # ask again for all: nothing was appended, the offsets stand.
+            conn.close()
+            for _, replica, q in fetches:
+                replica.on_request_failed(q, now_ms())
+            return
         if response.get("error_code", Err.NONE) != Err.NONE:
             raise PeerRefused(f"Fetch error code {response['error_code']}"
                               + (" (CLUSTER_AUTHORIZATION_FAILED: the inter-broker principal "

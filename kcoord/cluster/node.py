@@ -23,6 +23,7 @@ from ..broker.catalogue import INTERNAL_TOPICS, TopicError, topic_name_problem
 from ..broker.topic_configs import validate_topic_configs
 from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
+from ..protocol.api import serves
 from ..protocol.errors import Err
 from .etcd_control import EtcdControlPlane
 from .state import NO_LEADER
@@ -286,6 +287,7 @@ class ClusterNode:
                     and len(self.plane.view.topic_states(name)) >= count)
         return await self.plane.wait_for(done, timeout)
 
+    @serves("CreateTopics")
     async def create_topics(self, ctx, req: dict) -> dict:
         results = []
         timeout = max(0.0, min(req.get("timeout_ms", 30000) / 1000.0, CREATE_WAIT_S))
@@ -345,6 +347,7 @@ class ClusterNode:
                 fail(Err.REQUEST_TIMED_OUT, "created; its partitions are not all placed yet")
         return {"throttle_time_ms": 0, "topics": results}
 
+    @serves("DeleteTopics")
     async def delete_topics(self, ctx, req: dict) -> dict:
         targets = [(name, None) for name in req.get("topic_names") or ()]
         for t in req.get("topics") or ():  # v6+: by name or by id
@@ -371,6 +374,7 @@ class ClusterNode:
             await self.plane.wait_for(lambda n=name: self.catalogue.get(n) is None, CREATE_WAIT_S)
         return {"throttle_time_ms": 0, "responses": results}
 
+    @serves("ElectLeaders")
     async def elect_leaders(self, ctx, req: dict) -> dict:
         """ElectLeaders (43): preferred (0) moves leadership to the first
         replica when it is live and in sync; unclean (1) elects any live
@@ -416,6 +420,7 @@ class ClusterNode:
                 "replica_election_results": [{"topic": t, "partition_result": r}
                                              for t, r in results.items()]}
 
+    @serves("CreatePartitions")
     async def create_partitions(self, ctx, req: dict) -> dict:
         results = []
         for t in req["topics"]:

@@ -450,11 +450,20 @@ class Replica:
 
     # ---------------------------------------------------------- follower side
 
+    @property
+    def has_request_ready(self) -> bool:
+        """Would next_request return a request now?  (No side effect: the
+        driver asks it to cut short a long poll that leaves this one out.)"""
+        if self.role is not Role.FOLLOWER or self._inflight is not None or self._blocked:
+            return False
+        return (self._stage == _TRUNCATING
+                or self.log.flushed_offset >= self.log.log_end_offset)
+
     def next_request(self) -> EpochQuery | FetchQuery | None:
         """What this follower sends its leader next (None: nothing now).  At
         most one request is in flight; every one must be answered through
         on_epoch_answer / on_fetch_answer or on_request_failed."""
-        if self.role is not Role.FOLLOWER or self._inflight is not None or self._blocked:
+        if not self.has_request_ready:
             return None
         state, log = self.state, self.log
         if self._stage == _TRUNCATING:

@@ -170,6 +170,12 @@ class ReplicaManager:
                     out.append((key, replica, request))
         return out
 
+    def has_request_ready(self, leader: int) -> bool:
+        """Does a partition following `leader` wait for a request to be sent
+        (one that became its follower, or finished truncating)?"""
+        return any(r.role is Role.FOLLOWER and r.state.leader == leader and r.has_request_ready
+                   for r in self.replicas.values())
+
     # --------------------------------------------------------- outputs
     def handle(self, key, outs) -> None:
         for out in outs:

@@ -5,9 +5,10 @@ This is a mixin of CoordinatorShard.  As in Kafka, the classic rebalance
 mutates the in-memory group directly (most of it is soft state: parked
 requests, pending members, awaiting counts) and writes a GroupMetadata
 record when a generation completes or the group becomes Empty.  The records
-the core emits are registered as "live": when the runtime replays them they
-only update the group's `persisted` view, because the model already holds
-them.  Any other GroupMetadata record (loading a log, a fresh shard in a
+the core emits are AppliedRecords (result.py): the runtime appends them but
+does not replay them, because the model already holds them (Kafka's
+replayRecords=false); emitting one moves the group's `persisted` view.  A
+GroupMetadata record that is replayed (loading a log, a fresh shard in a
 test) rebuilds the group from the record, exactly as Kafka's replay does.
 
 Timers are data, kept by the core's timer service (`self.timers`,
@@ -30,7 +31,7 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALAN
                             ClassicGroup, ClassicMember, join_error, persisted_view,
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
-from .result import Record, Result
+from .result import AppliedRecord, Record, Result
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
@@ -87,22 +88,10 @@ class ClassicGroupHandlers:
         self._arm(res, (HEARTBEAT, group.group_id, member_id), now + timeout_ms)
 
     def _emit(self, res: Result, group: ClassicGroup, record: Record) -> None:
-        """Append a record the live group already reflects (see the module doc)."""
-        self._live_records[id(record)] = (record, group)
-        res.records.append(record)
-
-    def replay_live_group_metadata(self, record: Record) -> bool:
-        """True if the record was emitted by this core for the group that is still
-        live: then only its persisted view moves.  False: replay it from scratch
-        (also when the group was deleted or replaced before the record got here)."""
-        entry = self._live_records.pop(id(record), None)
-        if entry is None or entry[0] is not record:
-            return False
-        group = self.groups.get(record.key["group"])
-        if group is not entry[1]:
-            return False
+        """Append a record the live group already reflects (see the module doc):
+        the runtime appends it without replaying it."""
         group.persisted = persisted_view(record.value)
-        return True
+        res.records.append(AppliedRecord(*record))
 
     def on_timer(self, key: tuple, now: int) -> Result:
         res = Result()

@@ -17,7 +17,7 @@ Kafka's GroupMetadataManager with group.consumer.migration.policy:
 Deterministic like the rest of the core: results carry records, replies and
 timers.  The consumer group changes only by replaying the records; a
 downgrade installs the classic group directly, as classic handlers do (the
-GroupMetadata record it writes is registered as live, see classic.py).
+GroupMetadata record it writes is appended unreplayed, see classic.py).
 
 Timers of classic members in a consumer group (besides "cg-session"):
     ("cg-join", group, member)  the member did not rejoin within its rebalance timeout
@@ -279,7 +279,7 @@ class GroupMigration:
         for mid in list(group.members) + list(renamed.values()):
             self.consumer._cancel_timers(res, gid, mid)
         # the classic group is installed directly (Kafka does the same): the
-        # rebalance below needs the live object; its record is registered as live
+        # rebalance below needs the live object; its record is appended unreplayed
         self.shard.groups[gid] = classic
         self.shard._emit(res, classic, group_metadata_record(classic, classic.assignment_map()))
         for m in classic.members.values():

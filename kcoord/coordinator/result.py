@@ -12,6 +12,21 @@ from typing import Any, NamedTuple
 from ..protocol.record_codec import Record  # noqa: F401 (the core's record type)
 
 
+class AppliedRecord(Record):
+    """A record whose change the handler has already made to memory: the
+    runtime appends it but does not replay it (Kafka's CoordinatorResult with
+    replayRecords=false, which the classic rebalance uses because it mutates
+    the live group directly).  Loading a log replays it like any record: the
+    decoded copy is a plain Record.
+
+    Marked per record, not per Result as in Kafka, because kcoord's results
+    mix the two kinds: a JoinGroup that replaces an empty consumer group, or
+    a downgrade to a classic group, returns consumer-group tombstones (which
+    only their replay removes from memory) beside the classic group's record
+    (already in memory); and results are merged (Result.merge)."""
+    __slots__ = ()
+
+
 class Timer(NamedTuple):
     """Arm (deadline_ms set) or cancel (deadline_ms None) the timer named key."""
     key: tuple

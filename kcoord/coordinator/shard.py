@@ -1,9 +1,11 @@
 """One coordinator shard: the groups and offsets of one __consumer_offsets partition.
 
 Deterministic and sans-I/O: every handler takes the request and `now` and
-returns a Result; durable state changes only in `replay`.  The runtime
-appends a result's records, replays them, and sends its replies once the
-records are durable.
+returns a Result; durable state changes only in `replay`, except for the
+classic rebalance's AppliedRecords (result.py), whose change the handler
+made itself.  The runtime appends a result's records, replays them
+(`replay_emitted`: all but those), and sends its replies once the records
+are durable.  Loading replays every record (`replay_all`).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, d
                       offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
-from .result import Record, Result
+from .result import AppliedRecord, Record, Result
 from .txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH, PendingTxnOffsets
 from .timers import Timers
 
@@ -82,7 +84,6 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.offsets = OffsetStore()
         self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
         self.timers = Timers()  # every timer of the shard (classic, consumer, migration)
-        self._live_records: dict[int, tuple] = {}  # emitted records the model already holds
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
             self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
@@ -115,8 +116,6 @@ class CoordinatorShard(ClassicGroupHandlers):
                 if group_id not in self.groups and group_id not in self.consumer.groups:
                     self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:
-            if self._live_records and self.replay_live_group_metadata(record):
-                return  # emitted by this core: the live group already holds it
             self._replay_group_metadata(record.key["group"], record.value)
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
@@ -133,13 +132,23 @@ class CoordinatorShard(ClassicGroupHandlers):
             self.txn_offsets.replay_marker(item, self.offsets)
 
     def replay_all(self, records: list[Record]) -> None:
-        """replay() of every record, in order.  An OffsetCommit with a v3
-        value (what every commit writes) takes an inlined copy of its path
-        (OffsetStore.replay, then the simple group): the runtime replays ten
-        records per commit."""
+        """replay() of every record, in order (loading a log)."""
+        self._replay_records(records, False)
+
+    def replay_emitted(self, records: list[Record]) -> None:
+        """What the runtime replays of the records a handler just returned:
+        every one but the AppliedRecords, whose change is already in memory
+        (Kafka's replayRecords=false; result.py)."""
+        self._replay_records(records, True)
+
+    def _replay_records(self, records: list[Record], skip_applied: bool) -> None:
+        """An OffsetCommit with a v3 value (what every commit writes) takes an
+        inlined copy of its path (OffsetStore.replay, then the simple group):
+        the runtime replays ten records per commit."""
         if self.txn_offsets.by_group:  # pending transactional offsets: the full path
             for record in records:
-                self.replay(record)
+                if not (skip_applied and record.__class__ is AppliedRecord):
+                    self.replay(record)
             return
         by_group = self.offsets.by_group
         groups, consumer_groups = self.groups, self.consumer.groups
@@ -147,7 +156,8 @@ class CoordinatorShard(ClassicGroupHandlers):
         for record in records:
             rtype, key, value, version = record
             if rtype != OFFSET_COMMIT or version != 3 or value is None:
-                self.replay(record)
+                if not (skip_applied and record.__class__ is AppliedRecord):
+                    self.replay(record)
                 continue
             group_id = key["group"]
             offsets = by_group.get(group_id)

@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from kcoord.protocol.compression import decompress
-from kcoord.protocol.errors import ProtocolError
+from kcoord.protocol.errors import CorruptRecordError, ProtocolError
 from kcoord.protocol.messages.coordinator_records import (
     UnknownRecordTypeError,
     UnknownRecordVersionError,
@@ -62,7 +62,7 @@ from kcoord.protocol.messages.coordinator_records import (
 )
 from kcoord.protocol.records import (BATCH_HEADER, CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2,
                                      MIN_BATCH_LENGTH, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL,
-                                     ZIGZAG1)
+                                     ZIGZAG1, read_records)
 
 from .schema import RECORD_FIELDS, arrow_schema
 
@@ -658,78 +658,13 @@ class RecordBatchBuilder:
 
     def _plain_batch(self, buf: bytes, pos: int, h) -> None:
         """One uncompressed data batch (CRC checked), record by record, in buf."""
-        zz1 = ZIGZAG1
-        varint = _varint
-        ckeys_get = self._ckeys.get
-        kids_append = self.kids.append
-        vkind_append = self.vkind.append
-        vals = self.plain_vals
-        off_exc = self.off_exc
-        ts_exc = self.ts_exc
-        end = pos + 12 + h[1]
         base_off = h[0]
         attrs = h[5]
-        log_append = attrs & 0x08  # LogAppendTime
         row = len(self.kids)
-        self.batches.append((row, base_off, h[8] if log_append else h[7], h[9],
-                             1 if attrs & 0x10 else 0))  # transactional
-        count = h[12]
-        p = pos + 61
+        self.batches.append((row, base_off, h[8] if attrs & TIMESTAMP_TYPE_LOG_APPEND else h[7],
+                             h[9], 1 if attrs & TRANSACTIONAL else 0))
         try:
-            if count < 0 or count * 7 > end - p:
-                raise _Corrupt(f"record count {count} impossible for {end - p} bytes")
-            for i in range(count):
-                b = buf[p]
-                if b < 0x80:
-                    length = zz1[b]
-                    p += 1
-                elif (c := buf[p + 1]) < 0x80:
-                    z = (b & 0x7F) | (c << 7)
-                    length = (z >> 1) ^ -(z & 1)
-                    p += 2
-                else:
-                    length, p = varint(buf, p)
-                rec_end = p + length
-                b = buf[p + 1]  # after the attributes byte
-                if b == 0:
-                    p += 2
-                else:
-                    if b < 0x80:
-                        ts_delta = zz1[b]
-                        p += 2
-                    else:
-                        ts_delta, p = varint(buf, p + 1)
-                    if not log_append:
-                        ts_exc.append((row + i, ts_delta))
-                b = buf[p]
-                if b < 0x80:
-                    off_delta = zz1[b]
-                    p += 1
-                elif (c := buf[p + 1]) < 0x80:
-                    z = (b & 0x7F) | (c << 7)
-                    off_delta = (z >> 1) ^ -(z & 1)
-                    p += 2
-                else:
-                    off_delta, p = varint(buf, p)
-                if off_delta != i:
-                    off_exc.append((row + i, off_delta - i))
-                # The common record: a known commit key, a 24-byte value, no
-                # headers.  The key is looked up by its raw bytes (length prefix
-                # included) as registered by a full parse of the same bytes, so
-                # a hit is exact.  (A record that overruns its batch ends the
-                # loop elsewhere than `end`, and the batch is dropped below.)
-                if buf[rec_end - 1] == 0 and buf[rec_end - 26] == 48:
-                    kid = ckeys_get(buf[p:rec_end - 26])
-                    if kid is not None:
-                        kids_append(kid)
-                        vkind_append(2)
-                        vals += buf[rec_end - 25:rec_end - 1]
-                        p = rec_end
-                        continue
-                self._general_record(buf, p, rec_end, length, row + i, end)
-                p = rec_end
-            if p != end:
-                raise _Corrupt(f"{end - p} bytes left over after {count} records")
+            self._records_in(buf, pos + HEADER_SIZE, pos + LOG_OVERHEAD + h[1], h, row)
         except (_Corrupt, IndexError) as exc:
             self._rollback(row)
             self.add_error("corrupt_batch",
@@ -737,11 +672,20 @@ class RecordBatchBuilder:
                            offset=base_off, timestamp=h[8])
 
     def _records(self, data: bytes, h, row: int) -> None:
-        """The hot loop: one pass over the records of an uncompressed batch body."""
+        """The records of a decompressed batch body."""
+        self._records_in(data, 0, len(data), h, row)
+
+    def _records_in(self, data: bytes, pos: int, end: int, h, row: int) -> None:
+        """The hot loop: one pass over the records of an uncompressed batch
+        body, data[pos:end] (in place in a chunk, or a decompressed body).
+
+        Not records.read_records: this loop keeps only what the columns need
+        (a known commit key is recognised by its raw bytes and its 24-byte
+        value appended whole, deltas equal to their index are not stored),
+        which a reader handing back every field cannot do as cheaply."""
         count = h[12]
-        dlen = len(data)
-        if count < 0 or count * 7 > dlen:
-            raise _Corrupt(f"record count {count} impossible for {dlen} bytes")
+        if count < 0 or count * 7 > end - pos:
+            raise _Corrupt(f"record count {count} impossible for {end - pos} bytes")
         log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
         zz1 = ZIGZAG1
         varint = _varint
@@ -751,7 +695,6 @@ class RecordBatchBuilder:
         vals = self.plain_vals
         off_exc = self.off_exc
         ts_exc = self.ts_exc
-        pos = 0
         for i in range(count):
             b = data[pos]
             if b < 0x80:
@@ -790,9 +733,9 @@ class RecordBatchBuilder:
             # The common record: a known commit key, a 24-byte value and no
             # headers.  The key is looked up by its raw bytes (length prefix
             # included) as registered by a full parse of the same bytes, so a
-            # hit is exact.
-            if rec_end - 26 >= pos and rec_end <= dlen and data[rec_end - 1] == 0 \
-                    and data[rec_end - 26] == 48:
+            # hit is exact.  (A record that overruns `end` makes the loop
+            # finish elsewhere than `end`: the batch is then dropped whole.)
+            if rec_end - 26 >= pos and data[rec_end - 1] == 0 and data[rec_end - 26] == 48:
                 kid = ckeys_get(data[pos:rec_end - 26])
                 if kid is not None:
                     kids_append(kid)
@@ -800,10 +743,10 @@ class RecordBatchBuilder:
                     vals += data[rec_end - 25:rec_end - 1]
                     pos = rec_end
                     continue
-            self._general_record(data, pos, rec_end, length, row + i, dlen)
+            self._general_record(data, pos, rec_end, length, row + i, end)
             pos = rec_end
-        if pos != dlen:
-            raise _Corrupt(f"{dlen - pos} bytes left over after {count} records")
+        if pos != end:
+            raise _Corrupt(f"{end - pos} bytes left over after {count} records")
 
     def _general_record(self, data: bytes, pos: int, rec_end: int, length: int, row: int,
                         limit: int | None = None) -> None:
@@ -1188,31 +1131,14 @@ def _skip_headers(data, pos: int, rec_end: int) -> None:
 
 
 def _walk(data: bytes, h):
-    """(offset delta, timestamp delta, key, value) of each record: the plain path."""
-    count = h[12]
-    if count < 0 or count * 7 > len(data):
-        raise _Corrupt(f"record count {count} impossible for {len(data)} bytes")
+    """(offset delta, timestamp delta, key, value) of each record: the plain
+    path, through the protocol's one record reader (records.read_records)."""
+    try:
+        records = read_records(data, h[12])
+    except CorruptRecordError as exc:
+        raise _Corrupt(str(exc)) from None
     log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
-    pos = 0
-    for _ in range(count):
-        length, pos = _varint(data, pos)
-        rec_end = pos + length
-        if length < 6 or rec_end > len(data):
-            raise _Corrupt(f"record length {length} out of range")
-        pos += 1
-        ts_delta, pos = _varint(data, pos)
-        off_delta, pos = _varint(data, pos)
-        n, pos = _varint(data, pos)
-        key = None if n < 0 else data[pos:pos + n]
-        pos += max(n, 0)
-        n, pos = _varint(data, pos)
-        value = None if n < 0 else data[pos:pos + n]
-        pos += max(n, 0)
-        _skip_headers(data, pos, rec_end)
-        pos = rec_end
-        yield off_delta, 0 if log_append else ts_delta, key, value
-    if pos != len(data):
-        raise _Corrupt(f"{len(data) - pos} bytes left over after {count} records")
+    return [(r[0], 0 if log_append else r[1], r[2], r[3]) for r in records]
 
 
 # --------------------------------------------------------------- segments

@@ -6,14 +6,16 @@ Kafka): each request's version is the highest both sides know within the
 range the pipeline was written for (topic names in Fetch: v4-12), and a
 partition is always read from its leader as Metadata names it.
 
-Client properties (`client_properties`) use Kafka's client config names.  Only
-a PLAINTEXT connection is built here; a secured one plugs in per
-`security.protocol` exactly as in kcoord/admin/client.py (the same function
-signatures, so one implementation can be registered in both):
-`SOCKET_FACTORIES` (host, port, properties, timeout) -> connected socket, and
-`AUTHENTICATORS` (connection, properties), run after the version negotiation
-(a SASL handshake; the connection offers `send(api_key, version, body)`).
-A security setting nothing implements is an error, never silently dropped.
+Client properties (`client_properties`) use Kafka's client config names.  The
+connection is built per `security.protocol` exactly as in kcoord/admin/client.py
+(the same function signatures): `SOCKET_FACTORIES` (host, port, properties,
+timeout) -> connected socket, and `AUTHENTICATORS` (connection, properties), run
+after the version negotiation (the connection offers `send(api_key, version,
+body)`).  PLAINTEXT is built here; SSL, SASL_PLAINTEXT and SASL_SSL are the TLS
+wrap and SASL login of kcoord/security/client.py, the implementation the admin
+CLI registers too.  They are registered when this module is imported, so a Spark
+executor that only imports the wire source has them as well.  A security setting
+nothing implements is an error, never silently dropped.
 """
 from __future__ import annotations
 
@@ -62,9 +64,11 @@ SOCKET_FACTORIES["PLAINTEXT"] = _plain_socket
 # security.protocol -> function(connection, properties), after ApiVersions
 AUTHENTICATORS: dict[str, Callable] = {}
 
-# Properties that only matter to a secured connection: set with PLAINTEXT they
-# mean the caller expected security the connection would not have.
-_SECURITY_KEYS = ("ssl.", "sasl.")
+# Properties that only matter to TLS (ssl.*) or SASL (sasl.*): set with a
+# protocol that has no TLS / no SASL they mean the caller expected security the
+# connection would not have.
+_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def open_socket(host: str, port: int, props: dict | None, timeout: float) -> socket.socket:
@@ -74,11 +78,42 @@ def open_socket(host: str, port: int, props: dict | None, timeout: float) -> soc
     if factory is None:
         raise WireError(f"security.protocol={protocol} is not supported by the pipeline's "
                         f"client (supported: {', '.join(sorted(SOCKET_FACTORIES))})")
-    if protocol == "PLAINTEXT":
-        stray = sorted(k for k in props if k.startswith(_SECURITY_KEYS))
-        if stray:
-            raise WireError(f"{stray[0]} is set but security.protocol is PLAINTEXT")
+    unused = (() if protocol in _TLS_PROTOCOLS else ("ssl.",)) + \
+        (() if protocol in _SASL_PROTOCOLS else ("sasl.",))
+    stray = sorted(k for k in props if k.startswith(unused)) if unused else []
+    if stray:
+        raise WireError(f"{stray[0]} is set but security.protocol is {protocol}")
     return factory(host, port, props, timeout)
+
+
+# ---------------------------------------------------------------- security
+# kcoord/security/client.py is client-side only (TLS contexts, JAAS parsing,
+# the SASL exchange over protocol codecs): no server, coordinator or admin code.
+# Imported on first use, so a PLAINTEXT pipeline never loads it.
+def _secure_socket(host: str, port: int, props: dict, timeout: float) -> socket.socket:
+    import ssl
+
+    from kcoord.security.client import connect
+    try:
+        return connect(host, port, props, timeout)
+    except ssl.SSLError:
+        raise  # an OSError (certificate verification too): Connection names the address
+    except ValueError as exc:  # an ssl.* setting that cannot be used: names the key
+        raise WireError(str(exc)) from None
+
+
+def _sasl_authenticate(conn: "Connection", props: dict) -> None:
+    from kcoord.security.client import SaslLoginError, sasl_login
+    try:
+        sasl_login(conn.send, props)
+    except (SaslLoginError, ValueError) as exc:
+        raise WireError(f"{conn.address}: {exc}") from None
+
+
+for _protocol in _TLS_PROTOCOLS + _SASL_PROTOCOLS:
+    SOCKET_FACTORIES[_protocol] = _secure_socket
+for _protocol in _SASL_PROTOCOLS:
+    AUTHENTICATORS[_protocol] = _sasl_authenticate
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:

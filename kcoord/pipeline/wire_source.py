@@ -15,8 +15,9 @@ segment file on this side of the wire).
 
 Options besides `bootstrap`: `topic` (default __consumer_offsets),
 `verifyCrc`, `recordTypes`, `fetchBytes` (bytes per Fetch, default 8 MiB),
-and `kafka.<property>`: Kafka client properties (security.protocol, ...),
-handed to the client (wire.py).
+and `kafka.<property>`: Kafka client properties (security.protocol, ssl.*,
+sasl.*), handed to the client (wire.py, which registers TLS and SASL on import,
+so the executors connect as the driver does).
 """
 from __future__ import annotations
 

@@ -59,12 +59,13 @@ def warm_up() -> None:
 
 
 def serves(api: str | int, *, min_version: int | None = None, max_version: int | None = None,
-           pure: bool = False):
+           pure: bool = False, hidden: bool = False):
     """Mark a handler method as the one serving `api` (its name, as in
-    Kafka's schemas, or its key); see Dispatcher.register_handlers."""
+    Kafka's schemas, or its key); see Dispatcher.register_handlers.
+    hidden: served (with an error) but not advertised in ApiVersions."""
     key = API_KEYS[api] if isinstance(api, str) else api
 
     def mark(fn):
-        fn.serves = (key, min_version, max_version, pure)
+        fn.serves = (key, min_version, max_version, pure, hidden)
         return fn
     return mark

@@ -369,28 +369,32 @@ def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True):
         # bytes, not a memoryview: indexing and slicing bytes is the fastest
         # way to walk varints and yields the key/value objects directly.
         data = bytes(memoryview(buf)[pos + _RECORDS_OFFSET:end])
-    return h, _decode_records(data, h)
+    base_ts = h[8] if h[5] & TIMESTAMP_TYPE_LOG_APPEND else h[7]
+    return h, read_records(data, h[12], h[0], base_ts, h[5] & TIMESTAMP_TYPE_LOG_APPEND)
 
 
-def _decode_records(data: bytes, h: BatchHeader) -> list:
-    count = h[12]
+def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
+                 log_append: int = 0, pos: int = 0, end: int | None = None) -> list:
+    """The one walk of an uncompressed records section: data[pos:end] (end
+    None: the end of data) holding `count` records -> [Record], each with
+    offset base_offset + offsetDelta and timestamp base_ts + timestampDelta
+    (base_ts for every record when log_append is set: under LogAppendTime
+    every record's timestamp is the batch's maxTimestamp).  With the bases
+    left at 0 a Record carries the raw deltas.  Works in place on any
+    indexable buffer (keys and values are slices of its type); bytes is
+    the fastest.  CorruptRecordError for anything malformed, including a
+    record length prefix that disagrees with its fields and bytes left over.
+    """
+    dlen = len(data) if end is None else end
     # Every record takes at least 7 bytes; reject absurd counts before looping.
-    if count < 0 or count * 7 > len(data):
-        raise CorruptRecordError(f"record count {count} impossible for {len(data)} bytes")
-    base_offset = h[0]
-    base_ts = h[7]
-    log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
-    # Under LogAppendTime every record's timestamp is the batch's maxTimestamp.
-    if log_append:
-        base_ts = h[8]
+    if count < 0 or count * 7 > dlen - pos:
+        raise CorruptRecordError(f"record count {count} impossible for {dlen - pos} bytes")
     zz1 = ZIGZAG1
     slow = _read_varint_slow
     new = _tuple_new
     rec_cls = Record
     out = []
     append = out.append
-    dlen = len(data)
-    pos = 0
     # Varints are read inline: one byte is the common case (small lengths and
     # deltas), two bytes the next (values up to 8 KB, deltas up to 8191);
     # only longer ones pay for a function call.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..protocol.api import serves
 from ..protocol.errors import Err
 from .acl import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission,
                   ResourceType, validate_binding)
@@ -21,15 +22,6 @@ class SecurityAdmin:
         self.enabled = enabled  # an authorizer is configured
         self.authorizer = store.authorizer
 
-    def register(self, d) -> None:
-        d.register(17, self.sasl_handshake)
-        d.register(36, self.sasl_authenticate)
-        d.register(29, self.describe_acls)
-        d.register(30, self.create_acls)
-        d.register(31, self.delete_acls)
-        d.register(50, self.describe_scram)
-        d.register(51, self.alter_scram)
-
     def _may(self, ctx, op: int) -> bool:
         if not self.enabled:
             return True
@@ -38,10 +30,12 @@ class SecurityAdmin:
 
     # ------------------------------------------------------------- SASL
     @staticmethod
+    @serves("SaslHandshake")
     def sasl_handshake(ctx, req: dict) -> dict:
         return {"error_code": Err.ILLEGAL_SASL_STATE, "mechanisms": []}
 
     @staticmethod
+    @serves("SaslAuthenticate")
     def sasl_authenticate(ctx, req: dict) -> dict:
         return {"error_code": Err.ILLEGAL_SASL_STATE,
                 "error_message": "SaslAuthenticate on a listener without SASL, or after "
@@ -66,6 +60,7 @@ class SecurityAdmin:
             return "The filter has an UNKNOWN field"
         return flt
 
+    @serves("DescribeAcls")
     def describe_acls(self, ctx, req: dict) -> dict:
         def error(code, message):
             return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
@@ -86,6 +81,7 @@ class SecurityAdmin:
                 "resources": [{"resource_type": rt, "resource_name": name, "pattern_type": pt,
                                "acls": acls} for (rt, name, pt), acls in groups.items()]}
 
+    @serves("CreateAcls")
     async def create_acls(self, ctx, req: dict) -> dict:
         creations = req["creations"]
         if not self.enabled or not self._may(ctx, Operation.ALTER):
@@ -108,6 +104,7 @@ class SecurityAdmin:
         await self.store.write(records)
         return {"throttle_time_ms": 0, "results": results}
 
+    @serves("DeleteAcls")
     async def delete_acls(self, ctx, req: dict) -> dict:
         filters = req["filters"]
         if not self.enabled or not self._may(ctx, Operation.ALTER):
@@ -137,6 +134,7 @@ class SecurityAdmin:
         return {"throttle_time_ms": 0, "filter_results": results}
 
     # ------------------------------------------------------------ SCRAM
+    @serves("DescribeUserScramCredentials")
     def describe_scram(self, ctx, req: dict) -> dict:
         if not self._may(ctx, Operation.DESCRIBE):
             return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
@@ -170,6 +168,7 @@ class SecurityAdmin:
         return {"user": user, "error_code": Err.NONE, "error_message": None,
                 "credential_infos": [{"mechanism": m, "iterations": i} for m, i in infos]}
 
+    @serves("AlterUserScramCredentials")
     async def alter_scram(self, ctx, req: dict) -> dict:
         deletions, upsertions = req["deletions"], req["upsertions"]
         users = list(dict.fromkeys([d["name"] for d in deletions] +

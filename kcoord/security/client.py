@@ -51,11 +51,16 @@ def client_properties_from_config(values: dict) -> dict[str, str]:
 def connect(host: str, port: int, props: dict, timeout: float) -> socket.socket:
     """A connected socket, wrapped in TLS for SSL and SASL_SSL."""
     protocol = str(props.get("security.protocol", "PLAINTEXT")).upper()
+    # the context first: a bad ssl.* setting fails before a socket is opened
+    ctx = client_context(props) if protocol in ("SSL", "SASL_SSL") else None
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if protocol in ("SSL", "SASL_SSL"):
-        ctx = client_context(props)
-        sock = ctx.wrap_socket(sock, server_hostname=host)
+    if ctx is not None:
+        try:
+            sock = ctx.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
     return sock
 
 

@@ -16,6 +16,9 @@ class Listener:
     port: int          # 0 until bound when configured as 0
     advertised_host: str = ""
     advertised_port: int = -1  # -1: the bound port
+    # where host and port were configured, for start-up errors ("--listen"
+    # for the default listener, else the `listeners` key)
+    source: str = "listeners"
 
     @property
     def tls(self) -> bool:
@@ -72,7 +75,8 @@ def parse_listeners(values: dict, default_host: str, default_port: int) -> list[
     spec = str(values.get("listeners") or "").strip()
     protocols = protocol_map(values)
     if not spec:
-        listeners = [Listener("PLAINTEXT", "PLAINTEXT", default_host, default_port)]
+        listeners = [Listener("PLAINTEXT", "PLAINTEXT", default_host, default_port,
+                              source="--listen")]
     else:
         listeners = []
         for item in spec.split(","):

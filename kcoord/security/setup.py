@@ -62,7 +62,7 @@ class SecuritySetup:
             from .checks import Checks
             self.checks = Checks(self.authorizer)
             dispatcher.guard = self.checks.guard
-        SecurityAdmin(self.store, self.authorizer is not None).register(dispatcher)
+        dispatcher.register_handlers(SecurityAdmin(self.store, self.authorizer is not None))
 
     @property
     def inter_broker(self) -> Listener:

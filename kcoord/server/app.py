@@ -92,15 +92,15 @@ class Server:
         d.register_handlers(self.topic_admin)  # CreateTopics, DeleteTopics, CreatePartitions
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
-        self.configs.register(d)
-        PartitionAdmin(self.catalogue, self.topic_admin, self.config).register(d)
+        d.register_handlers(self.configs)
+        d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
-        self.cluster_handlers.register(d)
+        d.register_handlers(self.cluster_handlers)
         # In a cluster the partitions' replicas answer (replica.py); none
         # until replication has started.
         self.replicas = None
-        LeaderEpochHandlers(self.catalogue, self._replica_for if self.config["etcd.endpoints"]
-                            else None).register(d)
+        d.register_handlers(LeaderEpochHandlers(
+            self.catalogue, self._replica_for if self.config["etcd.endpoints"] else None))
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -110,10 +110,8 @@ class Server:
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
-        self.dispatcher.register(19, self.cluster.create_topics)
-        self.dispatcher.register(20, self.cluster.delete_topics)
-        self.dispatcher.register(37, self.cluster.create_partitions)
-        self.dispatcher.register(43, self.cluster.elect_leaders)
+        # CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders through etcd
+        self.dispatcher.register_handlers(self.cluster)
 
     def _retention_tick(self) -> None:
         now = int(time.time() * 1000)
@@ -146,8 +144,8 @@ class Server:
                 for bound in self._servers:
                     bound.close()
                 self.catalogue.close()  # writes the clean-shutdown marker back
-                raise StartupError(f"listener {lsn.name} {lsn.host}:{lsn.port}: cannot listen: "
-                                   f"{exc.strerror or exc}") from None
+                raise StartupError(f"{lsn.source} {lsn.host}:{lsn.port} (listener {lsn.name}): "
+                                   f"cannot listen: {exc.strerror or exc}") from None
             self._servers.append(server)
             # port 0 binds an ephemeral port: advertise the real one
             lsn.port = server.sockets[0].getsockname()[1]

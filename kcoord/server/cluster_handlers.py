@@ -2,6 +2,7 @@
 answers them on a one-node cluster with no quotas set."""
 from __future__ import annotations
 
+from ..protocol.api import serves
 from ..protocol.errors import Err
 from .config import Config
 
@@ -21,14 +22,11 @@ class ClusterHandlers:
         self.config = config
         self.cluster = None  # cluster mode: nodes and controller from kcoord/cluster/node.py
 
-    def register(self, dispatcher) -> None:
-        dispatcher.register(48, self.describe_client_quotas)
-        dispatcher.register(60, self.describe_cluster)
-
     def cluster_operations(self, ctx) -> int:
         """The cluster operations the caller may perform (an authorizer narrows this)."""
         return CLUSTER_OPERATIONS
 
+    @serves("DescribeCluster")
     def describe_cluster(self, ctx, req: dict) -> dict:
         host, port = self.config.advertised_for(ctx.listener)
         node_id = self.config["node.id"]
@@ -57,6 +55,7 @@ class ClusterHandlers:
             response["cluster_authorized_operations"] = self.cluster_operations(ctx)
         return response
 
+    @serves("DescribeClientQuotas")
     def describe_client_quotas(self, ctx, req: dict) -> dict:
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
                     "entries": []}

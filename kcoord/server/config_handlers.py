@@ -17,6 +17,7 @@ from ..coordinator.group_configs import (GROUP_CONFIGS, GroupOverrides, clamp_gr
                                          validate_group_configs)
 from ..protocol.config_types import (LIST, SOURCE_DEFAULT, SOURCE_GROUP, SOURCE_TOPIC,
                                      ConfigError)
+from ..protocol.api import serves
 from ..protocol.errors import Err
 from .broker_configs import BROKER_KEYS, BrokerConfigs
 from .config import Config
@@ -264,12 +265,8 @@ class ConfigHandlers:
         if adapter is not None:
             adapter.apply(name, dict(configs or {}))
 
-    def register(self, dispatcher) -> None:
-        dispatcher.register(32, self.describe_configs)
-        dispatcher.register(33, self.alter_configs)
-        dispatcher.register(44, self.incremental_alter_configs)
-
     # ----------------------------------------------------------- describe
+    @serves("DescribeConfigs")
     def describe_configs(self, ctx, req: dict) -> dict:
         results = []
         for res in req["resources"]:
@@ -301,6 +298,7 @@ class ConfigHandlers:
         return {"throttle_time_ms": 0, "results": results}
 
     # -------------------------------------------------------------- alter
+    @serves("AlterConfigs")
     def alter_configs(self, ctx, req: dict) -> dict:
         """Legacy: the request is the resource's complete override set."""
         def new_set(adapter, name, configs):
@@ -315,6 +313,7 @@ class ConfigHandlers:
             return out
         return self._alter(req, new_set)
 
+    @serves("IncrementalAlterConfigs")
     def incremental_alter_configs(self, ctx, req: dict) -> dict:
         def new_set(adapter, name, configs):
             merged = adapter.current(name)

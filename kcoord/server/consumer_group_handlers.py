@@ -80,19 +80,8 @@ class ConsumerGroupApi:
     def register(self, d: Dispatcher) -> None:
         if self.enabled:
             d.register_handlers(self)
-        else:  # Kafka answers UNSUPPORTED_VERSION and does not advertise them
-            d.register(68, self._disabled_heartbeat)
-            d.register(69, self._disabled_describe)
-            d.hidden.update((68, 69))
-
-    @staticmethod
-    def _disabled_heartbeat(ctx: RequestContext, req: dict) -> dict:
-        return _heartbeat_error(Err.UNSUPPORTED_VERSION)
-
-    @staticmethod
-    def _disabled_describe(ctx: RequestContext, req: dict) -> dict:
-        return {"throttle_time_ms": 0, "groups": [
-            describe_error(g, Err.UNSUPPORTED_VERSION, None) for g in req["group_ids"]]}
+        else:
+            d.register_handlers(ConsumerProtocolDisabled())
 
     # ------------------------------------------------------------ topics
     def topic_metadata(self) -> dict[str, TopicInfo]:
@@ -139,3 +128,19 @@ class ConsumerGroupApi:
             lambda code, g=g: describe_error(g, code, None))
             if g else describe_error(g, Err.INVALID_GROUP_ID, None) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
+
+
+class ConsumerProtocolDisabled:
+    """APIs 68 and 69 when group.coordinator.rebalance.protocols has no
+    "consumer": Kafka answers UNSUPPORTED_VERSION and does not advertise them."""
+
+    @staticmethod
+    @serves("ConsumerGroupHeartbeat", hidden=True)
+    def heartbeat(ctx: RequestContext, req: dict) -> dict:
+        return _heartbeat_error(Err.UNSUPPORTED_VERSION)
+
+    @staticmethod
+    @serves("ConsumerGroupDescribe", hidden=True)
+    def describe(ctx: RequestContext, req: dict) -> dict:
+        return {"throttle_time_ms": 0, "groups": [
+            describe_error(g, Err.UNSUPPORTED_VERSION, None) for g in req["group_ids"]]}

@@ -18,7 +18,9 @@ As Kafka's CoordinatorRuntime:
   `durability.sync(logs, done)` calls back: in a cluster, when the high
   watermark passes what was appended.
 
-Per shard, records are replayed at once and queued for the group commit
+Per shard, records are replayed at once (all but the AppliedRecords, whose
+change the handler already made: Kafka's replayRecords=false; loading the
+log replays every record) and queued for the group commit
 (group_commit.py): one round appends every waiting shard's records as one
 batch per shard and has them made durable together; only then are the
 answers released.  An answer never shows state that is not yet durable: an
@@ -214,7 +216,7 @@ class ShardRuntime(ShardLoader):
             self.arm_timers(result.timers)
         records, replies = result.records, result.replies
         if records:
-            self.core.replay_all(records)
+            self.core.replay_emitted(records)
             reply = Reply() if token is None else token
             self._queue(records).waiters.append((reply, answer, error, replies))
             return reply
@@ -246,7 +248,7 @@ class ShardRuntime(ShardLoader):
         if result.timers:
             self.arm_timers(result.timers)
         if result.records:
-            self.core.replay_all(result.records)
+            self.core.replay_emitted(result.records)
             self._queue(result.records).waiters.append((None, _PARKED, None, result.replies))
         elif result.replies:
             if self._batches:
@@ -266,7 +268,7 @@ class ShardRuntime(ShardLoader):
             reply = Reply() if reply is None else reply
             self._batches[-1].waiters.append((reply, answer, None, None))
             return reply
-        self.core.replay_all(records)
+        self.core.replay_emitted(records)
         reply = Reply() if reply is None else reply
         self._queue(records).waiters.append((reply, answer, None, None))
         return reply

@@ -150,7 +150,10 @@ class Dispatcher:
         self.metrics = None
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
-                 max_version: int | None = None, *, pure: bool = False) -> None:
+                 max_version: int | None = None, *, pure: bool = False,
+                 hidden: bool = False) -> None:
+        """The one way into the table; handler classes reach it through
+        register_handlers (their @serves methods), never directly."""
         api = APIS[key]
         lo = api.min_version if min_version is None else min_version
         hi = api.max_version if max_version is None else max_version
@@ -161,6 +164,10 @@ class Dispatcher:
             self.pure.add(key)
         else:
             self.pure.discard(key)
+        if hidden:
+            self.hidden.add(key)
+        else:
+            self.hidden.discard(key)
         # tells caches of api_versions() and connections' repeat memos to refresh
         self.handlers_version = object()
 
@@ -169,8 +176,8 @@ class Dispatcher:
         for name in dir(type(obj)):
             marked = getattr(getattr(type(obj), name), "serves", None)
             if marked is not None:
-                key, lo, hi, pure = marked
-                self.register(key, getattr(obj, name), lo, hi, pure=pure)
+                key, lo, hi, pure, hidden = marked
+                self.register(key, getattr(obj, name), lo, hi, pure=pure, hidden=hidden)
 
     def api_versions(self) -> list[dict]:
         """The ApiVersions list: only APIs with a handler are advertised."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
+from ..protocol.api import serves
 from ..protocol.errors import Err
 
 SINGLE_NODE_EPOCH = 0
@@ -25,9 +26,7 @@ class LeaderEpochHandlers:
         # (topic, partition) -> Replica or None; set in a cluster
         self.replica_for = replica_for
 
-    def register(self, dispatcher) -> None:
-        dispatcher.register(23, self.offset_for_leader_epoch)
-
+    @serves("OffsetForLeaderEpoch")
     def offset_for_leader_epoch(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:

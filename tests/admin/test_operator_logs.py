@@ -49,7 +49,7 @@ def test_bad_startup_config_is_one_line(tmp_path, args, needles):
     _one_error_line(_serve(tmp_path, *args), *needles)
 
 
-@pytest.mark.parametrize("which", ["--listen", "http.listen"])
+@pytest.mark.parametrize("which", ["--listen", "listeners", "http.listen"])
 def test_port_in_use_is_one_line(tmp_path, which):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -57,12 +57,13 @@ def test_port_in_use_is_one_line(tmp_path, which):
         port = busy.getsockname()[1]
         if which == "--listen":
             args = ["--listen", f"127.0.0.1:{port}"]
+        elif which == "listeners":
+            args = ["--listen", "127.0.0.1:0", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
         else:
             args = ["--listen", "127.0.0.1:0", "--set", f"http.listen=127.0.0.1:{port}"]
-        # the Kafka listener is named by its listener name (PLAINTEXT) or --listen
+        # the line names where the address was configured: --listen, or http.listen
         line = _one_error_line(_serve(tmp_path, *args), str(port), "cannot listen")
-        assert ("listener PLAINTEXT" in line or "--listen" in line) if which == "--listen" \
-            else "http.listen" in line, line
+        assert line.startswith(f"kcoord: error: {which} "), line
 
 
 def _hb(member_id: str, epoch: int, owned=()) -> dict:

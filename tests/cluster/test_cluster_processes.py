@@ -29,7 +29,17 @@ def test_routing_follows_the_offsets_partition_leaders(cluster):
     # the offsets topic is created on the first FindCoordinator, as in Kafka
     assert {a["error_code"] for a in first.values()} <= {0, 15}
     answers = wait_until(lambda: routed(cluster, 1), "every group routed")
-    meta = cluster.metadata(2, ["__consumer_offsets"])
+    # every node answers the same once its watch has seen every partition state
+    # (node 2's Metadata below must not be read before that)
+    for node_id in (2, 3):
+        again = wait_until(lambda: routed(cluster, node_id), "routed on another node")
+        assert {g: a["node_id"] for g, a in again.items()} == \
+            {g: a["node_id"] for g, a in answers.items()}
+    def complete_on_node_2():
+        m = cluster.metadata(2, ["__consumer_offsets"])
+        parts = [t for t in m["topics"] if t["name"] == "__consumer_offsets"]
+        return m if parts and len(parts[0]["partitions"]) == 50 else None
+    meta = wait_until(complete_on_node_2, "node 2 to see every offsets partition")
     assert sorted(b["node_id"] for b in meta["brokers"]) == [1, 2, 3]
     ports = {b["node_id"]: b["port"] for b in meta["brokers"]}
     assert ports == {i: n.port for i, n in cluster.nodes.items()}
@@ -43,11 +53,6 @@ def test_routing_follows_the_offsets_partition_leaders(cluster):
     for group, a in answers.items():
         leader = partitions[shard_of(group)]["leader_id"]
         assert a["node_id"] == leader and a["port"] == ports[leader]
-    # every node answers the same
-    for node_id in (2, 3):
-        again = wait_until(lambda: routed(cluster, node_id), "routed on another node")
-        assert {g: a["node_id"] for g, a in again.items()} == \
-            {g: a["node_id"] for g, a in answers.items()}
     # DescribeCluster agrees with Metadata
     with WireClient(cluster.nodes[1].port) as c:
         d = c.request(60, 1, {"include_cluster_authorized_operations": False,

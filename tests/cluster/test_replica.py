@@ -2,7 +2,8 @@
 from dataclasses import replace
 
 from kcoord.cluster.replica import (
-    BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, HighWatermarkMoved,
+    BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, FetchServed,
+    HighWatermarkMoved,
     ProposeIsr, Replica, ReplicationConfig, Role,
 )
 from kcoord.cluster.state import PartitionState
@@ -267,3 +268,31 @@ def test_a_leader_whose_lease_may_have_lapsed_acknowledges_nothing():
     assert a.on_flushed(2) == [] and a.await_offset(end, "w") == [] and a.high_watermark == 0
     outs = a.on_state(_with_version(s), 3)      # still the leader, says the controller
     assert completed(outs) == [("w", Err.NONE)]
+
+
+def test_has_request_ready_says_exactly_when_next_request_would_send():
+    # the fetcher asks it, without side effects, to cut short a long poll
+    # for a partition that just started following its leader
+    s = state(0, 1, (0, 1))
+    a, b = replica(0, [(0, "x")]), replica(1, [(0, "x")])
+    a.on_state(s, 0)
+    assert not a.has_request_ready                  # a leader fetches nothing
+    assert isinstance(b.on_state(s, 0)[0], BecameFollower)
+    assert b.has_request_ready                      # a new follower: its epoch query
+    request = b.next_request()
+    assert isinstance(request, EpochQuery) and not b.has_request_ready
+    error, epoch, end = a.answer_epoch_query(request.current_leader_epoch, request.epoch)
+    b.on_epoch_answer(request, error, epoch, end, 0)
+    assert b.has_request_ready                      # truncated: now it fetches
+    fetch = b.next_request()
+    assert isinstance(fetch, FetchQuery) and not b.has_request_ready
+    b.on_request_failed(fetch, 0)
+    assert b.has_request_ready
+    b.log.append([(1, "y")])                        # appended, not yet on disk
+    assert not b.has_request_ready and b.next_request() is None
+    b.log.flush()
+    assert b.has_request_ready
+    fetch = b.next_request()
+    b.on_fetch_answer(fetch, FetchServed(Err.FENCED_LEADER_EPOCH), 0)
+    assert not b.has_request_ready                  # fenced: it waits for a newer state
+    assert b.next_request() is None

@@ -59,10 +59,11 @@ class Harness:
 
     # ------------------------------------------------------------- plumbing
     def apply(self, result: Result) -> list[dict]:
-        for record in result.records:
+        for record in result.records:  # the log gets every record
             key, value = encode_record(record)
             self.log.append((key, value))
-            self.shard.replay(record)
+        # memory gets what the runtime replays: not the AppliedRecords
+        self.shard.replay_emitted(result.records)
         for key, deadline in result.timers:
             if deadline is None:
                 self.timers.pop(key, None)

@@ -11,7 +11,7 @@ import itertools
 
 from kcoord.coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
                                               PREPARING_REBALANCE, STABLE)
-from kcoord.coordinator.result import Result
+from kcoord.coordinator.result import AppliedRecord, Result
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
 from kcoord.protocol.messages.consumer_protocol import encode_assignment, encode_subscription
 from kcoord.protocol.record_codec import encode_record
@@ -66,8 +66,10 @@ class Harness:
 
     # ------------------------------------------------------------ runtime
     def apply(self, res: Result) -> Result:
+        # memory gets what the runtime replays (not the AppliedRecords); the log
+        # gets every record, and replayed() / the mirror replay all of it
+        self.shard.replay_emitted(res.records)
         for record in res.records:
-            self.shard.replay(record)
             self.log.append(encode_record(record))
             self.records_written += 1
         for key, deadline in res.timers:
@@ -1161,22 +1163,29 @@ def test_classic_join_to_a_consumer_group(h):
 
 
 # ------------------------------------------------------------------- timers
-def test_timer_record_applied_after_the_group_was_deleted(h):
-    """The runtime applies a timer's result in a later task: a DeleteGroups may
-    run in between.  The live shard must still equal the log replayed."""
+def test_timer_record_is_appended_not_replayed(h):
+    """The Empty record a member's expiry emits is an AppliedRecord: the
+    runtime appends it without replaying it (the live group object stays),
+    and the log replayed still equals the live shard, also after a delete.
+    (The runtime replays each result in the call that produced it, so no
+    other op can run between a result and its replay.)"""
     ids, generation = h.form_group(1, session=10000)
+    group = h.group()
     h.advance(9999)
     key = (HB, "g", ids[0])
     del h.armed[key]
     h.now += 1
     pending = h.shard.on_timer(key, h.now)  # the member expires: Empty record emitted
-    assert h.group().state == EMPTY and pending.records
+    assert h.group().state == EMPTY
+    assert [r.__class__ for r in pending.records] == [AppliedRecord]
+    h.apply(pending)
+    assert h.group() is group  # not rebuilt from its record
+    assert h.replayed().snapshot() == h.shard.snapshot()
     code, records = h.shard.delete_group("g")
     assert code == Err.NONE
     h.apply(_result(records))
     assert "g" not in h.shard.groups
-    h.apply(pending)  # now the Empty record lands, after the tombstone
-    assert h.group().state == EMPTY  # as a replay of the log gives
+    assert h.replayed().snapshot() == h.shard.snapshot()
 
 
 def test_duplicate_sync_answers_the_displaced_request(h):

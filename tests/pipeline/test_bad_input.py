@@ -73,10 +73,14 @@ def test_unreachable_bootstrap(capsys, tmp_path):
 
 def test_security_properties_are_not_ignored(capsys, tmp_path):
     cfg = tmp_path / "client.properties"
-    cfg.write_text("# client\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n")
+    cfg.write_text("# client\nsecurity.protocol=SSL\nsasl.mechanism=SCRAM-SHA-256\n")
     rc, err = _run(capsys, "--bootstrap-server", f"127.0.0.1:{_closed_port()}",
                    "--command-config", str(cfg), "--out", str(tmp_path / "o"))
-    assert rc == 2 and "security.protocol=SASL_SSL is not supported" in err
+    assert rc == 2 and "sasl.mechanism is set but security.protocol is SSL" in err
+    rc, err = _run(capsys, "--bootstrap-server", f"127.0.0.1:{_closed_port()}",
+                   "--client-property", "security.protocol=SASL_GSSAPI",
+                   "--out", str(tmp_path / "o"))
+    assert rc == 2 and "security.protocol=SASL_GSSAPI is not supported" in err
 
 
 def test_empty_and_unreadable_topics_on_a_server(capsys, tmp_path):

@@ -85,9 +85,14 @@ def test_unreadable_topic_and_unreachable_server_are_one_line_errors(served):
         WireOffsetsReader({"bootstrap": server.bootstrap, "topic": "no-such-topic"}).partitions()
     with pytest.raises(WireError, match="cannot connect to 127.0.0.1:1"):
         WireOffsetsReader({"bootstrap": "127.0.0.1:1"}).partitions()
-    with pytest.raises(WireError, match="security.protocol=SSL is not supported"):
+    with pytest.raises(WireError, match="security.protocol=TLS is not supported"):
         WireOffsetsReader({"bootstrap": server.bootstrap,
-                           "kafka.security.protocol": "SSL"}).partitions()
+                           "kafka.security.protocol": "TLS"}).partitions()
+    with pytest.raises(WireError, match="ssl.truststore.location is set but "
+                                        "security.protocol is SASL_PLAINTEXT"):
+        WireOffsetsReader({"bootstrap": server.bootstrap,
+                           "kafka.security.protocol": "SASL_PLAINTEXT",
+                           "kafka.ssl.truststore.location": "ca.pem"}).partitions()
     with pytest.raises(WireError, match="sasl.mechanism is set but security.protocol is "
                                         "PLAINTEXT"):
         WireOffsetsReader({"bootstrap": server.bootstrap,
