@@ -12,6 +12,10 @@ each sees the same spread of load from the rest of the machine; each run
 records the load average, and the figures are medians over the runs.
 
     python -m bench runtime_compare [--quick] [--seconds S]
+
+RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
+(no load or pipeline data generated) and writes
+bench/results/runtime_compare_<names>.md/json instead.
 """
 from __future__ import annotations
 
@@ -139,6 +143,9 @@ def run(args) -> dict:
     if not (BASE_TREE / "kcoord").is_dir():
         raise SystemExit(f"no base tree at {BASE_TREE} (git worktree add {BASE_TREE} <commit>)")
     reps = 2 if args.quick else 3
+    only = [w for w in os.environ.get("RUNTIME_COMPARE_ONLY", "").split(",") if w]
+    if only:
+        return run_only(only, reps, args)
     records = 200_000 if args.quick else 2_000_000
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-cmp-"))
     runs: dict[str, dict[str, list]] = {w: {"before": [], "after": []} for w in WORKLOADS}
@@ -173,15 +180,39 @@ def run(args) -> dict:
     return report(runs, reps, records, generated, args)
 
 
+def run_only(names: list[str], reps: int, args) -> dict:
+    """Only the named server workloads, alternating as run() does."""
+    unknown = [n for n in names if WORKLOADS.get(n, (None,))[0] is None]
+    if unknown:
+        raise SystemExit(f"RUNTIME_COMPARE_ONLY: not a server workload: {', '.join(unknown)}")
+    runs = {w: {"before": [], "after": []} for w in names}
+    for rep in range(reps):
+        order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
+        for name in names:
+            for which in order:
+                with timed(f"runtime_compare {name} {which} {rep + 1}/{reps}"):
+                    start_load = loadavg()
+                    try:
+                        r = WORKLOADS[name][0](which, args)
+                    except Exception as exc:
+                        r = {"error": f"{type(exc).__name__}: {exc}"}
+                    r["loadavg"] = [start_load, loadavg()]
+                    runs[name][which].append(r)
+    return report(runs, reps, 0, {}, args, names)
+
+
 def _value(r: dict, key: str):
     v = r.get(key)
     return v if isinstance(v, (int, float)) else None
 
 
-def report(runs: dict, reps: int, records: int, generated: dict, args) -> dict:
+def report(runs: dict, reps: int, records: int, generated: dict, args,
+           only: list[str] | None = None) -> dict:
     rows = []
     summary = {}
     for name, (_, key, unit) in WORKLOADS.items():
+        if only and name not in only:
+            continue
         med = {}
         for which in ("before", "after"):
             values = [v for v in (_value(r, key) for r in runs[name][which]) if v is not None]
@@ -203,8 +234,20 @@ def report(runs: dict, reps: int, records: int, generated: dict, args) -> dict:
                      " ".join(fmt(v) for v in summary[name]["runs"]["after"]),
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
                      "; ".join(errors)[:200] or ""])
-    md = [f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
-          f"{reps} runs each, alternating (before, after, then after, before, ...); medians.",
+    head = (f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
+            f"{reps} runs each, alternating (before, after, then after, before, ...); medians.")
+    if only:
+        md = [head, "Only " + ", ".join(only) + " (RUNTIME_COMPARE_ONLY). CPU per request: the "
+              "server's user+system CPU over the measured phase divided by the requests "
+              "answered (lower is better). The machine is shared with other engineers' test "
+              "runs: the load average at the start of each run is given.", "",
+              table(["workload", "unit", "before", "after", "change", "before runs",
+                     "after runs", "loadavg", "errors"], rows)]
+        out = {"summary": summary, "runs": runs, "quick": bool(args.quick)}
+        write_results("runtime_compare_" + "_".join(only),
+                      "Runtime reshaping (issue 11): before and after in one run (part)", md, out)
+        return out
+    md = [head,
           f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
           f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per CPU-second of "
           "the server (and its load workers) between listening and 'all shards loaded' "

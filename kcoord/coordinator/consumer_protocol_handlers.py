@@ -134,6 +134,9 @@ class ConsumerGroupManager:
                  new_member_id: Callable[[], str] | None = None,
                  timers: Timers | None = None) -> None:
         self.config = config
+        # the overrides' dict itself (GroupOverrides mutates it, never replaces it):
+        # one dict.get on the steady heartbeat's path
+        self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
         self.topics: Mapping[str, Any] = {}
@@ -279,7 +282,12 @@ class ConsumerGroupManager:
                 or member.classic_member_metadata is not None):
             return None
         # the session moves (timers.py: a timer is armed only when none fires early enough)
-        session, interval = self.group_timeouts(group_id)
+        config = self.config
+        if self._overrides_by_group.get(group_id) is None:  # group_timeouts, inlined
+            session = config.consumer_group_session_timeout_ms
+            interval = config.consumer_group_heartbeat_interval_ms
+        else:
+            session, interval = self.group_timeouts(group_id)
         # Timers.touch, inlined (the steady heartbeat is the hottest path)
         key = (SESSION_TIMER, group_id, member_id)
         deadline = now + session

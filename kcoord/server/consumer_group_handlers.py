@@ -45,17 +45,20 @@ def _own_reply(result: Result) -> Result:
     return result
 
 
-def _heartbeat_op(core, now: int, req: dict, version: int, client_id: str | None, host: str,
-                  topics) -> Result | dict:
+def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Result | dict:
     """ConsumerGroupHeartbeat on the group's core: a steady heartbeat (a
     stable member, nothing to change) takes the core's shortcut (no token,
-    no record, the answer alone unless its session timer must be armed)."""
+    no record, the answer alone unless its session timer must be armed).
+    (Three arguments, not five: fewer to pack and unpack per heartbeat.)"""
+    client_id = ctx.client_id
+    host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
     steady = core.consumer.steady_heartbeat(req, client_id or "", host, now, topics)
     if steady is not None:
-        response, timer = steady
-        return response if timer is None else Result(timers=[timer], response=response)
-    return _own_reply(core.consumer_group_heartbeat(_OWN, req, version, client_id, host, now,
-                                                    topics))
+        if steady[1] is None:
+            return steady[0]
+        return Result(timers=[steady[1]], response=steady[0])
+    return _own_reply(core.consumer_group_heartbeat(_OWN, req, ctx.api_version, client_id, host,
+                                                    now, topics))
 
 
 class ConsumerGroupApi:
@@ -107,16 +110,14 @@ class ConsumerGroupApi:
         core's shortcut: no token, no record; answered at once unless writes
         are in flight (bench/consumer_heartbeat.py)."""
         group_id = req["group_id"]
-        version = ctx.api_version
         if not group_id or group_id[0] <= " " or group_id[-1] <= " ":  # (cheap first look)
             if group_id is None or is_blank(group_id):
                 # not routable: Kafka validates before it picks the shard
-                invalid = validate_heartbeat(req, version, ())
+                invalid = validate_heartbeat(req, ctx.api_version, ())
                 if invalid is not None:
                     return _heartbeat_error(invalid.code, invalid.message)
-        host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
-        return self.runtime.write(group_id, _heartbeat_op, _heartbeat_error, req, version,
-                                  ctx.client_id, host, self.topic_metadata())
+        return self.runtime.write(group_id, _heartbeat_op, _heartbeat_error, req, ctx,
+                                  self.topic_metadata())
 
     # ------------------------------------------------------------ describe
     @serves("ConsumerGroupDescribe")
