@@ -26,6 +26,7 @@ from typing import Any, Callable
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
+from ..protocol.sock_io import recv_exact
 
 API_VERSIONS = 18
 RETRIABLE_COORDINATOR = {Err.COORDINATOR_LOAD_IN_PROGRESS, Err.COORDINATOR_NOT_AVAILABLE,
@@ -137,8 +138,8 @@ class KafkaConnection:
         payload = header + bytes(request_codec(api_key, version)[0](body))
         try:
             self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            size, = _SIZE.unpack(self._recv(4))
-            frame = self._recv(size)
+            size, = _SIZE.unpack(recv_exact(self.sock, 4))
+            frame = recv_exact(self.sock, max(size, 0))  # negative: header decode reports it
         except (OSError, EOFError) as exc:
             raise AdminError(f"connection to {self.host}:{self.port} failed: {exc}") from None
         got, pos = decode_response_header(frame, flexible and api_key != API_VERSIONS)
@@ -146,15 +147,6 @@ class KafkaConnection:
             raise AdminError(f"{self.host}:{self.port} answered out of order")
         response, _ = response_codec(api_key, version)[1](frame, pos)
         return response
-
-    def _recv(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise EOFError("connection closed by the broker")
-            out += chunk
-        return bytes(out)
 
     def close(self) -> None:
         try:

@@ -27,6 +27,7 @@ from typing import Callable
 
 from kcoord.protocol.api import APIS, request_codec, response_codec
 from kcoord.protocol.headers import decode_response_header, encode_request_header
+from kcoord.protocol.sock_io import recv_exact
 
 CLIENT_ID = "kcoord-pipeline"
 _SIZE = struct.Struct(">i")
@@ -192,26 +193,17 @@ class Connection:
         payload = header + bytes(request_codec(api_key, version)[0](body))
         try:
             self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            size, = _SIZE.unpack(self._recv(4))
-            frame = self._recv(size)
+            size, = _SIZE.unpack(recv_exact(self.sock, 4))
+            frame = recv_exact(self.sock, size)
         except OSError as exc:
             raise WireError(f"{self.address}: {exc.strerror or exc}") from None
+        except EOFError:
+            raise WireError(f"{self.address}: connection closed by the server") from None
         # ApiVersions answers with response header v0 whatever its version
         corr, pos = decode_response_header(frame, flexible and api_key != 18)
         if corr != self.corr:
             raise WireError(f"{self.address}: correlation id {corr}, expected {self.corr}")
         return response_codec(api_key, version)[1](frame, pos)[0]
-
-    def _recv(self, n: int) -> bytes:
-        out = bytearray(n)
-        view = memoryview(out)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if not k:
-                raise WireError(f"{self.address}: connection closed by the server")
-            got += k
-        return bytes(out)
 
     def close(self) -> None:
         try:
