@@ -81,6 +81,9 @@ def test_acks_all_over_sasl_ssl_replicates_through_the_internal_listener(etcd, t
                            and s, "the partition with two in-sync replicas")
         leader = state["leader_id"]
         follower = next(n for n in cluster.nodes if n != leader)
+        # the follower's own view must have the partition too (its watch may lag node 1's)
+        wait_until(lambda: (s := partition_state(cluster, follower)) and s["leader_id"] == leader,
+                   "the follower to know the partition's leader")
         with WireClient(cluster.nodes[follower].port) as c:
             # KIP-951: the follower names the leader at the PLAINTEXT endpoint the request
             # came in on, not at its INTERNAL one
