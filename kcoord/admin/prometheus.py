@@ -85,23 +85,13 @@ class KcoordCollector:
         fam.add_metric(["classic"], sum(classic.values()))
         fam.add_metric(["consumer"], sum(consumer.values()))
         yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_classic_groups",
-                                "Classic groups per state (Kafka's classic-group-count)",
-                                labels=["state"])
-        for state, n in classic.items():
-            fam.add_metric([state], n)
-        yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_consumer_groups",
-                                "KIP-848 consumer groups per state (Kafka's consumer-group-count)",
-                                labels=["state"])
-        for state, n in consumer.items():
-            fam.add_metric([state], n)
-        yield fam
-        fam = GaugeMetricFamily("kcoord_group_coordinator_members",
-                                "Members of all groups per protocol", labels=["protocol"])
-        for protocol, n in members.items():
-            fam.add_metric([protocol], n)
-        yield fam
+        yield _gauge_by("kcoord_group_coordinator_classic_groups",
+                        "Classic groups per state (Kafka's classic-group-count)", "state", classic)
+        yield _gauge_by("kcoord_group_coordinator_consumer_groups",
+                        "KIP-848 consumer groups per state (Kafka's consumer-group-count)",
+                        "state", consumer)
+        yield _gauge_by("kcoord_group_coordinator_members",
+                        "Members of all groups per protocol", "protocol", members)
         yield group_members
         yield GaugeMetricFamily("kcoord_group_coordinator_offsets",
                                 "Committed offsets retained (Kafka's offset-count)", value=offsets)
@@ -263,3 +253,11 @@ def exposition(registry: CollectorRegistry) -> bytes:
 
 
 __all__ = ["CONTENT_TYPE", "Histogram", "KcoordCollector", "exposition", "make_registry"]
+
+
+def _gauge_by(name: str, doc: str, label: str, counts: dict) -> GaugeMetricFamily:
+    """A gauge with one label, one sample per key of `counts`."""
+    fam = GaugeMetricFamily(name, doc, labels=[label])
+    for key, n in counts.items():
+        fam.add_metric([key], n)
+    return fam
