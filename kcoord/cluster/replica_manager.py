@@ -30,6 +30,9 @@ from .state import NO_LEADER, PartitionState
 log = logging.getLogger("kcoord.cluster.replicas")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+# internal topics replicated when this node runs the coordinators
+COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
 
 
 def now_ms() -> int:
@@ -71,6 +74,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task] = set()
         self._running = False
         self.min_isr_for = None     # topic name -> min.insync.replicas (its override)
+        self.on_log_role_change = None  # callable(log): this node's role on it changed
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -97,9 +101,9 @@ class ReplicaManager:
             self._apply(state)
 
     def manages(self, name: str) -> bool:
-        """User topics, and __consumer_offsets when the coordinator follows
-        leadership."""
-        if name == OFFSETS_TOPIC:
+        """User topics, and __consumer_offsets and __transaction_state when
+        the coordinators follow leadership."""
+        if name in COORDINATED_TOPICS:
             return self.coordinator is not None
         topic = self.catalogue.get(name)
         return topic is None or not topic.internal
@@ -203,6 +207,11 @@ class ReplicaManager:
         # listener called before this one, so a shard is gone before its
         # log is truncated.)
         replica.log.stamp_epoch = out.epoch if isinstance(out, BecameLeader) else None
+        if self.on_log_role_change is not None:
+            # producer state (LSO, sequences, open transactions) was built from
+            # this log as it was; a follower's appends and truncations never
+            # touched it: rebuilt from the replicated log on next use
+            self.on_log_role_change(replica.log)
 
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0
@@ -315,6 +324,7 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
     if durability is not None:
         durability.manager = manager
     manager.min_isr_for = min_isr_for
+    manager.on_log_role_change = data_plane.forget_txn_state
     data_plane.replication = manager
     plane.listeners.append(manager)
     plane.view_listeners.append(
