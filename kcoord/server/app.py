@@ -110,6 +110,8 @@ class Server:
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
+        # SCRAM credentials and ACLs through etcd, the same on every node
+        self.cluster.share_security(self.security.store, self.config.bootstrap_scram)
         # CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders through etcd
         self.dispatcher.register_handlers(self.cluster)
 
