@@ -676,7 +676,8 @@ class ConsumerGroupManager:
                 return downgraded
         res = Result(records=cg.member_tombstones(gid, member.member_id))
         remaining = [m for m in group.members.values() if m.member_id != member.member_id]
-        metadata = compute_subscription_metadata(remaining, self.topics, self.regex_filter(group))
+        metadata = compute_subscription_metadata(remaining, self.topics,
+                                                 self.regex_filter(group))
         if metadata != group.subscription_metadata:
             res.records.append(cg.subscription_metadata_record(gid, metadata))
         res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
