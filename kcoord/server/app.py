@@ -70,6 +70,7 @@ class Server:
             self.durability = ReplicatedDurability()
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
                                               durability=self.durability)
+        self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.producer_ids = ProducerIds()
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
