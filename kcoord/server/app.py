@@ -71,6 +71,7 @@ class Server:
             self.durability = ReplicatedDurability()
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
                                               durability=self.durability)
+        self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
@@ -114,6 +115,8 @@ class Server:
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
+        # SCRAM credentials and ACLs through etcd, the same on every node
+        self.cluster.share_security(self.security.store, self.config.bootstrap_scram)
         # CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders through etcd
         self.dispatcher.register_handlers(self.cluster)
 
