@@ -77,7 +77,7 @@ class TxnRuntime:
         self.durability = durability
         self.markers = None  # txn_markers.MarkerSender in a cluster: markers to any leader
         self._swept = False
-        self._completing: set[str] = set()
+        self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
         self.records_loaded = 0
@@ -117,8 +117,13 @@ class TxnRuntime:
         replay its log into the core, then finish every Prepare* in it."""
         if epoch < self.epochs[partition]:
             return
-        self.epochs[partition] = epoch  # a newer epoch of a partition led here already
-        if self.states[partition] is not NOT_OWNED:
+        newer = epoch > self.epochs[partition]
+        self.epochs[partition] = epoch
+        if self.states[partition] is ACTIVE:
+            if newer:  # still led here, in a newer epoch: completions go on with it
+                self._complete_pending(partition)
+            return
+        if self.states[partition] is PART_LOADING:
             return
         self.states[partition] = PART_LOADING
         self.core.drop_partition(partition)
@@ -172,6 +177,9 @@ class TxnRuntime:
         elif self.loaded:
             log.info("transaction state loaded: %d records, %d transactional ids",
                      self.records_loaded, len(self.core.txns))
+        self._complete_pending(partition)
+
+    def _complete_pending(self, partition: int) -> None:
         for completion in self.core.pending_completions():
             if self.core.partition_of(completion.transactional_id) == partition:
                 self._spawn(self._complete(completion))
@@ -254,7 +262,7 @@ class TxnRuntime:
         waits = []
         for r in records:
             completion = self.core.completion(r.transactional_id)
-            if completion is not None and r.transactional_id not in self._completing:
+            if completion is not None:
                 waits.append(self._complete(completion))
         if waits:
             await asyncio.gather(*waits)
@@ -264,11 +272,11 @@ class TxnRuntime:
     async def _complete(self, c: Completion) -> None:
         """Markers to every partition of the transaction, durable, then Complete*."""
         tid = c.transactional_id
-        if tid in self._completing:
-            return
         partition = self.core.partition_of(tid)
         epoch = self.epochs[partition]
-        self._completing.add(tid)
+        if self._completing.get(tid) == epoch:
+            return  # under way (one of an older epoch stops by itself)
+        self._completing[tid] = epoch
         try:
             if self.markers is not None:
                 # a cluster: to each partition's leader, this node included
@@ -293,7 +301,8 @@ class TxnRuntime:
                 if logs:
                     self._spawn(self._durable(logs))
         finally:
-            self._completing.discard(tid)
+            if self._completing.get(tid) == epoch:
+                del self._completing[tid]
 
     async def _write_markers(self, c: Completion) -> None:
         data_logs = []

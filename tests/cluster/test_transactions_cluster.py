@@ -24,7 +24,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 PARTITIONS = 2
 TOTAL = 400
 TXN_ID = "copier"
-GROUP = "copy"
 DEADLINE_S = 180.0
 
 
@@ -50,10 +49,11 @@ def bootstrap(cluster, nodes=None) -> str:
     return ",".join(f"127.0.0.1:{cluster.nodes[n].port}" for n in (nodes or cluster.running()))
 
 
-def txn_coordinator(cluster, via: int, txn_id: str):
-    """(node id, error code) FindCoordinator key type 1 answers on node `via`."""
+def txn_coordinator(cluster, via: int, key: str, key_type: int = 1):
+    """(node id, error code) FindCoordinator answers on node `via` (key type
+    1: a transactional id's coordinator, 0: a group's)."""
     with WireClient(cluster.nodes[via].port) as c:
-        r = c.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        r = c.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})
     [entry] = r["coordinators"]
     return entry["node_id"], entry["error_code"]
 
@@ -77,9 +77,9 @@ def read_all(bs: str, topic: str, isolation: str, expect: int, settle_s: float =
     return got
 
 
-def committed(bs: str) -> list[int]:
+def committed(bs: str, group: str) -> list[int]:
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bs, "group.id": GROUP, "isolation.level": "read_committed"})
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed"})
     try:
         got = c.committed([TopicPartition("in", p) for p in range(PARTITIONS)], timeout=30)
     finally:
@@ -92,10 +92,12 @@ def diagnose(cluster) -> str:
     lines = []
     for n, node in cluster.nodes.items():
         for line in node.log_lines:
+            if "Became" in line or "partition" in line and "loaded (" in line:
+                continue
             if any(w in line for w in ("txn", "transaction", "marker", "Traceback", "Error",
-                                       "error", "unloaded")):
+                                       "error", "unloaded", "WARN", "shard")):
                 lines.append(f"node {n}: {line}")
-    return "\n".join(lines[-80:])
+    return "\n".join(lines[-150:])
 
 
 class Copier(threading.Thread):
@@ -104,9 +106,9 @@ class Copier(threading.Thread):
     aborts and rewinds the consumer to the committed offsets, a fatal one
     starts a new producer (InitProducerId fences the old) and rewinds."""
 
-    def __init__(self, bs: str) -> None:
+    def __init__(self, bs: str, group: str) -> None:
         super().__init__(name="copier", daemon=True)
-        self.bs = bs
+        self.bs, self.group = bs, group
         self.done = threading.Event()
         self.txns = 0
         self.errors: list[str] = []
@@ -136,7 +138,7 @@ class Copier(threading.Thread):
 
     def _run(self) -> None:
         from confluent_kafka import OFFSET_STORED, Consumer, KafkaException, TopicPartition
-        consumer = Consumer({"bootstrap.servers": self.bs, "group.id": GROUP,
+        consumer = Consumer({"bootstrap.servers": self.bs, "group.id": self.group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest",
                              "topic.metadata.refresh.interval.ms": 1000})
@@ -220,12 +222,26 @@ def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     for i in range(TOTAL):
         inp.produce("in", value=b"v%05d" % i, partition=i % PARTITIONS)
     assert inp.flush(60) == 0
-    wait_until(lambda: txn_coordinator(cluster, 1, TXN_ID)[1] == Err.NONE,
-               "the copier's coordinator")
-    copier = Copier(bs)
+    victim, _ = wait_until(lambda: (found := txn_coordinator(cluster, 1, TXN_ID))[1]
+                           == Err.NONE and found, "the copier's coordinator")
+    # A group coordinated by another node: the node killed is the transaction
+    # coordinator.  (When confluent-kafka's group coordinator dies while
+    # send_offsets_to_transaction waits for it, librdkafka 2.16 was seen to
+    # block past the call's timeout; group coordinator failover is
+    # test_group_failover.py's.)
+    group = None
+    for i in range(200):
+        node, code = wait_until(lambda i=i: (found := txn_coordinator(
+            cluster, 1, f"copy-{i}", key_type=0))[1] == Err.NONE and found,
+            "a group coordinator")
+        if node != victim:
+            group = f"copy-{i}"
+            break
+    assert group is not None
+    copier = Copier(bs, group)
     copier.start()
     wait_until(lambda: copier.txns >= 5 or copier.done.is_set(), "the copier's first commits")
-    victim, _ = txn_coordinator(cluster, 1, TXN_ID)
+    assert txn_coordinator(cluster, 1, TXN_ID)[0] == victim
     txns_before = copier.txns
     os.kill(cluster.nodes[victim].proc.pid, signal.SIGKILL)
     cluster.nodes[victim].proc.wait(10)
@@ -236,13 +252,17 @@ def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     assert new in cluster.running()
     copier.join(DEADLINE_S + 30)
     assert copier.failure is None, (copier.failure, copier.errors)
-    assert copier.done.is_set(), ("the copier did not finish", copier.stage, copier.errors,
-                                  diagnose(cluster))
+    if not copier.done.is_set():
+        import sys
+        import traceback
+        frame = sys._current_frames().get(copier.ident)
+        where = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else "?"
+        print("STUCK", copier.stage, copier.errors, where, diagnose(cluster), sep="\n")
+    assert copier.done.is_set(), ("the copier did not finish", copier.stage, copier.errors)
     assert copier.txns > txns_before, "no transaction committed after the failover"
 
     survivors = bootstrap(cluster)
     out = read_all(survivors, "out", "read_committed", TOTAL)
     assert len(out) == len(set(out)) == TOTAL, (len(out), len(set(out)), copier.errors)
     assert sorted(out) == [b"v%05d" % i for i in range(TOTAL)]
-    assert committed(survivors) == [TOTAL // PARTITIONS] * PARTITIONS
-    print("DEBUG", victim, new, txns_before, copier.txns, copier.errors)
+    assert committed(survivors, group) == [TOTAL // PARTITIONS] * PARTITIONS
