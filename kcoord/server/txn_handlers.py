@@ -237,6 +237,10 @@ class TxnHandlers:
                 if topic is None or not 0 <= p < len(topic.partitions):
                     entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
                     continue
+                if isinstance(self.runtime.data._replicated(topic, p), int):
+                    # a cluster: only the partition's leader has its producer state
+                    entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
+                    continue
                 state = self.runtime.data.txn_state(topic.partitions[p])
                 entry["active_producers"] = [
                     {"producer_id": pid, "producer_epoch": e.epoch,
