@@ -105,6 +105,7 @@ class ShardRuntime(ShardLoader):
         self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
+        self.replayed_end = -1    # the log end the last load replayed up to
         self.compacted_upto = -1  # active segment base at the last compaction
 
     @property
@@ -138,12 +139,20 @@ class ShardRuntime(ShardLoader):
     async def _load(self) -> None:
         try:
             await self.replay_log()
+            # A replicated log may hold records above its high watermark (not
+            # acknowledged, possibly truncated later): serve nothing until
+            # they are committed (Kafka serves reads at the last committed
+            # offset); single node: no such wait.
+            committed = getattr(self.commit.sync, "replayed", None)
+            if committed is not None:
+                await committed(self.plog, self.replayed_end, self.epoch)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("shard %d: loading failed", self.index)
             self.state = FAILED
             self.core = None
+            self._load_task = None  # (wait_loaded waits for tasks under way only)
             return
         self.state = ACTIVE
         self._load_task = None

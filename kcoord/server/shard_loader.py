@@ -224,6 +224,7 @@ class ShardLoader:
         their shape or walked in place for their keys and values (after
         the CRC check); anything else goes through decode_batch."""
         start = time.monotonic()
+        self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
                 and await self._load_in_worker()):
             offset = self.plog.log_start_offset
