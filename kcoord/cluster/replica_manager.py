@@ -336,6 +336,8 @@ class ReplicatedDurability:
     disk).  A shard this node no longer leads reports an error, which fails
     the round's writes of that shard (the runtime answers them)."""
 
+    replicated = True  # the runtime enforces offsets.commit.timeout.ms on its rounds
+
     def __init__(self) -> None:
         self.manager: ReplicaManager | None = None
         self.closed = False

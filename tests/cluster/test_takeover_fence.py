@@ -51,6 +51,8 @@ class ClusterNode:
         self.config.update({"offsets.topic.num.partitions": 1,
                             "group.initial.rebalance.delay.ms": 0})
         self.catalogue = Catalogue(data_dir, self.config.values)
+        if self.catalogue.get("t") is None:
+            self.catalogue.create("t", 1, {})  # (the commits' topic; never replicated here)
         self.durability = ReplicatedDurability()
         self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
         self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
@@ -219,3 +221,63 @@ def test_single_node_durability_has_no_fence(tmp_path):
         asyncio.run(scenario())
     finally:
         n.close()
+
+
+def commit_req(group: str, offset: int) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": ""}]}]}
+
+
+def commit_code(response) -> int:
+    from kcoord.protocol.api import response_codec
+    if response.__class__ is bytes:
+        response, _ = response_codec(8, 8)[1](response, 0)
+    return response["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_a_commit_not_replicated_within_the_commit_timeout(tmp_path):
+    """offsets.commit.timeout.ms: a commit whose high-watermark wait outlasts it
+    is answered COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, which its
+    group coordinator answers so); the record stays in the log and commits
+    once the follower has it, without a second answer or a reload."""
+    node = ClusterNode(tmp_path)
+    node.runtime.commit.write_timeout = 0.2  # (as offsets.commit.timeout.ms=200)
+    try:
+        assert ReplicatedDurability.replicated
+
+        async def scenario():
+            node.manager.start()
+            node.state(ME, 1, 1)
+            await settle()
+            node.follower_fetched(node.plog.log_end_offset, 1)
+            await asyncio.wait_for(node.shard._load_task or asyncio.sleep(0), 10)
+            assert node.shard.state is ACTIVE
+            core = node.shard.core
+            reply = node.groups.offset_commit(ctx(8, 8), commit_req("g", 42))
+            assert commit_code(await answer(reply)) == Err.COORDINATOR_NOT_AVAILABLE
+            # the follower catches up: the write commits, quietly
+            node.follower_fetched(node.plog.log_end_offset, 1)
+            await settle()
+            assert node.shard.state is ACTIVE and node.shard.core is core
+            assert not node.shard._batches
+            assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 42})
+            await node.manager.stop()
+        asyncio.run(scenario())
+    finally:
+        node.close()
+
+
+def test_the_commit_timeout_is_read_from_the_config(tmp_path):
+    config = Config(data_dir=tmp_path)
+    config.update({"offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 1234})
+    catalogue = Catalogue(tmp_path, config.values)
+    try:
+        replicated = CoordinatorRuntime(catalogue, config, durability=ReplicatedDurability())
+        assert replicated.commit.write_timeout == 1.234
+        single = CoordinatorRuntime(catalogue, config)
+        assert single.commit.write_timeout is None  # single node: fsync, no timeout
+    finally:
+        catalogue.close()
