@@ -20,7 +20,8 @@ varies is when, against unloads, loads, timers and new requests.
 
 The schedule mixes JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic
 members, ConsumerGroupHeartbeat of KIP-848 members (join, heartbeat, leave),
-OffsetCommit (simple groups and members) and OffsetFetch, clock advances
+OffsetCommit (simple groups and members) and OffsetFetch, a subscribed topic
+created and deleted (a write on every active shard), clock advances
 (session and rebalance expiry), durability completing or failing, unload
 at any point (parked joins/syncs, writes in flight, reads behind them) and
 load again at the same or a newer epoch, and stale-epoch loads/unloads.
@@ -447,7 +448,8 @@ class Simulation:
         req = {"group_id": k.group, "member_id": k.member_id, "member_epoch": epoch,
                "instance_id": None, "rack_id": None,
                "rebalance_timeout_ms": REBALANCE_MS if joining else -1,
-               "subscribed_topic_names": ["t"] if joining or self.rng.random() < 0.2 else None,
+               "subscribed_topic_names": ["t", "u"] if joining or self.rng.random() < 0.2
+               else None,
                "subscribed_topic_regex": None, "server_assignor": None,
                "topic_partitions": [] if joining else k.owned}
 
@@ -575,8 +577,8 @@ class Simulation:
             event = self.rng.choices(
                 ["classic", "leave", "cg", "cg_leave", "commit", "fetch",
                  "advance", "durable", "fail", "fail_load", "replicate", "unload", "load",
-                 "stale"],
-                [24, 2, 10, 1, 12, 6, 8, 14, 1, 1, 6, 3, 6, 1])[0]
+                 "stale", "topic"],
+                [24, 2, 10, 1, 12, 6, 8, 14, 1, 1, 6, 3, 6, 1, 1])[0]
             self.trace.append(event)
             self.counts["step:" + event] = self.counts.get("step:" + event, 0) + 1
             self.do(event)
@@ -609,6 +611,12 @@ class Simulation:
         elif event == "fail":
             if self.durability.rounds:
                 self.in_loop(lambda: self.durability.fail(rng))
+        elif event == "topic":  # a topic the consumers subscribe to comes and goes (write_all)
+            catalogue = self.node.catalogue
+            if catalogue.get("u") is None:
+                self.in_loop(lambda: catalogue.create("u", rng.randint(1, 3), {}))
+            else:
+                self.in_loop(lambda: catalogue.delete("u"))
         elif event == "fail_load":
             self.in_loop(self.durability.fail_fence)
         elif event == "replicate":
