@@ -251,7 +251,8 @@ class ConsumerClient:
 
 
 class Simulation:
-    def __init__(self, seed: int, data_dir: Path, steps: int = 120) -> None:
+    def __init__(self, seed: int, data_dir: Path, steps: int = 120,
+                 shard_class: type = ShardRuntime) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.steps = steps
@@ -260,8 +261,13 @@ class Simulation:
         self._patch_clock()
         self.replicated = self.rng.random() < 0.5
         asyncio.set_event_loop(self.loop)
-        self.node = Node(data_dir, partitions=PARTITIONS,
-                         **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
+        # (a deliberately broken ShardRuntime, for the bench's check of the checks)
+        coordinator_runtime.ShardRuntime = shard_class
+        try:
+            self.node = Node(data_dir, partitions=PARTITIONS,
+                             **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
+        finally:
+            coordinator_runtime.ShardRuntime = ShardRuntime
         self.runtime = self.node.runtime
         self.durability = SimDurability(self.loop, self.replicated)
         self.runtime.commit.sync = self.durability
@@ -729,8 +735,9 @@ class Simulation:
         assert fresh.core.snapshot() == shard.core.snapshot(), "live state != replayed log"
 
 
-def run_seed(seed: int, data_dir: Path, steps: int = 120) -> Simulation:
-    sim = Simulation(seed, data_dir, steps)
+def run_seed(seed: int, data_dir: Path, steps: int = 120,
+             shard_class: type = ShardRuntime) -> Simulation:
+    sim = Simulation(seed, data_dir, steps, shard_class)
     try:
         sim.run()
     except AssertionError as exc:
