@@ -258,6 +258,9 @@ class Config:
                     raise ValueError(f"{key}: {value!r} is not one of {', '.join(choices)}")
         elif security_settings.is_security_key(key):
             value = raw  # checked as a whole in build_config: unimplemented is an error
+        elif key.startswith("etcd."):  # a misspelt one could leave a node out of its cluster
+            raise ValueError(f"{key}: unknown etcd setting (kcoord has etcd.endpoints, "
+                             f"etcd.prefix, etcd.lease.ttl.ms and etcd.ssl.*)")
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw
