@@ -8,7 +8,11 @@ tree:
                collector) over bench/load.py's shape: batches of 100 type-1
                commits, taken whole by the shape pattern
   load_mixed   the loader's scan over batches whose shapes vary record to
-               record (group ids of several lengths): the in-place walk
+               record (group ids of several lengths): the shape match
+               fails, then the in-place walk takes the batch
+  load_walk    load_mixed with the shape match turned off
+               (ShardLoader._match_batch answering False): the in-place
+               walk alone
   pipe_vec     the pipeline decoder (RecordBatchBuilder.add_chunk), column-wise
   pipe_loop    the same with vectorized=False: the per-record loop
   decode       records.decode_batch over every batch (the log's reader)
@@ -27,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-CASES = ["load_match", "load_mixed", "pipe_vec", "pipe_loop", "decode"]
+CASES = ["load_match", "load_mixed", "load_walk", "pipe_vec", "pipe_loop", "decode"]
 
 
 def _logs(records: int):
@@ -72,10 +76,12 @@ def _worker(records: int) -> dict:
     logs = _logs(records)
     out = {}
     for case in CASES:
-        buf, n = logs["mixed" if case == "load_mixed" else "match"]
+        buf, n = logs["mixed" if case in ("load_mixed", "load_walk") else "match"]
         t0 = time.process_time()
         if case.startswith("load"):
             scan = _WorkerScan()
+            if case == "load_walk":
+                scan._match_batch = lambda *a: False
             latest: dict = {}
             scan._scan_chunk(buf, latest, 0)
             scan._replay_latest(latest)
@@ -108,10 +114,13 @@ def main() -> None:
     for r in range(a.rounds):
         for t in (("before", "after") if r % 2 == 0 else ("after", "before")):
             env = dict(os.environ, PYTHONPATH=trees[t])
+            # This file's _worker (so both trees run the same cases) over the
+            # kcoord of tree t (first on sys.path).
             res = subprocess.run([sys.executable, "-c",
-                                  f"import json,sys; sys.path.insert(0, {trees['after']!r}); "
-                                  f"sys.path.insert(0, {trees[t]!r}); "
-                                  "import bench.record_reader as m; "
+                                  f"import json,sys; sys.path.insert(0, {trees[t]!r}); "
+                                  "import importlib.util as u; "
+                                  f"s = u.spec_from_file_location('rr', {str(Path(__file__).resolve())!r}); "
+                                  "m = u.module_from_spec(s); s.loader.exec_module(m); "
                                   f"print(json.dumps(m._worker({a.records})))"],
                                  env=env, cwd=trees[t], capture_output=True, text=True, check=True)
             for c, v in json.loads(res.stdout.strip().splitlines()[-1]).items():
