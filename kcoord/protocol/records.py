@@ -526,38 +526,10 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
                 pos += 2
             else:
                 nh, pos = slow(data, pos, 32)
-            headers = []
             if nh:
-                # Each header takes at least 2 bytes.
-                if nh < 0 or nh * 2 > rec_end - pos:
-                    raise CorruptRecordError(f"record header count {nh} out of range")
-                for _ in range(nh):
-                    b = data[pos]
-                    if b < 0x80:
-                        n = zz1[b]
-                        pos += 1
-                    else:
-                        n, pos = slow(data, pos, 32)
-                    if n < 0 or pos + n > rec_end:
-                        raise CorruptRecordError(f"record header key length {n} out of range")
-                    hk = data[pos:pos + n].decode("utf-8")
-                    pos += n
-                    b = data[pos]
-                    if b < 0x80:
-                        n = zz1[b]
-                        pos += 1
-                    else:
-                        n, pos = slow(data, pos, 32)
-                    if n < 0:
-                        if n != -1:
-                            raise CorruptRecordError(f"record header value length {n}")
-                        hv = None
-                    else:
-                        if pos + n > rec_end:
-                            raise CorruptRecordError("record header value overruns the record")
-                        hv = data[pos:pos + n]
-                        pos += n
-                    headers.append((hk, hv))
+                headers, pos = _read_headers(data, pos, rec_end, nh)
+            else:
+                headers = []
 
             # Kafka insists each record's length prefix is exact.
             if pos != rec_end:
@@ -569,8 +541,6 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
                 key, value, headers)))
     except IndexError:
         raise CorruptRecordError("record truncated") from None
-    except UnicodeDecodeError:
-        raise CorruptRecordError("record header key is not UTF-8") from None
     if pos != dlen:
         raise CorruptRecordError(f"{dlen - pos} bytes left over after {count} records")
     return out
@@ -675,30 +645,43 @@ def read_record_spans(data, count: int, pos: int = 0, end: int | None = None) ->
 def _check_headers(data, pos: int, rec_end: int, length: int) -> None:
     """read_records' checks of a record's headers, from its header count at
     pos, and of its length prefix: CorruptRecordError unless they hold."""
-    slow = _read_varint_slow
-    nh, pos = slow(data, pos, 32)
+    nh, pos = _read_varint_slow(data, pos, 32)
     if nh:
-        if nh < 0 or nh * 2 > rec_end - pos:
-            raise CorruptRecordError(f"record header count {nh} out of range")
-        for _ in range(nh):
-            n, pos = slow(data, pos, 32)
-            if n < 0 or pos + n > rec_end:
-                raise CorruptRecordError(f"record header key length {n} out of range")
-            try:
-                bytes(data[pos:pos + n]).decode("utf-8")
-            except UnicodeDecodeError:
-                raise CorruptRecordError("record header key is not UTF-8") from None
-            pos += n
-            n, pos = slow(data, pos, 32)
-            if n < -1:
-                raise CorruptRecordError(f"record header value length {n}")
-            if n > 0:
-                if pos + n > rec_end:
-                    raise CorruptRecordError("record header value overruns the record")
-                pos += n
+        _, pos = _read_headers(data, pos, rec_end, nh)
     if pos != rec_end:
         raise CorruptRecordError(
             f"record length says {length} bytes, fields take {length + pos - rec_end}")
+
+
+def _read_headers(data, pos: int, rec_end: int, nh: int):
+    """A record's nh headers from pos -> ([(key str, value bytes or None)],
+    position after them); each inside the record, keys UTF-8."""
+    # Each header takes at least 2 bytes.
+    if nh < 0 or nh * 2 > rec_end - pos:
+        raise CorruptRecordError(f"record header count {nh} out of range")
+    slow = _read_varint_slow
+    headers = []
+    for _ in range(nh):
+        n, pos = slow(data, pos, 32)
+        if n < 0 or pos + n > rec_end:
+            raise CorruptRecordError(f"record header key length {n} out of range")
+        try:
+            hk = bytes(data[pos:pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("record header key is not UTF-8") from None
+        pos += n
+        n, pos = slow(data, pos, 32)
+        if n < 0:
+            if n != -1:
+                raise CorruptRecordError(f"record header value length {n}")
+            hv = None
+        else:
+            if pos + n > rec_end:
+                raise CorruptRecordError("record header value overruns the record")
+            hv = data[pos:pos + n]
+            pos += n
+        headers.append((hk, hv))
+    return headers, pos
 
 
 # ------------------------------------------------------- one-shape sections
