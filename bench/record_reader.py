@@ -23,6 +23,7 @@ Figures are records per second of one process (median of the rounds).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -69,34 +70,37 @@ def _logs(records: int):
             "mixed": log(lambda g, tp: "g" * (5 + (g + tp) % 7) + str(g))}
 
 
-def _worker(records: int) -> dict:
+def _case(case: str, logs: dict) -> float:
+    """Records per CPU-second of one case (its objects die on return)."""
     from kcoord.pipeline.decode import RecordBatchBuilder
     from kcoord.protocol.records import decode_batch, iter_batches
     from kcoord.server.shard_loader import _WorkerScan
+    buf, n = logs["mixed" if case in ("load_mixed", "load_walk") else "match"]
+    gc.collect()  # each case starts from the same heap, whatever the one before left
+    t0 = time.process_time()
+    if case.startswith("load"):
+        scan = _WorkerScan()
+        if case == "load_walk":
+            scan._match_batch = lambda *a: False
+        latest: dict = {}
+        scan._scan_chunk(buf, latest, 0)
+        scan._replay_latest(latest)
+        assert scan.records_loaded == n, (scan.records_loaded, n)
+    elif case.startswith("pipe"):
+        b = RecordBatchBuilder(vectorized=case == "pipe_vec")
+        b.log_partition, b.segment = 0, 0
+        b.add_chunk(buf, 0)
+        assert len(b) == n, (len(b), n)
+        b.flush()
+    else:
+        got = sum(len(decode_batch(buf, pos)[1]) for pos, _ in iter_batches(buf))
+        assert got == n
+    return n / (time.process_time() - t0)
+
+
+def _worker(records: int) -> dict:
     logs = _logs(records)
-    out = {}
-    for case in CASES:
-        buf, n = logs["mixed" if case in ("load_mixed", "load_walk") else "match"]
-        t0 = time.process_time()
-        if case.startswith("load"):
-            scan = _WorkerScan()
-            if case == "load_walk":
-                scan._match_batch = lambda *a: False
-            latest: dict = {}
-            scan._scan_chunk(buf, latest, 0)
-            scan._replay_latest(latest)
-            assert scan.records_loaded == n, (scan.records_loaded, n)
-        elif case.startswith("pipe"):
-            b = RecordBatchBuilder(vectorized=case == "pipe_vec")
-            b.log_partition, b.segment = 0, 0
-            b.add_chunk(buf, 0)
-            assert len(b) == n, (len(b), n)
-            b.flush()
-        else:
-            got = sum(len(decode_batch(buf, pos)[1]) for pos, _ in iter_batches(buf))
-            assert got == n
-        out[case] = n / (time.process_time() - t0)
-    return out
+    return {case: _case(case, logs) for case in CASES}
 
 
 def main() -> None:
