@@ -121,6 +121,7 @@ class EtcdControlPlane:
                 self._notify(("topic", name))
         self._notify(("node", None))
         self._notify(("controller", None))
+        self._notify(("security", None))  # the whole set: a resync may have missed deletes
 
     async def _watch_loop(self) -> None:
         while True:

@@ -55,8 +55,12 @@ def as_topic_info(info) -> TopicInfo:
     return info if isinstance(info, TopicInfo) else TopicInfo(info[0], info[1])
 
 
-def compute_subscription_metadata(members, topics: Mapping[str, Any]) -> dict[str, TopicInfo]:
-    """The topics the members subscribe to (by name or regex) that exist in `topics`."""
+def compute_subscription_metadata(members, topics: Mapping[str, Any],
+                                  regex_allows: Callable[[str], bool] | None = None
+                                  ) -> dict[str, TopicInfo]:
+    """The topics the members subscribe to (by name or regex) that exist in
+    `topics`; a regex's matches only where `regex_allows` says so (the
+    authorizer's DESCRIBE filter: ConsumerGroupManager.regex_filter)."""
     names: set[str] = set()
     regexes: set[str] = set()
     for m in members:
@@ -70,7 +74,8 @@ def compute_subscription_metadata(members, topics: Mapping[str, Any]) -> dict[st
             out[n] = as_topic_info(info)
     for rx in sorted(regexes):
         for n in cg.regex_matches(rx, topics):
-            out[n] = as_topic_info(topics[n])
+            if regex_allows is None or regex_allows(n):
+                out[n] = as_topic_info(topics[n])
     return out
 
 
@@ -152,6 +157,12 @@ class ConsumerGroupManager:
         self.observer = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
+        # group -> (principal, client host) of its latest heartbeat, set by the
+        # server while an authorizer is on (config.topic_describable): whose
+        # DESCRIBE rights filter the group's regex matches, as Kafka 4.0
+        # filters a regex resolution with the context of the heartbeat that
+        # triggered it (in memory: after a load, see regex_filter)
+        self.regex_principals: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------- config
     @property
@@ -522,7 +533,8 @@ class ConsumerGroupManager:
         metadata = group.subscription_metadata
         if subscription_changed or group.metadata_refresh:
             after = self._members_after(group, updated, replaced)
-            metadata = compute_subscription_metadata(after.values(), self.topics)
+            metadata = compute_subscription_metadata(after.values(), self.topics,
+                                                     self.regex_filter(group))
             bump = subscription_changed
             if metadata != group.subscription_metadata:
                 records.append(cg.subscription_metadata_record(group_id, metadata))
@@ -553,6 +565,21 @@ class ConsumerGroupManager:
                 members[updated.member_id] = updated
         return members
 
+    def regex_filter(self, group: ConsumerGroup) -> Callable[[str], bool] | None:
+        """Which regex matches a resolution keeps: all without an authorizer;
+        with one, the topics the principal of the group's latest heartbeat may
+        DESCRIBE; and while that principal is unknown (a shard just loaded),
+        only the topics the group's persisted subscription already holds, so
+        nothing not yet authorized is assigned before a heartbeat says who."""
+        describable = getattr(self.config, "topic_describable", None)
+        if describable is None:
+            return None
+        who = self.regex_principals.get(group.group_id)
+        if who is None:
+            return group.subscription_metadata.__contains__
+        principal, host = who
+        return lambda topic: describable(principal, host, topic)
+
     # ------------------------------------------------------------- target assignment
     def preferred_assignor(self, members) -> str:
         counts: dict[str, int] = {}
@@ -574,13 +601,15 @@ class ConsumerGroupManager:
         assignor = self.preferred_assignor(members.values())
         partitions = {info[0]: info[1] for info in metadata.values()}
         subscription_cache: dict[tuple, frozenset] = {}
+        allows = self.regex_filter(group)
         specs: dict[str, MemberSpec] = {}
         for mid, m in members.items():
             key = (m.subscribed_topic_names, m.subscribed_topic_regex)
             subscribed = subscription_cache.get(key)
             if subscribed is None:
                 ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
-                ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)]
+                ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)
+                        if allows is None or allows(n)]
                 subscribed = subscription_cache[key] = frozenset(ids)
             current = group.target.get(mid)
             if current is None:
@@ -647,7 +676,8 @@ class ConsumerGroupManager:
                 return downgraded
         res = Result(records=cg.member_tombstones(gid, member.member_id))
         remaining = [m for m in group.members.values() if m.member_id != member.member_id]
-        metadata = compute_subscription_metadata(remaining, self.topics)
+        metadata = compute_subscription_metadata(remaining, self.topics,
+                                                 self.regex_filter(group))
         if metadata != group.subscription_metadata:
             res.records.append(cg.subscription_metadata_record(gid, metadata))
         res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
@@ -738,7 +768,8 @@ class ConsumerGroupManager:
         return res
 
     def _refresh(self, group: ConsumerGroup, records: list[Record]) -> None:
-        metadata = compute_subscription_metadata(group.members.values(), self.topics)
+        metadata = compute_subscription_metadata(group.members.values(), self.topics,
+                                                 self.regex_filter(group))
         group.metadata_refresh = False
         if metadata == group.subscription_metadata:
             return

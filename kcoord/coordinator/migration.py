@@ -551,7 +551,8 @@ class GroupMigration:
                               "error_code": Err.NONE})
         if left:
             remaining = [m for mid, m in group.members.items() if mid not in left]
-            metadata = compute_subscription_metadata(remaining, self.consumer.topics)
+            metadata = compute_subscription_metadata(remaining, self.consumer.topics,
+                                                     self.consumer.regex_filter(group))
             if metadata != group.subscription_metadata:
                 res.records.append(cg.subscription_metadata_record(gid, metadata))
             res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))

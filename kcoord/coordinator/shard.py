@@ -50,6 +50,10 @@ class CoordinatorConfig:
     consumer_group_migration_policy: str = "bidirectional"
     # per-group overrides of the two settings above (GROUP configs); the server keeps them
     group_overrides: GroupOverrides = field(default_factory=GroupOverrides)
+    # (principal, client host, topic) -> may it DESCRIBE the topic; set by the
+    # server when an authorizer is on: Kafka 4.0 resolves a regex subscription
+    # only to topics the heartbeat's principal may describe (KAFKA-18813)
+    topic_describable: Callable[[str, str, str], bool] | None = None
 
     @classmethod
     def from_values(cls, v: dict) -> "CoordinatorConfig":

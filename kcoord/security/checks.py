@@ -87,6 +87,10 @@ class Checks:
         return transactional_id is not None and self.allowed(
             ctx, op, R.TRANSACTIONAL_ID, transactional_id)
 
+    def topic_describable(self, principal: str, host: str, topic: str) -> bool:
+        """For the coordinator's regex resolution (CoordinatorConfig.topic_describable)."""
+        return self.az.authorize(principal, host, Op.DESCRIBE, R.TOPIC, topic)
+
     def topic_ops(self, ctx, name: str) -> int:
         return self.az.authorized_operations(ctx.principal, ctx.client_host, R.TOPIC, name)
 
@@ -112,9 +116,20 @@ def _super_users_only(checks: Checks, ctx, req, handler):
 
 
 # ------------------------------------------------------------ helpers
-def _merge_topics(response: dict, field: str, name_field: str, denied: list[dict]) -> dict:
+def _merge_topics(response: dict, field: str, denied: list[dict]) -> dict:
     response[field] = list(response.get(field) or []) + denied
     return response
+
+
+def _serve_allowed(ctx, req, handler, req_field: str, allowed: list, resp_field: str,
+                   errors: list[dict], **empty):
+    """The handler for the allowed items alone, the denied items' errors
+    joined to its response; nothing allowed: the errors alone, with `empty`'s
+    fields (no handler call)."""
+    if not allowed:
+        return {"throttle_time_ms": 0, **empty, resp_field: errors}
+    return then(ctx, handler(ctx, {**req, req_field: allowed}),
+                lambda r: _merge_topics(r, resp_field, errors))
 
 
 def _split(items: list, ok: Callable) -> tuple[list, list]:
@@ -141,10 +156,7 @@ def _produce(c: Checks, ctx, req, handler):
     if req["acks"] == 0:
         # Kafka closes the connection on any acks=0 error
         raise ConnectionAbortedError("acks=0 produce to a topic without WRITE permission")
-    if not ok:
-        return {"throttle_time_ms": 0, "responses": errors}
-    result = handler(ctx, {**req, "topic_data": ok})
-    return then(ctx, result, lambda r: _merge_topics(r, "responses", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topic_data", ok, "responses", errors)
 
 
 def _produce_errors(req, topics, code, _):
@@ -184,11 +196,8 @@ def _fetch(c: Checks, ctx, req, handler):
          "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
          "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
         for p in t["partitions"]]} for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "error_code": Err.NONE, "session_id": 0,
-                "responses": errors}
-    result = handler(ctx, {**req, "topics": ok})
-    return then(ctx, result, lambda r: _merge_topics(r, "responses", "topic", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "responses", errors,
+                          error_code=Err.NONE, session_id=0)
 
 
 # ------------------------------------------------------------ ListOffsets
@@ -201,10 +210,7 @@ def _list_offsets(c: Checks, ctx, req, handler):
         {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
          "timestamp": -1, "offset": -1, "leader_epoch": -1}
         for p in t["partitions"]]} for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 # --------------------------------------------------------------- Metadata
@@ -291,10 +297,7 @@ def _offset_commit(c: Checks, ctx, req, handler):
     if not denied:
         return handler(ctx, req)  # the hot path: the handler's own (pre-encoded) answer
     errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 # ------------------------------------------------------------- OffsetFetch
@@ -386,10 +389,7 @@ def _find_coordinator(c: Checks, ctx, req, handler):
         return handler(ctx, req)
     errors = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
                "error_message": None} for k in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "coordinators": errors}
-    return then(ctx, handler(ctx, {**req, "coordinator_keys": ok}),
-                lambda r: _merge_topics(r, "coordinators", "key", errors))
+    return _serve_allowed(ctx, req, handler, "coordinator_keys", ok, "coordinators", errors)
 
 
 # ----------------------------------------- Join/Heartbeat/Leave/Sync (READ)
@@ -496,10 +496,7 @@ def _delete_groups(c: Checks, ctx, req, handler):
     if not denied:
         return handler(ctx, req)
     errors = [{"group_id": g, "error_code": Err.GROUP_AUTHORIZATION_FAILED} for g in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "results": errors}
-    return then(ctx, handler(ctx, {**req, "groups_names": ok}),
-                lambda r: _merge_topics(r, "results", "group_id", errors))
+    return _serve_allowed(ctx, req, handler, "groups_names", ok, "results", errors)
 
 
 @rule(47)
@@ -511,10 +508,7 @@ def _offset_delete(c: Checks, ctx, req, handler):
     if not denied:
         return handler(ctx, req)
     errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
-    if not ok:
-        return {"error_code": Err.NONE, "throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors, error_code=Err.NONE)
 
 
 # ------------------------------------------------------------- topic admin
@@ -567,7 +561,7 @@ def _delete_topics(c: Checks, ctx, req, handler):
     if not ok:
         return {"throttle_time_ms": 0, "responses": errors}
     sub = {**req, "topics": ok} if v6 else {**req, "topic_names": [t["name"] for t in ok]}
-    return then(ctx, handler(ctx, sub), lambda r: _merge_topics(r, "responses", "name", errors))
+    return then(ctx, handler(ctx, sub), lambda r: _merge_topics(r, "responses", errors))
 
 
 @rule(37)
@@ -577,10 +571,7 @@ def _create_partitions(c: Checks, ctx, req, handler):
         return handler(ctx, req)
     errors = [{"name": t["name"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                "error_message": None} for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "results": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "results", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "results", errors)
 
 
 @rule(22)
@@ -617,10 +608,7 @@ def _config_rule(op: int, field: str):
                        None, Err.CLUSTER_AUTHORIZATION_FAILED))[1],
                    "error_message": None, "resource_type": r["resource_type"],
                    "resource_name": r["resource_name"], "configs": []} for r in denied]
-        if not allowed:
-            return {"throttle_time_ms": 0, field: errors}
-        return then(ctx, handler(ctx, {**req, "resources": allowed}),
-                    lambda r: _merge_topics(r, field, "resource_name", errors))
+        return _serve_allowed(ctx, req, handler, "resources", allowed, field, errors)
     return check
 
 
@@ -637,10 +625,7 @@ def _delete_records(c: Checks, ctx, req, handler):
     errors = [{"name": t["name"], "partitions": [
         {"partition_index": p["partition_index"], "low_watermark": -1,
          "error_code": Err.TOPIC_AUTHORIZATION_FAILED} for p in t["partitions"]]} for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 @rule(35)
@@ -714,10 +699,7 @@ def _offset_for_leader_epoch(c: Checks, ctx, req, handler):
     errors = [{"topic": t["topic"], "partitions": [
         {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "partition": p["partition"],
          "leader_epoch": -1, "end_offset": -1} for p in t["partitions"]]} for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "topic", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 # ------------------------------------------------------------ transactions
@@ -775,10 +757,7 @@ def _txn_offset_commit(c: Checks, ctx, req, handler):
     if not denied:
         return handler(ctx, req)
     errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 @rule(61)
@@ -790,10 +769,7 @@ def _describe_producers(c: Checks, ctx, req, handler):
         {"partition_index": p, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
          "error_message": None, "active_producers": []} for p in t["partition_indexes"]]}
         for t in denied]
-    if not ok:
-        return {"throttle_time_ms": 0, "topics": errors}
-    return then(ctx, handler(ctx, {**req, "topics": ok}),
-                lambda r: _merge_topics(r, "topics", "name", errors))
+    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
 
 
 @rule(65)

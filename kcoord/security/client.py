@@ -1,7 +1,8 @@
 """Client side of TLS and SASL, from Kafka client properties
 (security.protocol, ssl.truststore.*, ssl.keystore.* for mTLS,
 ssl.endpoint.identification.algorithm, sasl.mechanism, sasl.jaas.config
-or sasl.username/sasl.password): for the operator CLI (--command-config)
+or sasl.username/sasl.password; OAUTHBEARER with Kafka's unsecured login
+options in sasl.jaas.config: oauthbearer_login.py): for the operator CLI (--command-config)
 and for kcoord's own connections to other nodes (inter-broker)."""
 from __future__ import annotations
 
@@ -76,12 +77,41 @@ def credentials(props: dict) -> tuple[str, str]:
     return user, password
 
 
+def _oauthbearer_login(props: dict) -> tuple[str, bytes, str]:
+    """(principal, client first message, how to say the token was refused)
+    from sasl.jaas.config with Kafka's unsecured login options."""
+    from . import oauthbearer_login as oauth
+    for key in oauth.SECURED_LOGIN_KEYS:
+        if props.get(key):
+            raise SaslLoginError(f"{key}: OAUTHBEARER with a token endpoint / login callback "
+                                 f"is not supported by this client (only Kafka's unsecured "
+                                 f"login: sasl.jaas.config with unsecuredLogin* options)")
+    jaas = props.get("sasl.jaas.config")
+    if not jaas:
+        raise SaslLoginError('sasl.jaas.config (OAuthBearerLoginModule required '
+                             'unsecuredLoginStringClaim_sub="<principal>";) is required for '
+                             'OAUTHBEARER')
+    module, options = parse_jaas("sasl.jaas.config", jaas)
+    try:
+        token = oauth.unsecured_token(module, options)
+    except oauth.OAuthLoginError as exc:
+        raise SaslLoginError(str(exc)) from None
+    return (oauth.principal_of(token, options),
+            oauth.client_first_message(token, oauth.extensions(options)), token)
+
+
 def _login(props: dict):
     """The client side of a SASL login as a generator: it yields (api key,
     version, body) requests and is sent each response; returns the user.
     One exchange for the blocking and the asyncio drivers below."""
     mechanism = str(props.get("sasl.mechanism", "GSSAPI")).upper()
-    user, password = credentials(props)
+    if mechanism == "OAUTHBEARER":
+        user, first, _ = _oauthbearer_login(props)
+    elif mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        user, password = credentials(props)
+    else:
+        raise SaslLoginError(f"sasl.mechanism {mechanism} is not supported by this client "
+                             f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
     resp = yield SASL_HANDSHAKE, 1, {"mechanism": mechanism}
     if resp["error_code"] != Err.NONE:
         raise SaslLoginError(f"SASL mechanism {mechanism} not enabled on the broker "
@@ -102,9 +132,14 @@ def _login(props: dict):
         final = check((yield SASL_AUTHENTICATE, 1,
                        {"auth_bytes": c.get_client_final().encode()}))
         c.set_server_final(final.decode())  # checks the server's signature
-    else:
-        raise SaslLoginError(f"sasl.mechanism {mechanism} is not supported by this client "
-                             f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    else:  # OAUTHBEARER (RFC 7628)
+        challenge = check((yield SASL_AUTHENTICATE, 1, {"auth_bytes": first}))
+        if challenge:
+            # the token was refused: the server's JSON error, acknowledged with
+            # 0x01, is then answered with SASL_AUTHENTICATION_FAILED
+            final = yield SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x01"}
+            raise SaslLoginError(f"SASL authentication failed: OAUTHBEARER token refused: "
+                                 f"{final['error_message'] or challenge.decode(errors='replace')}")
     return user
 
 

@@ -51,7 +51,19 @@ class SecuritySetup:
                 return None if topic is None else topic.name
             self.checks.topic_name = name
 
+    def use_coordinator_config(self, core_config) -> None:
+        """With an authorizer, regex subscriptions resolve only to topics the
+        heartbeat's principal may DESCRIBE (Kafka 4.0)."""
+        if self.checks is not None:
+            core_config.topic_describable = self.checks.topic_describable
+
     def load(self) -> None:
+        if self.values.get("etcd.endpoints"):
+            # a cluster's credentials and ACLs are etcd's (kcoord/cluster/security_sync.py)
+            if self.store.log.load():
+                log.warning("%s is not used in a cluster (credentials and ACLs live in etcd): "
+                            "re-create them there", self.store.log.path)
+            return
         self.store.load()
 
     def install(self, dispatcher) -> None:

@@ -70,6 +70,7 @@ class Server:
             self.durability = ReplicatedDurability()
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
                                               durability=self.durability)
+        self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
         self.producer_ids = ProducerIds()
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -110,6 +111,8 @@ class Server:
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
+        # SCRAM credentials and ACLs through etcd, the same on every node
+        self.cluster.share_security(self.security.store, self.config.bootstrap_scram)
         # CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders through etcd
         self.dispatcher.register_handlers(self.cluster)
 

@@ -229,6 +229,8 @@ class Config:
     listeners: list = field(default_factory=list)
     # the keys set by --config/--set, as given: DescribeConfigs reports them as static
     static: dict[str, str] = field(default_factory=dict)
+    # `serve --add-scram` credential records a cluster node writes to etcd at start
+    bootstrap_scram: list = field(default_factory=list)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

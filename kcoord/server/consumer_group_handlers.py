@@ -52,7 +52,10 @@ def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Res
     (Three arguments, not five: fewer to pack and unpack per heartbeat.)"""
     client_id = ctx.client_id
     host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
-    steady = core.consumer.steady_heartbeat(req, client_id or "", host, now, topics)
+    consumer = core.consumer
+    if consumer.config.topic_describable is not None:  # an authorizer: who filters regexes
+        consumer.regex_principals[req["group_id"]] = (ctx.principal, ctx.client_host)
+    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics)
     if steady is not None:
         if steady[1] is None:
             return steady[0]

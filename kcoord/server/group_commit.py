@@ -48,6 +48,7 @@ class GroupCommit:
         self.sync = durability if durability is not None else ThreadedSync()
         self._queue: list["ShardRuntime"] = []
         self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
         self._in_flight = False
         self.rounds = 0  # rounds begun (metrics and tests)
 
@@ -57,12 +58,25 @@ class GroupCommit:
             self._scheduled = True
             loop = asyncio.get_running_loop()
             if self.linger > 0:
-                loop.call_later(self.linger, self._round)
+                self._timer = loop.call_later(self.linger, self._round)
             else:
                 loop.call_soon(self._round)
 
+    def hurry(self) -> None:
+        """Start the lingering round now (a transaction's steps wait on it one
+        after another, so the linger would be paid once per step; batching
+        with other writers matters less there).  A round under way is not
+        disturbed: the next one starts as soon as it is durable."""
+        if self._timer is not None and not self._in_flight:
+            self._timer.cancel()
+            self._timer = None
+            asyncio.get_running_loop().call_soon(self._round)
+
     def _round(self) -> None:
         self._scheduled = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._in_flight or not self._queue:
             return
         if self.sync.closed:  # stopping: write and fsync right here

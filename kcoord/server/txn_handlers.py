@@ -168,7 +168,10 @@ class TxnHandlers:
         def op(core, now):
             response, records = txn_offset_commit(core, req, version, now)
             return Result(records=records, response=response)
-        return self.groups.runtime.write(group_id, op, every)
+        answer = self.groups.runtime.write(group_id, op, every)
+        # the producer waits on this before EndTxn: no group-commit linger
+        self.groups.runtime.commit.hurry()
+        return answer
 
     # ----------------------------------------------------- describing state
     @serves("DescribeTransactions")

@@ -188,6 +188,8 @@ class TxnRuntime:
                 # a newer epoch already wrote there: this transaction is superseded
                 log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
                             index, code)
+        if shard_writes:
+            self.coordinator.commit.hurry()  # the transaction waits on it: no linger
         if data_logs:
             await self.sync.sync(data_logs)
         for fut in shard_writes:
