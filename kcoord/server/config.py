@@ -65,6 +65,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
     "http.listen": (str, ""),
+    # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
+    "http.burrow.cluster.name": (str, "local"),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -172,6 +174,10 @@ def check_consistency(values: dict) -> None:
                          "kcoord.assignors entry points installed")
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    name = values["http.burrow.cluster.name"]
+    if not name or not all(c.isalnum() or c in "._-" for c in name):
+        raise ValueError(f"http.burrow.cluster.name: {name!r} must be letters, digits, "
+                         f"'.', '_' or '-' (it is a URL path segment)")
     for endpoint in values["etcd.endpoints"]:
         host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
         if not sep or not host or not port.isdigit():
