@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             config = build_config(args.listen, args.data_dir, args.config, args.set)
             if args.add_scram:
                 from .security.store import add_scram
-                add_scram(config.data_dir, args.add_scram)
+                add_scram(config, args.add_scram)
         except ValueError as exc:
             return _startup_error(str(exc))
         except OSError as exc:

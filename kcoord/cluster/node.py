@@ -26,6 +26,7 @@ from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
 from ..protocol.api import serves
 from ..protocol.errors import Err
+from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
 from .state import NO_LEADER
 
@@ -49,6 +50,8 @@ class ClusterNode:
         # (entity type, name, overrides or None) -> None: applies etcd's dynamic broker and
         # group configs on this node (set by the server's config handlers)
         self.on_configs = None
+        self.security = None  # security_sync.EtcdSecurity once share_security is called
+        self._bootstrap_scram: list[dict] = []
         # the listener peers reach each other on, and the client properties
         # (TLS/SASL) for it; ValueError naming the key when they cannot log in
         from ..security.inter_broker import inter_broker_properties
@@ -69,12 +72,14 @@ class ClusterNode:
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
             cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"],
-            endpoints_by_listener=endpoints)
+            endpoints_by_listener=endpoints, tls=etcd_tls(cfg.values))
         if cfg["auto.leader.rebalance.enable"]:
             self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
         self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
         self.plane.view_listeners.append(self._on_change)
-        await self.plane.start()
+        await self.plane.start()  # its first read applied etcd's credentials and ACLs
+        if self.security is not None and self._bootstrap_scram:
+            await self.security.bootstrap(self._bootstrap_scram)
         for name in list(self.plane.view.topics):
             self._mirror_topic(name)
         if self.on_configs is not None:
@@ -84,6 +89,16 @@ class ClusterNode:
         if strays:
             log.warning("local topics not in the cluster's catalogue are not served: %s",
                         ", ".join(sorted(strays)))
+
+    def share_security(self, store, bootstrap_scram=()) -> None:
+        """SCRAM credentials and ACLs cluster-wide (security_sync.py): `store`
+        (what SASL and the authorizer read) writes to etcd and applies what
+        the watch delivers; `bootstrap_scram` (serve --add-scram) is stored
+        at start if etcd lacks it."""
+        from .security_sync import EtcdSecurity
+        self.security = EtcdSecurity(self, store)
+        store.backend = self.security.write
+        self._bootstrap_scram = list(bootstrap_scram)
 
     def follow_shards(self, runtime) -> None:
         """Load and unload the coordinator's shards as the leadership of
@@ -114,6 +129,8 @@ class ClusterNode:
             self._mirror_topic(what)
         elif kind == "configs" and self.on_configs is not None:
             self.on_configs(what[0], what[1], self.plane.view.configs.get(what))
+        elif kind == "security" and self.security is not None:
+            self.security.on_change(what)
 
     def _mirror_topic(self, name: str) -> None:
         """Make the local catalogue agree with etcd's record of `name`."""

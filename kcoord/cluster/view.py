@@ -13,6 +13,7 @@ ZooKeeper layout had it:
                                         last handled (a new lease = the node bounced)
     <prefix>/configs/<type>/<name>      {key: value}: dynamic broker ("" = cluster default,
                                         else a node id) and group config overrides
+    <prefix>/security/...               SCRAM credentials and ACLs (security_sync.py)
 A partition state's `version` is its key's mod revision (zkVersion's role)."""
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ class Keys:
         self.partitions = f"{self.prefix}/partitions/"
         self.incarnations = f"{self.prefix}/incarnations/"
         self.configs = f"{self.prefix}/configs/"
+        self.security = f"{self.prefix}/security/"
 
     def node(self, node_id: int) -> str:
         return f"{self.nodes}{node_id}"
@@ -124,6 +126,8 @@ class ClusterView:
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.configs: dict[tuple[str, str], dict] = {}  # (entity type, name) -> overrides
+        # security key -> (value, mod revision): applied by security_sync.py
+        self.security: dict[str, tuple[bytes, int]] = {}
         self.revision = 0  # etcd revision this view reflects
 
     # ------------------------------------------------------------ queries
@@ -199,6 +203,12 @@ class ClusterView:
             else:
                 self.configs[(entity_type, name)] = dict(json.loads(value))
             return ("configs", (entity_type, name))
+        if key.startswith(k.security):
+            if value is None:
+                self.security.pop(key, None)
+            else:
+                self.security[key] = (value, mod_revision)
+            return ("security", (key, value, mod_revision))
         if key.startswith(k.partitions):
             topic, _, index = key[len(k.partitions):].rpartition("/")
             p = int(index)

@@ -10,7 +10,7 @@ from ..protocol.api import serves
 from ..protocol.errors import Err
 from .acl import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission,
                   ResourceType, validate_binding)
-from .store import SCRAM_MECHANISM_CODES, SecurityStore, scram_record
+from .store import SCRAM_MECHANISM_CODES, SecurityStore, StoreUnavailable, scram_record
 
 SCRAM_MAX_ITERATIONS = 16384
 SCRAM_MIN_ITERATIONS = 4096
@@ -21,6 +21,15 @@ class SecurityAdmin:
         self.store = store
         self.enabled = enabled  # an authorizer is configured
         self.authorizer = store.authorizer
+
+    async def _store(self, records: list[dict]) -> str | None:
+        """Write; None once stored, else why not (in a cluster etcd may not
+        answer: the results then carry REQUEST_TIMED_OUT, never NONE)."""
+        try:
+            await self.store.write(records)
+        except StoreUnavailable as exc:
+            return str(exc)
+        return None
 
     def _may(self, ctx, op: int) -> bool:
         if not self.enabled:
@@ -101,7 +110,11 @@ class SecurityAdmin:
             results.append({"error_code": Err.NONE, "error_message": None})
             if acl not in self.authorizer.acls:  # re-creating an ACL is a no-op
                 records.append({"type": "acl", "acl": acl.to_record()})
-        await self.store.write(records)
+        failed = await self._store(records)
+        if failed is not None:
+            results = [r if r["error_code"] else
+                       {"error_code": Err.REQUEST_TIMED_OUT, "error_message": failed}
+                       for r in results]
         return {"throttle_time_ms": 0, "results": results}
 
     @serves("DeleteAcls")
@@ -130,7 +143,11 @@ class SecurityAdmin:
                  "resource_name": a.name, "pattern_type": a.pattern_type,
                  "principal": a.principal, "host": a.host, "operation": a.operation,
                  "permission_type": a.permission} for a in matched]})
-        await self.store.write(records)
+        failed = await self._store(records)
+        if failed is not None:
+            results = [r if r["error_code"] else
+                       {"error_code": Err.REQUEST_TIMED_OUT, "error_message": failed,
+                        "matching_acls": []} for r in results]
         return {"throttle_time_ms": 0, "filter_results": results}
 
     # ------------------------------------------------------------ SCRAM
@@ -214,8 +231,12 @@ class SecurityAdmin:
             else:
                 records[name].append(scram_record(name, mech, bytes(u["salt"]),
                                                   bytes(u["salted_password"]), u["iterations"]))
-        await self.store.write([r for user, rs in records.items() if user not in errors
-                                for r in rs])
+        failed = await self._store([r for user, rs in records.items() if user not in errors
+                                    for r in rs])
+        if failed is not None:
+            for user, rs in records.items():
+                if rs and user not in errors:
+                    errors[user] = (Err.REQUEST_TIMED_OUT, failed)
         return {"throttle_time_ms": 0, "results": [
             {"user": u, "error_code": errors.get(u, (Err.NONE, None))[0],
              "error_message": errors.get(u, (Err.NONE, None))[1]} for u in users]}

@@ -58,6 +58,12 @@ class SecuritySetup:
             core_config.topic_describable = self.checks.topic_describable
 
     def load(self) -> None:
+        if self.values.get("etcd.endpoints"):
+            # a cluster's credentials and ACLs are etcd's (kcoord/cluster/security_sync.py)
+            if self.store.log.load():
+                log.warning("%s is not used in a cluster (credentials and ACLs live in etcd): "
+                            "re-create them there", self.store.log.path)
+            return
         self.store.load()
 
     def install(self, dispatcher) -> None:

@@ -39,9 +39,17 @@ def scram_record_from_password(user: str, mechanism: str, password: str,
                         salted_password(mechanism, password, salt, iterations), iterations)
 
 
+class StoreUnavailable(Exception):
+    """The cluster's shared store (etcd) did not accept a change: the client
+    gets an error, never an answer that it was stored."""
+
+
 class SecurityStore:
     def __init__(self, data_dir: Path, authorizer: Authorizer | None = None) -> None:
         self.log = MetadataLog(data_dir)
+        # in a cluster: async callable(records) that stores them in etcd and
+        # applies them (kcoord/cluster/security_sync.py); None: the local log
+        self.backend = None
         self.scram: dict[tuple[str, str], tuple[bytes, bytes, bytes, int]] = {}
         # ACLs are kept (and replayed) even when no authorizer is configured,
         # so turning the authorizer on later finds them
@@ -80,6 +88,9 @@ class SecurityStore:
         if not records:
             return
         async with self._lock:
+            if self.backend is not None:
+                await self.backend(records)
+                return
             await asyncio.to_thread(self.log.append, records)
             for r in records:
                 self.replay(r)
@@ -130,8 +141,12 @@ def parse_add_scram(spec: str) -> dict:
     return scram_record_from_password(name, mech, fields["password"], iterations, salt)
 
 
-def add_scram(data_dir: Path, specs: list[str]) -> None:
-    """`kcoord serve --add-scram SPEC`: store credentials before serving."""
+def add_scram(config, specs: list[str]) -> None:
+    """`kcoord serve --add-scram SPEC`: store credentials before serving; in
+    a cluster they go to etcd once the node joined (if absent there), so the
+    config carries them to the server."""
     records = [parse_add_scram(spec) for spec in specs]
-    store = SecurityStore(data_dir)
-    store.write_now(records)
+    if config["etcd.endpoints"]:
+        config.bootstrap_scram = records
+        return
+    SecurityStore(config.data_dir).write_now(records)

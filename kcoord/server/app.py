@@ -111,6 +111,8 @@ class Server:
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
+        # SCRAM credentials and ACLs through etcd, the same on every node
+        self.cluster.share_security(self.security.store, self.config.bootstrap_scram)
         # CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders through etcd
         self.dispatcher.register_handlers(self.cluster)
 
@@ -166,7 +168,8 @@ class Server:
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
-                                     ["%s:%d" % self.config.advertised])
+                                     ["%s:%d" % self.config.advertised],
+                                     self.config["http.burrow.cluster.name"])
             try:
                 await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
             except OSError as exc:
