@@ -105,6 +105,7 @@ class ShardRuntime(ShardLoader):
         self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
+        self.replayed_end = -1    # the log end the last load replayed up to
         self.compacted_upto = -1  # active segment base at the last compaction
 
     @property
@@ -138,12 +139,20 @@ class ShardRuntime(ShardLoader):
     async def _load(self) -> None:
         try:
             await self.replay_log()
+            # A replicated log may hold records above its high watermark (not
+            # acknowledged, possibly truncated later): serve nothing until
+            # they are committed (Kafka serves reads at the last committed
+            # offset); single node: no such wait.
+            committed = getattr(self.commit.sync, "replayed", None)
+            if committed is not None:
+                await committed(self.plog, self.replayed_end, self.epoch)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("shard %d: loading failed", self.index)
             self.state = FAILED
             self.core = None
+            self._load_task = None  # (wait_loaded waits for tasks under way only)
             return
         self.state = ACTIVE
         self._load_task = None
@@ -340,6 +349,27 @@ class ShardRuntime(ShardLoader):
             if answer is not _PARKED and not reply.done():
                 reply.set_result(answer)
 
+    def time_out(self, batch: _Batch) -> None:
+        """The batch was not durable within offsets.commit.timeout.ms: answer
+        its requests COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, whose
+        REQUEST_TIMED_OUT the group coordinator answers so).  The batch stays
+        in flight: it is in the log and may still commit, and its release
+        then answers nothing twice."""
+        if batch.dropped:
+            return
+        code = Err.COORDINATOR_NOT_AVAILABLE
+        parked = self.parked
+        for reply, answer, error, replies in batch.waiters:
+            for token, _ in replies or ():
+                fail = parked.pop(token, None)
+                if fail is not None:
+                    _answer(token, fail(code))
+            if reply is None or error is None:  # internal writes: wait for the outcome
+                continue
+            if answer is _PARKED:
+                parked.pop(reply, None)
+            _answer(reply, error(code))
+
     def _failed(self) -> None:
         # Everything not yet durable was computed from memory that is ahead of
         # the log: it fails, and the shard reloads from its log.
@@ -441,6 +471,8 @@ class CoordinatorRuntime:
         linger = config["group.coordinator.append.linger.ms"]
         # one group commit for every shard
         self.commit = GroupCommit(linger, durability, metrics=metrics)
+        if getattr(durability, "replicated", False):
+            self.commit.write_timeout = config["offsets.commit.timeout.ms"] / 1000.0
         self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
