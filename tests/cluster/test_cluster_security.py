@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
+import subprocess
+import sys
+import time
 
 import aetcd
 
+from kcoord.cluster.etcd_server import free_port
 from kcoord.security.sasl_mechanisms import salted_password
 from tests.clients.wire import WireClient, create_topic, metadata
 from tests.cluster.support import Cluster, wait_until
@@ -131,8 +136,8 @@ def test_credentials_and_acls_are_the_same_on_every_node(etcd, tmp_path):
         cluster.nodes[2].stop()
         cluster.nodes[2].ports.clear()
         cluster.nodes[2].start()
-        wait_until(lambda: topic_error(cluster, 2, "alice", "alice-secret", "orders") == 0,
-                   "alice to read orders on the restarted node 2", timeout=30)
+        # it accepts connections only once it has read etcd: no wait needed
+        assert topic_error(cluster, 2, "alice", "alice-secret", "orders") == 0
 
         # an ACL deleted on node 2: node 1 denies; a credential deleted on node 2: no login on 1
         with admin(cluster, 2) as c:
@@ -159,3 +164,33 @@ def test_credentials_and_acls_are_the_same_on_every_node(etcd, tmp_path):
             assert with_upsert["error_code"] != 0, with_upsert
     finally:
         cluster.stop()
+
+
+def test_a_node_accepts_connections_only_once_it_joined(tmp_path):
+    """Bound (its ports are logged and registered) but not accepting while
+    etcd is unreachable: a client is refused (and retries) rather than
+    authenticated or authorized against credentials and ACLs not read yet."""
+    dead = free_port()  # nothing listens there
+    cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
+           "--data-dir", str(tmp_path / "node"), "--set", "node.id=1",
+           "--set", f"etcd.endpoints=127.0.0.1:{dead}"]
+    for key, value in SETTINGS.items():
+        cmd += ["--set", f"{key}={value}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ports = []
+        deadline = time.monotonic() + 60
+        while len(ports) < 2:
+            line = proc.stderr.readline()
+            assert line and time.monotonic() < deadline, "no listener lines"
+            if "kcoord listener " in line:
+                ports.append(int(line.rsplit(":", 1)[1]))
+        for port in ports:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            except ConnectionRefusedError:
+                continue
+            raise AssertionError(f"port {port} accepted a connection before the node joined")
+    finally:
+        proc.kill()
+        proc.wait(10)
