@@ -72,12 +72,20 @@ class _Batch:
     """Records of one shard waiting to be appended, then to be durable, and
     the requests answered once they are: entries of (reply, answer, error,
     replies to other parked requests)."""
-    __slots__ = ("records", "waiters", "dropped")
+    __slots__ = ("records", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.waiters: list[tuple] = []
         self.dropped = False
+        self.timeout: asyncio.TimerHandle | None = None  # offsets.commit.timeout.ms
+
+    def drop(self) -> None:
+        """Answered for good (released, failed or dropped)."""
+        self.dropped = True
+        if self.timeout is not None:
+            self.timeout.cancel()
+            self.timeout = None
 
 
 class ShardRuntime(ShardLoader):
@@ -287,6 +295,10 @@ class ShardRuntime(ShardLoader):
         if batch is None:
             batch = self._pending = _Batch()
             self._batches.append(batch)
+            timeout = self.commit.write_timeout
+            if timeout is not None:
+                batch.timeout = asyncio.get_running_loop().call_later(
+                    timeout, self.time_out, batch)
         batch.records += records
         if not self._queued:
             self._queued = True
@@ -339,7 +351,7 @@ class ShardRuntime(ShardLoader):
             self._failed()
             return
         self._batches.remove(batch)
-        batch.dropped = True
+        batch.drop()
         parked = self.parked
         for reply, answer, _, replies in reversed(batch.waiters):
             if replies:
@@ -350,11 +362,14 @@ class ShardRuntime(ShardLoader):
                 reply.set_result(answer)
 
     def time_out(self, batch: _Batch) -> None:
-        """The batch was not durable within offsets.commit.timeout.ms: answer
-        its requests COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, whose
+        """The batch is not durable offsets.commit.timeout.ms after its first
+        write (appended and waiting for the high watermark, or still waiting
+        for its round behind one that is): answer its requests
+        COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, whose
         REQUEST_TIMED_OUT the group coordinator answers so).  The batch stays
-        in flight: it is in the log and may still commit, and its release
-        then answers nothing twice."""
+        queued or in flight: it may still commit, and its release then
+        answers nothing twice."""
+        batch.timeout = None
         if batch.dropped:
             return
         code = Err.COORDINATOR_NOT_AVAILABLE
@@ -379,7 +394,7 @@ class ShardRuntime(ShardLoader):
         self.reload()
 
     def _fail_batch(self, batch: _Batch, code: int) -> None:
-        batch.dropped = True
+        batch.drop()
         parked = self.parked
         for reply, answer, error, replies in batch.waiters:
             for token, _ in replies or ():

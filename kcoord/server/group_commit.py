@@ -53,11 +53,10 @@ class GroupCommit:
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight = False
-        # offsets.commit.timeout.ms (seconds) when set (replicated): a round
-        # not durable by then answers its requests COORDINATOR_NOT_AVAILABLE
-        # (the writes stay in the log and may still commit, as in Kafka)
+        # offsets.commit.timeout.ms (seconds) when set (replicated): a shard's
+        # batch not durable that long after its first write answers its
+        # requests COORDINATOR_NOT_AVAILABLE (ShardRuntime.time_out)
         self.write_timeout: float | None = None
-        self._timeout: asyncio.TimerHandle | None = None
         self.rounds = 0  # rounds begun (metrics and tests)
 
     def add(self, shard: "ShardRuntime") -> None:
@@ -103,21 +102,10 @@ class GroupCommit:
         self.rounds += 1
         if self.metrics is not None:
             self._sync_started = time.perf_counter()
-        if self.write_timeout is not None:
-            self._timeout = asyncio.get_running_loop().call_later(
-                self.write_timeout, self._timed_out, jobs)
         self.sync.sync([job[0].plog for job in jobs], lambda errors: self._synced(jobs, errors))
-
-    def _timed_out(self, jobs: list) -> None:
-        self._timeout = None
-        for shard, batch in jobs:
-            shard.time_out(batch)
 
     def _synced(self, jobs: list, errors: list) -> None:
         self._in_flight = False
-        if self._timeout is not None:
-            self._timeout.cancel()
-            self._timeout = None
         if self.metrics is not None:
             self.metrics.synced(time.perf_counter() - self._sync_started)
         # What was written meanwhile has waited long enough: its round starts

@@ -11,8 +11,8 @@ group-commit round until the schedule completes it, late, or fails it with
 an I/O error (the shard reloads) or lost leadership (the shard unloads).  In
 "replicated" schedules it also models a high watermark that the schedule
 moves on its own: a round completes only once the watermark passes what it
-appended (a round held past offsets.commit.timeout.ms answers its requests
-COORDINATOR_NOT_AVAILABLE and completes later quietly), and a shard that
+appended (a write not durable offsets.commit.timeout.ms after it was made
+answers COORDINATOR_NOT_AVAILABLE and completes later quietly), and a shard that
 loads stays COORDINATOR_LOAD_IN_PROGRESS until the watermark reaches the
 end of the log it replayed (the takeover fence).  One round is in flight
 at a time (the group commit's rule), so rounds complete in order; what
