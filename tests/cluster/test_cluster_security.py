@@ -194,3 +194,44 @@ def test_a_node_accepts_connections_only_once_it_joined(tmp_path):
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_scram_inter_broker_login_with_one_bootstrapped_credential(etcd, tmp_path):
+    """Replication over a SCRAM-SHA-256 inter-broker listener: the broker's
+    credential is bootstrapped once (every node runs the same --add-scram)
+    and every node verifies its peers' logins against it."""
+    from kcoord.protocol.errors import Err
+    from kcoord.protocol.records import build_batch
+    from tests.clients.wire import produce
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": MECH, "sasl.mechanism.inter.broker.protocol": MECH,
+        "listener.name.internal.scram-sha-256.sasl.jaas.config":
+            f'{scram} username="broker" password="broker-secret";',
+        "replica.fetch.wait.max.ms": "100",
+    }
+    cluster = Cluster(etcd, tmp_path, nodes=2, settings=settings)
+    for node in cluster.nodes.values():
+        node.extra_args = ["--add-scram", f"{MECH}=[name=broker,password=broker-secret]"]
+    cluster.start()
+    try:
+        with admin(cluster, 1) as c:
+            [created] = c.request(19, 7, {"topics": [{
+                "name": "replicated", "num_partitions": 1, "replication_factor": 2,
+                "assignments": [], "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
+                "timeout_ms": 30000, "validate_only": False})["topics"]
+            assert created["error_code"] == 0, created
+
+        def leader():
+            [t] = cluster.metadata(1, ["replicated"])["topics"]
+            p = t["partitions"][0] if t["partitions"] else None
+            return p is not None and len(p["isr_nodes"]) == 2 and p["leader_id"]
+        leader_id = wait_until(leader, "two in-sync replicas")
+        with admin(cluster, leader_id) as c:  # acks=all needs the follower's SCRAM fetches
+            wait_until(lambda: produce(c, "replicated", 0, build_batch([(b"k", b"v", [], 1)]),
+                                       acks=-1)["error_code"] == Err.NONE, "an acks=all write")
+    finally:
+        cluster.stop()
