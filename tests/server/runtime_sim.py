@@ -421,6 +421,8 @@ class Simulation:
                 c.synced = False
             if code == Err.UNKNOWN_MEMBER_ID:
                 c.member_id, c.generation = "", -1
+            elif code in (Err.REBALANCE_IN_PROGRESS, Err.ILLEGAL_GENERATION) and not c.busy:
+                c.generation = -1  # rejoin (with its member id)
         self.issue("heartbeat", c.group, lambda: self.groups.heartbeat(ctx(12, 4), req),
                    on_answer=on_answer)
 
@@ -610,7 +612,7 @@ class Simulation:
         elif event == "fetch":
             self.fetch()
         elif event == "advance":
-            self.loop.advance(rng.choice([100, 1000, 3000, 8000, 12_000, 25_000]))
+            self.loop.advance(rng.choice([100, 500, 1000, 1000, 2000, 3000, 8000, 12_000, 25_000]))
         elif event == "durable":
             if self.durability.completable():
                 self.in_loop(self.durability.complete)
