@@ -66,6 +66,8 @@ from kcoord.protocol.records import (BATCH_HEADER, BATCH_HEADER_FIELDS, COMPRESS
                                      TRANSACTIONAL, ZIGZAG1, header_struct, read_records,
                                      read_varint, read_varlong)
 
+from kcoord.log.scan import segment_headers
+
 from .schema import RECORD_FIELDS, arrow_schema
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -1201,20 +1203,10 @@ def _peek_len(buf, pos: int) -> int:
 def segment_end(path, start_position: int = 0, start_offset: int | None = None):
     """Walk batch headers only: -> (next offset, file position after the last whole batch)."""
     next_offset = start_offset if start_offset is not None else int(Path(path).stem)
-    pos = start_position
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        while size - pos >= HEADER_SIZE:
-            fh.seek(pos)
-            head = fh.read(HEADER_SIZE)
-            if len(head) < HEADER_SIZE:
-                break
-            h = BATCH_HEADER.unpack(head)
-            if h[1] < MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
-                break
-            next_offset = h[0] + h[6] + 1
-            pos += LOG_OVERHEAD + h[1]
-    return next_offset, pos
+    end = start_position
+    for pos, h in segment_headers(path, start_position):
+        next_offset, end = h.next_offset, pos + h.size
+    return next_offset, end
 
 
 def read_partition(partition_dir, log_partition: int, **kw):

@@ -16,17 +16,13 @@ index, and the batch holding each offset is read with one pread.
 from __future__ import annotations
 
 import bisect
-import os
 from pathlib import Path
 
-from kcoord.protocol.records import (CONTROL, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH,
-                                     TIMESTAMP_TYPE_LOG_APPEND, decode_batch, header_struct,
-                                     iter_batches)
+from kcoord.log.scan import segment_headers
+from kcoord.protocol.records import CONTROL, TIMESTAMP_TYPE_LOG_APPEND, decode_batch, iter_batches
 
 PART_BYTES = 16 << 10
 PER_REQUEST = 500
-_HEAD = header_struct("base_offset", "batch_length", "last_offset_delta")
-_HEAD_BYTES = _HEAD.size  # the header up to the last offset delta
 
 
 def first_timestamp(data, offset: int) -> tuple[int | None, int | None]:
@@ -126,17 +122,9 @@ class _PartitionIndex:
         self.lasts: list[int] = []
         self.where: list[tuple[str, int, int]] = []  # (path, position, size)
         for _, path in segment_files(directory):
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                pos = 0
-                while size - pos >= HEADER_SIZE:
-                    fh.seek(pos)
-                    base, length, lod = _HEAD.unpack(fh.read(_HEAD_BYTES))
-                    if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > size:
-                        break
-                    self.lasts.append(base + lod)
-                    self.where.append((str(path), pos, LOG_OVERHEAD + length))
-                    pos += LOG_OVERHEAD + length
+            for pos, h in segment_headers(path):
+                self.lasts.append(h.last_offset)
+                self.where.append((str(path), pos, h.size))
 
     def first_timestamp(self, offset: int) -> int | None:
         i = bisect.bisect_left(self.lasts, offset)

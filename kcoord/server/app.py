@@ -142,7 +142,11 @@ class Server:
             try:
                 server = await loop.create_server(
                     self.security.protocol_factory(lsn, connection),
-                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024,
+                    # a cluster node binds first (it registers its ports) but accepts only
+                    # once joined: before, it would refuse SCRAM users and deny by ACL
+                    # (etcd's not read yet), which clients take as fatal
+                    start_serving=self.cluster is None)
             except OSError as exc:
                 for bound in self._servers:
                     bound.close()
@@ -165,6 +169,8 @@ class Server:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
             self._start_replication()
+            for server in self._servers:
+                await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,

@@ -169,6 +169,7 @@ class ShardLoader:
         fast path (uniform_records), any other through read_record_spans
         (keys and values read in place; a compressed batch decompressed)."""
         start = time.monotonic()
+        self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
                 and await self._load_in_worker()):
             offset = self.plog.log_start_offset
@@ -283,13 +284,8 @@ class ShardLoader:
             return
         records = []
         for key, value in what:
-            try:
-                record = decode_record(key, value)
-            except ProtocolError as exc:
-                self.load_errors += 1
-                log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
-                continue
-            if record.type in (0, 1):
+            record = self._decode(key, value)
+            if record is not None and record.type in (0, 1):
                 records.append(record)
         self.core.replay(txn_offset_batch(pid, epoch, records))
         self.records_loaded += len(records)
@@ -304,13 +300,10 @@ class ShardLoader:
                 rtype, value, earlier = entry
                 commits = ((rtype, value),) if earlier is None else (earlier, (rtype, value))
             for rtype, value in commits:
-                try:
-                    record = (_decode_commit(rtype, key, value)
-                              or decode_record(COMMIT_KEY_PREFIX[rtype] + key, value))
-                except ProtocolError as exc:
-                    self.load_errors += 1
-                    self.records_loaded -= 1
-                    log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                record = (_decode_commit(rtype, key, value)
+                          or self._decode(COMMIT_KEY_PREFIX[rtype] + key, value))
+                if record is None:
+                    self.records_loaded -= 1  # counted when taken
                     continue
                 replay(record)
         latest.clear()
@@ -319,16 +312,21 @@ class ShardLoader:
         if key is None:
             self.load_errors += 1
             return
-        try:
-            record = decode_record(key, value)
-        except ProtocolError as exc:
-            self.load_errors += 1
-            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
-            return
-        if record.type not in RECORD_TYPES:
+        record = self._decode(key, value)
+        if record is None or record.type not in RECORD_TYPES:
             return
         self.core.replay(record)
         self.records_loaded += 1
+
+    def _decode(self, key: bytes, value: bytes | None) -> Record | None:
+        """decode_record, or None for an undecodable record (counted in
+        load_errors and logged: the load goes on without it)."""
+        try:
+            return decode_record(key, value)
+        except ProtocolError as exc:
+            self.load_errors += 1
+            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+            return None
 
 
 class _WorkerScan(_Collector, ShardLoader):
