@@ -632,7 +632,8 @@ class Simulation:
         elif event == "load":
             # mostly a shard that is not loaded; sometimes a newer epoch of a loaded one
             idle = [s.index for s in self.runtime.shards if s.state in (NOT_OWNED, FAILED)]
-            self.load(rng.choice(idle) if idle and rng.random() < 0.8 else rng.randrange(PARTITIONS))
+            pick = rng.choice(idle) if idle and rng.random() < 0.8 else rng.randrange(PARTITIONS)
+            self.load(pick)
         elif event == "stale":
             self.stale(rng.randrange(PARTITIONS))
 
@@ -649,7 +650,8 @@ class Simulation:
     def settle_fences(self) -> None:
         if self.replicated:
             for shard in self.runtime.shards:
-                self.in_loop(lambda s=shard: self.durability.replicate(s.plog, s.plog.log_end_offset))
+                plog = shard.plog
+                self.in_loop(lambda: self.durability.replicate(plog, plog.log_end_offset))
             self.loop.run_idle()
 
     def quiesce(self) -> None:
@@ -685,7 +687,7 @@ class Simulation:
             # core) stays in flight: the fetch behind it waited until it was durable
             assert code == Err.NONE or core is not commit_core or (
                 code == Err.COORDINATOR_NOT_AVAILABLE and self.replicated), \
-                f"a fetch showed commit {offset}, which failed ({error_code('commit', commit.value)})"
+                f"a fetch showed commit {offset}, which failed ({code})"
         for r in self.requests:
             assert r.answers <= 1
         for shard in self.runtime.shards:
