@@ -8,7 +8,11 @@ tree:
                collector) over bench/load.py's shape: batches of 100 type-1
                commits, taken whole by the shape pattern
   load_mixed   the loader's scan over batches whose shapes vary record to
-               record (group ids of several lengths): the in-place walk
+               record (group ids of several lengths): the shape match
+               fails, then the in-place walk takes the batch
+  load_walk    load_mixed with the shape match turned off
+               (ShardLoader._match_batch answering False): the in-place
+               walk alone
   pipe_vec     the pipeline decoder (RecordBatchBuilder.add_chunk), column-wise
   pipe_loop    the same with vectorized=False: the per-record loop
   decode       records.decode_batch over every batch (the log's reader)
@@ -19,6 +23,7 @@ Figures are records per second of one process (median of the rounds).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -27,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-CASES = ["load_match", "load_mixed", "pipe_vec", "pipe_loop", "decode"]
+CASES = ["load_match", "load_mixed", "load_walk", "pipe_vec", "pipe_loop", "decode"]
 
 
 def _logs(records: int):
@@ -65,32 +70,37 @@ def _logs(records: int):
             "mixed": log(lambda g, tp: "g" * (5 + (g + tp) % 7) + str(g))}
 
 
-def _worker(records: int) -> dict:
+def _case(case: str, logs: dict) -> float:
+    """Records per CPU-second of one case (its objects die on return)."""
     from kcoord.pipeline.decode import RecordBatchBuilder
     from kcoord.protocol.records import decode_batch, iter_batches
     from kcoord.server.shard_loader import _WorkerScan
+    buf, n = logs["mixed" if case in ("load_mixed", "load_walk") else "match"]
+    gc.collect()  # each case starts from the same heap, whatever the one before left
+    t0 = time.process_time()
+    if case.startswith("load"):
+        scan = _WorkerScan()
+        if case == "load_walk":
+            scan._match_batch = lambda *a: False
+        latest: dict = {}
+        scan._scan_chunk(buf, latest, 0)
+        scan._replay_latest(latest)
+        assert scan.records_loaded == n, (scan.records_loaded, n)
+    elif case.startswith("pipe"):
+        b = RecordBatchBuilder(vectorized=case == "pipe_vec")
+        b.log_partition, b.segment = 0, 0
+        b.add_chunk(buf, 0)
+        assert len(b) == n, (len(b), n)
+        b.flush()
+    else:
+        got = sum(len(decode_batch(buf, pos)[1]) for pos, _ in iter_batches(buf))
+        assert got == n
+    return n / (time.process_time() - t0)
+
+
+def _worker(records: int) -> dict:
     logs = _logs(records)
-    out = {}
-    for case in CASES:
-        buf, n = logs["mixed" if case == "load_mixed" else "match"]
-        t0 = time.process_time()
-        if case.startswith("load"):
-            scan = _WorkerScan()
-            latest: dict = {}
-            scan._scan_chunk(buf, latest, 0)
-            scan._replay_latest(latest)
-            assert scan.records_loaded == n, (scan.records_loaded, n)
-        elif case.startswith("pipe"):
-            b = RecordBatchBuilder(vectorized=case == "pipe_vec")
-            b.log_partition, b.segment = 0, 0
-            b.add_chunk(buf, 0)
-            assert len(b) == n, (len(b), n)
-            b.flush()
-        else:
-            got = sum(len(decode_batch(buf, pos)[1]) for pos, _ in iter_batches(buf))
-            assert got == n
-        out[case] = n / (time.process_time() - t0)
-    return out
+    return {case: _case(case, logs) for case in CASES}
 
 
 def main() -> None:
@@ -108,10 +118,13 @@ def main() -> None:
     for r in range(a.rounds):
         for t in (("before", "after") if r % 2 == 0 else ("after", "before")):
             env = dict(os.environ, PYTHONPATH=trees[t])
+            # This file's _worker (so both trees run the same cases) over the
+            # kcoord of tree t (first on sys.path).
             res = subprocess.run([sys.executable, "-c",
-                                  f"import json,sys; sys.path.insert(0, {trees['after']!r}); "
-                                  f"sys.path.insert(0, {trees[t]!r}); "
-                                  "import bench.record_reader as m; "
+                                  f"import json,sys; sys.path.insert(0, {trees[t]!r}); "
+                                  "import importlib.util as u; "
+                                  f"s = u.spec_from_file_location('rr', {str(Path(__file__).resolve())!r}); "
+                                  "m = u.module_from_spec(s); s.loader.exec_module(m); "
                                   f"print(json.dumps(m._worker({a.records})))"],
                                  env=env, cwd=trees[t], capture_output=True, text=True, check=True)
             for c, v in json.loads(res.stdout.strip().splitlines()[-1]).items():

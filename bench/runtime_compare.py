@@ -16,6 +16,7 @@ records the load average, and the figures are medians over the runs.
 RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
 (no load or pipeline data generated) and writes
 bench/results/runtime_compare_<names>.md/json instead.
+RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ WORKLOADS = {
 def run(args) -> dict:
     if not (BASE_TREE / "kcoord").is_dir():
         raise SystemExit(f"no base tree at {BASE_TREE} (git worktree add {BASE_TREE} <commit>)")
-    reps = 2 if args.quick else 3
+    reps = int(os.environ.get("RUNTIME_COMPARE_REPS") or (2 if args.quick else 3))
     only = [w for w in os.environ.get("RUNTIME_COMPARE_ONLY", "").split(",") if w]
     if only:
         return run_only(only, reps, args)

@@ -22,7 +22,7 @@ from ..protocol.messages.consumer_protocol import decode_assignment
 from ..protocol.messages.coordinator_records import decode_record_key, decode_record_value
 from ..protocol.records import decode_batch, iter_batches
 
-CLUSTER = "local"
+CLUSTER = "local"  # the default name (http.burrow.cluster.name)
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA = 2
 READ_CHUNK = 1 << 20
@@ -76,7 +76,8 @@ class BurrowView:
 
     def __init__(self, shards, catalogue, servers: list[str], intervals: int =
                  burrow.DEFAULT_INTERVALS, refresh_ms: int = burrow.DEFAULT_REFRESH_MS,
-                 allowed_lag: int = 0) -> None:
+                 allowed_lag: int = 0, cluster: str = CLUSTER) -> None:
+        self.cluster = cluster  # the one cluster name the /v3/kafka routes answer to
         self.shards = shards
         self.catalogue = catalogue
         self.servers = servers
@@ -237,7 +238,7 @@ class BurrowView:
                 maxlag = r
         for r in rows:
             del r["_code"]
-        return {"cluster": CLUSTER, "group": group, "status": burrow.STATUS_NAMES[code],
+        return {"cluster": self.cluster, "group": group, "status": burrow.STATUS_NAMES[code],
                 "complete": sum(1 for r in rows if r["complete"] == 1.0) / len(rows),
                 "partitions": rows, "partition_count": len(rows), "maxlag": maxlag,
                 "totallag": sum(r["current_lag"] for r in rows)}

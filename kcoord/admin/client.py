@@ -20,10 +20,11 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from pathlib import Path
 from typing import Any, Callable
 
+from ..protocol import client_config
 from ..protocol.api import APIS, request_codec, response_codec
+from ..protocol.client_config import ClientConfigError
 from ..protocol.errors import Err
 from ..protocol.headers import decode_response_header, encode_request_header
 from ..protocol.sock_io import recv_exact
@@ -50,23 +51,13 @@ def error_name(code: int) -> str:
 
 
 def read_properties(path: str | None) -> dict[str, str]:
-    """Java-properties subset: key=value or key: value, # and ! comments."""
+    """A client properties file (protocol/client_config.py); {} without one."""
     if not path:
         return {}
-    out: dict[str, str] = {}
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise AdminError(f"cannot read --command-config {path}: {exc.strerror}") from None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        seps = [i for i in (line.find("="), line.find(":")) if i >= 0]
-        if not seps:
-            raise AdminError(f"{path}: not a key=value line: {line!r}")
-        out[line[:min(seps)].strip()] = line[min(seps) + 1:].strip()
-    return out
+        return client_config.read_properties(path)
+    except ClientConfigError as exc:
+        raise AdminError(str(exc)) from None
 
 
 def plaintext_connect(host: str, port: int, properties: dict, timeout: float):
@@ -160,19 +151,13 @@ class AdminClient:
                  timeout_ms: int = 30000) -> None:
         self.properties = dict(properties or {})
         self.timeout = timeout_ms / 1000.0
-        self.bootstrap = [self._hostport(item) for item in bootstrap.split(",") if item.strip()]
-        if not self.bootstrap:
-            raise AdminError("--bootstrap-server is empty")
+        try:
+            self.bootstrap = client_config.parse_bootstrap(bootstrap)
+        except ClientConfigError as exc:
+            raise AdminError(f"--bootstrap-server: {exc}") from None
         self._by_node: dict[int, KafkaConnection] = {}
         self._by_address: dict[tuple[str, int], KafkaConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
-
-    @staticmethod
-    def _hostport(item: str) -> tuple[str, int]:
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not port.isdigit():
-            raise AdminError(f"bad bootstrap server {item!r}: expected HOST:PORT")
-        return host.strip("[]"), int(port)
 
     # -------------------------------------------------------- connections
     def _connect(self, address: tuple[str, int]) -> KafkaConnection:

@@ -28,12 +28,13 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
 
 
 class HttpEndpoint:
-    def __init__(self, shards, catalogue, metrics: ServerMetrics, kafka_servers: list[str]) -> None:
+    def __init__(self, shards, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
+                 burrow_cluster: str = CLUSTER) -> None:
         self.shards = shards
         self.catalogue = catalogue
         self.metrics = metrics
         self.registry = make_registry(shards, catalogue, metrics)
-        self.burrow = BurrowView(shards, catalogue, kafka_servers)
+        self.burrow = BurrowView(shards, catalogue, kafka_servers, cluster=burrow_cluster)
         self.times = RecordTimes()
         self._server: asyncio.base_events.Server | None = None
         self.host = ""
@@ -123,8 +124,8 @@ class HttpEndpoint:
             return error(404, "invalid request type")
         rest = parts[2:]
         if not rest:
-            return ok("cluster list returned", clusters=[CLUSTER])
-        if rest[0] != CLUSTER:
+            return ok("cluster list returned", clusters=[self.burrow.cluster])
+        if rest[0] != self.burrow.cluster:
             return error(404, "cluster not found")
         rest = rest[1:]
         if not rest:

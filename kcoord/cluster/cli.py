@@ -29,6 +29,14 @@ def add_parser(sub) -> None:
                     help="etcd's client port (default: a free one)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override passed to every node (repeatable)")
+    up.add_argument("--etcd-cert-file", metavar="PEM",
+                    help="serve etcd's client port over TLS with this certificate "
+                         "(with --etcd-key-file); nodes get etcd.ssl.client.enable=true")
+    up.add_argument("--etcd-key-file", metavar="PEM", help="the private key of --etcd-cert-file")
+    up.add_argument("--etcd-trusted-ca-file", metavar="PEM",
+                    help="etcd accepts only clients with a certificate this CA signed "
+                         "(--client-cert-auth); nodes trust it as etcd.ssl.truststore.location "
+                         "and need etcd.ssl.keystore.location (--set)")
     status = csub.add_parser("status", help="nodes, controller and partition leaders and ISRs")
     status.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     status.add_argument("--under-replicated", action="store_true",
@@ -37,8 +45,20 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     if args.cluster_command == "up":
+        from .etcd_server import EtcdServerTls
+        if bool(args.etcd_cert_file) != bool(args.etcd_key_file) or \
+                (args.etcd_trusted_ca_file and not args.etcd_cert_file):
+            print("kcoord cluster up: --etcd-cert-file and --etcd-key-file go together "
+                  "(and --etcd-trusted-ca-file needs them)", file=sys.stderr)
+            return 2
+        tls = None
+        if args.etcd_cert_file:
+            ca = args.etcd_trusted_ca_file
+            tls = EtcdServerTls(Path(args.etcd_cert_file).resolve(),
+                                Path(args.etcd_key_file).resolve(),
+                                Path(ca).resolve() if ca else None)
         return cluster_up(Path(args.data_dir), args.nodes, args.base_port, args.etcd_port,
-                          args.set)
+                          args.set, tls)
     return cluster_status(args.bootstrap_server, args.under_replicated)
 
 
@@ -52,7 +72,7 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
-               overrides: list[str]) -> int:
+               overrides: list[str], tls=None) -> int:
     from .etcd_server import EtcdServer
     if nodes < 1:
         print("kcoord cluster up: --nodes must be at least 1", file=sys.stderr)
@@ -71,7 +91,7 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
     signal.signal(signal.SIGINT, on_signal)
 
     try:
-        etcd = EtcdServer(data_dir / "etcd", client_port=etcd_port).start()
+        etcd = EtcdServer(data_dir / "etcd", client_port=etcd_port, tls=tls).start()
     except (OSError, RuntimeError) as exc:
         print(f"kcoord cluster up: {exc}", file=sys.stderr)
         return 1
@@ -83,6 +103,10 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
             cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", f"127.0.0.1:{port}",
                    "--data-dir", str(node_dir), "--set", f"node.id={node_id}",
                    "--set", f"etcd.endpoints={etcd.endpoint}"]
+            if tls is not None:  # before the overrides: a --set of the same key wins
+                cmd += ["--set", "etcd.ssl.client.enable=true"]
+                if tls.trusted_ca_file is not None:
+                    cmd += ["--set", f"etcd.ssl.truststore.location={tls.trusted_ca_file}"]
             for item in overrides:
                 cmd += ["--set", item]
             log = open(data_dir / f"node-{node_id}.log", "ab")

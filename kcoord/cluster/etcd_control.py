@@ -27,14 +27,15 @@ log = logging.getLogger("kcoord.cluster")
 
 class EtcdControlPlane:
     def __init__(self, node_id: int, host: str, port: int, endpoints, prefix: str = "/kcoord",
-                 lease_ttl_ms: int = 2000, unclean: bool = False, endpoints_by_listener=()) -> None:
+                 lease_ttl_ms: int = 2000, unclean: bool = False, endpoints_by_listener=(),
+                 tls=None) -> None:
         self.node_id = node_id
         self.host, self.port = host, port
         # (listener name, host, port) of every advertised listener, registered with the node
         self.endpoints = tuple(endpoints_by_listener)
         self.keys = Keys(prefix)
         self.view = ClusterView(self.keys)
-        self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms)
+        self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms, tls)
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
         self.unclean = unclean

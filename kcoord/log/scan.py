@@ -7,19 +7,15 @@ parsed here; records are never decoded.
 from __future__ import annotations
 
 import os
-import struct
 from typing import Iterator, NamedTuple
 
 from kcoord.protocol.errors import CorruptRecordError
-from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, read_batch_header
+from kcoord.protocol.records import (HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, header_struct,
+                                     read_batch_header)
 
 from .errors import CorruptSegmentError
 
-# Smallest legal batchLength: the header after the length field, no records.
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-# In a v2 batch, batchLength (int32) follows baseOffset (int64).
-_BATCH_LENGTH = struct.Struct(">i")
-_BATCH_LENGTH_AT = 8
+_BATCH_LENGTH = header_struct("batch_length")  # from the batch start
 
 
 class FileBatch(NamedTuple):
@@ -79,12 +75,26 @@ def file_batches(fd: int, start: int, end: int, *, bodies: bool,
         pos += size
 
 
+def segment_headers(path, start: int = 0):
+    """(file position, BatchHeader) of each whole batch of a segment file
+    from `start`, stopping quietly at the first torn or malformed one (where
+    a recovery would cut the log): the readers' header walk over a log they
+    do not own (the lag pipeline)."""
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        try:
+            for batch in file_batches(fd, start, os.fstat(fd).st_size, bodies=False):
+                yield batch.position, batch.header
+        except CorruptSegmentError:
+            return
+
+
 def whole_batches_prefix(buf) -> int:
     """Length of the longest prefix of buf made of whole batches.  Used on
     the read path over trusted data, so only batchLength is looked at."""
     end, n = 0, len(buf)
     while n - end >= HEADER_SIZE:
-        size = LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(buf, end + _BATCH_LENGTH_AT)[0]
+        size = LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(buf, end)[0]
         if end + size > n:
             break
         end += size

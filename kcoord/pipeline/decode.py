@@ -60,9 +60,13 @@ from kcoord.protocol.messages.coordinator_records import (
     decode_record_key,
     decode_record_value,
 )
-from kcoord.protocol.records import (BATCH_HEADER, CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2,
-                                     MIN_BATCH_LENGTH, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL,
-                                     ZIGZAG1, read_records)
+from kcoord.protocol.records import (BATCH_HEADER, BATCH_HEADER_FIELDS, COMPRESSION_MASK, CONTROL,
+                                     CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2,
+                                     MIN_BATCH_LENGTH, RECORDS_OFFSET, TIMESTAMP_TYPE_LOG_APPEND,
+                                     TRANSACTIONAL, ZIGZAG1, header_struct, read_records,
+                                     read_varint, read_varlong)
+
+from kcoord.log.scan import segment_headers
 
 from .schema import RECORD_FIELDS, arrow_schema
 
@@ -77,13 +81,11 @@ _V3_DTYPE = np.dtype([("version", ">i2"), ("offset", ">i8"), ("leader_epoch", ">
 assert _V3_DTYPE.itemsize == 24
 
 # The batch walk reads base offset, batch length, magic, CRC and last offset delta.
-_WALK = struct.Struct(">qi4xbI2xi")
-# A whole batch header, for numpy to read at every batch start at once.
-_BATCH_HEAD = np.dtype([("base_offset", ">i8"), ("length", ">i4"), ("leader_epoch", ">i4"),
-                        ("magic", "i1"), ("crc", ">u4"), ("attributes", ">i2"),
-                        ("last_offset_delta", ">i4"), ("base_timestamp", ">i8"),
-                        ("max_timestamp", ">i8"), ("producer_id", ">i8"),
-                        ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("count", ">i4")])
+_WALK = header_struct("base_offset", "batch_length", "magic", "crc", "last_offset_delta")
+# The whole batch header (the protocol's layout), for numpy to read at every
+# batch start at once.
+_NP_TYPE = {"q": ">i8", "i": ">i4", "h": ">i2", "b": "i1", "I": ">u4"}
+_BATCH_HEAD = np.dtype([(name, _NP_TYPE[code]) for name, code in BATCH_HEADER_FIELDS])
 assert _BATCH_HEAD.itemsize == HEADER_SIZE
 # What add_chunk does with a batch.
 _FAST, _PLAIN, _GENERAL, _BAD_CRC = 0, 1, 2, 3
@@ -93,10 +95,6 @@ _FAST_MAX_COUNT = 64
 
 DEFAULT_CHUNK_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 1 << 17
-
-
-class _Corrupt(Exception):
-    """Record structure inside a batch that cannot be right."""
 
 
 # ------------------------------------------------------------------ files
@@ -325,13 +323,13 @@ class RecordBatchBuilder:
     def add_batch(self, buf, pos: int, h, *, verify_crc: bool = True) -> None:
         """Decode the batch at buf[pos:] whose header tuple is h (its length already checked)."""
         end = pos + LOG_OVERHEAD + h[1]
-        if verify_crc and _crc32c(memoryview(buf)[pos + 21:end]) != h[4]:
+        if verify_crc and _crc32c(memoryview(buf)[pos + CRC_START:end]) != h[4]:
             self.add_error("crc_mismatch",
                            f"batch at offset {h[0]} (log partition {self.log_partition}, segment "
                            f"{self.segment}) fails its CRC", offset=h[0], timestamp=h[8])
             return
         attrs = h[5]
-        codec = attrs & 7
+        codec = attrs & COMPRESSION_MASK
         try:
             if codec:
                 data = decompress(codec, memoryview(buf)[pos + HEADER_SIZE:end])
@@ -351,7 +349,7 @@ class RecordBatchBuilder:
                 self._control_records(data, h, start_rows)
             else:
                 self._records(data, h, start_rows)
-        except (_Corrupt, IndexError) as exc:
+        except (CorruptRecordError, IndexError) as exc:
             # Drop whatever this batch added: the batch as a whole is unreadable.
             self._rollback(start_rows)
             self.add_error("corrupt_batch", f"batch at offset {h[0]}: {exc or 'record truncated'}",
@@ -413,12 +411,12 @@ class RecordBatchBuilder:
         crc_ok: list[bool] = []
         crc_append = crc_ok.append
         why = "more"
-        while stop - pos >= 61:  # HEADER_SIZE
+        while stop - pos >= HEADER_SIZE:
             base_off, blen, magic, stored, lod = head(buf, pos)
-            if blen < 49 or magic != 2 or lod < 0:  # minimum length, magic v2
+            if blen < MIN_BATCH_LENGTH or magic != MAGIC_V2 or lod < 0:
                 why = "corrupt"
                 break
-            end = pos + 12 + blen  # LOG_OVERHEAD + batch length
+            end = pos + LOG_OVERHEAD + blen
             if end > stop:
                 break
             if base_off > max_offset:
@@ -427,26 +425,27 @@ class RecordBatchBuilder:
             if base_off + lod >= min_offset:
                 starts_append(pos)
                 if verify_crc:
-                    crc_append(crc(mv[pos + 21:end]) == stored)
+                    crc_append(crc(mv[pos + CRC_START:end]) == stored)
             pos = end
         if not starts:
             return pos, why
         n = len(starts)
         where = np.array(starts, dtype=np.int64)
-        heads = np.ndarray(shape=(stop - 60,), dtype=_BATCH_HEAD, buffer=buf, strides=(1,))[where]
+        heads = np.ndarray(shape=(stop - HEADER_SIZE + 1,), dtype=_BATCH_HEAD, buffer=buf,
+                           strides=(1,))[where]
         attrs = heads["attributes"].astype(np.int64)
-        count = heads["count"].astype(np.int64)
+        count = heads["records_count"].astype(np.int64)
         code = np.full(n, _PLAIN, dtype=np.int8)
         bad_crc = ~np.array(crc_ok, dtype=bool) if verify_crc else np.zeros(n, dtype=bool)
-        general = (attrs & 0x27) != 0  # compressed or control
+        general = (attrs & (CONTROL | COMPRESSION_MASK)) != 0
         code[general] = _GENERAL
         code[bad_crc] = _BAD_CRC
         rows = None
         if self.vectorized:
             cand = np.flatnonzero((code == _PLAIN) & (count >= 1) & (count <= _FAST_MAX_COUNT))
             if cand.size:
-                ends = where[cand] + 12 + heads["length"][cand].astype(np.int64)
-                fast = self._parse_fast(buf, where[cand] + 61, ends, count[cand])
+                ends = where[cand] + LOG_OVERHEAD + heads["batch_length"][cand].astype(np.int64)
+                fast = self._parse_fast(buf, where[cand] + RECORDS_OFFSET, ends, count[cand])
                 code[cand[fast[0]]] = _FAST
                 rows = self._fast_rows(buf, fast, cand, heads)
         # Batches in log order: runs of parsed batches in bulk, the others one by one.
@@ -611,7 +610,7 @@ class RecordBatchBuilder:
         index = np.arange(len(kid), dtype=np.int64) - np.repeat(first[:-1], counts)
         h = heads[cand]
         attrs = h["attributes"].astype(np.int64)
-        log_append = (attrs & 0x08) != 0
+        log_append = (attrs & TIMESTAMP_TYPE_LOG_APPEND) != 0
         off_rows = np.flatnonzero(off_delta != index)
         ts_rows = np.flatnonzero((ts_delta != 0) & ~np.repeat(log_append, counts))
         block = np.empty((len(cand), 5), dtype=np.int64)
@@ -619,7 +618,7 @@ class RecordBatchBuilder:
         block[:, 1] = h["base_offset"]
         block[:, 2] = np.where(log_append, h["max_timestamp"], h["base_timestamp"])
         block[:, 3] = h["producer_id"]
-        block[:, 4] = (attrs & 0x10) != 0  # transactional
+        block[:, 4] = (attrs & TRANSACTIONAL) != 0
         return {
             "cand": cand, "first": first, "block": block,
             "kids": kid.astype(np.int32), "vkind": np.where(tomb, 0, 1).astype(np.int8),
@@ -665,7 +664,7 @@ class RecordBatchBuilder:
                              h[9], 1 if attrs & TRANSACTIONAL else 0))
         try:
             self._records_in(buf, pos + HEADER_SIZE, pos + LOG_OVERHEAD + h[1], h, row)
-        except (_Corrupt, IndexError) as exc:
+        except (CorruptRecordError, IndexError) as exc:
             self._rollback(row)
             self.add_error("corrupt_batch",
                            f"batch at offset {base_off}: {exc or 'record truncated'}",
@@ -685,10 +684,10 @@ class RecordBatchBuilder:
         which a reader handing back every field cannot do as cheaply."""
         count = h[12]
         if count < 0 or count * 7 > end - pos:
-            raise _Corrupt(f"record count {count} impossible for {end - pos} bytes")
+            raise CorruptRecordError(f"record count {count} impossible for {end - pos} bytes")
         log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
         zz1 = ZIGZAG1
-        varint = _varint
+        varint = read_varint
         ckeys_get = self._ckeys.get
         kids_append = self.kids.append
         vkind_append = self.vkind.append
@@ -715,7 +714,7 @@ class RecordBatchBuilder:
                     ts_delta = zz1[b]
                     pos += 2
                 else:
-                    ts_delta, pos = varint(data, pos + 1)
+                    ts_delta, pos = read_varlong(data, pos + 1)
                 if not log_append:
                     ts_exc.append((row + i, ts_delta))
             b = data[pos]
@@ -746,27 +745,27 @@ class RecordBatchBuilder:
             self._general_record(data, pos, rec_end, length, row + i, end)
             pos = rec_end
         if pos != end:
-            raise _Corrupt(f"{end - pos} bytes left over after {count} records")
+            raise CorruptRecordError(f"{end - pos} bytes left over after {count} records")
 
     def _general_record(self, data: bytes, pos: int, rec_end: int, length: int, row: int,
                         limit: int | None = None) -> None:
         """Any record the fast path does not take: parse key and value in full."""
         if length < 6 or rec_end > (len(data) if limit is None else limit):
-            raise _Corrupt(f"record length {length} out of range")
+            raise CorruptRecordError(f"record length {length} out of range")
         kstart = pos
-        n, pos = _varint(data, pos)
+        n, pos = read_varint(data, pos)
         if n >= 0:
             key = data[pos:pos + n]
             pos += n
         else:
             key = None
         raw_key = data[kstart:pos]
-        vlen, pos = _varint(data, pos)
+        vlen, pos = read_varint(data, pos)
         vstart = pos
         if vlen > 0:
             pos += vlen
         if pos >= rec_end:
-            raise _Corrupt("record fields overrun the record")
+            raise CorruptRecordError("record fields overrun the record")
         no_headers = data[pos] == 0 and pos + 1 == rec_end
         if not no_headers:
             _skip_headers(data, pos, rec_end)  # coordinator records carry none
@@ -1068,22 +1067,6 @@ def group_metadata_row(msg: dict) -> dict:
     }
 
 
-def _varint(data, pos: int):
-    """Zigzag varint at pos -> (value, new pos); 5 bytes at most."""
-    z = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise _Corrupt("varint too long")
-    return (z >> 1) ^ -(z & 1), pos
-
-
 def _items24(buf: bytes):
     """A numpy view of buf with one 24-byte item starting at every byte position."""
     return np.ndarray(shape=(max(0, len(buf) - 23),), dtype=np.dtype("V24"), buffer=buf,
@@ -1115,28 +1098,25 @@ def _varints(u16, q, lim: int):
 
 
 def _skip_headers(data, pos: int, rec_end: int) -> None:
-    nh, pos = _varint(data, pos)
+    nh, pos = read_varint(data, pos)
     if nh < 0:
-        raise _Corrupt(f"header count {nh}")
+        raise CorruptRecordError(f"header count {nh}")
     for _ in range(nh):
-        n, pos = _varint(data, pos)
+        n, pos = read_varint(data, pos)
         if n < 0:
-            raise _Corrupt("header key length")
+            raise CorruptRecordError("header key length")
         pos += n
-        n, pos = _varint(data, pos)
+        n, pos = read_varint(data, pos)
         if n > 0:
             pos += n
     if pos != rec_end:
-        raise _Corrupt("record headers do not match the record length")
+        raise CorruptRecordError("record headers do not match the record length")
 
 
 def _walk(data: bytes, h):
     """(offset delta, timestamp delta, key, value) of each record: the plain
     path, through the protocol's one record reader (records.read_records)."""
-    try:
-        records = read_records(data, h[12])
-    except CorruptRecordError as exc:
-        raise _Corrupt(str(exc)) from None
+    records = read_records(data, h[12])
     log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
     return [(r[0], 0 if log_append else r[1], r[2], r[3]) for r in records]
 
@@ -1223,20 +1203,10 @@ def _peek_len(buf, pos: int) -> int:
 def segment_end(path, start_position: int = 0, start_offset: int | None = None):
     """Walk batch headers only: -> (next offset, file position after the last whole batch)."""
     next_offset = start_offset if start_offset is not None else int(Path(path).stem)
-    pos = start_position
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        while size - pos >= HEADER_SIZE:
-            fh.seek(pos)
-            head = fh.read(HEADER_SIZE)
-            if len(head) < HEADER_SIZE:
-                break
-            h = BATCH_HEADER.unpack(head)
-            if h[1] < MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
-                break
-            next_offset = h[0] + h[6] + 1
-            pos += LOG_OVERHEAD + h[1]
-    return next_offset, pos
+    end = start_position
+    for pos, h in segment_headers(path, start_position):
+        next_offset, end = h.next_offset, pos + h.size
+    return next_offset, end
 
 
 def read_partition(partition_dir, log_partition: int, **kw):

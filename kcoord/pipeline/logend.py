@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from kcoord.protocol.records import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH
+from kcoord.log.scan import segment_headers
 
 from .decode import OFFSETS_TOPIC, segment_files
 
@@ -86,21 +86,13 @@ def partition_history(directory, resolution_ms: int = 1000):
     if not directory.is_dir():
         return [(0, -1)]
     for _, path in segment_files(directory):
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            pos = 0
-            while size - pos >= HEADER_SIZE:
-                fh.seek(pos)
-                h = BATCH_HEADER.unpack(fh.read(HEADER_SIZE))
-                if h[1] < MIN_BATCH_LENGTH or h[3] != MAGIC_V2 or pos + LOG_OVERHEAD + h[1] > size:
-                    break
-                end, ts = h[0] + h[6] + 1, h[8]
-                if out and resolution_ms > 0 and ts // resolution_ms == out[-1][1] // resolution_ms \
-                        and ts >= out[-1][1]:
-                    out[-1] = (end, ts)
-                else:
-                    out.append((end, ts))
-                pos += LOG_OVERHEAD + h[1]
+        for _, h in segment_headers(path):
+            end, ts = h.next_offset, h.max_timestamp
+            if out and resolution_ms > 0 and ts // resolution_ms == out[-1][1] // resolution_ms \
+                    and ts >= out[-1][1]:
+                out[-1] = (end, ts)
+            else:
+                out.append((end, ts))
     return out or [(0, -1)]
 
 

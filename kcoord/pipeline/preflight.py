@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kcoord.protocol.client_config import ClientConfigError, read_properties
+
 from .decode import OFFSETS_TOPIC, partition_dirs, segment_files
 
 
@@ -13,29 +15,11 @@ class InputError(Exception):
     """Input the pipeline cannot run on (the message is the one line shown)."""
 
 
-def read_properties(path) -> dict[str, str]:
-    """A Kafka client properties file (key=value or key: value; # and ! comments)."""
-    out = {}
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"--command-config {path}: {exc.strerror or exc}") from None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        for sep in ("=", ":"):
-            if sep in line:
-                key, _, value = line.partition(sep)
-                out[key.strip()] = value.strip()
-                break
-        else:
-            raise InputError(f"--command-config {path}: not a key=value line: {line!r}")
-    return out
-
-
 def client_properties(command_config: str | None, pairs: list[str]) -> dict[str, str]:
-    props = read_properties(command_config) if command_config else {}
+    try:
+        props = read_properties(command_config) if command_config else {}
+    except ClientConfigError as exc:
+        raise InputError(f"--command-config: {exc}") from None
     for item in pairs or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

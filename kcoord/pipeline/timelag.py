@@ -16,17 +16,13 @@ index, and the batch holding each offset is read with one pread.
 from __future__ import annotations
 
 import bisect
-import os
-import struct
 from pathlib import Path
 
-from kcoord.protocol.records import decode_batch, iter_batches
+from kcoord.log.scan import segment_headers
+from kcoord.protocol.records import CONTROL, TIMESTAMP_TYPE_LOG_APPEND, decode_batch, iter_batches
 
-_CONTROL, _LOG_APPEND_TIME = 0x20, 0x08
 PART_BYTES = 16 << 10
 PER_REQUEST = 500
-_HEAD = struct.Struct(">qi")  # base offset, batch length
-_LOD = struct.Struct(">i")
 
 
 def first_timestamp(data, offset: int) -> tuple[int | None, int | None]:
@@ -36,12 +32,12 @@ def first_timestamp(data, offset: int) -> tuple[int | None, int | None]:
     for pos, h in iter_batches(data):
         last = h.base_offset + h.last_offset_delta
         nxt = last + 1
-        if last < offset or h.attributes & _CONTROL:
+        if last < offset or h.attributes & CONTROL:
             continue
         _, records = decode_batch(data, pos, verify_crc=False)
         for r in records:
             if r.offset >= offset:
-                return (h.max_timestamp if h.attributes & _LOG_APPEND_TIME else r.timestamp), None
+                return (h.max_timestamp if h.attributes & TIMESTAMP_TYPE_LOG_APPEND else r.timestamp), None
     return None, nxt
 
 
@@ -126,19 +122,9 @@ class _PartitionIndex:
         self.lasts: list[int] = []
         self.where: list[tuple[str, int, int]] = []  # (path, position, size)
         for _, path in segment_files(directory):
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                pos = 0
-                while size - pos >= 61:
-                    fh.seek(pos)
-                    head = fh.read(27)
-                    base, length = _HEAD.unpack_from(head, 0)
-                    if length < 49 or pos + 12 + length > size:
-                        break
-                    lod, = _LOD.unpack_from(head, 23)
-                    self.lasts.append(base + lod)
-                    self.where.append((str(path), pos, 12 + length))
-                    pos += 12 + length
+            for pos, h in segment_headers(path):
+                self.lasts.append(h.last_offset)
+                self.where.append((str(path), pos, h.size))
 
     def first_timestamp(self, offset: int) -> int | None:
         i = bisect.bisect_left(self.lasts, offset)

@@ -25,6 +25,7 @@ import struct
 import time
 from typing import Callable
 
+from kcoord.protocol import client_config
 from kcoord.protocol.api import APIS, request_codec, response_codec
 from kcoord.protocol.headers import decode_response_header, encode_request_header
 from kcoord.protocol.sock_io import recv_exact
@@ -118,18 +119,10 @@ for _protocol in _SASL_PROTOCOLS:
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
-    out = []
-    for item in (text or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise WireError(f"bootstrap server '{item}' is not HOST:PORT")
-        out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    if not out:
-        raise WireError("no bootstrap server given (HOST:PORT)")
-    return out
+    try:
+        return client_config.parse_bootstrap(text)
+    except client_config.ClientConfigError as exc:
+        raise WireError(str(exc)) from None
 
 
 class Connection:

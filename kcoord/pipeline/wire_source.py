@@ -21,13 +21,13 @@ so the executors connect as the driver does).
 """
 from __future__ import annotations
 
-import struct
-
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, header_struct
 
 from .source import parse_types
 
-_BATCH_HEAD = struct.Struct(">qi4xbI2xi")  # base offset, length, magic, crc, last offset delta
+_BATCH_HEAD = header_struct("base_offset", "batch_length", "magic", "crc", "last_offset_delta")
 DEFAULT_FETCH_BYTES = 8 << 20
 MAX_FETCH_BYTES = 256 << 20
 
@@ -150,10 +150,10 @@ def _next_offset(data: bytes, stop: int) -> int | None:
     pos = 0
     nxt = None
     head = _BATCH_HEAD.unpack_from
-    while stop - pos >= 61:
+    while stop - pos >= HEADER_SIZE:
         base, length, _magic, _crc, lod = head(data, pos)
         nxt = base + lod + 1
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
     return nxt
 
 

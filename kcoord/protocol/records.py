@@ -16,6 +16,7 @@ Varints are zigzag-encoded base-128, as in protobuf's sint32/sint64.
 The CRC starts at attributes on purpose: the broker rewrites baseOffset and
 partitionLeaderEpoch on every append without touching the CRC.
 """
+import re
 import struct
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -25,7 +26,6 @@ from kcoord.protocol.compression import compress, decompress
 from kcoord.protocol.errors import CorruptRecordError
 
 LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
-HEADER_SIZE = 61
 MAGIC_V2 = 2
 
 COMPRESSION_MASK = 0x07
@@ -33,22 +33,57 @@ TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
 
-# Field offsets inside a batch, for in-place patching.
-_PLE_OFFSET = 12
-_MAGIC_OFFSET = 16
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
-_BASE_TIMESTAMP_OFFSET = 27
-_MAX_TIMESTAMP_OFFSET = 35
-_RECORDS_OFFSET = HEADER_SIZE
+# The v2 batch header, the one layout: (BatchHeader field, struct code) in
+# order.  The header Struct, each field's offset and any partial reader
+# (header_struct) derive from it.
+BATCH_HEADER_FIELDS = (
+    ("base_offset", "q"), ("batch_length", "i"), ("partition_leader_epoch", "i"),
+    ("magic", "b"), ("crc", "I"), ("attributes", "h"), ("last_offset_delta", "i"),
+    ("base_timestamp", "q"), ("max_timestamp", "q"), ("producer_id", "q"),
+    ("producer_epoch", "h"), ("base_sequence", "i"), ("records_count", "i"),
+)
+BATCH_HEADER = struct.Struct(">" + "".join(code for _, code in BATCH_HEADER_FIELDS))
+HEADER_SIZE = BATCH_HEADER.size
+
+
+def _field_offsets() -> dict:
+    out, at = {}, 0
+    for name, code in BATCH_HEADER_FIELDS:
+        out[name] = at
+        at += struct.calcsize(">" + code)
+    return out
+
+
+FIELD_OFFSET = _field_offsets()
+PARTITION_LEADER_EPOCH_OFFSET = FIELD_OFFSET["partition_leader_epoch"]
+MAGIC_OFFSET = FIELD_OFFSET["magic"]
+CRC_OFFSET = FIELD_OFFSET["crc"]
+# The CRC covers the batch from attributes on (see the module docstring).
+CRC_START = ATTRIBUTES_OFFSET = FIELD_OFFSET["attributes"]
+MAX_TIMESTAMP_OFFSET = FIELD_OFFSET["max_timestamp"]
+RECORDS_OFFSET = HEADER_SIZE
+assert (HEADER_SIZE, PARTITION_LEADER_EPOCH_OFFSET, MAGIC_OFFSET, CRC_OFFSET, CRC_START,
+        MAX_TIMESTAMP_OFFSET) == (61, 12, 16, 17, 21, 35), "the layout in the docstring"
 # batchLength counts from partitionLeaderEpoch, so a batch with no records has this length.
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
-# The v2 batch header, every field (BatchHeader's order): base offset, batch
-# length, partition leader epoch, magic, CRC, attributes, last offset delta,
-# base and max timestamps, producer id and epoch, base sequence, record count.
-BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-assert BATCH_HEADER.size == HEADER_SIZE
+
+def header_struct(*names: str) -> struct.Struct:
+    """A Struct reading only the named header fields (in layout order),
+    skipping the others: a walk that needs five fields unpacks five."""
+    unknown = set(names) - set(FIELD_OFFSET)
+    if unknown:
+        raise ValueError(f"not batch header fields: {sorted(unknown)}")
+    fmt, skip = ">", 0
+    for name, code in BATCH_HEADER_FIELDS:
+        if name in names:
+            fmt += (f"{skip}x" if skip else "") + code
+            skip = 0
+        else:
+            skip += struct.calcsize(">" + code)
+    return struct.Struct(fmt)
+
+
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -103,6 +138,9 @@ class BatchHeader(NamedTuple):
         return self.base_offset + self.last_offset_delta + 1
 
 
+assert BatchHeader._fields == tuple(name for name, _ in BATCH_HEADER_FIELDS)
+
+
 class Record(NamedTuple):
     offset: int
     timestamp: int
@@ -130,7 +168,7 @@ def batch_crc_ok(buf, pos: int, header: BatchHeader) -> bool:
     if len(buf) < end:
         return False
     # memoryview: no copy of the (possibly large) batch just to checksum it.
-    return _crc(memoryview(buf)[pos + _ATTRIBUTES_OFFSET:end]) == header.crc
+    return _crc(memoryview(buf)[pos + CRC_START:end]) == header.crc
 
 
 def iter_batches(buf, pos: int = 0):
@@ -175,7 +213,7 @@ def assign_offsets(batch: bytearray, pos: int, base_offset: int) -> None:
 
 
 def set_partition_leader_epoch(batch: bytearray, pos: int, epoch: int) -> None:
-    _INT32.pack_into(batch, pos + _PLE_OFFSET, epoch)
+    _INT32.pack_into(batch, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
@@ -185,12 +223,12 @@ def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
     maxTimestamp change: readers give every record maxTimestamp under
     LogAppendTime, and baseTimestamp keeps the producer's create times.
     """
-    (attrs,) = _INT16.unpack_from(batch, pos + _ATTRIBUTES_OFFSET)
-    _INT16.pack_into(batch, pos + _ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_LOG_APPEND)
-    _INT64.pack_into(batch, pos + _MAX_TIMESTAMP_OFFSET, ts)
+    (attrs,) = _INT16.unpack_from(batch, pos + ATTRIBUTES_OFFSET)
+    _INT16.pack_into(batch, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_LOG_APPEND)
+    _INT64.pack_into(batch, pos + MAX_TIMESTAMP_OFFSET, ts)
     (length,) = _INT32.unpack_from(batch, pos + 8)
     end = pos + LOG_OVERHEAD + length
-    _UINT32.pack_into(batch, pos + _CRC_OFFSET, _crc(memoryview(batch)[pos + _ATTRIBUTES_OFFSET:end]))
+    _UINT32.pack_into(batch, pos + CRC_OFFSET, _crc(memoryview(batch)[pos + CRC_START:end]))
 
 
 # ----------------------------------------------------------------- varints
@@ -242,6 +280,11 @@ def read_varint(data, pos: int) -> tuple[int, int]:
     """A zigzag varint of any length at pos -> (value, position after it);
     CorruptRecordError if it is too long, IndexError if the data ends first."""
     return _read_varint_slow(data, pos, 32)
+
+
+def read_varlong(data, pos: int) -> tuple[int, int]:
+    """read_varint for a 64-bit field (a record's timestamp delta): up to 10 bytes."""
+    return _read_varint_slow(data, pos, 64)
 
 
 # ------------------------------------------------------------------- build
@@ -348,7 +391,7 @@ def seal_batch(buf: bytearray, base_offset: int, attributes: int, count: int, ba
         attributes, max(count - 1, 0), base_ts, max_ts,
         producer_id, producer_epoch, base_sequence, count,
     )
-    _UINT32.pack_into(buf, _CRC_OFFSET, _crc(memoryview(buf)[_ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(buf, CRC_OFFSET, _crc(memoryview(buf)[CRC_START:]))
 
 
 # ------------------------------------------------------------------ decode
@@ -357,20 +400,15 @@ def seal_batch(buf: bytearray, base_offset: int, attributes: int, count: int, ba
 def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True):
     """-> (BatchHeader, [Record]); CorruptRecordError on anything malformed."""
     h = read_batch_header(buf, pos)
-    end = pos + LOG_OVERHEAD + h[1]
-    if len(buf) < end:
-        raise CorruptRecordError(f"record batch truncated at {pos}")
-    if verify_crc and _crc(memoryview(buf)[pos + _ATTRIBUTES_OFFSET:end]) != h[4]:
-        raise CorruptRecordError(f"record batch CRC mismatch at {pos}")
-    codec = h[5] & COMPRESSION_MASK
-    if codec:
-        data = decompress(codec, memoryview(buf)[pos + _RECORDS_OFFSET:end])
-    else:
+    data, start, end = records_section(buf, pos, h, verify_crc=verify_crc)
+    if data.__class__ is not bytes:
         # bytes, not a memoryview: indexing and slicing bytes is the fastest
         # way to walk varints and yields the key/value objects directly.
-        data = bytes(memoryview(buf)[pos + _RECORDS_OFFSET:end])
+        data = bytes(memoryview(data)[start:end])
+        start, end = 0, len(data)
     base_ts = h[8] if h[5] & TIMESTAMP_TYPE_LOG_APPEND else h[7]
-    return h, read_records(data, h[12], h[0], base_ts, h[5] & TIMESTAMP_TYPE_LOG_APPEND)
+    return h, read_records(data, h[12], h[0], base_ts, h[5] & TIMESTAMP_TYPE_LOG_APPEND,
+                           start, end)
 
 
 def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
@@ -384,6 +422,7 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
     indexable buffer (keys and values are slices of its type); bytes is
     the fastest.  CorruptRecordError for anything malformed, including a
     record length prefix that disagrees with its fields and bytes left over.
+    read_record_spans is the same walk giving positions instead of copies.
     """
     dlen = len(data) if end is None else end
     # Every record takes at least 7 bytes; reject absurd counts before looping.
@@ -487,38 +526,10 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
                 pos += 2
             else:
                 nh, pos = slow(data, pos, 32)
-            headers = []
             if nh:
-                # Each header takes at least 2 bytes.
-                if nh < 0 or nh * 2 > rec_end - pos:
-                    raise CorruptRecordError(f"record header count {nh} out of range")
-                for _ in range(nh):
-                    b = data[pos]
-                    if b < 0x80:
-                        n = zz1[b]
-                        pos += 1
-                    else:
-                        n, pos = slow(data, pos, 32)
-                    if n < 0 or pos + n > rec_end:
-                        raise CorruptRecordError(f"record header key length {n} out of range")
-                    hk = data[pos:pos + n].decode("utf-8")
-                    pos += n
-                    b = data[pos]
-                    if b < 0x80:
-                        n = zz1[b]
-                        pos += 1
-                    else:
-                        n, pos = slow(data, pos, 32)
-                    if n < 0:
-                        if n != -1:
-                            raise CorruptRecordError(f"record header value length {n}")
-                        hv = None
-                    else:
-                        if pos + n > rec_end:
-                            raise CorruptRecordError("record header value overruns the record")
-                        hv = data[pos:pos + n]
-                        pos += n
-                    headers.append((hk, hv))
+                headers, pos = _read_headers(data, pos, rec_end, nh)
+            else:
+                headers = []
 
             # Kafka insists each record's length prefix is exact.
             if pos != rec_end:
@@ -530,11 +541,241 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
                 key, value, headers)))
     except IndexError:
         raise CorruptRecordError("record truncated") from None
-    except UnicodeDecodeError:
-        raise CorruptRecordError("record header key is not UTF-8") from None
     if pos != dlen:
         raise CorruptRecordError(f"{dlen - pos} bytes left over after {count} records")
     return out
+
+
+def read_record_spans(data, count: int, pos: int = 0, end: int | None = None) -> list:
+    """read_records' walk, giving positions instead of copies: -> for each
+    record (key start, key end, value start, value end) in data, -1 for
+    both ends of a null key or value.  Nothing is copied; the caller slices
+    what it keeps (the shard loader keeps a key without its type, and only
+    the latest value of a key).  The same checks as read_records (varint
+    lengths, every field inside its record, each record's length prefix
+    exact, the records filling data[pos:end]); the deltas are checked but
+    not decoded and headers checked but not returned."""
+    dlen = len(data) if end is None else end
+    if count < 0 or count * 7 > dlen - pos:
+        raise CorruptRecordError(f"record count {count} impossible for {dlen - pos} bytes")
+    zz1 = ZIGZAG1
+    slow = _read_varint_slow
+    out = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = slow(data, pos, 32)
+            rec_end = pos + length
+            if length < 0 or rec_end > dlen:
+                raise CorruptRecordError(f"record length {length} out of range")
+            # attributes (unused in v2), then the timestamp and offset deltas,
+            # skipped (one or two bytes each inline)
+            if data[pos + 1] < 0x80:
+                pos += 2
+            elif data[pos + 2] < 0x80:
+                pos += 3
+            else:
+                _, pos = slow(data, pos + 1, 64)
+            if data[pos] < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                pos += 2
+            else:
+                _, pos = slow(data, pos, 32)
+
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                n, pos = slow(data, pos, 32)
+            if n < 0:
+                if n != -1:
+                    raise CorruptRecordError(f"record key length {n}")
+                ks = ke = -1
+            else:
+                ks = pos
+                pos = ke = pos + n
+
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                n, pos = slow(data, pos, 32)
+            if n < 0:
+                if n != -1:
+                    raise CorruptRecordError(f"record value length {n}")
+                vs = ve = -1
+            else:
+                vs = pos
+                pos = ve = pos + n
+
+            # No headers, and the length prefix exact: one byte, 0, ends the
+            # record.  (pos only moves forward, so a key or value overrunning
+            # the record fails this check too, before its span is kept.)
+            if data[pos] or pos + 1 != rec_end:
+                _check_headers(data, pos, rec_end, length)
+            append((ks, ke, vs, ve))
+            pos = rec_end
+    except IndexError:
+        raise CorruptRecordError("record truncated") from None
+    if pos != dlen:
+        raise CorruptRecordError(f"{dlen - pos} bytes left over after {count} records")
+    return out
+
+
+def _check_headers(data, pos: int, rec_end: int, length: int) -> None:
+    """read_records' checks of a record's headers, from its header count at
+    pos, and of its length prefix: CorruptRecordError unless they hold."""
+    nh, pos = _read_varint_slow(data, pos, 32)
+    if nh:
+        _, pos = _read_headers(data, pos, rec_end, nh)
+    if pos != rec_end:
+        raise CorruptRecordError(
+            f"record length says {length} bytes, fields take {length + pos - rec_end}")
+
+
+def _read_headers(data, pos: int, rec_end: int, nh: int):
+    """A record's nh headers from pos -> ([(key str, value bytes or None)],
+    position after them); each inside the record, keys UTF-8."""
+    # Each header takes at least 2 bytes.
+    if nh < 0 or nh * 2 > rec_end - pos:
+        raise CorruptRecordError(f"record header count {nh} out of range")
+    slow = _read_varint_slow
+    headers = []
+    for _ in range(nh):
+        n, pos = slow(data, pos, 32)
+        if n < 0 or pos + n > rec_end:
+            raise CorruptRecordError(f"record header key length {n} out of range")
+        try:
+            hk = bytes(data[pos:pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("record header key is not UTF-8") from None
+        pos += n
+        n, pos = slow(data, pos, 32)
+        if n < 0:
+            if n != -1:
+                raise CorruptRecordError(f"record header value length {n}")
+            hv = None
+        else:
+            if pos + n > rec_end:
+                raise CorruptRecordError("record header value overruns the record")
+            hv = data[pos:pos + n]
+            pos += n
+        headers.append((hk, hv))
+    return headers, pos
+
+
+# ------------------------------------------------------- one-shape sections
+
+# The records of a group commit's batch mostly share one shape: keys of one
+# length, values of one length, no headers.  Such a section is matched
+# whole by a regular expression built for its shape, which runs in C (the
+# fast path of the walk above, about 4x faster in the loader).  The
+# pattern is "one record, or the rest": findall gives a (key, value) pair
+# per record and stops at the end of the section when every record
+# matches, or gives one (b"", b"") for the rest from the first record that
+# does not (never a record's: its key group is never empty).  Timestamp
+# and offset deltas of one or two bytes are covered.
+_ONE = rb"[\x00-\x7f]"               # a one-byte varint
+_TWO = rb"[\x80-\xff][\x00-\x7f]"    # a two-byte varint
+_MAX_SHAPES = 256
+_SHAPES: dict = {}   # (key length, value length, key prefix) -> pattern
+_LAST: dict = {}     # key prefix -> the pattern that last matched (runs of batches share one)
+_THE_REST = (b"", b"")
+
+
+def _shape_pattern(k: int, v: int, prefix: bytes):
+    """The pattern for records with a k-byte key starting with prefix and a
+    v-byte value; None for a shape it cannot take (or too many shapes)."""
+    shape = (k, v, prefix)
+    if shape in _SHAPES:
+        return _SHAPES[shape]
+    if len(_SHAPES) >= _MAX_SHAPES or k <= len(prefix) or v < 0:
+        return None
+    vk, vv = encode_varint(k), encode_varint(v)
+    base = 1 + len(vk) + k + len(vv) + v + 1  # attributes .. header count, without the deltas
+    head = (rb"(?:" + re.escape(encode_varint(base + 2)) + rb"\x00" + _ONE + _ONE
+            + rb"|" + re.escape(encode_varint(base + 3)) + rb"\x00(?:" + _ONE + _TWO + rb"|"
+            + _TWO + _ONE + rb")"
+            + rb"|" + re.escape(encode_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
+    key = re.escape(vk) + re.escape(prefix) + rb"(.{%d})" % (k - len(prefix))
+    record = head + key + re.escape(vv) + rb"(.{%d})\x00" % v
+    pattern = _SHAPES[shape] = re.compile(record + rb"|.+", re.S)
+    return pattern
+
+
+def _first_shape(data, pos: int) -> tuple[int, int]:
+    """(key length, value length) of the record at pos."""
+    _, pos = read_varint(data, pos)        # record length
+    _, pos = read_varlong(data, pos + 1)   # after attributes: timestamp delta
+    _, pos = read_varint(data, pos)        # offset delta
+    k, pos = read_varint(data, pos)
+    v, _ = read_varint(data, pos + max(k, 0))
+    return k, v
+
+
+def uniform_records(data, count: int, pos: int, end: int, key_prefix: bytes = b""):
+    """The fast path for a section data[pos:end] of `count` records of one
+    shape (keys of one length starting with key_prefix, non-null values of
+    one length, no headers, deltas of one or two bytes): -> [(key without
+    key_prefix, value)] in order, or None if the section is anything else,
+    which read_records then walks (and reports if malformed).  Taken only
+    when every record's length prefix agrees with its fields and the
+    records fill the section exactly, as read_records requires."""
+    if count <= 0:
+        return None
+    last = _LAST.get(key_prefix)
+    if last is not None:
+        found = last.findall(data, pos, end)
+        if len(found) == count and found[-1] != _THE_REST:
+            return found
+    try:
+        k, v = _first_shape(data, pos)
+    except (IndexError, CorruptRecordError):
+        return None
+    pattern = _SHAPES.get((k, v, key_prefix)) or _shape_pattern(k, v, key_prefix)
+    if pattern is None or pattern is last:
+        return None
+    found = pattern.findall(data, pos, end)
+    if len(found) != count or found[-1] == _THE_REST:
+        return None
+    _LAST[key_prefix] = pattern
+    return found
+
+
+def records_section(buf, pos: int, h: BatchHeader, *, verify_crc: bool = True):
+    """-> (data, start, end): where the records of the batch at buf[pos:]
+    (header h) lie, in buf itself when uncompressed, else in its
+    decompressed body; CorruptRecordError for a short batch or a bad CRC."""
+    end = pos + LOG_OVERHEAD + h[1]
+    if len(buf) < end:
+        raise CorruptRecordError(f"record batch truncated at {pos}")
+    if verify_crc and _crc(memoryview(buf)[pos + CRC_START:end]) != h[4]:
+        raise CorruptRecordError(f"record batch CRC mismatch at {pos}")
+    codec = h[5] & COMPRESSION_MASK
+    if codec:
+        data = decompress(codec, memoryview(buf)[pos + RECORDS_OFFSET:end])
+        return data, 0, len(data)
+    return buf, pos + RECORDS_OFFSET, end
 
 
 def decode_all(buf) -> list:

@@ -6,6 +6,7 @@ or `sasl.enabled.mechanisms=GSSAPI` must not quietly serve plaintext).
 """
 from __future__ import annotations
 
+from .etcd_tls import KEYS as ETCD_TLS
 from .listeners import PROTOCOLS, listener_value, parse_listeners
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -30,12 +31,14 @@ GLOBAL = {
     "sasl.mechanism.inter.broker.protocol", "authorizer.class.name", "super.users",
     "allow.everyone.if.no.acl.found", "connection.failed.authentication.delay.ms",
 }
-IMPLEMENTED = PER_LISTENER | GLOBAL
+# + a cluster node's TLS to etcd (etcd_tls.py), named after Kafka's zookeeper.ssl.*
+IMPLEMENTED = PER_LISTENER | GLOBAL | ETCD_TLS
 # anything under these names is a security setting: kcoord either implements it or refuses it
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.", "authorizer.",
                       "principal.builder.", "delegation.token.", "super.users",
                       "allow.everyone.", "connections.max.reauth", "listeners",
-                      "listener.security.", "inter.broker.listener", "ssl_", "sasl_")
+                      "listener.security.", "inter.broker.listener", "ssl_", "sasl_",
+                      "etcd.ssl.")
 
 
 def is_security_key(key: str) -> bool:
@@ -107,6 +110,8 @@ def check(values: dict, host: str, port: int) -> None:
                 raise ValueError(f"connections.max.reauth.ms: {reauth!r} is not a "
                                  f"non-negative number") from None
     if values.get("etcd.endpoints"):
+        from .etcd_tls import etcd_tls
+        etcd_tls(values)  # raises ValueError naming the key
         # a cluster node logs in to its peers' inter-broker listener: its client
         # side (mechanism, credentials, trust store) must be complete
         from .inter_broker import inter_broker_properties

@@ -146,7 +146,11 @@ class Server:
             try:
                 server = await loop.create_server(
                     self.security.protocol_factory(lsn, connection),
-                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024,
+                    # a cluster node binds first (it registers its ports) but accepts only
+                    # once joined: before, it would refuse SCRAM users and deny by ACL
+                    # (etcd's not read yet), which clients take as fatal
+                    start_serving=self.cluster is None)
             except OSError as exc:
                 for bound in self._servers:
                     bound.close()
@@ -171,10 +175,13 @@ class Server:
             self.cluster.follow_transactions(self.txn)
             self.txn.markers = MarkerSender(self.cluster, self.marker_writer)
             self._start_replication()
+            for server in self._servers:
+                await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
-                                     ["%s:%d" % self.config.advertised])
+                                     ["%s:%d" % self.config.advertised],
+                                     self.config["http.burrow.cluster.name"])
             try:
                 await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
             except OSError as exc:

@@ -67,6 +67,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     # HOST:PORT of the HTTP endpoint (/metrics, Burrow's /v3 API, status page); off when ""
     "http.listen": (str, ""),
+    # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
+    "http.burrow.cluster.name": (str, "local"),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -176,6 +178,10 @@ def check_consistency(values: dict) -> None:
                          "kcoord.assignors entry points installed")
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    name = values["http.burrow.cluster.name"]
+    if not name or not all(c.isalnum() or c in "._-" for c in name):
+        raise ValueError(f"http.burrow.cluster.name: {name!r} must be letters, digits, "
+                         f"'.', '_' or '-' (it is a URL path segment)")
     for endpoint in values["etcd.endpoints"]:
         host, sep, port = endpoint.split("://", 1)[-1].rstrip("/").rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -262,6 +268,9 @@ class Config:
                     raise ValueError(f"{key}: {value!r} is not one of {', '.join(choices)}")
         elif security_settings.is_security_key(key):
             value = raw  # checked as a whole in build_config: unimplemented is an error
+        elif key.startswith("etcd."):  # a misspelt one could leave a node out of its cluster
+            raise ValueError(f"{key}: unknown etcd setting (kcoord has etcd.endpoints, "
+                             f"etcd.prefix, etcd.lease.ttl.ms and etcd.ssl.*)")
         else:
             log.warning("unknown config key %s kept as a string", key)
             value = raw

@@ -54,7 +54,7 @@ def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Res
     host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
     consumer = core.consumer
     if consumer.config.topic_describable is not None:  # an authorizer: who filters regexes
-        consumer.regex_principals[req["group_id"]] = (ctx.principal, ctx.client_host)
+        consumer.heartbeat_principal = (ctx.principal, ctx.client_host)
     steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics)
     if steady is not None:
         if steady[1] is None:

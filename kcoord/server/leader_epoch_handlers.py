@@ -30,11 +30,10 @@ class LeaderEpochHandlers:
     def offset_for_leader_epoch(self, ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
-            topic = self.catalogue.get(treq["topic"])
             parts = []
             for preq in treq["partitions"]:
                 index = preq["partition"]
-                error, epoch, end = self._answer(topic, treq["topic"], index,
+                error, epoch, end = self._answer(treq["topic"], index,
                                                  preq.get("current_leader_epoch", -1),
                                                  preq["leader_epoch"])
                 parts.append({"error_code": error, "partition": index,
@@ -42,9 +41,10 @@ class LeaderEpochHandlers:
             topics.append({"topic": treq["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _answer(self, topic, name: str, index: int, current: int, requested: int):
+    def _answer(self, name: str, index: int, current: int, requested: int):
         undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
-        if topic is None or not 0 <= index < len(topic.partitions):
+        plog = self.catalogue.partition(name, index)
+        if plog is None:
             return (Err.UNKNOWN_TOPIC_OR_PARTITION, *undefined)
         if self.replica_for is not None:
             replica = self.replica_for(name, index)
@@ -55,7 +55,6 @@ class LeaderEpochHandlers:
             return (Err.UNKNOWN_LEADER_EPOCH, *undefined)
         if 0 <= current < SINGLE_NODE_EPOCH:
             return (Err.FENCED_LEADER_EPOCH, *undefined)
-        plog = topic.partitions[index]
         cache = plog.epochs if plog.epochs.entries else EpochCache(
             [(SINGLE_NODE_EPOCH, plog.log_start_offset)])
         epoch, end = cache.end_offset_for(requested, plog.log_end_offset)

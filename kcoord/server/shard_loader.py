@@ -10,7 +10,6 @@ import asyncio
 import logging
 import mmap
 import os
-import re
 import struct
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -19,8 +18,9 @@ from multiprocessing import get_context
 from ..coordinator.result import Record
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
-from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, ZIGZAG1, read_varint,
-                                batch_crc_ok, decode_batch, encode_varint, iter_batches)
+from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok,
+                                decode_batch, iter_batches, read_record_spans, records_section,
+                                uniform_records)
 from ..broker.txn_state import COMMIT, control_type
 from ..coordinator.txn_offsets import txn_marker, txn_offset_batch
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
@@ -37,11 +37,6 @@ PARALLEL_LOAD_MIN_BYTES = 4 << 20
 LOAD_WORKERS = min(os.cpu_count() or 1, 4)
 
 
-# One-byte zigzag varint -> length, for the in-place walk of a batch:
-# keys of 2..63 bytes (else 0), values of 1..63 bytes, -1 for null (else 0).
-_KEY_LEN = bytes(b >> 1 if b < 0x80 and not b & 1 and b >= 4 else 0 for b in range(256))
-_VALUE_LEN = tuple(-1 if b == 1 else b >> 1 if b < 0x80 and not b & 1 else 0
-                   for b in range(256))
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -85,55 +80,6 @@ def _decode_commit(rtype: int, key: bytes, value: bytes | None) -> Record | None
     except (struct.error, UnicodeDecodeError):
         pass
     return None
-
-
-# A batch whose records are all OffsetCommits of type 1 with a value, keys
-# of one length and values of one length (a group commit of groups with
-# ids of one length; the common case) is matched by a regular expression
-# built for that shape, which runs in C.  The pattern is "one record, or
-# nothing": findall over the batch's records then gives a (key, value)
-# pair per record, and an empty match (b"", b"") wherever no record
-# starts, which happens exactly once, at the end, when the records fill
-# the batch exactly with every length field agreeing with its record.
-# Timestamp and offset deltas of one or two bytes are covered; anything
-# else (tombstones, other record kinds, mixed shapes, longer deltas) is
-# left to _scan_batch.
-_ONE = rb"[\x00-\x7f]"               # a one-byte varint
-_TWO = rb"[\x80-\xff][\x00-\x7f]"    # a two-byte varint
-_MAX_SHAPES = 256
-_SHAPES: dict[tuple[int, int], re.Pattern | None] = {}
-_NO_RECORD = (b"", b"")
-
-
-def _shape_pattern(k: int, v: int) -> re.Pattern | None:
-    """One record with (key after its type, value) groups, or nothing, for
-    records with a k-byte type-1 key and a v-byte value."""
-    shape = (k, v)
-    if shape in _SHAPES:
-        return _SHAPES[shape]
-    # k > 2: a record's key group is never empty, so never _NO_RECORD
-    if len(_SHAPES) >= _MAX_SHAPES or k <= 2 or v < 0:
-        return None
-    vk, vv = encode_varint(k), encode_varint(v)
-    base = 1 + len(vk) + k + len(vv) + v + 1  # attributes .. headers count, without the deltas
-    head = (rb"(?:" + re.escape(encode_varint(base + 2)) + rb"\x00" + _ONE + _ONE
-            + rb"|" + re.escape(encode_varint(base + 3)) + rb"\x00(?:" + _ONE + _TWO + rb"|"
-            + _TWO + _ONE + rb")"
-            + rb"|" + re.escape(encode_varint(base + 4)) + rb"\x00" + _TWO + _TWO + rb")")
-    key = re.escape(vk) + rb"\x00\x01"
-    record = head + key + rb"(.{%d})" % (k - 2) + re.escape(vv) + rb"(.{%d})\x00" % v
-    pattern = _SHAPES[shape] = re.compile(record + rb"|", re.S)
-    return pattern
-
-
-def _first_shape(buf, p: int) -> tuple[int, int]:
-    """(key length, value length) of the record at p."""
-    _, p = read_varint(buf, p)   # record length
-    _, p = read_varint(buf, p + 1)  # after attributes: timestamp delta
-    _, p = read_varint(buf, p)   # offset delta
-    k, p = read_varint(buf, p)
-    v, _ = read_varint(buf, p + max(k, 0))
-    return k, v
 
 
 def _earlier(entry) -> tuple[int, bytes] | None:
@@ -206,8 +152,6 @@ class ShardLoader:
     """Mixin of ShardRuntime: needs self.index, plog, core, records_loaded
     and load_errors."""
 
-    _last_shape: re.Pattern | None = None
-
     async def replay_log(self) -> None:
         """Replay the shard's log into its (fresh) core.
 
@@ -220,10 +164,12 @@ class ShardLoader:
         write wins, and a commit's other effect (a simple group for its
         group id, created if absent) is kept by replaying, before a final
         tombstone, the key's last commit with a value since the previous
-        flush.  Uncompressed batches are matched whole by a pattern of
-        their shape or walked in place for their keys and values (after
-        the CRC check); anything else goes through decode_batch."""
+        flush.  Batches go through the protocol's record reader: a
+        CRC-checked uncompressed batch of one shape through its one-shape
+        fast path (uniform_records), any other through read_record_spans
+        (keys and values read in place; a compressed batch decompressed)."""
         start = time.monotonic()
+        self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
                 and await self._load_in_worker()):
             offset = self.plog.log_start_offset
@@ -272,126 +218,50 @@ class ShardLoader:
     def _scan_chunk(self, chunk, latest: dict, offset: int) -> int:
         """Take every batch of `chunk` (whole batches); -> the offset after
         the last one (`offset` if there is none)."""
-        match, scan = self._match_batch, self._scan_batch
         for pos, header in iter_batches(chunk):
             offset = header.base_offset + header.last_offset_delta + 1
             if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
                 self._replay_latest(latest)
                 self._take_transactional(chunk, pos, header)
                 continue
-            if (header.attributes & COMPRESSION_MASK or not batch_crc_ok(chunk, pos, header)
-                    or not (match(chunk, pos, header, latest)
-                            or scan(chunk, pos, header, latest))):
-                _, records = decode_batch(chunk, pos)
-                for rec in records:
-                    self._take(rec.key, rec.value, latest)
+            crc_ok = not header.attributes & COMPRESSION_MASK and batch_crc_ok(chunk, pos, header)
+            if not (crc_ok and self._match_batch(chunk, pos, header, latest)):
+                # CorruptRecordError here (a bad CRC, a malformed record) ends the load
+                data, start, end = records_section(chunk, pos, header, verify_crc=not crc_ok)
+                self._take_spans(data, read_record_spans(data, header.records_count,
+                                                         start, end), latest)
         return offset
 
-    def _match_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
+    def _match_batch(self, buf, pos: int, header, latest: dict) -> bool:
         """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with
-        values, all of one key length and one value length, with the
-        pattern of that shape.  False (nothing taken) for anything else."""
-        start = pos + HEADER_SIZE
-        end = pos + LOG_OVERHEAD + header.batch_length
-        count = header.records_count
-        pattern = self._last_shape  # batches in a row mostly share a shape
-        if pattern is not None:
-            found = pattern.findall(buf, start, end)
-            # whole: `count` records, then the one empty match at the end
-            if len(found) == count + 1 and found[-1] == _NO_RECORD and \
-                    found.count(_NO_RECORD) == 1:
-                found.pop()
-                latest.update(found)
-                self.records_loaded += count
-                return True
-        try:
-            k, v = _first_shape(buf, start)
-        except (IndexError, ProtocolError):
+        values, all of one shape, through the record reader's one-shape fast
+        path.  False (nothing taken) for anything else."""
+        found = uniform_records(buf, header.records_count, pos + HEADER_SIZE,
+                                pos + LOG_OVERHEAD + header.batch_length, COMMIT_KEY_PREFIX[1])
+        if found is None:
             return False
-        shape = _SHAPES.get((k, v)) or _shape_pattern(k, v)
-        if shape is None or shape is pattern:
-            return False
-        found = shape.findall(buf, start, end)
-        if len(found) != count + 1 or found[-1] != _NO_RECORD or found.count(_NO_RECORD) != 1:
-            return False
-        self._last_shape = shape
-        found.pop()
         latest.update(found)
-        self.records_loaded += count
+        self.records_loaded += len(found)
         return True
 
-    def _scan_batch(self, buf: bytes, pos: int, header, latest: dict) -> bool:
-        """Take the records of a CRC-checked uncompressed batch of
-        OffsetCommits, reading keys and values in place.  False when the
-        batch needs decode_batch: a record of another kind, anything
-        unexpected (which decode_batch reports).  Commits taken before such
-        a stop are taken again from decode_batch's records; taking a run of
-        commits twice leaves `latest` as taking it once."""
-        end = pos + LOG_OVERHEAD + header.batch_length
-        count = header.records_count
-        if count < 0 or count * 7 > end - pos - HEADER_SIZE:
-            return False
-        p = pos + HEADER_SIZE
-        zz1 = ZIGZAG1
-        klen, vlen = _KEY_LEN, _VALUE_LEN
+    def _take_spans(self, data, spans: list, latest: dict) -> None:
+        """The records of one batch, as read_record_spans gives them: an
+        OffsetCommit joins `latest` (its key without the 2-byte type, read
+        in place), any other record first replays `latest`, then itself."""
         get = latest.get
-        try:
-            for _ in range(count):
-                b = buf[p]
-                if b < 0x80:
-                    length = zz1[b]
-                    p += 1
-                elif (c := buf[p + 1]) < 0x80:  # records of 64..8191 bytes
-                    z = (b & 0x7F) | (c << 7)
-                    length = (z >> 1) ^ -(z & 1)
-                    p += 2
+        taken = 0
+        for ks, ke, vs, ve in spans:
+            if ke - ks >= 2 and data[ks] == 0 and (rtype := data[ks + 1]) < 2:
+                key = data[ks + 2:ke]
+                if vs >= 0:
+                    latest[key] = (rtype, data[vs:ve], None)
                 else:
-                    return False
-                rend = p + length
-                p += 1  # attributes
-                while buf[p] & 0x80:  # timestamp delta
-                    p += 1
-                p += 1
-                while buf[p] & 0x80:  # offset delta
-                    p += 1
-                kpos = p + 2
-                # key length: a one-byte varint for any OffsetCommit key < 64 bytes
-                p = kpos + klen[buf[p + 1]]
-                rtype = buf[kpos + 1]
-                if p == kpos or buf[kpos] or rtype > 1 or rend > end:
-                    return False  # a long or null key, or not an OffsetCommit key
-                q = p + 1
-                n = vlen[buf[p]]  # value length
-                if n > 0:
-                    if q + n > rend:
-                        return False
-                    latest[buf[kpos + 2:p]] = (rtype, buf[q:q + n], None)
-                elif n < 0 and q <= rend:  # null value: a tombstone
-                    key = buf[kpos + 2:p]
                     latest[key] = (rtype, None, _earlier(get(key)))
-                else:
-                    return False  # an empty or long value is no OffsetCommit value
-                p = rend
-        except IndexError:
-            return False
-        if p != end:
-            return False
-        self.records_loaded += count
-        return True
-
-    def _take(self, key: bytes | None, value: bytes | None, latest: dict) -> None:
-        """One record of the log: an OffsetCommit joins `latest`, any other
-        record first replays `latest`, then itself."""
-        if key is not None and len(key) >= 2 and key[0] == 0 and key[1] < 2:
-            key = bytes(key)
-            if value is not None:
-                latest[key[2:]] = (key[1], value, None)
+                taken += 1
             else:
-                latest[key[2:]] = (key[1], None, _earlier(latest.get(key[2:])))
-            self.records_loaded += 1
-            return
-        self._replay_latest(latest)
-        self._replay_raw(key, value)
+                self._replay_latest(latest)
+                self._replay_raw(None if ks < 0 else data[ks:ke], None if vs < 0 else data[vs:ve])
+        self.records_loaded += taken
 
     def _take_transactional(self, buf, pos: int, header) -> None:
         _, records = decode_batch(buf, pos)
@@ -414,13 +284,8 @@ class ShardLoader:
             return
         records = []
         for key, value in what:
-            try:
-                record = decode_record(key, value)
-            except ProtocolError as exc:
-                self.load_errors += 1
-                log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
-                continue
-            if record.type in (0, 1):
+            record = self._decode(key, value)
+            if record is not None and record.type in (0, 1):
                 records.append(record)
         self.core.replay(txn_offset_batch(pid, epoch, records))
         self.records_loaded += len(records)
@@ -435,13 +300,10 @@ class ShardLoader:
                 rtype, value, earlier = entry
                 commits = ((rtype, value),) if earlier is None else (earlier, (rtype, value))
             for rtype, value in commits:
-                try:
-                    record = (_decode_commit(rtype, key, value)
-                              or decode_record(COMMIT_KEY_PREFIX[rtype] + key, value))
-                except ProtocolError as exc:
-                    self.load_errors += 1
-                    self.records_loaded -= 1
-                    log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+                record = (_decode_commit(rtype, key, value)
+                          or self._decode(COMMIT_KEY_PREFIX[rtype] + key, value))
+                if record is None:
+                    self.records_loaded -= 1  # counted when taken
                     continue
                 replay(record)
         latest.clear()
@@ -450,16 +312,21 @@ class ShardLoader:
         if key is None:
             self.load_errors += 1
             return
-        try:
-            record = decode_record(key, value)
-        except ProtocolError as exc:
-            self.load_errors += 1
-            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
-            return
-        if record.type not in RECORD_TYPES:
+        record = self._decode(key, value)
+        if record is None or record.type not in RECORD_TYPES:
             return
         self.core.replay(record)
         self.records_loaded += 1
+
+    def _decode(self, key: bytes, value: bytes | None) -> Record | None:
+        """decode_record, or None for an undecodable record (counted in
+        load_errors and logged: the load goes on without it)."""
+        try:
+            return decode_record(key, value)
+        except ProtocolError as exc:
+            self.load_errors += 1
+            log.warning("shard %d: skipping undecodable record: %s", self.index, exc)
+            return None
 
 
 class _WorkerScan(_Collector, ShardLoader):

@@ -248,3 +248,22 @@ def test_orphan_index_files_are_removed(open_log):
     log = open_log(CONFIG)
     assert not orphan.exists()
     assert log.segment_base_offsets[-1] < 10**9
+
+
+def test_segment_headers_stop_quietly_where_a_recovery_would_cut(tmp_path):
+    """log.scan.segment_headers (the pipeline's header walk over a log it does
+    not own): every whole batch from a position, then nothing at a torn or
+    malformed batch; never an error."""
+    from kcoord.log.scan import segment_headers
+    whole = b"".join(batch(i + 1, ts=1000, base_offset=10 * i) for i in range(5))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(whole)
+    got = list(segment_headers(path))
+    assert [(pos, h) for pos, h in got] == list(iter_batches(whole))
+    assert list(segment_headers(path, got[2][0])) == got[2:]
+    path.write_bytes(whole + batch(3, ts=1)[:40])          # a torn tail
+    assert list(segment_headers(path)) == got
+    bad = bytearray(whole)
+    bad[got[3][0] + 16] = 1                                  # batch 3's magic
+    path.write_bytes(bytes(bad))
+    assert list(segment_headers(path)) == got[:3]
