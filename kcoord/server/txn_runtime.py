@@ -167,6 +167,11 @@ class TxnRuntime:
                 for rec in records:
                     self._load_record(rec)
             await asyncio.sleep(0)
+        fence = getattr(self.durability, "replayed", None)
+        if fence is not None:
+            # a new leader's log may end with records never acknowledged (a
+            # truncation could still remove them): serve once they are committed
+            await fence(plog, offset, epoch)
         if self.states[partition] is not PART_LOADING or self.epochs[partition] != epoch:
             return
         self._load_tasks.pop(partition, None)
