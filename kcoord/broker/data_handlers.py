@@ -13,6 +13,7 @@ from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
+from .txn_verify import unverified
 
 log = logging.getLogger("kcoord.broker")
 
@@ -73,6 +74,11 @@ class DataPlane:
         # (producer id, epoch, topic, partition) -> error code: is the partition in
         # that producer's ongoing transaction?  Set by the transaction coordinator.
         self.txn_verifier = None
+        # in a cluster, the transaction runtime: needs_remote_check(tid) and
+        # async verify_remote(tid, pid, epoch, topic, partition) -> code;
+        # answers kept for the produce they were asked for (txn_verify.py)
+        self.txn_remote = None
+        self._verified: dict[tuple, int] = {}
         # kcoord.cluster's ReplicaManager in a cluster: user topics are then
         # replicated (leader-only produce and fetch, acks=-1 at the high
         # watermark, follower fetches); None on a single node.
@@ -152,6 +158,10 @@ class DataPlane:
     # ------------------------------------------------------------- Produce
     @serves("Produce")
     def produce(self, ctx, req: dict):
+        if self.txn_remote is not None:
+            pending = [k for k in unverified(self, req) if k[1:] not in self._verified]
+            if pending:  # KIP-890: ask the coordinator node first
+                return self._produce_verified(ctx, req, pending)
         acks = req["acks"]
         if acks not in (0, 1, -1):
             responses = [{"name": t["name"], "partition_responses": [
@@ -191,6 +201,19 @@ class DataPlane:
         if acks == -1 and touched:
             return self._after_sync(touched, response)
         return response
+
+    async def _produce_verified(self, ctx, req: dict, pending: list):
+        codes = await asyncio.gather(*(self.txn_remote.verify_remote(*k) for k in pending))
+        for key, code in zip(pending, codes):
+            self._verified[key[1:]] = code
+        try:
+            result = self.produce(ctx, req)
+        finally:
+            for key in pending:
+                self._verified.pop(key[1:], None)
+        if result is not None and not isinstance(result, dict):
+            result = await result
+        return result
 
     async def _replicated_ack(self, logs, replicated, response, acks: int):
         """fsync, then (acks=-1) wait for the high watermark to pass each
@@ -299,8 +322,10 @@ class DataPlane:
                 return code
             if h.is_transactional and h.producer_id not in state.ongoing:
                 verify = self.txn_verifier
-                code = (Err.INVALID_TXN_STATE if verify is None
-                        else verify(h.producer_id, h.producer_epoch, topic_name, index))
+                code = self._verified.get((h.producer_id, h.producer_epoch, topic_name, index))
+                if code is None:
+                    code = (Err.INVALID_TXN_STATE if verify is None
+                            else verify(h.producer_id, h.producer_epoch, topic_name, index))
                 if code == Err.INVALID_TXN_STATE and version >= 11:
                     code = Err.TRANSACTION_ABORTABLE
                 if code:

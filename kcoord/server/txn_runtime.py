@@ -82,6 +82,7 @@ class TxnRuntime:
         self._timers: list[asyncio.TimerHandle] = []
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
+        data_plane.txn_remote = self
 
     # ------------------------------------------------------------- loading
     @property
@@ -378,13 +379,31 @@ class TxnRuntime:
             task.cancel()
 
     # ----------------------------------------------------- data-plane check
+    def needs_remote_check(self, transactional_id: str) -> bool:
+        """A cluster, and the id's coordinator is not this node (now)."""
+        return self.markers is not None and self.state_error(transactional_id) != Err.NONE
+
+    async def verify_remote(self, transactional_id: str, producer_id: int, epoch: int,
+                            topic: str, partition: int) -> int:
+        """The produce error for a transactional append another node's
+        coordinator was asked about (Kafka's AddPartitionsToTxnManager)."""
+        code = await self.markers.verify(transactional_id, producer_id, epoch, topic, partition)
+        if code in (Err.NONE, Err.INVALID_PRODUCER_EPOCH):
+            return code
+        if code == Err.PRODUCER_FENCED:
+            return Err.INVALID_PRODUCER_EPOCH
+        if code in (Err.TRANSACTION_ABORTABLE, Err.INVALID_PRODUCER_ID_MAPPING,
+                    Err.INVALID_TXN_STATE):
+            return Err.INVALID_TXN_STATE  # TRANSACTION_ABORTABLE for Produce v11
+        return Err.NOT_ENOUGH_REPLICAS  # the coordinator cannot answer now: retriable
+
     def verify_append(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         tid = self.core.by_producer.get(producer_id)
         if tid is None:
             if self.durability is not None:
-                # a cluster: the producer's coordinator may be another node, and
-                # a Produce is not verified across nodes (yet): accepted
-                return Err.NONE
+                # a cluster: the coordinator is another node, asked before the
+                # produce ran (broker/txn_verify.py); no transactional id to ask with
+                return Err.INVALID_TXN_STATE
             if not self.loaded:
                 return Err.NOT_LEADER_OR_FOLLOWER  # retriable: the producer tries again
         elif self.states[self.core.partition_of(tid)] is not ACTIVE:

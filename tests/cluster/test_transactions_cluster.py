@@ -192,11 +192,49 @@ class Copier(threading.Thread):
         self.done.set()
 
 
+def check_verification_across_nodes(cluster) -> None:
+    from kcoord.protocol.records import build_batch
+    tid = "verify-txn"
+    coordinator, _ = wait_until(lambda: (found := txn_coordinator(cluster, 1, tid))[1]
+                                == Err.NONE and found, "the coordinator of verify-txn")
+    [topic] = cluster.metadata(1, ["verify"])["topics"]
+    # three partitions placed on three nodes: one is led by another node
+    index, leader = next((p["partition_index"], p["leader_id"]) for p in topic["partitions"]
+                         if p["leader_id"] != coordinator)
+    with WireClient(cluster.nodes[coordinator].port) as c:
+        r = c.request(22, 1, {"transactional_id": tid, "transaction_timeout_ms": 30000})
+        assert r["error_code"] == Err.NONE, r
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+
+    def produce(seq: int) -> int:
+        records = build_batch([(None, b"x", [], 1000)], producer_id=pid, producer_epoch=epoch,
+                              base_sequence=seq, transactional=True)
+        with WireClient(cluster.nodes[leader].port) as c:
+            r = c.request(0, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 30000,
+                                 "topic_data": [{"name": "verify", "partition_data": [
+                                     {"index": index, "records": records}]}]})
+        return r["responses"][0]["partition_responses"][0]["error_code"]
+    assert produce(0) == Err.INVALID_TXN_STATE  # not added to the transaction
+    with WireClient(cluster.nodes[coordinator].port) as c:
+        r = c.request(24, 3, {"v3_and_below_transactional_id": tid,
+                              "v3_and_below_producer_id": pid,
+                              "v3_and_below_producer_epoch": epoch,
+                              "v3_and_below_topics": [{"name": "verify", "partitions": [index]}]})
+        [[result]] = [t["results_by_partition"] for t in r["results_by_topic_v3_and_below"]]
+        assert result["partition_error_code"] == Err.NONE, r
+    assert produce(0) == Err.NONE
+    with WireClient(cluster.nodes[coordinator].port) as c:  # markers to the other leader
+        r = c.request(26, 3, {"transactional_id": tid, "producer_id": pid,
+                              "producer_epoch": epoch, "committed": False})
+        assert r["error_code"] == Err.NONE, r
+
+
 def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     from confluent_kafka import Producer
     create(cluster, "in", PARTITIONS)
     create(cluster, "out", PARTITIONS)
     create(cluster, "basic", PARTITIONS)
+    create(cluster, "verify", 3)
     bs = bootstrap(cluster)
 
     # --- commit and abort; read_committed sees exactly the committed records
@@ -216,6 +254,10 @@ def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     expected = sorted(b"t%d-%02d" % (n, i) for n in (0, 2) for i in range(20))
     assert sorted(read_all(bs, "basic", "read_committed", 40)) == expected
     assert len(read_all(bs, "basic", "read_uncommitted", 60)) == 60  # aborted data is there
+
+    # --- KIP-890 across nodes: a partition led by another node than the
+    # coordinator takes a transaction's first batch only once it is added
+    check_verification_across_nodes(cluster)
 
     # --- consume-transform-produce while the coordinator node is SIGKILLed
     inp = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 5})
