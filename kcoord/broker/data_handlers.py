@@ -105,6 +105,33 @@ class DataPlane:
         self.appended.notify()
         return Err.NONE, plog
 
+    async def write_marker_durable(self, topic_name: str, index: int, producer_id: int,
+                                   epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """A marker written and durable (a replicated partition: led here and
+        past the high watermark), for WriteTxnMarkers: -> the error code."""
+        topic = self.catalogue.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions) or topic.internal:
+            return Err.UNKNOWN_TOPIC_OR_PARTITION
+        replica = self._replicated(topic, index)
+        if isinstance(replica, int):
+            return replica
+        code, plog = self.write_marker(topic_name, index, producer_id, epoch, commit,
+                                       coordinator_epoch)
+        if plog is None:
+            return code
+        end = plog.log_end_offset
+        await self.sync.sync([plog])
+        if replica is None:
+            return Err.NONE
+        self.replication.on_flushed([plog])
+        self.appended.notify()
+        return await self.replication.await_high_watermark(topic_name, index, end)
+
+    def forget_txn_state(self, plog) -> None:
+        """The log changed under its producer state (leadership moved, a
+        truncation): rebuilt from the log on next use."""
+        self._txn_states.pop(plog, None)
+
     def in_sync_replicas(self, topic, index: int) -> int:
         if self.replication is not None and self.replication.manages(topic.name):
             replica = self.replication.replica(topic.name, index)

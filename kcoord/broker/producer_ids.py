@@ -5,16 +5,23 @@ import time
 
 from ..protocol.errors import Err
 
+NODE_BITS = 10
+NODE_MASK = (1 << NODE_BITS) - 1
+
 
 class ProducerIds:
-    def __init__(self) -> None:
+    def __init__(self, node_id: int | None = None) -> None:
         # ids stay unique across restarts without persisting a counter:
         # the start time in ms leaves room for 1000 ids per ms of uptime
         self._next = int(time.time() * 1000) * 1000
+        # a cluster's node: its id in the low 10 bits keeps nodes' ids apart
+        self._node = None if node_id is None else node_id & NODE_MASK
 
     def next_id(self) -> int:
         pid = self._next
         self._next += 1
+        if self._node is not None:
+            return (pid << NODE_BITS) | self._node  # fits int64 until about 2250
         return pid
 
     def init_producer_id(self, ctx, req: dict) -> dict:

@@ -88,8 +88,10 @@ class PartitionTxnState:
     aborted: list = field(default_factory=list)     # AbortedTxn, by last offset
 
     # ----------------------------------------------------------- reading
-    def last_stable_offset(self, log_end_offset: int) -> int:
-        return min(self.ongoing.values(), default=log_end_offset)
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """First offset of the earliest open transaction, capped at the high
+        watermark (a replicated leader's open transaction may start above it)."""
+        return min(min(self.ongoing.values(), default=high_watermark), high_watermark)
 
     def aborted_between(self, start: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper): those whose ABORT

@@ -33,8 +33,9 @@ from .state import NO_LEADER
 log = logging.getLogger("kcoord.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 AUTH_OPS_NOT_REQUESTED = -(2**31)
-KEY_TYPE_GROUP = 0
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
 
@@ -46,6 +47,7 @@ class ClusterNode:
         self.node_id = config["node.id"]
         self.plane: EtcdControlPlane | None = None
         self._offsets_task: asyncio.Task | None = None
+        self._txn_task: asyncio.Task | None = None
         self._auto_create: dict[str, asyncio.Task] = {}
         # (entity type, name, overrides or None) -> None: applies etcd's dynamic broker and
         # group configs on this node (set by the server's config handlers)
@@ -90,6 +92,16 @@ class ClusterNode:
             log.warning("local topics not in the cluster's catalogue are not served: %s",
                         ", ".join(sorted(strays)))
 
+    def follow_transactions(self, runtime) -> None:
+        """Load and unload the transaction coordinator's __transaction_state
+        partitions as their leadership moves (txn_ownership.py)."""
+        from .txn_ownership import TXN_TOPIC as TXN, TxnOwnership
+        ownership = TxnOwnership(runtime, self.node_id)
+        self.plane.listeners.append(ownership)
+        for state in list(self.plane.view.partitions.values()):
+            if state.topic == TXN:
+                ownership.on_partition_state(state)
+
     def share_security(self, store, bootstrap_scram=()) -> None:
         """SCRAM credentials and ACLs cluster-wide (security_sync.py): `store`
         (what SASL and the authorizer read) writes to etcd and applies what
@@ -111,7 +123,7 @@ class ClusterNode:
                 ownership.on_partition_state(state)
 
     async def stop(self, controlled: bool = True) -> None:
-        for task in [self._offsets_task, *self._auto_create.values()]:
+        for task in [self._offsets_task, self._txn_task, *self._auto_create.values()]:
             if task is not None:
                 task.cancel()
         if self.plane is not None:
@@ -191,26 +203,33 @@ class ClusterNode:
         return None if info is None else info.endpoint(listener)
 
     def find_coordinator(self, key: str, key_type: int, listener: str | None = None) -> dict:
-        """The group's coordinator, at its endpoint on the listener the
-        request came in on (Kafka answers each listener with its own)."""
+        """The group's (key type 0) or transactional id's (1) coordinator: the
+        leader of its __consumer_offsets / __transaction_state partition, at
+        its endpoint on the listener the request came in on (Kafka answers
+        each listener with its own)."""
         def unavailable(message: str) -> dict:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
-        if key_type != KEY_TYPE_GROUP:
-            return unavailable("only group coordinators are served")
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            return unavailable("only group and transaction coordinators are served")
+        topic, what = ((OFFSETS_TOPIC, "group") if key_type == KEY_TYPE_GROUP
+                       else (TXN_TOPIC, "transactional id"))
         view = self.plane.view
-        record = view.topics.get(OFFSETS_TOPIC)
+        record = view.topics.get(topic)
         if record is None:
-            self._ensure_offsets_topic()
-            return unavailable("the offsets topic is being created")
-        state = view.state(OFFSETS_TOPIC, partition_for(key, record.partitions))
+            if key_type == KEY_TYPE_GROUP:
+                self._ensure_offsets_topic()
+            else:
+                self._ensure_txn_topic()
+            return unavailable(f"the {topic} topic is being created")
+        state = view.state(topic, partition_for(key, record.partitions))
         if state is None or state.leader == NO_LEADER:
-            return unavailable("the group's offsets partition has no leader")
+            return unavailable(f"the {what}'s {topic} partition has no leader")
         row = self._node_row(state.leader, listener)
         if row is None:
-            return unavailable("the group's coordinator is not registered"
+            return unavailable(f"the {what}'s coordinator is not registered"
                                if state.leader not in view.nodes
-                               else f"the group's coordinator has no listener {listener}")
+                               else f"the {what}'s coordinator has no listener {listener}")
         return {"key": key, "node_id": state.leader, "host": row[0], "port": row[1],
                 "error_code": Err.NONE, "error_message": None}
 
@@ -227,6 +246,22 @@ class ClusterNode:
         self._offsets_task = asyncio.get_running_loop().create_task(self.plane.create_topic(
             OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}))
+
+    def _ensure_txn_topic(self) -> None:
+        """__transaction_state as Kafka creates it on the first FindCoordinator
+        of a transactional id: compacted, min.insync.replicas from
+        transaction.state.log.min.isr, replication factor capped at the
+        nodes live now."""
+        if self._txn_task is not None and not self._txn_task.done():
+            return
+        cfg = self.config
+        rf = min(cfg["transaction.state.log.replication.factor"],
+                 max(1, len(self.plane.view.serving())))
+        min_isr = min(cfg["transaction.state.log.min.isr"], rf)
+        self._txn_task = asyncio.get_running_loop().create_task(self.plane.create_topic(
+            TXN_TOPIC, cfg["transaction.state.log.num.partitions"], rf,
+            {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr),
+             "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}))
 
     def brokers(self, listener: str | None = None) -> list[dict]:
         """The registered nodes at their endpoints on `listener`; as in

@@ -30,6 +30,9 @@ from .state import NO_LEADER, PartitionState
 log = logging.getLogger("kcoord.cluster.replicas")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+# internal topics replicated when this node runs the coordinators
+COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
 
 
 def now_ms() -> int:
@@ -71,6 +74,8 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task] = set()
         self._running = False
         self.min_isr_for = None     # topic name -> min.insync.replicas (its override)
+        self.on_log_role_change = None  # callable(log): this node's role on it changed
+        self.role_listeners: list = []  # called after any replica here changes role
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -97,9 +102,9 @@ class ReplicaManager:
             self._apply(state)
 
     def manages(self, name: str) -> bool:
-        """User topics, and __consumer_offsets when the coordinator follows
-        leadership."""
-        if name == OFFSETS_TOPIC:
+        """User topics, and __consumer_offsets and __transaction_state when
+        the coordinators follow leadership."""
+        if name in COORDINATED_TOPICS:
             return self.coordinator is not None
         topic = self.catalogue.get(name)
         return topic is None or not topic.internal
@@ -203,6 +208,13 @@ class ReplicaManager:
         # listener called before this one, so a shard is gone before its
         # log is truncated.)
         replica.log.stamp_epoch = out.epoch if isinstance(out, BecameLeader) else None
+        if self.on_log_role_change is not None:
+            # producer state (LSO, sequences, open transactions) was built from
+            # this log as it was; a follower's appends and truncations never
+            # touched it: rebuilt from the replicated log on next use
+            self.on_log_role_change(replica.log)
+        for listener in self.role_listeners:
+            listener()
 
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0
@@ -314,7 +326,9 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
     manager.endpoint_of = endpoint_of
     if durability is not None:
         durability.manager = manager
+        manager.role_listeners.append(durability.roles_changed)
     manager.min_isr_for = min_isr_for
+    manager.on_log_role_change = data_plane.forget_txn_state
     data_plane.replication = manager
     plane.listeners.append(manager)
     plane.view_listeners.append(
@@ -332,9 +346,51 @@ class ReplicatedDurability:
     disk).  A shard this node no longer leads reports an error, which fails
     the round's writes of that shard (the runtime answers them)."""
 
+    replicated = True  # the runtime enforces offsets.commit.timeout.ms on its rounds
+
     def __init__(self) -> None:
         self.manager: ReplicaManager | None = None
         self.closed = False
+        self._role_waiters: list[asyncio.Future] = []
+
+    async def replayed(self, plog, end_offset: int, epoch: int) -> None:
+        """The takeover fence, awaited by a shard that has replayed its log
+        up to `end_offset` before it serves: returns once this node leads the
+        log in leader epoch `epoch` (or a newer one) and the high watermark
+        has reached `end_offset`.  A new leader's log may end with records
+        that were never acknowledged and that a truncation may still remove;
+        Kafka's runtime serves a shard at its last committed offset, here
+        the shard stays COORDINATOR_LOAD_IN_PROGRESS until everything it
+        replayed is committed.  Waits (an unload cancels it) while this
+        node is not, or not yet, that leader."""
+        while True:
+            manager = self.manager
+            found = None
+            if manager is not None:
+                for key, replica in manager.replicas.items():
+                    if replica.log is plog:
+                        found = key, replica
+                        break
+            if found is not None:
+                key, replica = found
+                if replica.is_leader and replica.leader_epoch >= epoch:
+                    code = await manager.await_high_watermark(key[0], key[1], end_offset)
+                    if code != Err.NOT_LEADER_OR_FOLLOWER:
+                        # reached (NOT_ENOUGH_REPLICAS_AFTER_APPEND: reached with
+                        # an ISR below min.insync.replicas, committed all the same)
+                        return
+                    continue
+            fut = asyncio.get_running_loop().create_future()
+            self._role_waiters.append(fut)
+            await fut
+
+    def roles_changed(self) -> None:
+        """A replica here became leader, follower or neither (the manager's
+        role listener): fences waiting for leadership look again."""
+        waiters, self._role_waiters = self._role_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def sync(self, logs: list, done) -> None:
         ends = [plog.log_end_offset for plog in logs]

@@ -108,7 +108,9 @@ class SecurityAdmin:
                 results.append({"error_code": Err.INVALID_REQUEST, "error_message": problem})
                 continue
             results.append({"error_code": Err.NONE, "error_message": None})
-            if acl not in self.authorizer.acls:  # re-creating an ACL is a no-op
+            # re-creating an ACL is a no-op; in a cluster this node's copy may lag
+            # etcd (a delete elsewhere not seen yet), and a put of the same key is harmless
+            if acl not in self.authorizer.acls or self.store.backend is not None:
                 records.append({"type": "acl", "acl": acl.to_record()})
         failed = await self._store(records)
         if failed is not None:

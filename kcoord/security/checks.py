@@ -745,6 +745,18 @@ def _end_txn(c: Checks, ctx, req, handler):
     return {"throttle_time_ms": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
+@rule(27)
+def _write_txn_markers(c: Checks, ctx, req, handler):
+    """Coordinator to partition leader only (Kafka: CLUSTER_ACTION on the
+    cluster, else every partition answers CLUSTER_AUTHORIZATION_FAILED)."""
+    if c.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    return {"markers": [{"producer_id": m["producer_id"], "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED}
+            for p in t["partition_indexes"]]} for t in m["topics"]]} for m in req["markers"]]}
+
+
 @rule(28)
 def _txn_offset_commit(c: Checks, ctx, req, handler):
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):

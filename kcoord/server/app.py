@@ -26,6 +26,7 @@ from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
+from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
 from .txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.server")
@@ -72,9 +73,11 @@ class Server:
                                               durability=self.durability)
         self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
-        self.producer_ids = ProducerIds()
+        # a cluster's nodes allocate producer ids apart (node.id in the low bits)
+        self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
-                              self.group_sync, self.producer_ids)
+                              self.group_sync, self.producer_ids, durability=self.durability)
+        self.marker_writer = MarkerWriter(self.data, self.coordinator)
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides,
                                              self.topic_admin)
@@ -93,6 +96,7 @@ class Server:
         d.register_handlers(self.topic_admin)  # CreateTopics, DeleteTopics, CreatePartitions
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
+        d.register_handlers(WriteTxnMarkersHandler(self.marker_writer))
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -142,7 +146,11 @@ class Server:
             try:
                 server = await loop.create_server(
                     self.security.protocol_factory(lsn, connection),
-                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024)
+                    lsn.host or None, lsn.port, reuse_address=True, backlog=1024,
+                    # a cluster node binds first (it registers its ports) but accepts only
+                    # once joined: before, it would refuse SCRAM users and deny by ACL
+                    # (etcd's not read yet), which clients take as fatal
+                    start_serving=self.cluster is None)
             except OSError as exc:
                 for bound in self._servers:
                     bound.close()
@@ -160,11 +168,15 @@ class Server:
         self._schedule_retention()
         # in a cluster a shard is loaded when this node leads its partition
         self.coordinator.start(load_all=self.cluster is None)
-        self.txn.start()
+        self.txn.start(load_all=self.cluster is None)
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
+            self.cluster.follow_transactions(self.txn)
+            self.txn.markers = MarkerSender(self.cluster, self.marker_writer)
             self._start_replication()
+            for server in self._servers:
+                await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
@@ -214,6 +226,8 @@ class Server:
         for server in self._servers:
             await server.wait_closed()
         self.txn.stop()
+        if self.txn.markers is not None:
+            self.txn.markers.close()
         self.coordinator.stop()
         self.catalogue.close()
         self.dir_lock.release()

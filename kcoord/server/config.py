@@ -59,6 +59,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # transactions (kcoord/txn)
     "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.state.log.replication.factor": (int, 3),  # a cluster's; capped at live nodes
+    "transaction.state.log.min.isr": (int, 2),
     "transaction.max.timeout.ms": (int, 900000),
     "transactional.id.expiration.ms": (int, 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
@@ -110,6 +112,8 @@ MINIMUMS = {
     "group.consumer.max.size": 1,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.segment.bytes": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
     "transaction.max.timeout.ms": 1,
     "transactional.id.expiration.ms": 1,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,

@@ -72,12 +72,20 @@ class _Batch:
     """Records of one shard waiting to be appended, then to be durable, and
     the requests answered once they are: entries of (reply, answer, error,
     replies to other parked requests)."""
-    __slots__ = ("records", "waiters", "dropped")
+    __slots__ = ("records", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.waiters: list[tuple] = []
         self.dropped = False
+        self.timeout: asyncio.TimerHandle | None = None  # offsets.commit.timeout.ms
+
+    def drop(self) -> None:
+        """Answered for good (released, failed or dropped)."""
+        self.dropped = True
+        if self.timeout is not None:
+            self.timeout.cancel()
+            self.timeout = None
 
 
 class ShardRuntime(ShardLoader):
@@ -105,6 +113,7 @@ class ShardRuntime(ShardLoader):
         self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
+        self.replayed_end = -1    # the log end the last load replayed up to
         self.compacted_upto = -1  # active segment base at the last compaction
 
     @property
@@ -138,12 +147,20 @@ class ShardRuntime(ShardLoader):
     async def _load(self) -> None:
         try:
             await self.replay_log()
+            # A replicated log may hold records above its high watermark (not
+            # acknowledged, possibly truncated later): serve nothing until
+            # they are committed (Kafka serves reads at the last committed
+            # offset); single node: no such wait.
+            committed = getattr(self.commit.sync, "replayed", None)
+            if committed is not None:
+                await committed(self.plog, self.replayed_end, self.epoch)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("shard %d: loading failed", self.index)
             self.state = FAILED
             self.core = None
+            self._load_task = None  # (wait_loaded waits for tasks under way only)
             return
         self.state = ACTIVE
         self._load_task = None
@@ -278,6 +295,10 @@ class ShardRuntime(ShardLoader):
         if batch is None:
             batch = self._pending = _Batch()
             self._batches.append(batch)
+            timeout = self.commit.write_timeout
+            if timeout is not None:
+                batch.timeout = asyncio.get_running_loop().call_later(
+                    timeout, self.time_out, batch)
         batch.records += records
         if not self._queued:
             self._queued = True
@@ -330,7 +351,7 @@ class ShardRuntime(ShardLoader):
             self._failed()
             return
         self._batches.remove(batch)
-        batch.dropped = True
+        batch.drop()
         parked = self.parked
         for reply, answer, _, replies in reversed(batch.waiters):
             if replies:
@@ -339,6 +360,30 @@ class ShardRuntime(ShardLoader):
                         _answer(token, response)
             if answer is not _PARKED and not reply.done():
                 reply.set_result(answer)
+
+    def time_out(self, batch: _Batch) -> None:
+        """The batch is not durable offsets.commit.timeout.ms after its first
+        write (appended and waiting for the high watermark, or still waiting
+        for its round behind one that is): answer its requests
+        COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, whose
+        REQUEST_TIMED_OUT the group coordinator answers so).  The batch stays
+        queued or in flight: it may still commit, and its release then
+        answers nothing twice."""
+        batch.timeout = None
+        if batch.dropped:
+            return
+        code = Err.COORDINATOR_NOT_AVAILABLE
+        parked = self.parked
+        for reply, answer, error, replies in batch.waiters:
+            for token, _ in replies or ():
+                fail = parked.pop(token, None)
+                if fail is not None:
+                    _answer(token, fail(code))
+            if reply is None or error is None:  # internal writes: wait for the outcome
+                continue
+            if answer is _PARKED:
+                parked.pop(reply, None)
+            _answer(reply, error(code))
 
     def _failed(self) -> None:
         # Everything not yet durable was computed from memory that is ahead of
@@ -349,7 +394,7 @@ class ShardRuntime(ShardLoader):
         self.reload()
 
     def _fail_batch(self, batch: _Batch, code: int) -> None:
-        batch.dropped = True
+        batch.drop()
         parked = self.parked
         for reply, answer, error, replies in batch.waiters:
             for token, _ in replies or ():
@@ -441,6 +486,8 @@ class CoordinatorRuntime:
         linger = config["group.coordinator.append.linger.ms"]
         # one group commit for every shard
         self.commit = GroupCommit(linger, durability, metrics=metrics)
+        if getattr(durability, "replicated", False):
+            self.commit.write_timeout = config["offsets.commit.timeout.ms"] / 1000.0
         self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)

@@ -39,7 +39,10 @@ class GroupCommit:
     carrying a Kafka error code `.error` of lost leadership
     (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH) unloads
     the shard (its requests get NOT_COORDINATOR); any other error fails the
-    waiting requests (COORDINATOR_NOT_AVAILABLE) and reloads the shard."""
+    waiting requests (COORDINATOR_NOT_AVAILABLE) and reloads the shard.
+    Optional: `async replayed(log, end_offset, epoch)`, awaited by a shard
+    after replaying its log and before it serves (the takeover fence:
+    replicated, until the high watermark reaches what was replayed)."""
 
     def __init__(self, linger_ms: float, durability=None, metrics=None) -> None:
         self.linger = linger_ms / 1000.0
@@ -50,6 +53,10 @@ class GroupCommit:
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight = False
+        # offsets.commit.timeout.ms (seconds) when set (replicated): a shard's
+        # batch not durable that long after its first write answers its
+        # requests COORDINATOR_NOT_AVAILABLE (ShardRuntime.time_out)
+        self.write_timeout: float | None = None
         self.rounds = 0  # rounds begun (metrics and tests)
 
     def add(self, shard: "ShardRuntime") -> None:

@@ -169,6 +169,7 @@ class ShardLoader:
         fast path (uniform_records), any other through read_record_spans
         (keys and values read in place; a compressed batch decompressed)."""
         start = time.monotonic()
+        self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
                 and await self._load_in_worker()):
             offset = self.plog.log_start_offset

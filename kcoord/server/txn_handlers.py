@@ -11,8 +11,8 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.result import Result
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
-from .dispatch import Dispatcher, RequestContext, serves
-from .txn_runtime import OFFSETS_TOPIC, TxnRuntime, wall_ms
+from .dispatch import Dispatcher, Reply, RequestContext, serves
+from .txn_runtime import OFFSETS_TOPIC, PART_LOADING, TxnRuntime, wall_ms
 
 # PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
 FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
@@ -34,8 +34,10 @@ class TxnHandlers:
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)  # every @serves method below
 
-    def _not_ready(self) -> int:
-        return Err.NONE if self.runtime.loaded else Err.COORDINATOR_LOAD_IN_PROGRESS
+    def _not_ready(self, tid: str | None) -> int:
+        """NONE when this node coordinates `tid` now (an empty id is the
+        core's to refuse), else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
+        return self.runtime.state_error(tid) if tid else Err.NONE
 
     # ------------------------------------------------------- InitProducerId
     @serves("InitProducerId")
@@ -45,7 +47,7 @@ class TxnHandlers:
             return self.producer_ids.init_producer_id(ctx, req)
         answer = {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": -1,
                   "producer_epoch": -1}
-        code = self._not_ready()
+        code = self._not_ready(tid)
         if code:
             return {**answer, "error_code": code}
         res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
@@ -53,7 +55,9 @@ class TxnHandlers:
                                          req.get("producer_epoch", -1), wall_ms())
         # a fencing abort is finished before the answer (CONCURRENT_TRANSACTIONS):
         # the client's retry then finds the transaction complete
-        await self.runtime.write_and_complete(res.records)
+        code = await self.runtime.write_and_complete(res.records)
+        if code:
+            return {**answer, "error_code": code}
         if res.error:
             return {**answer, "error_code": _for_version(ctx, res.error)}
         return {**answer, "producer_id": res.producer_id, "producer_epoch": res.producer_epoch}
@@ -77,7 +81,7 @@ class TxnHandlers:
 
     async def _add_one(self, ctx, tid: str, pid: int, epoch: int, topics: list[dict],
                        verify_only: bool) -> list[dict]:
-        code = self._not_ready()
+        code = self._not_ready(tid)
         if code:
             return self._results(topics, lambda tp: code)
         pairs = [(t["name"], p) for t in topics for p in t["partitions"]]
@@ -91,8 +95,7 @@ class TxnHandlers:
             return self._results(topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
         res = self.core.add_partitions(tid, pid, epoch, pairs, wall_ms())
-        await self.runtime.write(res.records)
-        error = _for_version(ctx, res.error)
+        error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return self._results(topics, lambda tp: error)
 
     @serves("AddPartitionsToTxn")
@@ -113,27 +116,26 @@ class TxnHandlers:
     # ------------------------------------------------------ AddOffsetsToTxn
     @serves("AddOffsetsToTxn")
     async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready()
+        code = self._not_ready(req["transactional_id"])
         if not code:
             # the group need not exist: its __consumer_offsets partition joins the txn
             partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
             res = self.core.add_partitions(req["transactional_id"], req["producer_id"],
                                            req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
                                            wall_ms())
-            await self.runtime.write(res.records)
-            code = _for_version(ctx, res.error)
+            code = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return {"throttle_time_ms": 0, "error_code": code}
 
     # --------------------------------------------------------------- EndTxn
     @serves("EndTxn")
     async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready()
+        code = self._not_ready(req["transactional_id"])
         if not code:
             res = self.core.end_txn(req["transactional_id"], req["producer_id"],
                                     req["producer_epoch"], req["committed"], wall_ms())
             # answered once the markers are written and Complete* is durable
-            await self.runtime.write_and_complete(res.records)
-            code = _for_version(ctx, res.error)
+            code = (await self.runtime.write_and_complete(res.records)
+                    or _for_version(ctx, res.error))
         return {"throttle_time_ms": 0, "error_code": code}
 
     # ------------------------------------------------------ TxnOffsetCommit
@@ -152,13 +154,38 @@ class TxnHandlers:
         group_id = req["group_id"]
         if not group_id:
             return every(Err.INVALID_GROUP_ID)
-        error = self._not_ready()
+        tid = req["transactional_id"]
+        partition = self.groups.runtime.partition_for(group_id)
+        markers = self.runtime.markers
+        if markers is not None and self.runtime.state_error(tid) == Err.NOT_COORDINATOR:
+            # a cluster: the producer's coordinator is another node; ask it
+            return self._commit_verified_remotely(req, version, every, tid, partition)
+        error = self._not_ready(tid)
         if error:
             return every(error)
         # the group's partition must be in the producer's transaction, or no
         # marker would ever resolve these offsets (KIP-890 part 1)
         code = self.core.in_transaction(req["producer_id"], req["producer_epoch"], OFFSETS_TOPIC,
-                                        self.groups.runtime.partition_for(group_id))
+                                        partition)
+        return self._commit_checked(req, version, every, code)
+
+    async def _commit_verified_remotely(self, req, version: int, every, tid: str,
+                                        partition: int):
+        code = await self.runtime.markers.verify(tid, req["producer_id"], req["producer_epoch"],
+                                                 OFFSETS_TOPIC, partition)
+        if code == Err.PRODUCER_FENCED:
+            code = Err.INVALID_PRODUCER_EPOCH  # TxnOffsetCommit never answers 90
+        elif code in (Err.TRANSACTION_ABORTABLE, Err.INVALID_PRODUCER_ID_MAPPING):
+            code = Err.INVALID_TXN_STATE
+        elif code in (Err.NOT_COORDINATOR, Err.COORDINATOR_LOAD_IN_PROGRESS,
+                      Err.CONCURRENT_TRANSACTIONS):
+            code = Err.COORDINATOR_NOT_AVAILABLE  # retriable: the client asks again
+        answer = self._commit_checked(req, version, every, code)
+        if isinstance(answer, Reply):
+            answer = await answer
+        return answer
+
+    def _commit_checked(self, req, version: int, every, code: int):
         if code == Err.INVALID_TXN_STATE and version >= 4:
             code = Err.TRANSACTION_ABORTABLE
         if code:
@@ -168,7 +195,7 @@ class TxnHandlers:
         def op(core, now):
             response, records = txn_offset_commit(core, req, version, now)
             return Result(records=records, response=response)
-        answer = self.groups.runtime.write(group_id, op, every)
+        answer = self.groups.runtime.write(req["group_id"], op, every)
         # the producer waits on this before EndTxn: no group-commit linger
         self.groups.runtime.commit.hurry()
         return answer
@@ -176,9 +203,9 @@ class TxnHandlers:
     # ----------------------------------------------------- describing state
     @serves("DescribeTransactions")
     async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready()
         states = []
         for tid in req["transactional_ids"]:
+            code = self._not_ready(tid)
             if code:
                 states.append({**self.core.describe(""), "transactional_id": tid,
                                "error_code": code})
@@ -188,7 +215,9 @@ class TxnHandlers:
 
     @serves("ListTransactions")
     async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready()
+        # this node's partitions (an admin client asks every node and merges)
+        code = (Err.COORDINATOR_LOAD_IN_PROGRESS if PART_LOADING in self.runtime.states
+                else Err.NONE)
         if code:
             return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
                     "transaction_states": []}
@@ -207,6 +236,10 @@ class TxnHandlers:
                 parts.append(entry)
                 if topic is None or not 0 <= p < len(topic.partitions):
                     entry["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if isinstance(self.runtime.data._replicated(topic, p), int):
+                    # a cluster: only the partition's leader has its producer state
+                    entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
                     continue
                 state = self.runtime.data.txn_state(topic.partitions[p])
                 entry["active_producers"] = [

@@ -10,6 +10,15 @@ plane, __consumer_offsets partitions through their coordinator shard),
 made durable, and then the Complete* record is written.  On load every
 Prepare* found is finished the same way.  Timers: the timed-out
 transaction sweep and the transactional-id expiry sweep.
+
+In a cluster each __transaction_state partition is coordinated by the node
+leading it (cluster/txn_ownership.py calls load/unload as leadership moves;
+a partition not led here answers NOT_COORDINATOR, one loading
+COORDINATOR_LOAD_IN_PROGRESS), a write is acknowledged once the high
+watermark passes it (the group runtime's ReplicatedDurability), the leader
+epoch of the partition is the coordinator epoch stamped into markers, and
+markers for partitions led by other nodes go out as WriteTxnMarkers
+(txn_markers.py).
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK = 4 << 20
 SHARD_WAIT_S = 0.05
 COMPLETION_RETRY_S = 0.5
+NOT_OWNED, PART_LOADING, ACTIVE = "not owned", "loading", "active"
 
 
 def wall_ms() -> int:
@@ -40,7 +50,7 @@ def wall_ms() -> int:
 
 class TxnRuntime:
     def __init__(self, catalogue, config, data_plane, coordinator, group_sync,
-                 producer_ids) -> None:
+                 producer_ids, durability=None) -> None:
         self.catalogue = catalogue
         self.config = config
         self.data = data_plane
@@ -58,44 +68,126 @@ class TxnRuntime:
             raise ValueError(f"transaction.state.log.num.partitions={wanted} but {TXN_TOPIC} "
                              f"has {len(topic.partitions)} partitions")
         self.logs = topic.partitions
-        self.loaded = False
-        self._completing: set[str] = set()
+        # per __transaction_state partition: NOT_OWNED, PART_LOADING or ACTIVE,
+        # and the leader epoch it was loaded for (the coordinator epoch)
+        self.states = [NOT_OWNED] * wanted
+        self.epochs = [-1] * wanted
+        self._load_tasks: dict[int, asyncio.Task] = {}
+        # a cluster's durability seam (ReplicatedDurability): None = fsync here
+        self.durability = durability
+        self.markers = None  # txn_markers.MarkerSender in a cluster: markers to any leader
+        self._swept = False
+        self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
 
     # ------------------------------------------------------------- loading
-    def start(self) -> None:
-        self._spawn(self.load())
+    @property
+    def loaded(self) -> bool:
+        """Every partition is served here (a single node, once loaded)."""
+        return all(st is ACTIVE for st in self.states)
 
-    async def load(self) -> None:
+    def start(self, load_all: bool = True) -> None:
+        """Single node: coordinate every partition (epoch 0).  A cluster loads
+        a partition when this node leads it (load/unload)."""
+        if load_all:
+            for p in range(len(self.logs)):
+                self.load(p, 0)
+        if not self._swept:
+            self._swept = True
+            self._arm(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                      self._abort_timed_out)
+            self._arm(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                      self._expire_ids)
+
+    def state_error(self, transactional_id: str) -> int:
+        """NONE when this node coordinates the id now, else the Kafka error."""
+        state = self.states[self.core.partition_of(transactional_id)]
+        if state is ACTIVE:
+            return Err.NONE
+        return Err.COORDINATOR_LOAD_IN_PROGRESS if state is PART_LOADING else Err.NOT_COORDINATOR
+
+    def owns(self, partition: int, epoch: int) -> bool:
+        return self.states[partition] is ACTIVE and self.epochs[partition] == epoch
+
+    def load(self, partition: int, epoch: int) -> None:
+        """Coordinate `partition` from leader epoch `epoch` on (onElection):
+        replay its log into the core, then finish every Prepare* in it."""
+        if epoch < self.epochs[partition]:
+            return
+        newer = epoch > self.epochs[partition]
+        self.epochs[partition] = epoch
+        if self.states[partition] is ACTIVE:
+            if newer:  # still led here, in a newer epoch: completions go on with it
+                self._complete_pending(partition)
+            return
+        if self.states[partition] is PART_LOADING:
+            return
+        self.states[partition] = PART_LOADING
+        self.core.drop_partition(partition)
+        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
+        self._load_tasks[partition] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def unload(self, partition: int, epoch: int | None = None) -> bool:
+        """Stop coordinating `partition` (onResignation; with an epoch, only for
+        a newer one): its ids leave the core, its writes answer NOT_COORDINATOR."""
+        if epoch is not None:
+            if epoch <= self.epochs[partition]:
+                return False
+            self.epochs[partition] = epoch
+        if self.states[partition] is NOT_OWNED:
+            return False
+        task = self._load_tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self.states[partition] = NOT_OWNED
+        self.core.drop_partition(partition)
+        return True
+
+    async def _load(self, partition: int, epoch: int) -> None:
         start = time.monotonic()
-        for plog in self.logs:
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                chunk = plog.read(offset, LOAD_CHUNK, min_one=True)
-                if not chunk:
-                    break
-                pos = 0
-                while pos < len(chunk):
-                    header, records = decode_batch(chunk, pos)
-                    pos += header.size
-                    if header.next_offset <= offset:
-                        continue
-                    offset = header.next_offset
-                    for rec in records:
-                        self._load_record(rec)
+        plog = self.logs[partition]
+        count = self.records_loaded
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            chunk = plog.read(offset, LOAD_CHUNK, min_one=True)
+            if not chunk:
+                break
+            pos = 0
+            while pos < len(chunk):
+                header, records = decode_batch(chunk, pos)
+                pos += header.size
+                if header.next_offset <= offset:
+                    continue
+                offset = header.next_offset
+                for rec in records:
+                    self._load_record(rec)
             await asyncio.sleep(0)
-        self.loaded = True
-        log.info("transaction state loaded: %d records, %d transactional ids in %.2fs",
-                 self.records_loaded, len(self.core.txns), time.monotonic() - start)
+        fence = getattr(self.durability, "replayed", None)
+        if fence is not None:
+            # a new leader's log may end with records never acknowledged (a
+            # truncation could still remove them): serve once they are committed
+            await fence(plog, offset, epoch)
+        if self.states[partition] is not PART_LOADING or self.epochs[partition] != epoch:
+            return
+        self._load_tasks.pop(partition, None)
+        self.states[partition] = ACTIVE
+        if self.durability is not None:
+            log.info("transaction state partition %d loaded (epoch %d): %d records in %.2fs",
+                     partition, epoch, self.records_loaded - count, time.monotonic() - start)
+        elif self.loaded:
+            log.info("transaction state loaded: %d records, %d transactional ids",
+                     self.records_loaded, len(self.core.txns))
+        self._complete_pending(partition)
+
+    def _complete_pending(self, partition: int) -> None:
         for completion in self.core.pending_completions():
-            self._spawn(self._complete(completion))
-        self._arm(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                  self._abort_timed_out)
-        self._arm(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-                  self._expire_ids)
+            if self.core.partition_of(completion.transactional_id) == partition:
+                self._spawn(self._complete(completion))
 
     def _load_record(self, rec) -> None:
         if rec.key is None:
@@ -111,10 +203,12 @@ class TxnRuntime:
             log.warning("skipping an undecodable __transaction_state record: %s", exc)
 
     # -------------------------------------------------------------- writes
-    async def write(self, records: list[TxnRecord]) -> None:
-        """Replay now, append, and return once durable."""
-        if not records:
-            return
+    def _append(self, records: list[TxnRecord]):
+        """Replay now and append (not yet durable): -> the logs to make
+        durable, or None when a partition is not coordinated here."""
+        parts = {r.partition for r in records}
+        if any(self.states[p] is not ACTIVE for p in parts):
+            return None
         self.core.replay_all(records)
         now = wall_ms()
         by_partition: dict[int, list] = {}
@@ -124,46 +218,96 @@ class TxnRuntime:
         logs = []
         for partition, items in by_partition.items():
             plog = self.logs[partition]
-            plog.append(build_batch(items, base_timestamp=now))
-            logs.append(plog)
-        await self.sync.sync(logs)
+            plog.append(build_batch(items, base_timestamp=now))  # a leader stamps its epoch
+            logs.append((partition, plog))
+        return logs
 
-    async def write_and_complete(self, records: list[TxnRecord]) -> None:
+    async def _durable(self, logs) -> int:
+        """NONE once the appended records are durable (a cluster: once the
+        high watermark passed them), else NOT_COORDINATOR."""
+        if self.durability is None:
+            await self.sync.sync([plog for _, plog in logs])
+            return Err.NONE
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(errors) -> None:
+            if not fut.done():
+                fut.set_result(errors)
+        self.durability.sync([plog for _, plog in logs], done)
+        errors = await fut
+        code = Err.NONE
+        for (partition, _), error in zip(logs, errors):
+            if error is None:
+                continue
+            code = Err.NOT_COORDINATOR
+            if getattr(error, "error", None) is None and self.states[partition] is ACTIVE:
+                # not a lost leadership (a failed fsync): memory may be ahead of the log
+                log.warning("transaction state partition %d: write failed (%s); reloading",
+                            partition, error)
+                epoch = self.epochs[partition]
+                self.unload(partition)
+                self.load(partition, epoch)
+        return code
+
+    async def write(self, records: list[TxnRecord]) -> int:
+        """Replay now, append, and return once durable: NONE, or
+        NOT_COORDINATOR when a partition is not (or no longer) led here."""
+        if not records:
+            return Err.NONE
+        logs = self._append(records)
+        if logs is None:
+            return Err.NOT_COORDINATOR
+        return await self._durable(logs)
+
+    async def write_and_complete(self, records: list[TxnRecord]) -> int:
         """Write; then finish every Prepare* the records started."""
-        await self.write(records)
+        code = await self.write(records)
+        if code:
+            return code
         waits = []
         for r in records:
             completion = self.core.completion(r.transactional_id)
-            if completion is not None and r.transactional_id not in self._completing:
+            if completion is not None:
                 waits.append(self._complete(completion))
         if waits:
             await asyncio.gather(*waits)
+        return Err.NONE
 
     # ---------------------------------------------------------- completion
     async def _complete(self, c: Completion) -> None:
         """Markers to every partition of the transaction, durable, then Complete*."""
         tid = c.transactional_id
-        if tid in self._completing:
-            return
-        self._completing.add(tid)
+        partition = self.core.partition_of(tid)
+        epoch = self.epochs[partition]
+        if self._completing.get(tid) == epoch:
+            return  # under way (one of an older epoch stops by itself)
+        self._completing[tid] = epoch
         try:
-            while True:
-                try:
-                    await self._write_markers(c)
-                    break
-                except Exception:
-                    log.exception("markers of %s failed; retrying", tid)
-                    await asyncio.sleep(COMPLETION_RETRY_S)
+            if self.markers is not None:
+                # a cluster: to each partition's leader, this node included
+                if not await self.markers.write(c, epoch, lambda: self.owns(partition, epoch)):
+                    return  # no longer the coordinator: the next one finishes it
+            else:
+                while True:
+                    try:
+                        await self._write_markers(c)
+                        break
+                    except Exception:
+                        log.exception("markers of %s failed; retrying", tid)
+                        await asyncio.sleep(COMPLETION_RETRY_S)
             current = self.core.completion(tid)
             if current is not None and (current.producer_id, current.producer_epoch,
                                         current.commit) == (c.producer_id, c.producer_epoch,
                                                             c.commit):
-                # Complete* is not waited for: the markers are durable, and a
-                # Prepare* found on load is completed again (the next write of
-                # this id, on the same log, makes it durable anyway)
-                self._spawn(self.write(self.core.complete(tid, wall_ms())))
+                # Complete* is replayed now (the client's next request sees it)
+                # but not waited for: the markers are durable, and a Prepare*
+                # found on load is completed again
+                logs = self._append(self.core.complete(tid, wall_ms()))
+                if logs:
+                    self._spawn(self._durable(logs))
         finally:
-            self._completing.discard(tid)
+            if self._completing.get(tid) == epoch:
+                del self._completing[tid]
 
     async def _write_markers(self, c: Completion) -> None:
         data_logs = []
@@ -206,14 +350,17 @@ class TxnRuntime:
         handle_box = [loop.call_later(interval_ms / 1000.0, fire)]
         self._timers.append(handle_box[0])
 
+    def _served(self, records: list[TxnRecord]) -> list[TxnRecord]:
+        return [r for r in records if self.states[r.partition] is ACTIVE]
+
     async def _abort_timed_out(self) -> None:
-        records = self.core.abort_timed_out(wall_ms())
+        records = self._served(self.core.abort_timed_out(wall_ms()))
         if records:
             log.info("aborting %d timed-out transactions", len(records))
             await self.write_and_complete(records)
 
     async def _expire_ids(self) -> None:
-        records = self.core.expire_ids(wall_ms())
+        records = self._served(self.core.expire_ids(wall_ms()))
         if records:
             log.info("expiring %d transactional ids", len(records))
             await self.write(records)
@@ -232,6 +379,14 @@ class TxnRuntime:
 
     # ----------------------------------------------------- data-plane check
     def verify_append(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
-        if not self.loaded:
-            return Err.NOT_LEADER_OR_FOLLOWER  # retriable: the producer tries again
+        tid = self.core.by_producer.get(producer_id)
+        if tid is None:
+            if self.durability is not None:
+                # a cluster: the producer's coordinator may be another node, and
+                # a Produce is not verified across nodes (yet): accepted
+                return Err.NONE
+            if not self.loaded:
+                return Err.NOT_LEADER_OR_FOLLOWER  # retriable: the producer tries again
+        elif self.states[self.core.partition_of(tid)] is not ACTIVE:
+            return Err.NOT_LEADER_OR_FOLLOWER
         return self.core.in_transaction(producer_id, epoch, topic, partition)

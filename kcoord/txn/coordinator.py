@@ -118,6 +118,14 @@ class TxnCoordinator:
                                  frozenset(v.partitions or ()), v.start_ms, v.last_update_ms,
                                  last_epoch)
 
+    def drop_partition(self, partition: int) -> None:
+        """Forget the ids of one __transaction_state partition (it is no
+        longer coordinated here, or is about to be replayed again)."""
+        for tid in [t for t in self.txns if self.partition_of(t) == partition]:
+            meta = self.txns.pop(tid)
+            if self.by_producer.get(meta.producer_id) == tid:
+                del self.by_producer[meta.producer_id]
+
     def replay_all(self, records) -> None:
         for r in records:
             self.replay(r)

@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
+import subprocess
+import sys
+import time
 
 import aetcd
 
+from kcoord.cluster.etcd_server import free_port
 from kcoord.security.sasl_mechanisms import salted_password
 from tests.clients.wire import WireClient, create_topic, metadata
 from tests.cluster.support import Cluster, wait_until
@@ -131,8 +136,8 @@ def test_credentials_and_acls_are_the_same_on_every_node(etcd, tmp_path):
         cluster.nodes[2].stop()
         cluster.nodes[2].ports.clear()
         cluster.nodes[2].start()
-        wait_until(lambda: topic_error(cluster, 2, "alice", "alice-secret", "orders") == 0,
-                   "alice to read orders on the restarted node 2", timeout=30)
+        # it accepts connections only once it has read etcd: no wait needed
+        assert topic_error(cluster, 2, "alice", "alice-secret", "orders") == 0
 
         # an ACL deleted on node 2: node 1 denies; a credential deleted on node 2: no login on 1
         with admin(cluster, 2) as c:
@@ -157,5 +162,76 @@ def test_credentials_and_acls_are_the_same_on_every_node(etcd, tmp_path):
             assert result["error_code"] != 0, result
             with_upsert = upsert_alice(c, "alice-3")["results"][0]
             assert with_upsert["error_code"] != 0, with_upsert
+    finally:
+        cluster.stop()
+
+
+def test_a_node_accepts_connections_only_once_it_joined(tmp_path):
+    """Bound (its ports are logged and registered) but not accepting while
+    etcd is unreachable: a client is refused (and retries) rather than
+    authenticated or authorized against credentials and ACLs not read yet."""
+    dead = free_port()  # nothing listens there
+    cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
+           "--data-dir", str(tmp_path / "node"), "--set", "node.id=1",
+           "--set", f"etcd.endpoints=127.0.0.1:{dead}"]
+    for key, value in SETTINGS.items():
+        cmd += ["--set", f"{key}={value}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ports = []
+        deadline = time.monotonic() + 60
+        while len(ports) < 2:
+            line = proc.stderr.readline()
+            assert line and time.monotonic() < deadline, "no listener lines"
+            if "kcoord listener " in line:
+                ports.append(int(line.rsplit(":", 1)[1]))
+        for port in ports:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            except ConnectionRefusedError:
+                continue
+            raise AssertionError(f"port {port} accepted a connection before the node joined")
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_scram_inter_broker_login_with_one_bootstrapped_credential(etcd, tmp_path):
+    """Replication over a SCRAM-SHA-256 inter-broker listener: the broker's
+    credential is bootstrapped once (every node runs the same --add-scram)
+    and every node verifies its peers' logins against it."""
+    from kcoord.protocol.errors import Err
+    from kcoord.protocol.records import build_batch
+    from tests.clients.wire import produce
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": MECH, "sasl.mechanism.inter.broker.protocol": MECH,
+        "listener.name.internal.scram-sha-256.sasl.jaas.config":
+            f'{scram} username="broker" password="broker-secret";',
+        "replica.fetch.wait.max.ms": "100",
+    }
+    cluster = Cluster(etcd, tmp_path, nodes=2, settings=settings)
+    for node in cluster.nodes.values():
+        node.extra_args = ["--add-scram", f"{MECH}=[name=broker,password=broker-secret]"]
+    cluster.start()
+    try:
+        with admin(cluster, 1) as c:
+            [created] = c.request(19, 7, {"topics": [{
+                "name": "replicated", "num_partitions": 1, "replication_factor": 2,
+                "assignments": [], "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
+                "timeout_ms": 30000, "validate_only": False})["topics"]
+            assert created["error_code"] == 0, created
+
+        def leader():
+            [t] = cluster.metadata(1, ["replicated"])["topics"]
+            p = t["partitions"][0] if t["partitions"] else None
+            return p is not None and len(p["isr_nodes"]) == 2 and p["leader_id"]
+        leader_id = wait_until(leader, "two in-sync replicas")
+        with admin(cluster, leader_id) as c:  # acks=all needs the follower's SCRAM fetches
+            wait_until(lambda: produce(c, "replicated", 0, build_batch([(b"k", b"v", [], 1)]),
+                                       acks=-1)["error_code"] == Err.NONE, "an acks=all write")
     finally:
         cluster.stop()

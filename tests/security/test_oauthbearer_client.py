@@ -108,7 +108,7 @@ def test_refused_token_and_unsupported_login_are_one_line_errors(oauth_server, p
 
 def test_unsecured_token_passes_kafkas_unsecured_validator():
     """The token the login makes, read by the server's validator (no server)."""
-    from kcoord.security.client import _oauthbearer_login
+    from kcoord.security.client import SaslLoginError, _oauthbearer_login
     from kcoord.security.sasl_mechanisms import OAuthBearerExchange
     jaas = (f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="dave" '
             f'unsecuredLoginNumberClaim_level="3" unsecuredLoginListClaim_scope="|a|b" '
@@ -119,3 +119,11 @@ def test_unsecured_token_passes_kafkas_unsecured_validator():
     exchange = OAuthBearerExchange({"unsecuredValidatorRequiredScope": "a b"})
     assert exchange.step(first) == b"" and exchange.done
     assert exchange.authorization_id == "dave" and 0 < exchange.lifetime_ms <= 60_000
+    # a broker's JAAS holds its validator options beside the login ones
+    user, _, _ = _oauthbearer_login({"sasl.jaas.config": (
+        f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker" '
+        f'unsecuredValidatorRequiredScope="kafka";')})
+    assert user == "broker"
+    with pytest.raises(SaslLoginError, match="unsecuredLoginStringClaim-sub"):
+        _oauthbearer_login({"sasl.jaas.config": (
+            f'{OAUTH_MODULE} required unsecuredLoginStringClaim-sub="x";')})

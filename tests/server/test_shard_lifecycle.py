@@ -195,3 +195,40 @@ def test_lost_leadership_at_the_durability_seam_unloads_the_shard(node):
         assert fetched(await answer(h.offset_fetch(ctx(9, 8), fetch_req())))[0] == Err.NONE
 
     asyncio.run(scenario())
+
+
+class FailingFence:
+    """A durability whose takeover fence fails (as a log that cannot be read)."""
+    closed = False
+
+    def __init__(self, sync) -> None:
+        self.inner = sync
+        self.fail = True
+
+    def sync(self, logs, done) -> None:
+        self.inner.sync(logs, done)
+
+    async def replayed(self, plog, end_offset: int, epoch: int) -> None:
+        if self.fail:
+            raise OSError("cannot read the log (test)")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_failed_load_answers_not_coordinator_and_wait_loaded_returns(node):
+    """Regression (found while building the runtime simulation, whose
+    failed-load step covers it): a shard whose load failed kept its finished
+    load task, so wait_loaded() never returned.  It answers NOT_COORDINATOR
+    and loads again when told."""
+    async def scenario():
+        fence = node.runtime.commit.sync = FailingFence(node.sync)
+        node.runtime.load(0, 1)
+        await asyncio.wait_for(node.runtime.wait_loaded(), 10)
+        assert node.shard().state == "failed" and not node.runtime.owns(0)
+        assert node.groups.join_group(ctx(11, 7), join_req())["error_code"] == \
+            Err.NOT_COORDINATOR
+        fence.fail = False
+        await node.runtime.load(0, 1)
+        assert node.shard().state is ACTIVE
+    asyncio.run(scenario())

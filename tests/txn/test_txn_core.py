@@ -167,3 +167,23 @@ def test_describe_and_list():
     assert [t["transactional_id"] for t in listed["transaction_states"]] == ["t"]
     assert c.list_transactions([], [], 50, 20)["transaction_states"] == []
     assert c.list_transactions([], [r.producer_id + 1], -1, 20)["transaction_states"] == []
+
+
+def test_dropping_a_partition_forgets_only_its_ids():
+    """A cluster node that stops leading a __transaction_state partition
+    drops its ids (and their producer ids) and keeps the others'."""
+    c = core(num_partitions=4)
+    tids = [f"t-{i}" for i in range(12)]
+    for t in tids:
+        apply(c, c.init_producer_id(t, 10_000, -1, -1, 0))
+    gone = c.partition_of(tids[0])
+    kept = [t for t in tids if c.partition_of(t) != gone]
+    assert kept and len(kept) < len(tids)
+    c.drop_partition(gone)
+    assert sorted(c.txns) == sorted(kept)
+    assert sorted(c.by_producer.values()) == sorted(kept)
+    # the same records replayed again (the partition loaded again) give it back
+    snapshot = c.snapshot()
+    apply(c, c.init_producer_id(tids[0], 10_000, -1, -1, 0))
+    assert tids[0] in c.txns and {k: v for k, v in c.snapshot().items()
+                                  if k != tids[0]} == snapshot

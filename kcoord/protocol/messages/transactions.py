@@ -1,5 +1,6 @@
 """Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-DescribeProducers (61), DescribeTransactions (65), ListTransactions (66).
+WriteTxnMarkers (27, coordinator to partition leader), DescribeProducers (61),
+DescribeTransactions (65), ListTransactions (66).
 
 Field versions follow Kafka's message schemas.  EndTxn stops at v4 (v5 is
 transaction protocol v2, which kcoord does not finalize).
@@ -56,6 +57,30 @@ END_TXN = api(26, "EndTxn", "0-4", "3+", request=[
 ], response=[
     f("throttle_time_ms", "int32"),
     f("error_code", "int16"),
+])
+
+WRITE_TXN_MARKERS = api(27, "WriteTxnMarkers", "0-1", "1+", request=[
+    f("markers", "[]", fields=[
+        f("producer_id", "int64"),
+        f("producer_epoch", "int16"),
+        f("transaction_result", "bool"),  # true = COMMIT
+        f("topics", "[]", fields=[
+            f("name", "string"),
+            f("partition_indexes", "[]int32"),
+        ]),
+        f("coordinator_epoch", "int32"),
+    ]),
+], response=[
+    f("markers", "[]", fields=[
+        f("producer_id", "int64"),
+        f("topics", "[]", fields=[
+            f("name", "string"),
+            f("partitions", "[]", fields=[
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+            ]),
+        ]),
+    ]),
 ])
 
 DESCRIBE_PRODUCERS = api(61, "DescribeProducers", "0", "0+", request=[

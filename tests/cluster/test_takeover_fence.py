@@ -1,0 +1,291 @@
+"""Coordinator takeover fencing: a node that becomes leader of a
+__consumer_offsets partition replays its whole local log, which may end
+with records above the high watermark (never acknowledged, possibly
+truncated later).  Its shard serves nothing (COORDINATOR_LOAD_IN_PROGRESS)
+until the high watermark has reached the end of what it replayed, as
+Kafka's runtime serves a shard at its last committed offset.
+
+The real ReplicaManager, Replica state machine, ReplicatedDurability,
+ShardOwnership and CoordinatorRuntime on a tmp data dir, in one event loop;
+the follower is played by hand through the leader's serve_follower_fetch
+(no sockets, no etcd)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kcoord.broker.catalogue import Catalogue
+from kcoord.cluster.replica import ReplicationConfig
+from kcoord.cluster.replica_manager import ReplicaManager, ReplicatedDurability
+from kcoord.cluster.shard_ownership import ShardOwnership
+from kcoord.cluster.state import PartitionState
+from kcoord.coordinator.shard import CoordinatorShard
+from kcoord.protocol.errors import Err
+from kcoord.server.config import Config
+from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED, CoordinatorRuntime
+from kcoord.server.group_handlers import GroupHandlers
+from kcoord.server.txn_batches import build_shard_batches
+
+from tests.server.runtime_harness import answer, ctx
+
+OFFSETS = "__consumer_offsets"
+ME, PEER = 1, 2
+
+
+class Store:
+    """The control plane's ISR store: every change accepted."""
+
+    async def alter_isr(self, proposed: PartitionState) -> PartitionState:
+        return PartitionState(proposed.topic, proposed.partition, proposed.leader,
+                              proposed.leader_epoch, proposed.isr, proposed.replicas,
+                              proposed.version + 1)
+
+
+class ClusterNode:
+    """Node ME's coordinator runtime and replica manager, wired as
+    replica_manager.start_replication wires them (ownership first)."""
+
+    def __init__(self, data_dir) -> None:
+        self.config = Config(data_dir=data_dir)
+        self.config.update({"offsets.topic.num.partitions": 1,
+                            "group.initial.rebalance.delay.ms": 0})
+        self.catalogue = Catalogue(data_dir, self.config.values)
+        if self.catalogue.get("t") is None:
+            self.catalogue.create("t", 1, {})  # (the commits' topic; never replicated here)
+        self.durability = ReplicatedDurability()
+        self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
+        self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
+        self.manager = ReplicaManager(ME, self.catalogue, Store(), lambda node: None,
+                                      replication=ReplicationConfig(30000, 1),
+                                      coordinator=self.runtime)
+        self.durability.manager = self.manager
+        self.manager.role_listeners.append(self.durability.roles_changed)
+        self.ownership = ShardOwnership(self.runtime, ME)
+        self.shard = self.runtime.shards[0]
+        self.plog = self.shard.plog
+
+    def state(self, leader: int, epoch: int, version: int, isr=(ME, PEER)) -> None:
+        """A partition state from the control plane, to both listeners in order."""
+        state = PartitionState(OFFSETS, 0, leader, epoch, tuple(isr), (ME, PEER), version)
+        self.ownership.on_partition_state(state)
+        self.manager.on_partition_state(state)
+
+    def follower_fetched(self, offset: int, epoch: int) -> None:
+        """The peer fetches from `offset` in `epoch` (so it holds everything before)."""
+        replica = self.manager.replica(OFFSETS, 0)
+        _, outs = replica.serve_follower_fetch(PEER, offset, epoch, 0)
+        self.manager.handle((OFFSETS, 0), outs)
+
+    def close(self) -> None:
+        self.runtime.stop()
+        self.catalogue.close()
+
+
+def commit_records(group: str, offset: int, now: int = 1000):
+    core = CoordinatorShard(0)
+    req = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+           "group_instance_id": None, "retention_time_ms": -1, "topics": [
+               {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                             "committed_leader_epoch": -1,
+                                             "committed_metadata": ""}]}]}
+    _, result = core.offset_commit_result(req, 8, now)
+    assert result.records
+    return result.records
+
+
+def fetch(node: ClusterNode, group: str = "g"):
+    req = {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                       "topics": None}], "require_stable": False}
+    return node.groups.offset_fetch(ctx(9, 8), req)
+
+
+def fetched(response) -> tuple[int, dict]:
+    (g,) = response["groups"]
+    return g["error_code"], {(t["name"], p["partition_index"]): p["committed_offset"]
+                             for t in g["topics"] for p in t["partitions"]}
+
+
+def describe_code(node: ClusterNode, group: str = "g") -> int:
+    response = node.groups.describe_groups(
+        ctx(15, 5), {"groups": [group], "include_authorized_operations": False})
+    return response["groups"][0]["error_code"]
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def node(tmp_path):
+    n = ClusterNode(tmp_path)
+    yield n
+    n.close()
+
+
+def test_new_leader_serves_nothing_above_the_high_watermark(node):
+    """The replayed log ends with a commit the old leader never acknowledged:
+    OffsetFetch and DescribeGroups answer COORDINATOR_LOAD_IN_PROGRESS until
+    the follower has it too (the high watermark passed it), then serve it."""
+    async def scenario():
+        node.manager.start()
+        # what the old leader (epoch 2) wrote here: two commits, not yet committed
+        node.plog.append(build_shard_batches(commit_records("g", 7), 1000), leader_epoch=2)
+        node.plog.append(build_shard_batches(commit_records("g", 9), 1000), leader_epoch=2)
+        end = node.plog.log_end_offset
+        node.state(ME, 3, 1)
+        await settle()
+        assert node.shard.state is LOADING and node.shard.replayed_end == end
+        assert node.manager.replica(OFFSETS, 0).high_watermark < end
+        assert fetched(fetch(node))[0] == Err.COORDINATOR_LOAD_IN_PROGRESS
+        assert describe_code(node) == Err.COORDINATOR_LOAD_IN_PROGRESS
+        # the follower catches up part of the way: still loading
+        node.follower_fetched(end - 1, 3)
+        await settle()
+        assert node.shard.state is LOADING
+        assert fetched(fetch(node))[0] == Err.COORDINATOR_LOAD_IN_PROGRESS
+        # ... and to the end: committed, the shard serves what it replayed
+        node.follower_fetched(end, 3)
+        await settle()
+        assert node.shard.state is ACTIVE
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 9})
+        assert describe_code(node) == Err.NONE
+        await node.manager.stop()
+    asyncio.run(scenario())
+
+
+def test_a_committed_log_loads_at_once_with_a_sole_in_sync_replica(node):
+    """Nothing above the high watermark (the leader alone in the ISR: what it
+    has on disk is committed): the shard serves at once."""
+    async def scenario():
+        node.manager.start()
+        node.plog.append(build_shard_batches(commit_records("g", 4), 1000), leader_epoch=1)
+        node.state(ME, 2, 1, isr=(ME,))
+        await settle()
+        assert node.shard.state is ACTIVE
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 4})
+        await node.manager.stop()
+    asyncio.run(scenario())
+
+
+def test_losing_the_leadership_while_fenced_unloads(node):
+    """Another node is elected while this one waits for its high watermark:
+    the shard unloads (NOT_COORDINATOR), the records it replayed were never
+    served, and the wait ends."""
+    async def scenario():
+        node.manager.start()
+        node.plog.append(build_shard_batches(commit_records("g", 5), 1000), leader_epoch=1)
+        node.state(ME, 2, 1)
+        await settle()
+        assert node.shard.state is LOADING
+        node.state(PEER, 3, 2)
+        await settle()
+        assert node.shard.state is NOT_OWNED and node.shard._load_task is None
+        assert fetched(fetch(node))[0] == Err.NOT_COORDINATOR
+        await node.manager.stop()
+    asyncio.run(scenario())
+
+
+def test_the_fence_waits_for_the_replica_to_lead(node):
+    """The shard may be told to load before the replica manager has made this
+    node the partition's leader: the fence waits for that role change rather
+    than fail or serve."""
+    async def scenario():
+        node.manager.start()
+        node.plog.append(build_shard_batches(commit_records("g", 6), 1000), leader_epoch=1)
+        state = PartitionState(OFFSETS, 0, ME, 2, (ME,), (ME, PEER), 1)
+        node.ownership.on_partition_state(state)  # the manager has not heard of it yet
+        await settle()
+        assert node.shard.state is LOADING
+        assert fetched(fetch(node))[0] == Err.COORDINATOR_LOAD_IN_PROGRESS
+        node.manager.on_partition_state(state)
+        await settle()
+        assert node.shard.state is ACTIVE
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 6})
+        await node.manager.stop()
+    asyncio.run(scenario())
+
+
+def test_single_node_durability_has_no_fence(tmp_path):
+    """Single node (fsync durability): a shard loads as before, no wait."""
+    from tests.server.runtime_harness import Node
+    n = Node(tmp_path)
+    try:
+        assert getattr(n.runtime.commit.sync, "replayed", None) is None
+
+        async def scenario():
+            n.shard().plog.append(build_shard_batches(commit_records("g", 3), 1000))
+            await n.runtime.load(0, 0)
+            assert n.shard().state is ACTIVE
+        asyncio.run(scenario())
+    finally:
+        n.close()
+
+
+def commit_req(group: str, offset: int) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": ""}]}]}
+
+
+def commit_code(response) -> int:
+    from kcoord.protocol.api import response_codec
+    if response.__class__ is bytes:
+        response, _ = response_codec(8, 8)[1](response, 0)
+    return response["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_a_commit_not_replicated_within_the_commit_timeout(tmp_path):
+    """offsets.commit.timeout.ms: a commit whose high-watermark wait outlasts it
+    is answered COORDINATOR_NOT_AVAILABLE (Kafka's write timeout, which its
+    group coordinator answers so); the record stays in the log and commits
+    once the follower has it, without a second answer or a reload."""
+    node = ClusterNode(tmp_path)
+    node.runtime.commit.write_timeout = 0.2  # (as offsets.commit.timeout.ms=200)
+    try:
+        assert ReplicatedDurability.replicated
+
+        async def scenario():
+            node.manager.start()
+            node.state(ME, 1, 1)
+            await settle()
+            node.follower_fetched(node.plog.log_end_offset, 1)
+            await asyncio.wait_for(node.shard._load_task or asyncio.sleep(0), 10)
+            assert node.shard.state is ACTIVE
+            core = node.shard.core
+            reply = node.groups.offset_commit(ctx(8, 8), commit_req("g", 42))
+            assert commit_code(await answer(reply)) == Err.COORDINATOR_NOT_AVAILABLE
+            # a commit queued behind the round still in flight times out too
+            # (its clock runs from its write, not from its round's start)
+            queued = node.groups.offset_commit(ctx(8, 8), commit_req("g", 43))
+            assert commit_code(await answer(queued)) == Err.COORDINATOR_NOT_AVAILABLE
+            # the follower catches up: the writes commit, quietly (the second
+            # round is appended once the first is durable: fetch until both are)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while node.shard._batches and loop.time() < deadline:
+                node.follower_fetched(node.plog.log_end_offset, 1)
+                await asyncio.sleep(0.01)
+            assert node.shard.state is ACTIVE and node.shard.core is core
+            assert not node.shard._batches
+            assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 43})
+            await node.manager.stop()
+        asyncio.run(scenario())
+    finally:
+        node.close()
+
+
+def test_the_commit_timeout_is_read_from_the_config(tmp_path):
+    config = Config(data_dir=tmp_path)
+    config.update({"offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 1234})
+    catalogue = Catalogue(tmp_path, config.values)
+    try:
+        replicated = CoordinatorRuntime(catalogue, config, durability=ReplicatedDurability())
+        assert replicated.commit.write_timeout == 1.234
+        single = CoordinatorRuntime(catalogue, config)
+        assert single.commit.write_timeout is None  # single node: fsync, no timeout
+    finally:
+        catalogue.close()
