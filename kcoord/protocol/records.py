@@ -689,8 +689,9 @@ def _read_headers(data, pos: int, rec_end: int, nh: int):
 # The records of a group commit's batch mostly share one shape: keys of one
 # length, values of one length, no headers.  Such a section is matched
 # whole by a regular expression built for its shape, which runs in C (the
-# fast path of the walk above, about 4x faster in the loader).  The
-# pattern is "one record, or the rest": findall gives a (key, value) pair
+# fast path of the walk above: about 3x the walk's rate in the loader,
+# bench/record_reader.py).  The pattern is "one record, or the rest":
+# findall gives a (key, value) pair
 # per record and stops at the end of the section when every record
 # matches, or gives one (b"", b"") for the rest from the first record that
 # does not (never a record's: its key group is never empty).  Timestamp
