@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_marker
 from ..protocol.api import serves
 from ..protocol.errors import Err
@@ -177,7 +178,6 @@ class MarkerSender:
         record = view.topics.get(TXN_TOPIC)
         if record is None:
             return Err.COORDINATOR_NOT_AVAILABLE
-        from ..coordinator.partitioner import partition_for
         state = view.state(TXN_TOPIC, partition_for(transactional_id, record.partitions))
         if state is None or state.leader < 0 or state.leader == self.node_id:
             return Err.COORDINATOR_NOT_AVAILABLE  # not placed, or loading here
