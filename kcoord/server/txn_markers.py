@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_marker
 from ..protocol.api import serves
 from ..protocol.errors import Err
@@ -37,6 +38,7 @@ MARKERS_VERSION, VERIFY_VERSION = 1, 4
 SHARD_LOAD_WAIT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
+CONNECTIONS_PER_PEER = 4
 # the transaction was superseded (a newer producer epoch or coordinator): stop
 SUPERSEDED = {Err.INVALID_PRODUCER_EPOCH, Err.TRANSACTION_COORDINATOR_FENCED}
 
@@ -104,7 +106,8 @@ class MarkerSender:
         self.cluster = cluster          # ClusterNode: the view, peers' addresses, TLS/SASL
         self.writer = writer
         self.node_id = cluster.node_id
-        self._peers: dict[int, tuple] = {}  # node id -> (LeaderConnection, lock)
+        # (node id, API key) -> [(LeaderConnection, lock)]
+        self._peers: dict[tuple, list] = {}
 
     async def write(self, c, coordinator_epoch: int, still_coordinator) -> bool:
         """Every partition of completion `c` has its marker (or is gone or
@@ -175,7 +178,6 @@ class MarkerSender:
         record = view.topics.get(TXN_TOPIC)
         if record is None:
             return Err.COORDINATOR_NOT_AVAILABLE
-        from ..coordinator.partitioner import partition_for
         state = view.state(TXN_TOPIC, partition_for(transactional_id, record.partitions))
         if state is None or state.leader < 0 or state.leader == self.node_id:
             return Err.COORDINATOR_NOT_AVAILABLE  # not placed, or loading here
@@ -197,19 +199,28 @@ class MarkerSender:
         return Err.COORDINATOR_NOT_AVAILABLE
 
     async def _call(self, node_id: int, api_key: int, version: int, body: dict) -> dict:
+        """One request to a peer's inter-broker listener.  A few connections
+        per (node, API), one request at a time each, so a marker write that
+        waits for a high watermark does not hold up a verification."""
         from ..cluster.fetcher import LeaderConnection
         address = self.cluster.peer_address(node_id)
         if address is None:
             raise ConnectionError(f"node {node_id} is not registered")
-        entry = self._peers.get(node_id)
-        if entry is None or (entry[0].host, entry[0].port) != tuple(address):
-            if entry is not None:
-                entry[0].close()
-            entry = self._peers[node_id] = (
-                LeaderConnection(address[0], address[1], f"kcoord-txn-{self.node_id}",
-                                 self.cluster.peer_properties), asyncio.Lock())
+        pool = self._peers.setdefault((node_id, api_key), [])
+        for conn, _ in list(pool):
+            if (conn.host, conn.port) != tuple(address):  # the node moved: reconnect
+                conn.close()
+                pool.clear()
+                break
+        entry = next((e for e in pool if not e[1].locked()), None)
+        if entry is None and len(pool) < CONNECTIONS_PER_PEER:
+            entry = (LeaderConnection(address[0], address[1], f"kcoord-txn-{self.node_id}",
+                                      self.cluster.peer_properties), asyncio.Lock())
+            pool.append(entry)
+        if entry is None:
+            entry = pool[0]
         conn, lock = entry
-        async with lock:  # one request at a time on a connection
+        async with lock:
             try:
                 return await conn.call(api_key, version, body, REQUEST_TIMEOUT_S)
             except BaseException:
@@ -217,6 +228,7 @@ class MarkerSender:
                 raise
 
     def close(self) -> None:
-        for conn, _ in self._peers.values():
-            conn.close()
+        for pool in self._peers.values():
+            for conn, _ in pool:
+                conn.close()
         self._peers.clear()

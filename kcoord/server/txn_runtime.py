@@ -41,6 +41,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK = 4 << 20
 SHARD_WAIT_S = 0.05
 COMPLETION_RETRY_S = 0.5
+COMPLETION_WAIT_S = 5.0  # longest an EndTxn waits for its markers before answering
 NOT_OWNED, PART_LOADING, ACTIVE = "not owned", "loading", "active"
 
 
@@ -261,17 +262,21 @@ class TxnRuntime:
         return await self._durable(logs)
 
     async def write_and_complete(self, records: list[TxnRecord]) -> int:
-        """Write; then finish every Prepare* the records started."""
+        """Write; then finish every Prepare* the records started, waiting for
+        that at most COMPLETION_WAIT_S: the Prepare* is durable, so the
+        answer may go (as Kafka answers EndTxn right after it) while the
+        markers are still retried, e.g. until a dead leader is replaced;
+        the client's next request gets CONCURRENT_TRANSACTIONS till then."""
         code = await self.write(records)
         if code:
             return code
-        waits = []
+        tasks = []
         for r in records:
             completion = self.core.completion(r.transactional_id)
             if completion is not None:
-                waits.append(self._complete(completion))
-        if waits:
-            await asyncio.gather(*waits)
+                tasks.append(self._spawn(self._complete(completion)))
+        if tasks:
+            await asyncio.wait(tasks, timeout=COMPLETION_WAIT_S)
         return Err.NONE
 
     # ---------------------------------------------------------- completion
@@ -366,10 +371,11 @@ class TxnRuntime:
             log.info("expiring %d transactional ids", len(records))
             await self.write(records)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def stop(self) -> None:
         for handle in self._timers:

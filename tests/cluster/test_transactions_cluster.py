@@ -267,10 +267,11 @@ def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     victim, _ = wait_until(lambda: (found := txn_coordinator(cluster, 1, TXN_ID))[1]
                            == Err.NONE and found, "the copier's coordinator")
     # A group coordinated by another node: the node killed is the transaction
-    # coordinator.  (When confluent-kafka's group coordinator dies while
-    # send_offsets_to_transaction waits for it, librdkafka 2.16 was seen to
-    # block past the call's timeout; group coordinator failover is
-    # test_group_failover.py's.)
+    # coordinator.  (When the group's coordinator is killed instead, about one
+    # run in five librdkafka 2.16's send_offsets_to_transaction blocked past
+    # its timeout: every node answered FindCoordinator with the new group
+    # coordinator, which never received a TxnOffsetCommit.  Group coordinator
+    # failover is test_group_failover.py's.)
     group = None
     for i in range(200):
         node, code = wait_until(lambda i=i: (found := txn_coordinator(

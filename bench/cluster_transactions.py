@@ -1,0 +1,115 @@
+"""Consume-transform-produce transactions on a 3-node cluster beside a
+single node, in one run (issue 14, transactions in a cluster).
+
+    python -m bench cluster_transactions [--quick]
+
+The loop of bench/transactions.py (confluent-kafka, per transaction 10
+records consumed read_committed, produced, and their offset committed with
+send_offsets_to_transaction) runs against one single node, then against a
+3-node cluster whose topics, __consumer_offsets and __transaction_state
+have replication factor 3: every transaction-log write, marker and
+transactional offset commit is then acknowledged at the high watermark
+(fsynced on all three nodes), and markers for partitions led by other
+nodes travel as WriteTxnMarkers.  Server CPU is summed over all nodes
+(etcd not counted).  Results: bench/results/cluster_transactions.md/.json.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import median, proc_cpu, table, timed, write_results  # noqa: E402
+
+
+class _Nodes:
+    """What bench.transactions.ctp_run needs of a peer."""
+
+    def __init__(self, name: str, ports: list[int], pids: list[int]) -> None:
+        self.name = name
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+        self.pid = pids[0]
+        self.pids = pids
+
+
+def _create(bootstrap: str, names: list[str], replication: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(n, 1, replication) for n in names],
+                                   operation_timeout=30).values():
+        fut.result(timeout=60)
+
+
+def _rounds(peer: _Nodes, replication: int, txns: int, rounds: int) -> list[dict]:
+    from bench.transactions import ctp_run
+    out = []
+    for r in range(rounds):
+        tag = f"{peer.name.split()[0]}-r{r}"
+        _create(peer.bootstrap, [f"ctp-in-{tag}", f"ctp-out-{tag}"], replication)
+        cpu0 = [proc_cpu(p) for p in peer.pids]
+        with timed(f"consume-transform-produce on {peer.name}, round {r + 1}"):
+            result = ctp_run(peer, txns, tag)
+        cpu = sum(proc_cpu(p) - c for p, c in zip(peer.pids, cpu0))
+        # the input fill is inside the reading too: CPU per transaction is an upper bound
+        result["all_nodes_cpu_ms_per_txn"] = 1000 * cpu / result["transactions"] \
+            if result["transactions"] else None
+        out.append(result)
+    return out
+
+
+def run(args) -> None:
+    from kcoord.cluster.etcd_server import EtcdServer
+    from tests.cluster.support import Cluster
+    from tests.support import ServerProcess
+    quick = getattr(args, "quick", False)
+    txns, rounds = (50, 1) if quick else (300, 3)
+    settings = {"group.initial.rebalance.delay.ms": "0"}
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="kcoord-bench-ctxn-") as tmp:
+        single = ServerProcess(Path(tmp) / "single", settings=settings).start()
+        try:
+            results["single node"] = _rounds(
+                _Nodes("single node", [single.port], [single.proc.pid]), 1, txns, rounds)
+        finally:
+            single.kill()
+        etcd = EtcdServer(Path(tmp) / "etcd").start()
+        cluster = Cluster(etcd, Path(tmp), nodes=3, settings=settings)
+        try:
+            cluster.start()
+            nodes = _Nodes("3-node cluster (rf 3)", [n.port for n in cluster.nodes.values()],
+                           [n.proc.pid for n in cluster.nodes.values()])
+            results[nodes.name] = _rounds(nodes, 3, txns, rounds)
+        finally:
+            cluster.stop()
+            etcd.stop()
+    rows = [[name, median([x["txn_s"] for x in runs]),
+             median([x["all_nodes_cpu_ms_per_txn"] for x in runs]),
+             sum(x["transactions"] for x in runs)] for name, runs in results.items()]
+    sections = [
+        "## Consume-transform-produce transactions per second, single node vs 3-node cluster",
+        "",
+        f"One confluent-kafka client, {txns} transactions per round, {rounds} round(s), "
+        "median; each transaction consumes 10 records (read_committed), produces them and "
+        "commits the consumed offset in the transaction. The cluster's topics, "
+        "__consumer_offsets and __transaction_state have replication factor 3, so every "
+        "step is acknowledged once fsynced on all three nodes; server CPU summed over the "
+        "nodes (etcd not counted), input fill included.",
+        "",
+        table(["setup", "transactions/s", "server CPU ms/txn (all nodes)", "transactions"],
+              rows),
+        "",
+    ]
+    write_results("cluster_transactions",
+                  "Transactions on a 3-node cluster beside a single node", sections,
+                  {"results": results, "txns_per_round": txns, "rounds": rounds})
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    run(parser.parse_args())
