@@ -75,7 +75,7 @@ class _Batch:
     __slots__ = ("records", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
-        self.records: list[Record] = []
+        self.records: list[Record] | None = []  # None once appended (take)
         self.waiters: list[tuple] = []
         self.dropped = False
         self.timeout: asyncio.TimerHandle | None = None  # offsets.commit.timeout.ms
@@ -320,12 +320,16 @@ class ShardRuntime(ShardLoader):
         self._queued = False
         if batch is None:
             return None
+        # The records are freed here, while the cache still holds them, not
+        # when the batch is released after its fsync (an OffsetCommit's ten
+        # records of two dicts each, freed cold, cost about 5% of its CPU).
+        records, batch.records = batch.records, None
         try:
             if self.metrics is None:
-                self.plog.append(build_shard_batches(batch.records, now))
+                self.plog.append(build_shard_batches(records, now))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_shard_batches(batch.records, now))
+                self.plog.append(build_shard_batches(records, now))
                 self.metrics.appended(time.perf_counter() - started)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
