@@ -20,18 +20,15 @@ disagree with etcd.ssl.client.enable is a start-up error naming the key
 over TLS."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path
+
+from .tls import pem_blocks, read_pem, split_keystore
 
 ENABLE = "etcd.ssl.client.enable"
 TRUSTSTORE = "etcd.ssl.truststore.location"
 KEYSTORE = "etcd.ssl.keystore.location"
 KEYS = {ENABLE, TRUSTSTORE, "etcd.ssl.truststore.type", KEYSTORE, "etcd.ssl.keystore.type",
         "etcd.ssl.keystore.password", "etcd.ssl.endpoint.identification.algorithm"}
-
-_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.S)
-
 
 @dataclass(frozen=True)
 class EtcdTls:
@@ -48,17 +45,6 @@ class EtcdTls:
 def _get(values: dict, key: str) -> str | None:
     value = values.get(key)
     return None if value is None or str(value).strip() == "" else str(value).strip()
-
-
-def _read(key: str, path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _blocks(data: bytes) -> list[tuple[str, bytes]]:
-    return [(m.group(1).decode(), m.group(0)) for m in _PEM_BLOCK.finditer(data)]
 
 
 def _schemes(values: dict) -> set[str]:
@@ -101,39 +87,32 @@ def etcd_tls(values: dict) -> EtcdTls | None:
         return None
     ca = None
     if _get(values, TRUSTSTORE):
-        data = _read(TRUSTSTORE, _get(values, TRUSTSTORE))
-        certs = [b for label, b in _blocks(data) if label == "CERTIFICATE"]
+        text = read_pem(TRUSTSTORE, _get(values, TRUSTSTORE))
+        certs = [b for label, b in pem_blocks(text) if label == "CERTIFICATE"]
         if not certs:
             raise ValueError(f"{TRUSTSTORE}: no certificate in {_get(values, TRUSTSTORE)}")
-        ca = b"\n".join(certs) + b"\n"
+        ca = ("\n".join(certs) + "\n").encode()
     key = chain = None
     password = _get(values, "etcd.ssl.keystore.password")
     if _get(values, KEYSTORE):
-        key, chain = _keystore(_read(KEYSTORE, _get(values, KEYSTORE)), password)
+        key, chain = _keystore(read_pem(KEYSTORE, _get(values, KEYSTORE)), password)
     elif password is not None:
         raise ValueError(f"etcd.ssl.keystore.password: set without {KEYSTORE}")
     return EtcdTls(ca, key, chain)
 
 
-def _keystore(data: bytes, password: str | None) -> tuple[bytes, bytes]:
+def _keystore(text: str, password: str | None) -> tuple[bytes, bytes]:
     """(unencrypted PKCS#8 key, certificate chain) from a PEM key store."""
     from cryptography.hazmat.primitives import serialization
-    blocks = _blocks(data)
-    certs = [b for label, b in blocks if label == "CERTIFICATE"]
-    keys = [(label, b) for label, b in blocks if label.endswith("PRIVATE KEY")]
-    if not certs:
-        raise ValueError(f"{KEYSTORE}: no certificate in the key store")
-    if len(keys) != 1:
-        raise ValueError(f"{KEYSTORE}: expected exactly one private key, found {len(keys)}")
-    label, pem = keys[0]
+    certs, label, pem = split_keystore(text, KEYSTORE)
     if label == "ENCRYPTED PRIVATE KEY" and password is None:
         raise ValueError("etcd.ssl.keystore.password: required for an ENCRYPTED PRIVATE KEY")
     try:
         key = serialization.load_pem_private_key(
-            pem, password.encode() if label == "ENCRYPTED PRIVATE KEY" else None)
+            pem.encode(), password.encode() if label == "ENCRYPTED PRIVATE KEY" else None)
     except (ValueError, TypeError) as exc:
         source = "etcd.ssl.keystore.password" if label == "ENCRYPTED PRIVATE KEY" else KEYSTORE
         raise ValueError(f"{source}: cannot load the private key: {exc}") from None
     plain = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                               serialization.NoEncryption())
-    return plain, b"\n".join(certs) + b"\n"
+    return plain, ("\n".join(certs) + "\n").encode()

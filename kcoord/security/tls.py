@@ -15,16 +15,32 @@ _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
+def pem_blocks(text: str) -> list[tuple[str, str]]:
     """(label, whole block) of every PEM block; text around them is ignored."""
     return [(m.group(1), m.group(0)) for m in _PEM_BLOCK.finditer(text)]
 
 
-def _read(key: str, path: str) -> str:
+def split_keystore(text: str, source: str) -> tuple[list[str], str, str]:
+    """(certificates, key label, key block) of a PEM key store: at least one
+    certificate and exactly one private key, else an error naming source."""
+    blocks = pem_blocks(text)
+    certs = [b for label, b in blocks if label == "CERTIFICATE"]
+    keys = [(label, b) for label, b in blocks if label.endswith("PRIVATE KEY")]
+    if not certs:
+        raise ValueError(f"{source}: no certificate in the key store")
+    if len(keys) != 1:
+        raise ValueError(f"{source}: expected exactly one private key, found {len(keys)}")
+    label, key_pem = keys[0]
+    return certs, label, key_pem
+
+
+def read_pem(key: str, path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError as exc:
         raise ValueError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{key}: {path} is not a PEM text file") from None
 
 
 def _unescape_inline(text: str) -> str:
@@ -54,20 +70,13 @@ def _keystore_pem(get, store: str) -> tuple[str, str]:
         text = _unescape_inline(chain) + "\n" + _unescape_inline(key)
         source = "ssl.keystore.key"
     elif location:
-        text = _read("ssl.keystore.location", location)
+        text = read_pem("ssl.keystore.location", location)
         source = "ssl.keystore.location"
     else:
         raise ValueError(f"ssl.keystore.location: a TLS listener ({store}) needs a key store "
                          f"(ssl.keystore.location, or ssl.keystore.certificate.chain with "
                          f"ssl.keystore.key)")
-    blocks = _blocks(text)
-    certs = [b for label, b in blocks if label == "CERTIFICATE"]
-    keys = [(label, b) for label, b in blocks if label.endswith("PRIVATE KEY")]
-    if not certs:
-        raise ValueError(f"{source}: no certificate in the key store")
-    if len(keys) != 1:
-        raise ValueError(f"{source}: expected exactly one private key, found {len(keys)}")
-    label, key_pem = keys[0]
+    certs, label, key_pem = split_keystore(text, source)
     if label not in ("PRIVATE KEY", "ENCRYPTED PRIVATE KEY"):
         raise ValueError(f"{source}: {label} is not a PKCS#8 key (Kafka loads PKCS#8 keys "
                          f"only: PRIVATE KEY or ENCRYPTED PRIVATE KEY)")
@@ -90,8 +99,8 @@ def _truststore_pem(get) -> str | None:
     if location and inline:
         raise ValueError("ssl.truststore.certificates: not allowed with "
                          "ssl.truststore.location")
-    text = _unescape_inline(inline) if inline else _read("ssl.truststore.location", location)
-    certs = [b for label, b in _blocks(text) if label == "CERTIFICATE"]
+    text = _unescape_inline(inline) if inline else read_pem("ssl.truststore.location", location)
+    certs = [b for label, b in pem_blocks(text) if label == "CERTIFICATE"]
     if not certs:
         key = "ssl.truststore.certificates" if inline else "ssl.truststore.location"
         raise ValueError(f"{key}: no certificate in the trust store")
