@@ -58,6 +58,18 @@ def txn_coordinator(cluster, via: int, key: str, key_type: int = 1):
     return entry["node_id"], entry["error_code"]
 
 
+def group_led_elsewhere(cluster, avoid: int, prefix: str) -> tuple[str, int]:
+    """(group id, its coordinator) for the first `prefix`-N group whose
+    coordinator is not node `avoid`."""
+    for i in range(200):
+        node, _ = wait_until(lambda i=i: (found := txn_coordinator(
+            cluster, 1, f"{prefix}-{i}", key_type=0))[1] == Err.NONE and found,
+            "a group coordinator")
+        if node != avoid:
+            return f"{prefix}-{i}", node
+    raise AssertionError(f"every {prefix}-N group is coordinated by node {avoid}")
+
+
 def read_all(bs: str, topic: str, isolation: str, expect: int, settle_s: float = 2.0) -> list:
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bs, "group.id": f"reader-{random.random()}",
@@ -270,15 +282,7 @@ def test_transactions_commit_abort_and_survive_coordinator_sigkill(cluster):
     # coordinator.  Killing the group's coordinator instead hangs librdkafka
     # 2.16 now and then (its bug, not kcoord's: librdkafka issues #5511 and
     # #5456; test_group_coordinator_sigkill below is that case, opt-in).
-    group = None
-    for i in range(200):
-        node, code = wait_until(lambda i=i: (found := txn_coordinator(
-            cluster, 1, f"copy-{i}", key_type=0))[1] == Err.NONE and found,
-            "a group coordinator")
-        if node != victim:
-            group = f"copy-{i}"
-            break
-    assert group is not None
+    group, _ = group_led_elsewhere(cluster, victim, "copy")
     copier = Copier(bs, group)
     copier.start()
     wait_until(lambda: copier.txns >= 5 or copier.done.is_set(), "the copier's first commits")
@@ -346,15 +350,7 @@ def test_group_coordinator_sigkill(cluster):
     assert inp.flush(60) == 0
     txn_node, _ = wait_until(lambda: (found := txn_coordinator(cluster, 1, TXN_ID))[1]
                              == Err.NONE and found, "the copier's coordinator")
-    group = victim = None
-    for i in range(200):
-        node, _ = wait_until(lambda i=i: (found := txn_coordinator(
-            cluster, 1, f"copy-{i}", key_type=0))[1] == Err.NONE and found,
-            "a group coordinator")
-        if node != txn_node:
-            group, victim = f"copy-{i}", node
-            break
-    assert group is not None
+    group, victim = group_led_elsewhere(cluster, txn_node, "copy")
     copier = Copier(bs, group)
     copier.start()
     wait_until(lambda: copier.txns >= 5 or copier.done.is_set(), "the copier's first commits")

@@ -16,7 +16,8 @@ import pytest
 from kcoord.protocol.errors import Err
 from tests.cluster.support import wait_until
 from tests.cluster.test_transactions_cluster import (  # noqa: F401 (cluster: fixture)
-    PARTITIONS, TOTAL, bootstrap, cluster, committed, create, read_all, txn_coordinator)
+    PARTITIONS, TOTAL, bootstrap, cluster, committed, create, group_led_elsewhere, read_all,
+    txn_coordinator)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -122,15 +123,8 @@ def test_group_coordinator_sigkill_aiokafka(cluster):
     inp.close()
     txn_node, _ = wait_until(lambda: (found := txn_coordinator(cluster, 1, TXN_ID))[1]
                              == Err.NONE and found, "the copier's transaction coordinator")
-    group = victim = None
-    for i in range(200):  # a group coordinated by another node than the transactions
-        node, _ = wait_until(lambda i=i: (found := txn_coordinator(
-            cluster, 1, f"aio-copy-{i}", key_type=0))[1] == Err.NONE and found,
-            "a group coordinator")
-        if node != txn_node:
-            group, victim = f"aio-copy-{i}", node
-            break
-    assert group is not None
+    # a group coordinated by another node than the transactions
+    group, victim = group_led_elsewhere(cluster, txn_node, "aio-copy")
     copier = AioCopier(bs, group)
     copier.start()
     wait_until(lambda: copier.txns >= 5 or copier.done.is_set() or copier.failure,
