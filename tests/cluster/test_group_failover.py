@@ -68,6 +68,25 @@ class Acks:
         self.open.clear()
         wait_until(lambda: self.inflight == 0, "commits under way to finish", timeout=60)
 
+    def commit(self, positions: dict[int, int], partitions, send, failure) -> None:
+        """Commit the positions of `partitions` (None: all) with send(offsets);
+        recorded as acknowledged only if send returns (failure: the client's
+        error type, retried with the next commit)."""
+        ps = [p for p in (partitions if partitions is not None else positions)
+              if p in positions]
+        if not ps:
+            return
+        offsets = {p: positions[p] for p in ps}
+        if not self.begin():
+            return
+        try:
+            send(offsets)
+            self.record(offsets)
+        except failure:
+            pass
+        finally:
+            self.end()
+
     def record(self, offsets: dict[int, int]) -> None:
         with self.lock:
             for p, o in offsets.items():
@@ -104,21 +123,9 @@ class ConfluentMember(threading.Thread):
 
     def commit(self, consumer, partitions=None) -> None:
         from confluent_kafka import KafkaException, TopicPartition
-        ps = [p for p in (partitions if partitions is not None else self.positions)
-              if p in self.positions]
-        if not ps:
-            return
-        offsets = {p: self.positions[p] for p in ps}
-        if not self.acks.begin():
-            return
-        try:
-            consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
-                            asynchronous=False)
-            self.acks.record(offsets)
-        except KafkaException:
-            pass  # not acknowledged: nothing recorded (retried with the next commit)
-        finally:
-            self.acks.end()
+        self.acks.commit(self.positions, partitions, lambda offsets: consumer.commit(
+            offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
+            asynchronous=False), KafkaException)
 
     def run(self):
         from confluent_kafka import Consumer
@@ -176,21 +183,9 @@ class KafkaPythonMember(threading.Thread):
         from kafka import TopicPartition
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
-        ps = [p for p in (partitions if partitions is not None else self.positions)
-              if p in self.positions]
-        if not ps:
-            return
-        offsets = {p: self.positions[p] for p in ps}
-        if not self.acks.begin():
-            return
-        try:
-            consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1)
-                             for p, o in offsets.items()})
-            self.acks.record(offsets)
-        except KafkaError:
-            pass
-        finally:
-            self.acks.end()
+        self.acks.commit(self.positions, partitions, lambda offsets: consumer.commit(
+            {TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1)
+             for p, o in offsets.items()}), KafkaError)
 
     def run(self):
         from kafka import ConsumerRebalanceListener, KafkaConsumer
