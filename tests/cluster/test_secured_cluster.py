@@ -68,6 +68,15 @@ def log_bytes(cluster, node_id) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
+def assert_fetching_refused(cluster, follower, reason: str) -> None:
+    """The follower logs why the leader refuses its inter-broker connection
+    (reason: a phrase of that line) and holds none of the topic's data."""
+    wait_until(lambda: any("cannot use its inter-broker listener" in line and reason in line
+                           for line in cluster.nodes[follower].log_lines),
+               f"the follower to log that it cannot fetch ({reason})", timeout=30)
+    assert log_bytes(cluster, follower) == b""
+
+
 def test_acks_all_over_sasl_ssl_replicates_through_the_internal_listener(etcd, tmp_path, pki):
     from confluent_kafka import Producer
     cluster = start(etcd, tmp_path, pki, "broker-secret")
@@ -139,11 +148,7 @@ def test_wrong_inter_broker_password_keeps_the_follower_out(etcd, tmp_path, pki)
             answer = produce(c, TOPIC, 0, build_batch([(b"k", b"v1", [], 1001)]), acks=-1)
         assert answer["error_code"] in (Err.NOT_ENOUGH_REPLICAS,
                                         Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND), answer
-        wait_until(lambda: any("cannot use its inter-broker listener" in line
-                               and "SASL authentication failed" in line
-                               for line in cluster.nodes[follower].log_lines),
-                   "the follower to log why it cannot fetch", timeout=30)
-        assert log_bytes(cluster, follower) == b""
+        assert_fetching_refused(cluster, follower, "SASL authentication failed")
     finally:
         cluster.stop()
 
@@ -176,10 +181,6 @@ def test_acls_the_inter_broker_principal_needs_cluster_action(etcd, tmp_path, pk
             return
         wait_until(lambda: partition_state(cluster)["isr_nodes"] == [leader],
                    "the refused follower to leave the ISR")
-        wait_until(lambda: any("cannot use its inter-broker listener" in line
-                               and "CLUSTER_ACTION" in line
-                               for line in cluster.nodes[follower].log_lines),
-                   "the follower to log that it lacks CLUSTER_ACTION", timeout=30)
-        assert log_bytes(cluster, follower) == b""
+        assert_fetching_refused(cluster, follower, "CLUSTER_ACTION")
     finally:
         cluster.stop()
