@@ -94,13 +94,9 @@ class ClusterNode:
 
     def follow_transactions(self, runtime) -> None:
         """Load and unload the transaction coordinator's __transaction_state
-        partitions as their leadership moves (txn_ownership.py)."""
-        from .txn_ownership import TXN_TOPIC as TXN, TxnOwnership
-        ownership = TxnOwnership(runtime, self.node_id)
-        self.plane.listeners.append(ownership)
-        for state in list(self.plane.view.partitions.values()):
-            if state.topic == TXN:
-                ownership.on_partition_state(state)
+        partitions as their leadership moves (shard_ownership.py)."""
+        from .shard_ownership import txn_ownership
+        self._follow(txn_ownership(runtime, self.node_id))
 
     def share_security(self, store, bootstrap_scram=()) -> None:
         """SCRAM credentials and ACLs cluster-wide (security_sync.py): `store`
@@ -115,11 +111,13 @@ class ClusterNode:
     def follow_shards(self, runtime) -> None:
         """Load and unload the coordinator's shards as the leadership of
         their __consumer_offsets partitions moves (shard_ownership.py)."""
-        from .shard_ownership import OFFSETS_TOPIC as OFFSETS, ShardOwnership
-        ownership = ShardOwnership(runtime, self.node_id)
+        from .shard_ownership import shard_ownership
+        self._follow(shard_ownership(runtime, self.node_id))
+
+    def _follow(self, ownership) -> None:
         self.plane.listeners.append(ownership)
         for state in list(self.plane.view.partitions.values()):
-            if state.topic == OFFSETS:
+            if state.topic == ownership.topic:
                 ownership.on_partition_state(state)
 
     async def stop(self, controlled: bool = True) -> None:

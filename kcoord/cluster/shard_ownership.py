@@ -1,33 +1,53 @@
-"""The coordinator's shards follow the leadership of their __consumer_offsets
-partitions (Kafka's onElection / onResignation): this node loads a shard
-when a partition state names it leader (for that leader epoch) and unloads
-it when the leadership moves to another node, so a shard this node does
-not lead answers NOT_COORDINATOR and a deposed leader stops serving it."""
+"""A coordinator follows the leadership of its internal topic's partitions
+(Kafka's onElection / onResignation): this node loads a partition when a
+partition state names it leader (for that leader epoch) and unloads it when
+the leadership moves to another node, so a partition this node does not lead
+answers NOT_COORDINATOR and a deposed leader stops serving it.  The group
+coordinator's shards follow __consumer_offsets, the transaction coordinator
+follows __transaction_state."""
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from .state import PartitionState
 
 log = logging.getLogger("kcoord.cluster.shards")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 
 
-class ShardOwnership:
-    """A PartitionStateListener over the coordinator runtime's
-    load(partition, epoch) / unload(partition, epoch)."""
+class PartitionOwnership:
+    """A PartitionStateListener over a runtime's load(partition, epoch) /
+    unload(partition, epoch) for the partitions of `topic` (`count()` of
+    them: the runtime's own partition count)."""
 
-    def __init__(self, runtime, node_id: int) -> None:
+    def __init__(self, runtime, node_id: int, topic: str, count: Callable[[], int],
+                 what: str) -> None:
         self.runtime = runtime
         self.node_id = node_id
+        self.topic = topic
+        self.count = count
+        self.what = what
 
     def on_partition_state(self, state: PartitionState) -> None:
-        if state.topic != OFFSETS_TOPIC or not 0 <= state.partition < len(self.runtime.shards):
+        if state.topic != self.topic or not 0 <= state.partition < self.count():
             return
         if state.leader == self.node_id:
             self.runtime.load(state.partition, state.leader_epoch)
-        else:
-            if self.runtime.unload(state.partition, state.leader_epoch):
-                log.info("shard %d unloaded: node %d leads it in epoch %d", state.partition,
-                         state.leader, state.leader_epoch)
+        elif self.runtime.unload(state.partition, state.leader_epoch):
+            log.info("%s %d unloaded: node %d leads it in epoch %d", self.what,
+                     state.partition, state.leader, state.leader_epoch)
+
+
+def shard_ownership(runtime, node_id: int) -> PartitionOwnership:
+    """The group coordinator's shards over __consumer_offsets."""
+    return PartitionOwnership(runtime, node_id, OFFSETS_TOPIC, lambda: len(runtime.shards),
+                              "shard")
+
+
+def txn_ownership(runtime, node_id: int) -> PartitionOwnership:
+    """The transaction coordinator over __transaction_state."""
+    return PartitionOwnership(runtime, node_id, TXN_TOPIC, lambda: len(runtime.states),
+                              "transaction state partition")

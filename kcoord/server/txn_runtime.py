@@ -12,7 +12,7 @@ Prepare* found is finished the same way.  Timers: the timed-out
 transaction sweep and the transactional-id expiry sweep.
 
 In a cluster each __transaction_state partition is coordinated by the node
-leading it (cluster/txn_ownership.py calls load/unload as leadership moves;
+leading it (cluster/shard_ownership.py calls load/unload as leadership moves;
 a partition not led here answers NOT_COORDINATOR, one loading
 COORDINATOR_LOAD_IN_PROGRESS), a write is acknowledged once the high
 watermark passes it (the group runtime's ReplicatedDurability), the leader

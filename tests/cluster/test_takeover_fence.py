@@ -6,7 +6,7 @@ until the high watermark has reached the end of what it replayed, as
 Kafka's runtime serves a shard at its last committed offset.
 
 The real ReplicaManager, Replica state machine, ReplicatedDurability,
-ShardOwnership and CoordinatorRuntime on a tmp data dir, in one event loop;
+shard_ownership and CoordinatorRuntime on a tmp data dir, in one event loop;
 the follower is played by hand through the leader's serve_follower_fetch
 (no sockets, no etcd)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from kcoord.broker.catalogue import Catalogue
 from kcoord.cluster.replica import ReplicationConfig
 from kcoord.cluster.replica_manager import ReplicaManager, ReplicatedDurability
-from kcoord.cluster.shard_ownership import ShardOwnership
+from kcoord.cluster.shard_ownership import shard_ownership
 from kcoord.cluster.state import PartitionState
 from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.protocol.errors import Err
@@ -61,7 +61,7 @@ class ClusterNode:
                                       coordinator=self.runtime)
         self.durability.manager = self.manager
         self.manager.role_listeners.append(self.durability.roles_changed)
-        self.ownership = ShardOwnership(self.runtime, ME)
+        self.ownership = shard_ownership(self.runtime, ME)
         self.shard = self.runtime.shards[0]
         self.plog = self.shard.plog
 
