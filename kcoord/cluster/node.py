@@ -29,11 +29,10 @@ from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
 from .state import NO_LEADER
+from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 AUTH_OPS_NOT_REQUESTED = -(2**31)
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84

@@ -26,11 +26,10 @@ from .replica import (
     BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
 )
 from .state import NO_LEADER, PartitionState
+from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster.replicas")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 # internal topics replicated when this node runs the coordinators
 COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
 

@@ -11,11 +11,9 @@ import logging
 from typing import Callable
 
 from .state import PartitionState
+from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster.shards")
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 
 class PartitionOwnership:

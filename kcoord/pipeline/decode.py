@@ -69,8 +69,8 @@ from kcoord.protocol.records import (BATCH_HEADER, BATCH_HEADER_FIELDS, COMPRESS
 from kcoord.log.scan import segment_headers
 
 from .schema import RECORD_FIELDS, arrow_schema
+from kcoord.protocol.internal_topics import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 
 _crc32c = _crc32c_mod.crc32c

@@ -50,9 +50,9 @@ from kcoord.protocol.messages.consumer_protocol import encode_assignment, encode
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.coordinator.partitioner import partition_for  # the coordinator's own rule
 from kcoord.protocol.records import build_batch
+from kcoord.protocol.internal_topics import OFFSETS_TOPIC
 
 MANIFEST = "kcoord-generate.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 SPECIAL_KINDS = ["ok", "warn", "stall", "stop", "rewind", "mixed", "deleted", "expired",
                  "consumer", "classic", "versions", "txn"]
 EXPECTED_GROUP = {"ok": "OK", "warn": "WARN", "stall": "ERR", "stop": "ERR", "rewind": "ERR",

@@ -46,10 +46,10 @@ from .dispatch import Reply
 from .group_commit import GroupCommit, wall_ms
 from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
+from ..protocol.internal_topics import OFFSETS_TOPIC
 
 log = logging.getLogger("kcoord.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
 
 # Shard states (Kafka's CoordinatorState, INITIAL and CLOSED folded into NOT_OWNED)

@@ -28,11 +28,10 @@ from ..coordinator.txn_offsets import txn_marker
 from ..protocol.api import serves
 from ..protocol.errors import Err
 from .coordinator_runtime import LOADING
+from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn.markers")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS, ADD_PARTITIONS_TO_TXN = 27, 24
 MARKERS_VERSION, VERIFY_VERSION = 1, 4
 SHARD_LOAD_WAIT_S = 5.0

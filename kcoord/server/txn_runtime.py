@@ -33,11 +33,10 @@ from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
 from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
 from .coordinator_runtime import LOADING
 from .txn_batches import COORDINATOR_EPOCH
+from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn")
 
-TXN_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK = 4 << 20
 SHARD_WAIT_S = 0.05
 COMPLETION_RETRY_S = 0.5
