@@ -24,6 +24,8 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .share_fetch_handlers import ShareFetchHandlers
+from .share_partitions import SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -97,6 +99,16 @@ class Server:
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         d.register_handlers(WriteTxnMarkersHandler(self.marker_writer))
+        # share partitions led here (ShareFetch, ShareAcknowledge): durable through
+        # the share coordinator's persister; group-level share configs through the
+        # groups' overrides
+        overrides = self.coordinator.core_config.group_overrides
+        self.shares = SharePartitionManager(
+            self.catalogue, self.data, self.config, getattr(self, "share_persister", None),
+            group_config=lambda group, name, default: overrides.get(group, name, default))
+        share_fetch = ShareFetchHandlers(self.shares, self.config)
+        d.register_handlers(share_fetch)
+        d.on_connection_closed.append(share_fetch.connection_closed)
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -228,6 +240,7 @@ class Server:
         self.txn.stop()
         if self.txn.markers is not None:
             self.txn.markers.close()
+        self.shares.close()
         self.coordinator.stop()
         self.catalogue.close()
         self.dir_lock.release()

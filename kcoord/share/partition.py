@@ -150,6 +150,7 @@ class SharePartition:
         self.end = 0                   # SPEO + 1: the first offset not cached
         self.runs: list[Run] = []
         self.state_epoch = 0
+        self.leader_epoch = 0          # the leader's epoch it was loaded in (fences writes)
         self.log_start = 0
         self.locks: dict[int, tuple[str, int]] = {}   # lock -> (member, deadline)
         self._next_lock = 0
