@@ -268,6 +268,7 @@ class SharePartition:
                 hi = min(b.last, lo + room - 1)
                 if b.aborted:
                     self._append(Run(lo, hi, ARCHIVED, 0))
+                    self.dirty = True
                 else:
                     self._append(Run(lo, hi, ACQUIRED, 1, member, lock))
                     self._give(out, lo, hi, 1, batch_size)
