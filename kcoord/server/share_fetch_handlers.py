@@ -185,7 +185,8 @@ class ShareFetchHandlers:
         for tp in keys:
             topic, code = self._topic(*tp)
             if code == Err.NONE:
-                sp, code = await self.shares.get(group_id, topic, tp[1])
+                loaded_one = await self.shares.get(group_id, topic, tp[1])
+                sp, code = loaded_one.partition, loaded_one.error_code
             if code != Err.NONE:
                 entries[tp] = _fetch_entry(tp[1], code)
                 if code in (Err.UNKNOWN_TOPIC_ID, Err.UNKNOWN_TOPIC_OR_PARTITION):
@@ -226,19 +227,18 @@ class ShareFetchHandlers:
                 break
             if self.shares.partitions.get((group_id,) + tp) is not sp:
                 continue                        # dropped meanwhile (fenced, deleted)
-            got, records = self.shares.acquire(group_id, member, topic, tp[1], sp,
-                                               max_records - acquired, max_bytes - size,
-                                               batch_size, now)
+            got = self.shares.acquire(group_id, member, topic, tp[1], sp,
+                                      max_records - acquired, max_bytes - size, batch_size, now)
             if got is None:
                 continue
             entry = entries.get(tp) or _fetch_entry(tp[1])
-            entry["records"] = records
+            entry["records"] = got.records
             entry["acquired_records"] = [
                 {"first_offset": r.first, "last_offset": r.last, "delivery_count": r.delivery_count}
                 for r in got.ranges]
             entries[tp] = entry
             acquired += got.count
-            size += len(records)
+            size += len(got.records)
         return size
 
     # ---------------------------------------------------- ShareAcknowledge

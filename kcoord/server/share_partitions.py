@@ -14,6 +14,7 @@ import asyncio
 import logging
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..broker.data_handlers import high_watermark
@@ -63,6 +64,13 @@ def duration_ms(text: str) -> int | None:
                + float(s or 0) * 1000)
 
 
+@dataclass(slots=True)
+class Loaded:
+    """A share partition for a request, or the error its partition answers."""
+    partition: SharePartition | None = None
+    error_code: int = Err.NONE
+
+
 class SharePartitionManager:
     def __init__(self, catalogue, data, config, persister: SharePersister | None = None,
                  group_config: Callable[[str, str, Any], Any] | None = None) -> None:
@@ -99,30 +107,30 @@ class SharePartitionManager:
         return str(level).lower() == "read_committed"
 
     # ------------------------------------------------------------- loading
-    async def get(self, group_id: str, topic, index: int) -> tuple[SharePartition | None, int]:
-        """The loaded share partition, or (None, error code for the client)."""
+    async def get(self, group_id: str, topic, index: int) -> Loaded:
+        """The loaded share partition, or the error code for the client."""
         key = (group_id, topic.topic_id, index)
         sp = self.partitions.get(key)
         if sp is not None:
-            return sp, Err.NONE
+            return Loaded(sp)
         fut = self._loading.get(key)
         if fut is None:
             fut = self._loading[key] = asyncio.ensure_future(self._load(key, topic, index))
             fut.add_done_callback(lambda _f, k=key: self._loading.pop(k, None))
         return await asyncio.shield(fut)
 
-    async def _load(self, key: tuple, topic, index: int) -> tuple[SharePartition | None, int]:
+    async def _load(self, key: tuple, topic, index: int) -> Loaded:
         if self.persister is None:
-            return None, Err.COORDINATOR_NOT_AVAILABLE
+            return Loaded(None, Err.COORDINATOR_NOT_AVAILABLE)
         try:
             state = await self.persister.read(ShareKey(*key), self.leader_epoch(topic, index))
             if self.catalogue.by_id.get(key[1]) is not topic:
-                return None, Err.UNKNOWN_TOPIC_OR_PARTITION    # deleted while loading
+                return Loaded(None, Err.UNKNOWN_TOPIC_OR_PARTITION)    # deleted while loading
         except Exception:
             log.exception("reading the share state of %s failed", key)
-            return None, Err.UNKNOWN_SERVER_ERROR
+            return Loaded(None, Err.UNKNOWN_SERVER_ERROR)
         if state.error_code != Err.NONE:
-            return None, client_error(state.error_code)
+            return Loaded(None, client_error(state.error_code))
         plog = topic.partitions[index]
         start = state.start_offset
         if start < 0:
@@ -131,7 +139,7 @@ class SharePartitionManager:
         sp.leader_epoch = self.leader_epoch(topic, index)
         sp.on_log_start(plog.log_start_offset)
         self.partitions[key] = sp
-        return sp, Err.NONE
+        return Loaded(sp)
 
     def _reset_offset(self, group_id: str, topic, index: int, plog) -> int:
         """share.auto.offset.reset for a share partition with no start yet:
@@ -166,15 +174,15 @@ class SharePartitionManager:
     # ------------------------------------------------------------ acquire
     def acquire(self, group_id: str, member: str, topic, index: int, sp: SharePartition,
                 max_records: int, max_bytes: int, batch_size: int,
-                now: int) -> tuple[Acquired | None, bytes]:
+                now: int) -> Acquired | None:
         """Read from the next fetch offset and acquire for `member`: the
-        acquired ranges and the Records bytes that hold them."""
+        acquired ranges and the Records bytes that hold them (None: nothing)."""
         key = (group_id, topic.topic_id, index)
         plog = topic.partitions[index]
         sp.on_log_start(plog.log_start_offset)
         if not sp.can_acquire():
             self._persist(key)
-            return None, b""
+            return None
         offset = sp.next_fetch_offset()
         read_end = self.hw(topic, index)
         aborted: list[Aborted] = []
@@ -184,13 +192,13 @@ class SharePartitionManager:
             read_end = state.last_stable_offset(read_end)
         if offset >= read_end:
             self._persist(key)
-            return None, b""
+            return None
         try:
             data = plog.read(offset, max(min(max_bytes, READ_BYTES), 0), min_one=True)
         except OffsetOutOfRange:
             sp.on_log_start(plog.log_start_offset)
             self._persist(key)
-            return None, b""
+            return None
         if committed:
             aborted = [Aborted(a.producer_id, a.first_offset, a.last_offset)
                        for a in state.aborted_between(offset, read_end)]
@@ -201,8 +209,9 @@ class SharePartitionManager:
             self._arm(key, timer.lock, timer.deadline_ms, now)
         self._persist(key)       # archived offsets (compaction, aborts) are state changes
         if not got.ranges:
-            return None, b""
-        return got, records_for(read, got.ranges)
+            return None
+        got.records = records_for(read, got.ranges)
+        return got
 
     # -------------------------------------------------------- acknowledge
     def acknowledge(self, group_id: str, member: str, topic_id: bytes, index: int,

@@ -67,6 +67,7 @@ class Acquired:
     ranges: list[AcquiredRange] = field(default_factory=list)
     timers: list[LockTimer] = field(default_factory=list)
     count: int = 0          # records acquired (for MaxRecords across partitions)
+    records: bytes = b""    # the log batches holding them (filled by the leader's reader)
 
 
 @dataclass(slots=True)

@@ -271,7 +271,7 @@ def test_restart_reloads_the_persisted_state(h):
         await h.fetch("m1", 0, [(tid, 0)])
         await h.acknowledge("m1", 1, {(tid, 0): [(0, 1, [ACCEPT]), (2, 2, [RELEASE])]})
         h.restart()                                   # the acquired 3-5 were never persisted
-        sp, _ = await h.shares.get("g", h.catalogue.by_id[tid], 0)
+        sp = (await h.shares.get("g", h.catalogue.by_id[tid], 0)).partition
         assert sp.start == 2
         assert sp.state_at(2)[:2] == (AVAILABLE, 1)
         r = await h.fetch("m2", 0, [(tid, 0)])
