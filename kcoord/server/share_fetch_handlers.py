@@ -17,13 +17,14 @@ import logging
 
 from ..protocol.api import serves
 from ..protocol.errors import Err
-from ..share.partition import REJECT, check_ack_batches
+from ..share.partition import REJECT, RENEW, check_ack_batches
 from ..share.sessions import ShareSessionCache
 from .share_partitions import SharePartitionManager, now_ms
 
 log = logging.getLogger("kcoord.share")
 
 MAX_MEMBER_ID = 36
+RECORD_LIMIT = 1   # ShareAcquireMode (v2): at most MaxRecords records, batches cut
 
 
 def _leader() -> dict:
@@ -134,9 +135,10 @@ class ShareFetchHandlers:
         lock_ms = self.shares.lock_ms(group_id)
         top["acquisition_lock_timeout_ms"] = lock_ms
         renew = version >= 2 and req.get("is_renew_ack")
-        if renew:
+        if renew and (req["max_bytes"] or req["min_bytes"] or req["max_records"]
+                      or req["max_wait_ms"]):
             return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "RENEW acknowledgements are not supported"}
+                    "error_message": "a renewing ShareFetch must not fetch (zero limits)"}
         acks = _acks_by_partition(req)
         if epoch == 0 and acks:
             return {**top, "error_code": Err.INVALID_REQUEST,
@@ -154,9 +156,9 @@ class ShareFetchHandlers:
         session = sctx.session
         # acknowledgements applied first (their records are not acquirable until
         # durable), the fetch meanwhile, the answer once both are done (Kafka's order)
-        started = self._start_acks(group_id, member, acks, REJECT)
+        started = self._start_acks(group_id, member, acks, RENEW if renew else REJECT)
         entries: dict = {}
-        if not sctx.final:
+        if not sctx.final and not renew:
             entries = await self._fetch(group_id, member, session, req, sctx.full, set(sctx.added))
         ack_codes = await self._answers(started)
         for tp, code in ack_codes.items():
@@ -201,7 +203,8 @@ class ShareFetchHandlers:
         while True:
             waiter = self.data.appended.wait()   # armed before acquiring: no wake-up is missed
             size = self._acquire_once(group_id, member, loaded, max_records, max_bytes,
-                                      req.get("batch_size", 0), entries)
+                                      req.get("batch_size", 0), entries,
+                                      req.get("share_acquire_mode", 0) == RECORD_LIMIT)
             remaining = deadline - loop.time()
             if (size >= min_bytes or entries.keys() - {tp for tp, _, _ in loaded}
                     or remaining <= 0 or self.data.stopping or not max_records or not max_bytes
@@ -218,7 +221,7 @@ class ShareFetchHandlers:
         return entries
 
     def _acquire_once(self, group_id: str, member: str, loaded: list, max_records: int,
-                      max_bytes: int, batch_size: int, entries: dict) -> int:
+                      max_bytes: int, batch_size: int, entries: dict, strict: bool) -> int:
         now = now_ms()
         size = 0
         acquired = 0
@@ -228,7 +231,8 @@ class ShareFetchHandlers:
             if self.shares.partitions.get((group_id,) + tp) is not sp:
                 continue                        # dropped meanwhile (fenced, deleted)
             got = self.shares.acquire(group_id, member, topic, tp[1], sp,
-                                      max_records - acquired, max_bytes - size, batch_size, now)
+                                      max_records - acquired, max_bytes - size, batch_size, now,
+                                      strict)
             if got is None:
                 continue
             entry = entries.get(tp) or _fetch_entry(tp[1])
@@ -251,9 +255,7 @@ class ShareFetchHandlers:
                     "error_message": "member id must be 1 to 36 characters"}
         group_id, member = req["group_id"], req["member_id"]
         top["acquisition_lock_timeout_ms"] = self.shares.lock_ms(group_id)
-        if ctx.api_version >= 2 and req.get("is_renew_ack"):
-            return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "RENEW acknowledgements are not supported"}
+        renew = ctx.api_version >= 2 and req.get("is_renew_ack")
         sctx = self.sessions.for_acknowledge(group_id, member, req["share_session_epoch"])
         if sctx.error_code:
             return {**top, "error_code": sctx.error_code}
@@ -263,7 +265,7 @@ class ShareFetchHandlers:
                 acks.setdefault((t["topic_id"], p["partition_index"]), []).extend(
                     p.get("acknowledgement_batches") or [])
         codes = await self._acknowledge(group_id, member, {k: v for k, v in acks.items() if v},
-                                        REJECT)
+                                        RENEW if renew else REJECT)
         if sctx.final:
             self._end_session(sctx.session)
         entries = {tp: {"partition_index": tp[1], "error_code": codes.get(tp, Err.NONE),

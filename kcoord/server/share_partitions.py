@@ -173,8 +173,8 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------ acquire
     def acquire(self, group_id: str, member: str, topic, index: int, sp: SharePartition,
-                max_records: int, max_bytes: int, batch_size: int,
-                now: int) -> Acquired | None:
+                max_records: int, max_bytes: int, batch_size: int, now: int,
+                strict: bool = False) -> Acquired | None:
         """Read from the next fetch offset and acquire for `member`: the
         acquired ranges and the Records bytes that hold them (None: nothing)."""
         key = (group_id, topic.topic_id, index)
@@ -204,7 +204,7 @@ class SharePartitionManager:
                        for a in state.aborted_between(offset, read_end)]
         read = read_batches(data, read_end, aborted)
         got = sp.acquire(member, max_records, read.batches, now, self.lock_ms(group_id),
-                         batch_size)
+                         batch_size, strict)
         for timer in got.timers:
             self._arm(key, timer.lock, timer.deadline_ms, now)
         self._persist(key)       # archived offsets (compaction, aborts) are state changes
@@ -219,7 +219,10 @@ class SharePartitionManager:
         """Apply the acknowledgements: an error code at once, or a future of
         the code, done once the change is durable."""
         key = (group_id, topic_id, index)
-        res = sp.acknowledge(member, batches, now_ms())
+        now = now_ms()
+        res = sp.acknowledge(member, batches, now, self.lock_ms(group_id))
+        for timer in res.timers:
+            self._arm(key, timer.lock, timer.deadline_ms, now)
         if res.error_code != Err.NONE or res.ticket is None:
             return res.error_code
         fut = asyncio.get_running_loop().create_future()

@@ -70,16 +70,16 @@ class Harness:
                 for f, last, types in batches]
         req = {"group_id": group, "member_id": member, "share_session_epoch": epoch,
                "max_wait_ms": max_wait, "min_bytes": min_bytes, "max_bytes": 1 << 20,
-               "max_records": max_records, "batch_size": max_records,
+               "max_records": max_records, "batch_size": max_records or 1,
                "topics": [{"topic_id": t, "partitions": [
                    {"partition_index": p, "acknowledgement_batches": b} for p, b in ps.items()]}
                    for t, ps in topics.items()],
                "forgotten_topics_data": [{"topic_id": t, "partitions": list(ps)}
-                                         for t, ps in _by_topic(forgotten).items()],
-               **extra}
+                                         for t, ps in _by_topic(forgotten).items()]}
+        req.update(extra)
         return await self.handlers.share_fetch(self.ctx(78, version, conn), req)
 
-    async def acknowledge(self, member, epoch, acks, group="g", version=1):
+    async def acknowledge(self, member, epoch, acks, group="g", version=1, **extra):
         topics: dict = {}
         for tp, batches in acks.items():
             topics.setdefault(tp[0], {})[tp[1]] = [
@@ -88,7 +88,7 @@ class Harness:
         req = {"group_id": group, "member_id": member, "share_session_epoch": epoch,
                "topics": [{"topic_id": t, "partitions": [
                    {"partition_index": p, "acknowledgement_batches": b} for p, b in ps.items()]}
-                   for t, ps in topics.items()]}
+                   for t, ps in topics.items()], **extra}
         return await self.handlers.share_acknowledge(self.ctx(79, version), req)
 
 

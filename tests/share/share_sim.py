@@ -25,7 +25,7 @@ import random
 
 from kcoord.protocol.errors import Err
 from kcoord.share.partition import (
-    ACCEPT, ACQUIRED, ACKNOWLEDGED, AVAILABLE, GAP, RELEASE, REJECT, FetchedBatch,
+    ACCEPT, ACQUIRED, ACKNOWLEDGED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, FetchedBatch,
     SharePartition, ShareLimits)
 from kcoord.share.persister import ShareState
 
@@ -80,13 +80,13 @@ class AnswersBeforeDurable(SharePartition):
 
 class IgnoresOwner(SharePartition):
     """Accepts an acknowledgement from any member (no owner check)."""
-    def acknowledge(self, member, batches, now):
+    def acknowledge(self, member, batches, now, lock_ms=0):
         owners = {}
         for run in self.runs:
             if run.state == ACQUIRED and run.ticket is None:
                 owners[id(run)] = run.member
                 run.member = member
-        res = super().acknowledge(member, batches, now)
+        res = super().acknowledge(member, batches, now, lock_ms)
         if res.error_code:
             for run in self.runs:
                 if id(run) in owners:
@@ -207,8 +207,8 @@ class Sim:
                 out.append([o, o])
         return [tuple(r) for r in out]
 
-    def acknowledge(self, member: str | None = None, kinds=(ACCEPT, RELEASE, REJECT, GAP),
-                    everything: bool = False) -> None:
+    def acknowledge(self, member: str | None = None,
+                    kinds=(ACCEPT, RELEASE, REJECT, GAP, RENEW), everything: bool = False) -> None:
         if not self.members:
             return
         member = member or self.rng.choice(sorted(self.members))
@@ -229,7 +229,7 @@ class Sim:
         valid = all(self.holder.get(o, ("", 0))[0] == member and self.holder[o][1] > self.now
                     and o not in self.pending for o in pick)
         before = self.sp.view()
-        res = self.sp.acknowledge(member, batches, self.now)
+        res = self.sp.acknowledge(member, batches, self.now, LOCK_MS)
         self.members[member].difference_update(pick)
         if res.error_code:
             if valid:
@@ -238,7 +238,13 @@ class Sim:
             if self.sp.view() != before:
                 self.fail("a refused acknowledgement changed the state")
             return
-        live = [(o, k) for o, k in segments if o >= self.sp.start]
+        for t in res.timers:
+            self.timers.append((t.deadline_ms, t.lock))
+        for o, k in segments:
+            if k == RENEW and o >= self.sp.start:      # held on, for a new lock duration
+                self.holder[o] = (member, self.now + LOCK_MS)
+                self.members[member].add(o)
+        live = [(o, k) for o, k in segments if o >= self.sp.start and k != RENEW]
         if res.ticket is None:
             return
         held = {o: self.holder.pop(o) for o, _ in live if o in self.holder}

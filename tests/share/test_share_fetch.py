@@ -278,3 +278,27 @@ def test_restart_reloads_the_persisted_state(h):
         assert acquired(r, (tid, 0)) == [(2, 2, 2), (3, 5, 1)]
         assert sp.state_at(0) is None and ACKNOWLEDGED   # 0-1 stay done
     run(scenario())
+
+
+def test_v2_renew_and_record_limit(tmp_path):
+    from kcoord.share.partition import RENEW
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=300"])
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=6)
+        r = await h.fetch("m1", 0, [(tid, 0)], max_records=2, version=2, share_acquire_mode=1)
+        assert acquired(r, (tid, 0)) == [(0, 1, 1)]             # record_limit: the batch cut
+        r = await h.fetch("m1", 1, acks={(tid, 0): [(0, 1, [RENEW])]}, version=2)
+        assert partitions(r)[(tid, 0)]["acknowledge_error_code"] == Err.INVALID_REQUEST
+        r = await h.fetch("m1", 2, acks={(tid, 0): [(0, 1, [RENEW])]}, version=2,
+                          is_renew_ack=True)
+        assert r["error_code"] == Err.INVALID_REQUEST                # a renewal must not fetch
+        r = await h.fetch("m1", 2, acks={(tid, 0): [(0, 1, [RENEW])]}, version=2,
+                          is_renew_ack=True, max_records=0, min_bytes=0, max_bytes=0)
+        assert r["error_code"] == 0
+        assert partitions(r)[(tid, 0)]["acknowledge_error_code"] == 0
+        assert partitions(r)[(tid, 0)]["acquired_records"] == []
+        r = await h.acknowledge("m1", 3, {(tid, 0): [(0, 1, [RENEW])]}, version=2)
+        assert partitions(r)[(tid, 0)]["error_code"] == Err.INVALID_REQUEST  # no IsRenewAck
+    run(scenario())
