@@ -27,6 +27,8 @@ from .network import KafkaConnection
 from .share_persister import LocalSharePersister
 from .share_runtime import ShareCoordinatorRuntime
 from .share_state_handlers import ShareStateHandlers
+from .share_fetch_handlers import ShareFetchHandlers
+from .share_partitions import SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -109,6 +111,16 @@ class Server:
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         d.register_handlers(WriteTxnMarkersHandler(self.marker_writer))
         d.register_handlers(ShareStateHandlers(self.share_state))  # APIs 83-87
+        # share partitions led here (ShareFetch, ShareAcknowledge): durable through
+        # the share coordinator's persister; group-level share configs through the
+        # groups' overrides
+        overrides = self.coordinator.core_config.group_overrides
+        self.shares = SharePartitionManager(
+            self.catalogue, self.data, self.config, getattr(self, "share_persister", None),
+            group_config=lambda group, name, default: overrides.get(group, name, default))
+        share_fetch = ShareFetchHandlers(self.shares, self.config)
+        d.register_handlers(share_fetch)
+        d.on_connection_closed.append(share_fetch.connection_closed)
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -241,6 +253,7 @@ class Server:
         self.txn.stop()
         if self.txn.markers is not None:
             self.txn.markers.close()
+        self.shares.close()
         self.coordinator.stop()
         self.share_state.stop()
         self.catalogue.close()
