@@ -121,6 +121,7 @@ class Server:
         share_fetch = ShareFetchHandlers(self.shares, self.config)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
+        self.catalogue.listeners.append(self.shares.on_topics_changed)
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)

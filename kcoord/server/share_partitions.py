@@ -112,7 +112,9 @@ class SharePartitionManager:
         key = (group_id, topic.topic_id, index)
         sp = self.partitions.get(key)
         if sp is not None:
-            return Loaded(sp)
+            if sp.leader_epoch == self.leader_epoch(topic, index):
+                return Loaded(sp)
+            self.drop(key)            # led elsewhere meanwhile: its state moved on there
         fut = self._loading.get(key)
         if fut is None:
             fut = self._loading[key] = asyncio.ensure_future(self._load(key, topic, index))
@@ -302,6 +304,12 @@ class SharePartitionManager:
         self.partitions.pop(key, None)
         for tkey in [k for k in self._timers if k[:3] == key]:
             self._timers.pop(tkey).cancel()
+
+    def on_topics_changed(self) -> None:
+        """The catalogue changed: share partitions of deleted topics go."""
+        by_id = self.catalogue.by_id
+        for key in [k for k in self.partitions if k[1] not in by_id]:
+            self.drop(key)
 
     def close(self) -> None:
         for handle in self._timers.values():

@@ -302,3 +302,18 @@ def test_v2_renew_and_record_limit(tmp_path):
         r = await h.acknowledge("m1", 3, {(tid, 0): [(0, 1, [RENEW])]}, version=2)
         assert partitions(r)[(tid, 0)]["error_code"] == Err.INVALID_REQUEST  # no IsRenewAck
     run(scenario())
+
+
+def test_deleted_topic_drops_its_share_partitions(h):
+    async def scenario():
+        tid = h.topic()
+        h.catalogue.listeners.append(h.shares.on_topics_changed)
+        h.produce(count=2)
+        await h.fetch("m1", 0, [(tid, 0)])
+        assert ("g", tid, 0) in h.shares.partitions
+        h.catalogue.delete("t")
+        assert ("g", tid, 0) not in h.shares.partitions
+        r = await h.fetch("m1", 1)
+        assert partitions(r)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_ID
+        assert not h.handlers.sessions.get("g", "m1").partitions     # left the session
+    run(scenario())
