@@ -373,8 +373,20 @@ KEY_TYPE_ERRORS = {0: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED),
                    1: (R.TRANSACTIONAL_ID, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
+KEY_TYPE_SHARE = 2  # brokers finding a share coordinator: CLUSTER_ACTION on the cluster
+
+
 @rule(10)
 def _find_coordinator(c: Checks, ctx, req, handler):
+    if req.get("key_type", 0) == KEY_TYPE_SHARE and not c.cluster(ctx, Op.CLUSTER_ACTION):
+        # the whole request fails (Kafka's getCoordinator)
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+        if ctx.api_version < 4:
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+             "error_message": None} for k in req["coordinator_keys"]]}
     rtype, code = KEY_TYPE_ERRORS.get(req.get("key_type", 0), (None, None))
     if rtype is None:
         return handler(ctx, req)
@@ -755,6 +767,21 @@ def _write_txn_markers(c: Checks, ctx, req, handler):
         {"name": t["name"], "partitions": [
             {"partition_index": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED}
             for p in t["partition_indexes"]]} for t in m["topics"]]} for m in req["markers"]]}
+
+
+def _share_state_rpc(c: Checks, ctx, req, handler):
+    """The share-state RPCs 83-87, broker to share coordinator (Kafka:
+    CLUSTER_ACTION on the cluster, else every partition answers
+    CLUSTER_AUTHORIZATION_FAILED)."""
+    if c.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    return {"results": [{"topic_id": t["topic_id"], "partitions": [
+        {"partition": p["partition"], "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+         "error_message": None} for p in t["partitions"]]} for t in req["topics"]]}
+
+
+for _key in (83, 84, 85, 86, 87):
+    RULES[_key] = _share_state_rpc
 
 
 @rule(28)
