@@ -118,7 +118,7 @@ class Server:
         self.shares = SharePartitionManager(
             self.catalogue, self.data, self.config, self.share_persister,
             group_config=lambda group, name, default: overrides.get(group, name, default))
-        share_fetch = ShareFetchHandlers(self.shares, self.config)
+        share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
         self.catalogue.listeners.append(self.shares.on_topics_changed)
