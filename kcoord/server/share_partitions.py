@@ -81,7 +81,7 @@ class SharePartitionManager:
         # group id, config name, default -> the group's value.  Until group-level
         # share configs are served, the broker default (the hook the group
         # coordinator's configs plug into).
-        self.group_config = group_config or (lambda group, name, default: default)
+        self.group_config = group_config or (lambda _group, _name, default: default)
         self.partitions: dict[tuple, SharePartition] = {}
         self._loading: dict[tuple, asyncio.Future] = {}
         self._tickets: dict[tuple, asyncio.Future] = {}
@@ -157,21 +157,22 @@ class SharePartitionManager:
                 return found[0] if found is not None else self.hw(topic, index)
         return self.hw(topic, index)
 
-    def hw(self, topic, index: int) -> int:
+    def _replica(self, topic, index: int):
+        """The partition's replica in a cluster, None on a single node."""
         replication = self.data.replication
         if replication is not None and replication.manages(topic.name):
-            replica = replication.replica(topic.name, index)
-            if replica is not None:
-                return replica.high_watermark
+            return replication.replica(topic.name, index)
+        return None
+
+    def hw(self, topic, index: int) -> int:
+        replica = self._replica(topic, index)
+        if replica is not None:
+            return replica.high_watermark
         return high_watermark(topic, topic.partitions[index])
 
     def leader_epoch(self, topic, index: int) -> int:
-        replication = self.data.replication
-        if replication is not None and replication.manages(topic.name):
-            replica = replication.replica(topic.name, index)
-            if replica is not None:
-                return replica.leader_epoch
-        return 0
+        replica = self._replica(topic, index)
+        return replica.leader_epoch if replica is not None else 0
 
     # ------------------------------------------------------------ acquire
     def acquire(self, group_id: str, member: str, topic, index: int, sp: SharePartition,

@@ -19,6 +19,15 @@ CURRENT_LEADER = [
     f("leader_epoch", "int32", default=-1),
 ]
 
+# the request's Topics: the partitions named and their acknowledgements
+ACK_TOPICS = [
+    f("topic_id", "uuid"),
+    f("partitions", "[]", fields=[
+        f("partition_index", "int32"),
+        f("acknowledgement_batches", "[]", fields=ACK_BATCH),
+    ]),
+]
+
 NODE_ENDPOINTS = [
     f("node_id", "int32"),
     f("host", "string"),
@@ -37,13 +46,7 @@ SHARE_FETCH = api(78, "ShareFetch", "1-2", "0+", request=[
     f("batch_size", "int32", "1+"),
     f("share_acquire_mode", "int8", "2+"),
     f("is_renew_ack", "bool", "2+"),
-    f("topics", "[]", fields=[
-        f("topic_id", "uuid"),
-        f("partitions", "[]", fields=[
-            f("partition_index", "int32"),
-            f("acknowledgement_batches", "[]", fields=ACK_BATCH),
-        ]),
-    ]),
+    f("topics", "[]", fields=ACK_TOPICS),
     f("forgotten_topics_data", "[]", fields=[
         f("topic_id", "uuid"),
         f("partitions", "[]int32"),
@@ -78,13 +81,7 @@ SHARE_ACKNOWLEDGE = api(79, "ShareAcknowledge", "1-2", "0+", request=[
     f("member_id", "string", null="0+", default=None),
     f("share_session_epoch", "int32"),
     f("is_renew_ack", "bool", "2+"),
-    f("topics", "[]", fields=[
-        f("topic_id", "uuid"),
-        f("partitions", "[]", fields=[
-            f("partition_index", "int32"),
-            f("acknowledgement_batches", "[]", fields=ACK_BATCH),
-        ]),
-    ]),
+    f("topics", "[]", fields=ACK_TOPICS),
 ], response=[
     f("throttle_time_ms", "int32"),
     f("error_code", "int16"),
