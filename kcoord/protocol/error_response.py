@@ -46,6 +46,10 @@ _NO_NODE = {"node_id": -1, "host": "", "port": -1}
 _PARTITION_INDEX = _same("partition_index")
 _TOPIC = _same("name")
 
+# the share-state RPCs (broker to share coordinator) answer per topic id and partition
+_SHARE_STATE = (Items("topics", "results", _same("topic_id"), (
+    Items("partitions", "partitions", _same("partition")),)),)
+
 # The items each API answers one by one (Kafka's getErrorResponse per request
 # class); an API not listed answers with its top-level fields alone.
 ITEMS: dict[str, tuple[Items, ...]] = {
@@ -100,6 +104,9 @@ ITEMS: dict[str, tuple[Items, ...]] = {
     "DescribeTransactions": (Items("transactional_ids", "transaction_states", "transactional_id"),),
     "ConsumerGroupDescribe": (Items("group_ids", "groups", "group_id"),),
     "DescribeTopicPartitions": (Items("topics", "topics", _TOPIC),),
+    **{name: _SHARE_STATE for name in (
+        "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+        "DeleteShareGroupState", "ReadShareGroupStateSummary")},
 }
 
 # Top-level values Kafka sets explicitly in an error answer.
