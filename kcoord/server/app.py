@@ -73,6 +73,8 @@ class Server:
                                               durability=self.durability)
         self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        # share groups initialize and delete share state through the share coordinator
+        self.groups.share_persister = lambda: getattr(self, "share_persister", None)
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
