@@ -45,6 +45,7 @@ class GroupInfo:
     epoch: int           # the generation (classic) or group epoch (consumer)
     members: list[Member] = field(default_factory=list)
     protocol: str | None = None  # classic: the selected assignor
+    leader: str | None = None    # classic: the leader's member id
 
 
 @dataclass
@@ -522,4 +523,4 @@ def _describe(core, group_id: str) -> GroupInfo:
                 assignment = {}
         members.append(Member(m.member_id, m.client_id, m.group_instance_id, assignment))
     return GroupInfo(group_id, "classic", group.state, group.generation_id, members,
-                     group.protocol_name)
+                     group.protocol_name, group.leader_id)
