@@ -129,7 +129,7 @@ class ThreadNode:
         ready.set_result(None)
         await self._stop.wait()
         if self._crash:
-            _crash(server)
+            await _crash(server)
         else:
             await server.stop()
 
@@ -184,9 +184,13 @@ class ThreadNode:
         return list(self.lines)[-n:]
 
 
-def _crash(server) -> None:
-    """What a power cut leaves: nothing flushed, no marker; the data dir unlocked
-    (the next start in this process must be able to take it)."""
+async def _crash(server) -> None:
+    """What a power cut leaves: nothing flushed, no marker, the etcd lease left
+    to expire; the data dir unlocked (the next start in this process takes it)."""
+    current = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is not current:
+            task.cancel()
     for listening in server._servers:
         listening.close()
     for conn in list(server.connections):
@@ -208,6 +212,12 @@ def _crash(server) -> None:
         plog._closed = True
     catalogue._closed = True
     server.dir_lock.release()
+    plane = getattr(server.cluster, "plane", None)
+    if plane is not None:  # the connection to etcd dies with the process; the lease stays
+        try:
+            await plane.session.close(revoke=False)
+        except Exception:
+            pass
 
 
 def _cancel_all(loop) -> None:

@@ -377,6 +377,11 @@ class KafkaServer:
                       timeout, what=f"node {node} coordinating {group}")
 
     # ------------------------------------------------------------ inspection
+    def coordinator(self, group: str) -> int | None:
+        """The node id of the group's coordinator now (None while none serves it)."""
+        node = self._coordinator_of(group)
+        return None if node is None else node.node_id
+
     def committed(self, group: str, topic: str, partition: int) -> int | None:
         """The group's committed offset of the partition, None if none."""
         node = self._coordinator_of(group)
