@@ -24,6 +24,11 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .share_persister import LocalSharePersister
+from .share_runtime import ShareCoordinatorRuntime
+from .share_state_handlers import ShareStateHandlers
+from .share_fetch_handlers import ShareFetchHandlers
+from .share_partitions import SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -73,6 +78,14 @@ class Server:
                                               durability=self.durability)
         self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        # The share coordinator: a second coordinator on the same runtime, over
+        # __share_group_state (its own event log: the group metrics stay the groups')
+        self.share_state = ShareCoordinatorRuntime(self.catalogue, config, GroupEventLog(),
+                                                   durability=self.durability)
+        self.groups.share = self.share_state
+        # What share partitions persist through (kcoord/share/persister.py): the
+        # local share coordinator, durable before it returns
+        self.share_persister = LocalSharePersister(self.share_state)
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -97,6 +110,18 @@ class Server:
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         d.register_handlers(WriteTxnMarkersHandler(self.marker_writer))
+        d.register_handlers(ShareStateHandlers(self.share_state))  # APIs 83-87
+        # share partitions led here (ShareFetch, ShareAcknowledge): durable through
+        # the share coordinator's persister; group-level share configs through the
+        # groups' overrides
+        overrides = self.coordinator.core_config.group_overrides
+        self.shares = SharePartitionManager(
+            self.catalogue, self.data, self.config, self.share_persister,
+            group_config=lambda group, name, default: overrides.get(group, name, default))
+        share_fetch = ShareFetchHandlers(self.shares)
+        d.register_handlers(share_fetch)
+        d.on_connection_closed.append(share_fetch.connection_closed)
+        self.catalogue.listeners.append(self.shares.on_topics_changed)
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -169,6 +194,7 @@ class Server:
         # in a cluster a shard is loaded when this node leads its partition
         self.coordinator.start(load_all=self.cluster is None)
         self.txn.start(load_all=self.cluster is None)
+        self.share_state.start(load_all=self.cluster is None)
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
@@ -228,7 +254,9 @@ class Server:
         self.txn.stop()
         if self.txn.markers is not None:
             self.txn.markers.close()
+        self.shares.close()
         self.coordinator.stop()
+        self.share_state.stop()
         self.catalogue.close()
         self.dir_lock.release()
         log.info("kcoord stopped")

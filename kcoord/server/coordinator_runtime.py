@@ -90,7 +90,10 @@ class _Batch:
 
 class ShardRuntime(ShardLoader):
     """One __consumer_offsets partition on this node: its state, core, log,
-    timers, parked requests and writes in flight."""
+    timers, parked requests and writes in flight.  Another coordinator on
+    the same runtime (the share coordinator, share_runtime.py) subclasses it
+    with its own core (`new_core`), record writer (`encode_batch`) and log
+    replay (`replay_log`)."""
 
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
                  linger_ms: int = 0, commit: GroupCommit | None = None,
@@ -139,10 +142,23 @@ class ShardRuntime(ShardLoader):
         if self.state is ACTIVE:
             return None
         self.state = LOADING
-        self.core = CoordinatorShard(self.index, self.config)
+        self.core = self.new_core()
         self.records_loaded = self.load_errors = 0
         self._load_task = asyncio.get_running_loop().create_task(self._load())
         return self._load_task
+
+    def new_core(self):
+        """A fresh core for this shard, which loading fills from the log."""
+        return CoordinatorShard(self.index, self.config)
+
+    @staticmethod
+    def encode_batch(records: list, now: int) -> bytearray:
+        """The bytes to append for the shard's pending records."""
+        return build_shard_batches(records, now)
+
+    def appended(self, records: list, first_offset: int) -> None:
+        """The records now sit from `first_offset` on (the group shard does
+        not need to know)."""
 
     async def _load(self) -> None:
         try:
@@ -326,11 +342,12 @@ class ShardRuntime(ShardLoader):
         records, batch.records = batch.records, None
         try:
             if self.metrics is None:
-                self.plog.append(build_shard_batches(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_shard_batches(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now))
                 self.metrics.appended(time.perf_counter() - started)
+            self.appended(records, first)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._failed()
@@ -468,7 +485,20 @@ class CoordinatorRuntime:
     cluster, `start(load_all=False)` and the control plane calls `load` and
     `unload` as leadership moves; a shard it has not loaded answers
     NOT_COORDINATOR.  `durability` decides when an appended write may be
-    answered (see the module doc)."""
+    answered (see the module doc).
+
+    The group coordinator is this class; another coordinator served by the
+    same runtime (share_runtime.py) sets TOPIC, SHARD, the config keys and
+    `new_core_config`, and may leave its topic to be created on first use
+    (CREATE_AT_START False: no shards until `open_topic`)."""
+
+    TOPIC = OFFSETS_TOPIC
+    SHARD = ShardRuntime
+    PARTITIONS_KEY = "offsets.topic.num.partitions"
+    LINGER_KEY = "group.coordinator.append.linger.ms"
+    WRITE_TIMEOUT_KEY = "offsets.commit.timeout.ms"
+    CREATE_AT_START = True
+    WHAT = "shards"  # in the log lines
 
     def __init__(self, catalogue, config, events: GroupEventLog | None = None,
                  durability=None) -> None:
@@ -477,26 +507,47 @@ class CoordinatorRuntime:
         self.events = events if events is not None else GroupEventLog()
         metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.metrics = metrics
-        self.core_config = CoordinatorConfig.from_values(config.values)
-        wanted = config["offsets.topic.num.partitions"]
-        topic = catalogue.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = catalogue.create(OFFSETS_TOPIC, wanted, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"])})
-        elif len(topic.partitions) != wanted:
-            log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
-                        OFFSETS_TOPIC, len(topic.partitions), wanted)
-        linger = config["group.coordinator.append.linger.ms"]
+        self.core_config = self.new_core_config(config.values)
+        # an adaptive linger (-1, the share coordinator's default) appends at once
+        self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
-        self.commit = GroupCommit(linger, durability, metrics=metrics)
+        self.commit = GroupCommit(self.linger, durability, metrics=metrics)
         if getattr(durability, "replicated", False):
-            self.commit.write_timeout = config["offsets.commit.timeout.ms"] / 1000.0
-        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
-                       for i, plog in enumerate(topic.partitions)]
+            self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
+        self.shards: list = []
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
         self._cleanup: asyncio.TimerHandle | None = None
         self._loaded_task: asyncio.Task | None = None
+        self._started = False
+        self._load_all = False
+        if self.CREATE_AT_START or catalogue.get(self.TOPIC) is not None:
+            self.open_topic()
+
+    def new_core_config(self, values: dict):
+        return CoordinatorConfig.from_values(values)
+
+    def topic_configs(self) -> dict[str, str]:
+        """The internal topic's configs when this runtime creates it."""
+        return {"cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+
+    def open_topic(self) -> None:
+        """Create the topic if need be and make one shard per partition (once);
+        after start(), a single node loads them."""
+        if self.shards:
+            return
+        wanted = self.config[self.PARTITIONS_KEY]
+        topic = self.catalogue.get(self.TOPIC)
+        if topic is None:
+            topic = self.catalogue.create(self.TOPIC, wanted, self.topic_configs())
+        elif len(topic.partitions) != wanted:
+            log.warning("%s has %d partitions; %s=%d is ignored", self.TOPIC,
+                        len(topic.partitions), self.PARTITIONS_KEY, wanted)
+        self.shards = [self.SHARD(i, plog, self.core_config, self.linger, self.commit,
+                                  self.events)
+                       for i, plog in enumerate(topic.partitions)]
+        if self._started and self._load_all:
+            self._load_every_shard()
 
     # ------------------------------------------------------------ routing
     def partition_for(self, group_id: str) -> int:
@@ -581,18 +632,22 @@ class CoordinatorRuntime:
 
     def start(self, load_all: bool = True) -> None:
         tune_gc()
+        self._started, self._load_all = True, load_all
         if load_all:
-            # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
-            tasks = [s.load(0) for s in self.shards]
-            self._loaded_task = asyncio.get_running_loop().create_task(
-                self._log_all_loaded([t for t in tasks if t is not None], time.monotonic()))
+            self._load_every_shard()
         self._schedule_cleanup()
+
+    def _load_every_shard(self) -> None:
+        # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
+        tasks = [s.load(0) for s in self.shards]
+        self._loaded_task = asyncio.get_running_loop().create_task(
+            self._log_all_loaded([t for t in tasks if t is not None], time.monotonic()))
 
     async def _log_all_loaded(self, tasks: list, start: float) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         gc.freeze()  # the loaded state is long-lived: keep it out of later collections
         if all(s.loaded for s in self.shards):
-            log.info("all shards loaded: %d records in %.2fs",
+            log.info("all %s loaded: %d records in %.2fs", self.WHAT,
                      sum(s.records_loaded for s in self.shards), time.monotonic() - start)
 
     async def wait_loaded(self) -> None:

@@ -28,7 +28,7 @@ from ..protocol.errors import Err
 from .persister import ShareState, StateBatch
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 TERMINAL = frozenset((ACKNOWLEDGED, ARCHIVED))
 STATE_NAMES = {AVAILABLE: "Available", ACQUIRED: "Acquired", ACKNOWLEDGED: "Acknowledged",
                ARCHIVED: "Archived"}
@@ -67,6 +67,7 @@ class Acquired:
     ranges: list[AcquiredRange] = field(default_factory=list)
     timers: list[LockTimer] = field(default_factory=list)
     count: int = 0          # records acquired (for MaxRecords across partitions)
+    records: bytes = b""    # the log batches holding them (filled by the leader's reader)
 
 
 @dataclass(slots=True)
@@ -76,6 +77,7 @@ class AckResult:
     (None: nothing needed persisting, answered at once)."""
     error_code: int = Err.NONE
     ticket: int | None = None
+    timers: list[LockTimer] = field(default_factory=list)   # renewed locks (RENEW)
 
 
 @dataclass(slots=True)
@@ -150,6 +152,7 @@ class SharePartition:
         self.end = 0                   # SPEO + 1: the first offset not cached
         self.runs: list[Run] = []
         self.state_epoch = 0
+        self.leader_epoch = 0          # the leader's epoch it was loaded in (fences writes)
         self.log_start = 0
         self.locks: dict[int, tuple[str, int]] = {}   # lock -> (member, deadline)
         self._next_lock = 0
@@ -229,14 +232,16 @@ class SharePartition:
 
     # ---------------------------------------------------------- acquire
     def acquire(self, member: str, max_records: int, batches: list[FetchedBatch], now: int,
-                lock_ms: int, batch_size: int = 0) -> Acquired:
+                lock_ms: int, batch_size: int = 0, strict: bool = False) -> Acquired:
         """Acquire for `member` the records of the log batches read from
         next_fetch_offset(): AVAILABLE cached records and new ones, whole log
         batches until max_records is reached (a soft limit, as Kafka's
         batch-optimized mode), new records only within the in-flight window.
         New ranges are cut into AcquiredRecords of about batch_size records
         at log-batch boundaries.  Offsets the log no longer holds are
-        archived; aborted batches (read_committed) are archived, not given."""
+        archived; aborted batches (read_committed) are archived, not given.
+        strict (ShareAcquireMode record_limit): at most max_records records,
+        log batches cut where the limit falls."""
         out = Acquired()
         if max_records <= 0 or not batches:
             return out
@@ -256,8 +261,9 @@ class SharePartition:
             cursor = b.last + 1
             if lo < self.end:                     # cached: acquire what is AVAILABLE
                 hi = min(b.last, self.end - 1)
+                cap = max_records - out.count if strict else None
                 got, throttled = self._acquire_cached(lo, hi, member, lock, b.aborted,
-                                                      limit, out, batch_size)
+                                                      limit, out, cap)
                 out.count += got
                 lo = hi + 1
             if lo <= b.last and not throttled:    # new records
@@ -265,8 +271,13 @@ class SharePartition:
                 if room <= 0:
                     break
                 hi = min(b.last, lo + room - 1)
+                if strict:
+                    if out.count >= max_records:
+                        break
+                    hi = min(hi, lo + max_records - out.count - 1)
                 if b.aborted:
                     self._append(Run(lo, hi, ARCHIVED, 0))
+                    self.dirty = True
                 else:
                     self._append(Run(lo, hi, ACQUIRED, 1, member, lock))
                     self._give(out, lo, hi, 1, batch_size)
@@ -282,7 +293,8 @@ class SharePartition:
         return out
 
     def _acquire_cached(self, lo: int, hi: int, member: str, lock: int, aborted: bool,
-                        limit: int, out: Acquired, batch_size: int) -> tuple[int, bool]:
+                        limit: int, out: Acquired,
+                        cap: int | None = None) -> tuple[int, bool]:
         i, j = self._split_range(lo, hi)
         got = 0
         threshold = max(2, -(-limit // 2))
@@ -303,6 +315,10 @@ class SharePartition:
                 take = 1                                   # its last attempt: alone
             elif poison:
                 take = max(1, size >> (run.count - threshold + 1))  # shrinking slices
+            if cap is not None:
+                if cap - got <= 0:
+                    return got, True
+                take = min(take, cap - got)
             if take < size:
                 self._split_at(run.first + take)
                 j += 1
@@ -342,12 +358,14 @@ class SharePartition:
             self.dirty = True
 
     # -------------------------------------------------------- acknowledge
-    def acknowledge(self, member: str, batches: list[dict], now: int) -> AckResult:
+    def acknowledge(self, member: str, batches: list[dict], now: int,
+                    lock_ms: int = 0) -> AckResult:
         """Apply one partition's acknowledgements (checked by
         check_ack_batches) for `member`, all or nothing.  Offsets below the
         start are done already (ignored); past the window INVALID_REQUEST;
         anything not ACQUIRED by this member (or with a change in flight)
-        INVALID_RECORD_STATE."""
+        INVALID_RECORD_STATE.  RENEW (KIP-1222) restarts the records' lock
+        for lock_ms and persists nothing."""
         segments: list[tuple[int, int, int]] = []
         prev_last = -1
         for b in batches:
@@ -375,9 +393,20 @@ class SharePartition:
                 if run.state != ACQUIRED or run.member != member or run.ticket is not None:
                     return AckResult(Err.INVALID_RECORD_STATE)
                 i += 1
+        result = AckResult()
+        renewed = [seg for seg in segments if seg[2] == RENEW]
+        if renewed:
+            lock = self._next_lock = self._next_lock + 1
+            self.locks[lock] = (member, now + lock_ms)
+            result.timers.append(LockTimer(lock, now + lock_ms))
+            for first, last, _ in renewed:
+                i, j = self._split_range(first, last)
+                for run in self.runs[i:j]:
+                    run.lock = lock
+            segments = [seg for seg in segments if seg[2] != RENEW]
         if not segments:
-            return AckResult()
-        ticket = self._next_ticket = self._next_ticket + 1
+            return result
+        ticket = result.ticket = self._next_ticket = self._next_ticket + 1
         limit = self.limits.delivery_count_limit
         for first, last, kind in segments:
             i, j = self._split_range(first, last)
@@ -392,7 +421,7 @@ class SharePartition:
                     run.state = ARCHIVED
                 run.member = run.lock = None
         self._pending.add(ticket)
-        return AckResult(Err.NONE, ticket)
+        return result
 
     # -------------------------------------------------- locks and members
     def expire(self, lock: int, now: int) -> bool:

@@ -6,7 +6,7 @@ import pytest
 from kcoord.protocol.errors import Err
 from kcoord.share.partition import (
     ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT,
-    AcquiredRange, FetchedBatch, SharePartition, ShareLimits, check_ack_batches)
+    FetchedBatch, SharePartition, ShareLimits, check_ack_batches)
 from kcoord.share.persister import ShareState, StateBatch
 
 LOCK = 30_000
@@ -397,3 +397,44 @@ def test_reload_gives_the_written_state():
     assert again.state_at(4) == (AVAILABLE, 1, None)
     assert again.end == 6 and again.state_at(7) is None     # never delivered: fetched anew
     assert got.timers
+
+
+# ------------------------------------------------- v2: RENEW and record_limit
+def test_renew_restarts_the_lock_and_persists_nothing():
+    from kcoord.share.partition import RENEW
+    sp = fresh()
+    got = sp.acquire("m1", 500, log((0, 4)), 0, LOCK)
+    res = sp.acknowledge("m1", [ack(0, 2, RENEW)], 20_000, lock_ms=LOCK)
+    assert res.error_code == Err.NONE and res.ticket is None
+    assert res.timers[0].deadline_ms == 20_000 + LOCK
+    assert sp.take_write() is None
+    sp.expire(got.timers[0].lock, LOCK)             # the first lock runs out: 3-4 only
+    assert sp.view() == [(0, 2, ACQUIRED, 1, "m1"), (3, 4, AVAILABLE, 1, None)]
+    assert sp.acknowledge("m2", [ack(0, 0, RENEW)], 20_001, LOCK).error_code == \
+        Err.INVALID_RECORD_STATE
+    sp.expire(res.timers[0].lock, 20_000 + LOCK)
+    assert sp.state_at(0)[:2] == (AVAILABLE, 1)
+
+
+def test_renew_beside_other_types():
+    from kcoord.share.partition import RENEW
+    sp = fresh()
+    sp.acquire("m1", 500, log((0, 4)), 0, LOCK)
+    res = sp.acknowledge("m1", [ack(0, 4, ACCEPT, RENEW, RENEW, REJECT, ACCEPT)], 1, LOCK)
+    assert res.ticket is not None and res.timers
+    durable(sp)
+    assert sp.view() == [(1, 2, ACQUIRED, 1, "m1"), (3, 3, ARCHIVED, 1, None),
+                         (4, 4, ACKNOWLEDGED, 1, None)]
+    assert sp.runs[0].lock == res.timers[0].lock
+
+
+def test_record_limit_cuts_log_batches():
+    sp = fresh()
+    got = sp.acquire("m1", 3, log((0, 4), (5, 9)), 0, LOCK, strict=True)
+    assert ranges(got) == [(0, 2, 1)] and got.count == 3
+    assert sp.end == 3
+    sp.acknowledge("m1", [ack(0, 2, RELEASE)], 1)
+    durable(sp)
+    got = sp.acquire("m2", 2, log((0, 4), (5, 9)), 2, LOCK, strict=True)
+    assert ranges(got) == [(0, 1, 2)]
+    assert sp.state_at(2)[:2] == (AVAILABLE, 1)
