@@ -120,10 +120,10 @@ class Server:
         # groups' overrides
         overrides = self.coordinator.core_config.group_overrides
         self.shares = SharePartitionManager(
-            self.catalogue, self.data, self.config, getattr(self, "share_persister", None),
+            self.catalogue, self.data, self.config, self.share_persister,
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
-        share_fetch = ShareFetchHandlers(self.shares, self.config)
+        share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
         self.catalogue.listeners.append(self.shares.on_topics_changed)

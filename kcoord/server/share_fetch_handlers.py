@@ -62,7 +62,7 @@ def _group_by_topic(entries: dict) -> list[dict]:
 
 
 class ShareFetchHandlers:
-    def __init__(self, manager: SharePartitionManager, config) -> None:
+    def __init__(self, manager: SharePartitionManager) -> None:
         self.shares = manager
         self.data = manager.data
         self.catalogue = manager.catalogue

@@ -80,7 +80,7 @@ class SharePartitionManager:
         # group id, config name, default -> the group's value.  Until group-level
         # share configs are served, the broker default (the hook the group
         # coordinator's configs plug into).
-        self.group_config = group_config or (lambda group, name, default: default)
+        self.group_config = group_config or (lambda _group, _name, default: default)
         self.partitions: dict[tuple, SharePartition] = {}
         self._loading: dict[tuple, asyncio.Future] = {}
         self._tickets: dict[tuple, asyncio.Future] = {}

@@ -52,7 +52,7 @@ def records_for(read: ReadBatches, ranges: list[AcquiredRange]) -> bytes:
         return b""
     first, last = ranges[0].first, ranges[-1].last
     start = end = None
-    for b, (lo, hi) in zip(read.batches, read.spans):
+    for b, (lo, hi) in zip(read.batches, read.spans, strict=True):
         if b.last < first:
             continue
         if b.base > last:

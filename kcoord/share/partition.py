@@ -263,7 +263,7 @@ class SharePartition:
                 hi = min(b.last, self.end - 1)
                 cap = max_records - out.count if strict else None
                 got, throttled = self._acquire_cached(lo, hi, member, lock, b.aborted,
-                                                      limit, out, batch_size, cap)
+                                                      limit, out, cap)
                 out.count += got
                 lo = hi + 1
             if lo <= b.last and not throttled:    # new records
@@ -293,7 +293,7 @@ class SharePartition:
         return out
 
     def _acquire_cached(self, lo: int, hi: int, member: str, lock: int, aborted: bool,
-                        limit: int, out: Acquired, batch_size: int,
+                        limit: int, out: Acquired,
                         cap: int | None = None) -> tuple[int, bool]:
         i, j = self._split_range(lo, hi)
         got = 0

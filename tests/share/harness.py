@@ -28,7 +28,7 @@ class Harness:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.catalogue = Catalogue(self.config.data_dir, self.config.values)
         self.data = DataPlane(self.catalogue, self.config, GroupSync())
-        self.data.txn_verifier = lambda *args: 0    # every transaction may write anywhere
+        self.data.txn_verifier = lambda *_args: 0    # every transaction may write anywhere
         self.persister = persister or MemoryPersister()
         self.group = {"share.auto.offset.reset": reset, **group}
         self.restart()
@@ -37,8 +37,8 @@ class Harness:
         """A new manager and session cache over the same logs and persister."""
         self.shares = SharePartitionManager(
             self.catalogue, self.data, self.config, self.persister,
-            group_config=lambda g, name, default: self.group.get(name, default))
-        self.handlers = ShareFetchHandlers(self.shares, self.config)
+            group_config=lambda _g, name, default: self.group.get(name, default))
+        self.handlers = ShareFetchHandlers(self.shares)
 
     def topic(self, name="t", partitions=1):
         return self.catalogue.create(name, partitions).topic_id

@@ -44,14 +44,14 @@ class MemoryPersister:
         self.states[key] = ShareState(state_epoch=state_epoch, start_offset=start_offset)
         return Err.NONE
 
-    async def read(self, key: ShareKey, leader_epoch: int) -> ShareState:
+    async def read(self, key: ShareKey, _leader_epoch: int) -> ShareState:
         await self._pause()
         state = self.states.setdefault(key, ShareState())
         return ShareState(state.error_code, state.state_epoch, state.start_offset,
                           state.leader_epoch, list(state.batches))
 
-    async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch], delivery_complete_count: int = -1) -> int:
+    async def write(self, key: ShareKey, _state_epoch: int, _leader_epoch: int, start_offset: int,
+                    batches: list[StateBatch], _delivery_complete_count: int = -1) -> int:
         await self._pause()
         if self.fail_next:
             self.fail_next -= 1

@@ -6,7 +6,7 @@ import pytest
 from kcoord.protocol.errors import Err
 from kcoord.share.partition import (
     ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT,
-    AcquiredRange, FetchedBatch, SharePartition, ShareLimits, check_ack_batches)
+    FetchedBatch, SharePartition, ShareLimits, check_ack_batches)
 from kcoord.share.persister import ShareState, StateBatch
 
 LOCK = 30_000
