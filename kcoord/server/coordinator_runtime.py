@@ -156,6 +156,10 @@ class ShardRuntime(ShardLoader):
         """The bytes to append for the shard's pending records."""
         return build_shard_batches(records, now)
 
+    def appended(self, records: list, first_offset: int) -> None:
+        """The records now sit from `first_offset` on (the group shard does
+        not need to know)."""
+
     async def _load(self) -> None:
         try:
             await self.replay_log()
@@ -338,11 +342,12 @@ class ShardRuntime(ShardLoader):
         records, batch.records = batch.records, None
         try:
             if self.metrics is None:
-                self.plog.append(self.encode_batch(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now))
             else:
                 started = time.perf_counter()
-                self.plog.append(self.encode_batch(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now))
                 self.metrics.appended(time.perf_counter() - started)
+            self.appended(records, first)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._failed()

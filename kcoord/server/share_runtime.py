@@ -100,11 +100,25 @@ class ShareStateShard(ShardRuntime):
                     continue
                 _, records = decode_batch(chunk, pos)  # CorruptRecordError ends the load
                 for r in records:
-                    self._replay_one(r.key, r.value)
+                    self._replay_one(r.key, r.value, r.offset)
         if self.records_loaded:
             self.events.shard_loaded(self.index, self.records_loaded, time.monotonic() - start)
 
-    def _replay_one(self, key, value) -> None:
+    def appended(self, records: list, first_offset: int) -> None:
+        for i, record in enumerate(records):
+            self.core.placed(record, first_offset + i)
+
+    def prune(self) -> int:
+        """Drop the log below its oldest needed record (Kafka prunes with
+        DeleteRecords), never past what is durable.  -> the log start."""
+        if not self.loaded:
+            return self.plog.log_start_offset
+        offset = self.core.redundant_offset()
+        if offset is None:
+            return self.plog.log_start_offset
+        return self.plog.advance_log_start(min(offset, self.plog.durable_end_offset))
+
+    def _replay_one(self, key, value, offset: int) -> None:
         if key is None:
             self.load_errors += 1
             return
@@ -116,6 +130,7 @@ class ShareStateShard(ShardRuntime):
             return
         if record is not None:
             self.core.replay(record)
+            self.core.placed(record, offset)
             self.records_loaded += 1
 
 
@@ -153,7 +168,22 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
                 "segment.bytes": str(self.config["share.coordinator.state.topic.segment.bytes"])}
 
     def _schedule_cleanup(self) -> None:
-        """No offset expiry and no compaction on __share_group_state."""
+        """No offset expiry and no compaction on __share_group_state: every
+        share.coordinator.state.topic.prune.interval.ms each shard's log is
+        cut below its oldest needed snapshot.  Not in a cluster yet (the
+        followers' log start would have to follow)."""
+        if getattr(self.commit.sync, "replicated", False):
+            return
+        interval = self.config["share.coordinator.state.topic.prune.interval.ms"] / 1000.0
+        self._cleanup = asyncio.get_running_loop().call_later(interval, self._prune_all)
+
+    def _prune_all(self) -> None:
+        for shard in self.shards:
+            try:
+                shard.prune()
+            except OSError:
+                log.exception("share-state shard %d: pruning failed", shard.index)
+        self._schedule_cleanup()
 
     @property
     def ready(self) -> bool:

@@ -106,6 +106,12 @@ class ShareCoordinatorShard:
         self.leader_epochs: dict[Key, int] = {}  # highest leader epoch seen per key
         self.state_epochs: dict[Key, int] = {}   # highest state epoch seen per key
         self.updates: dict[Key, int] = {}        # ShareUpdates since the key's last snapshot
+        # Where the log holds each key's latest snapshot, and the offset after
+        # the last record placed: what pruning may drop (Kafka's
+        # ShareCoordinatorOffsetsManager).  Not state: learnt from the log as
+        # records are appended or loaded.
+        self.snapshot_offsets: dict[Key, int] = {}
+        self.next_offset = -1
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
@@ -151,6 +157,28 @@ class ShareCoordinatorShard:
     def replay_emitted(self, records: list[Record]) -> None:
         for record in records:
             self.replay(record)
+
+    def placed(self, record: Record, offset: int) -> None:
+        """`record` (already replayed) sits at `offset` in the log."""
+        if record.type == SHARE_SNAPSHOT:
+            key = record.key
+            k = (key["group_id"], key["topic_id"], key["partition"])
+            if record.value is None:
+                self.snapshot_offsets.pop(k, None)
+            else:
+                self.snapshot_offsets[k] = offset
+        self.next_offset = max(self.next_offset, offset + 1)
+
+    def redundant_offset(self) -> int | None:
+        """The log offset below which no record is needed to rebuild the
+        state (the oldest latest-snapshot of the live keys; everything read
+        when no key is live), or None when unknown."""
+        if not self.states:
+            return self.next_offset if self.next_offset >= 0 else None
+        offsets = self.snapshot_offsets
+        if any(k not in offsets for k in self.states):
+            return None  # a key's snapshot is not placed yet
+        return min(offsets[k] for k in self.states)
 
     @staticmethod
     def _raise_epoch(epochs: dict, k: Key, epoch: int) -> None:
