@@ -195,8 +195,8 @@ class ShareFetchHandlers:
                     session.partitions.pop(tp, None)
                 continue
             loaded.append((tp, topic, sp))
-        max_records = req.get("max_records", 500) if req.get("max_records", 0) > 0 else 0
-        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0
+        max_records = max(req.get("max_records", 0), 0)
+        max_bytes = max(req["max_bytes"], 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = max(req["min_bytes"], 1)

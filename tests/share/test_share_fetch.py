@@ -317,3 +317,18 @@ def test_deleted_topic_drops_its_share_partitions(h):
         assert partitions(r)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_ID
         assert not h.handlers.sessions.get("g", "m1").partitions     # left the session
     run(scenario())
+
+
+def test_a_full_window_wakes_the_fetch_once_acknowledged(tmp_path):
+    h = Harness(tmp_path, ["group.share.partition.max.record.locks=10"])
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=10)
+        await h.fetch("m1", 0, [(tid, 0)])                       # the window is full
+        h.produce(count=5)
+        # the acknowledgement in this very request makes room: answered long before MaxWaitMs
+        r = await asyncio.wait_for(
+            h.fetch("m1", 1, acks={(tid, 0): [(0, 9, [ACCEPT])]}, max_wait=60_000), 10)
+        assert acquired(r, (tid, 0)) == [(10, 14, 1)]
+    run(scenario())
