@@ -419,13 +419,13 @@ for _key in (11, 12, 13, 14):
 def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "member_id": None, "member_epoch": -1,
+                "error_message": None, "member_id": None, "member_epoch": 0,
                 "heartbeat_interval_ms": 0, "assignment": None}
     for name in req.get("subscribed_topic_names") or ():
         if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
             return {"throttle_time_ms": 0, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                     "error_message": f"Topic {name} is not authorized", "member_id": None,
-                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
     return handler(ctx, req)
 
 
@@ -433,7 +433,7 @@ def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
 def _consumer_group_describe(c: Checks, ctx, req, handler):
     ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
     errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-               "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                "assignor_name": "", "members": [],
                "authorized_operations": NOT_REQUESTED} for g in denied]
     want_ops = req.get("include_authorized_operations", False)
@@ -453,8 +453,8 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
                     g = {"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                          "error_message": f"The described group uses topics that the client "
                                           f"is not authorized to describe: {hidden}",
-                         "group_id": g["group_id"], "group_state": "", "group_epoch": -1,
-                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "group_id": g["group_id"], "group_state": "", "group_epoch": 0,
+                         "assignment_epoch": 0, "assignor_name": "", "members": [],
                          "authorized_operations": NOT_REQUESTED}
                 elif want_ops:
                     g["authorized_operations"] = c.az.authorized_operations(
@@ -815,10 +815,9 @@ def _describe_producers(c: Checks, ctx, req, handler):
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t,
-               "transaction_state": "", "transaction_timeout_ms": 0,
-               "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
-               "topics": []} for t in denied]
+    # the other fields at their schema defaults (0, ""), as Kafka answers
+    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
+              for t in denied]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
