@@ -43,20 +43,6 @@ def test_advertised(client):
     assert keys[HEARTBEAT] == (1, 1) and keys[DESCRIBE] == (1, 1)
 
 
-def poll_assignment(client, member_id: str, epoch: int, deadline_s: float = 10.0):
-    """Heartbeat (epoch kept up to date) until the member holds partitions:
-    the first heartbeat of a new group never assigns any (section 2.8)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        resp = client.request(HEARTBEAT, 1, hb(member_id=member_id, epoch=epoch, names=None))
-        assert resp["error_code"] == 0, resp
-        epoch = resp["member_epoch"]
-        if resp["assignment"] is not None and resp["assignment"]["topic_partitions"]:
-            return resp
-        assert time.monotonic() < deadline, "no partitions assigned"
-        time.sleep(0.05)
-
-
 def test_join_describe_list_leave_delete(client):
     resp = client.request(HEARTBEAT, 1, hb())
     assert resp["error_code"] == 0 and resp["member_id"] == "m1" and resp["member_epoch"] == 1
@@ -154,3 +140,35 @@ def test_other_group_types(client):
     resp = client.request(HEARTBEAT, 1, hb(group="classic"))
     assert resp["error_code"] == Err.GROUP_ID_NOT_FOUND
     assert resp["error_message"] == "Group classic is not a share group."
+
+
+def test_partitions_assigned_once_initialized(client):
+    """The first heartbeat answers no partitions; the share coordinator is asked
+    to initialize them and a later heartbeat hands them out; deleting the empty
+    group deletes its share state too."""
+    resp = client.request(HEARTBEAT, 1, hb(group="init", member_id="a"))
+    assert resp["assignment"] == {"topic_partitions": []}
+    deadline = time.monotonic() + 10
+    epoch = resp["member_epoch"]
+    while True:
+        resp = client.request(HEARTBEAT, 1, hb(group="init", member_id="a", epoch=epoch,
+                                                names=None))
+        assert resp["error_code"] == 0, resp
+        epoch = resp["member_epoch"]
+        if resp["assignment"] is not None and resp["assignment"]["topic_partitions"]:
+            break
+        assert time.monotonic() < deadline, "no partitions assigned"
+        time.sleep(0.05)
+    [tp] = resp["assignment"]["topic_partitions"]
+    assert tp["partitions"] == [0, 1, 2] and epoch == 2
+    # a second member: the three partitions are split (sharing 1)
+    resp = client.request(HEARTBEAT, 1, hb(group="init", member_id="b"))
+    [tp_b] = resp["assignment"]["topic_partitions"]
+    resp = client.request(HEARTBEAT, 1, hb(group="init", member_id="a", epoch=epoch, names=None))
+    [tp_a] = resp["assignment"]["topic_partitions"]
+    assert sorted(tp_a["partitions"] + tp_b["partitions"]) == [0, 1, 2]
+    for m in ("a", "b"):
+        assert client.request(HEARTBEAT, 1, hb(group="init", member_id=m, epoch=-1,
+                                               names=None))["error_code"] == 0
+    [res] = client.request(DELETE_GROUPS, 2, {"groups_names": ["init"]})["results"]
+    assert res["error_code"] == Err.NONE
