@@ -332,3 +332,36 @@ def test_a_full_window_wakes_the_fetch_once_acknowledged(tmp_path):
             h.fetch("m1", 1, acks={(tid, 0): [(0, 9, [ACCEPT])]}, max_wait=60_000), 10)
         assert acquired(r, (tid, 0)) == [(10, 14, 1)]
     run(scenario())
+
+
+class Replication:
+    """A cluster's replica manager as far as the share handlers ask: this node
+    leads nothing; node 2 (epoch 7) leads everything."""
+    def manages(self, _name):
+        return True
+
+    def replica(self, _name, _index):
+        return None
+
+    def leader_hint(self, _name, _index):
+        return 2, 7, ("10.0.0.2", 9093)
+
+    @staticmethod
+    def endpoint_of(node_id, _listener):
+        return ("leader.example", 9094) if node_id == 2 else None
+
+
+def test_not_the_leader_names_the_leader(h):
+    async def scenario():
+        tid = h.topic()
+        h.data.replication = Replication()
+        r = await h.fetch("m1", 0, [(tid, 0)])
+        entry = partitions(r)[(tid, 0)]
+        assert entry["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert entry["current_leader"] == {"leader_id": 2, "leader_epoch": 7}
+        assert r["node_endpoints"] == [{"node_id": 2, "host": "leader.example", "port": 9094,
+                                        "rack": None}]
+        r = await h.acknowledge("m1", 1, {(tid, 0): [(0, 0, [ACCEPT])]})
+        assert partitions(r)[(tid, 0)]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert partitions(r)[(tid, 0)]["current_leader"]["leader_id"] == 2
+    run(scenario())
