@@ -19,7 +19,7 @@ from ..protocol.api import serves
 from ..protocol.errors import Err
 from ..share.partition import REJECT, RENEW, check_ack_batches
 from ..share.sessions import ShareSessionCache
-from .share_partitions import SharePartitionManager, now_ms
+from .share_partitions import SharePartitionManager
 
 log = logging.getLogger("kcoord.share")
 
@@ -237,7 +237,7 @@ class ShareFetchHandlers:
 
     def _acquire_once(self, group_id: str, member: str, loaded: list, max_records: int,
                       max_bytes: int, batch_size: int, entries: dict, strict: bool) -> int:
-        now = now_ms()
+        now = self.shares.clock.ms()
         size = 0
         acquired = 0
         for tp, topic, sp in loaded:
