@@ -479,6 +479,55 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
     return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
 
 
+@rule(76)
+def _share_group_heartbeat(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on every
+    subscribed topic (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
+    def refused(code: int, message: str | None = None) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+                "assignment": None}
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return refused(Err.GROUP_AUTHORIZATION_FAILED)
+    for name in req.get("subscribed_topic_names") or ():
+        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            return refused(Err.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized")
+    return handler(ctx, req)
+
+
+@rule(77)
+def _share_group_describe(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupDescribe: DESCRIBE on each group; a group whose
+    members hold a topic the client may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED with no members."""
+    ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
+    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+               "assignor_name": "", "members": [],
+               "authorized_operations": NOT_REQUESTED} for g in denied]
+    want_ops = req.get("include_authorized_operations", False)
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if g.get("error_code") != Err.NONE:
+                continue
+            topics = {tp["topic_name"] for m in g.get("members") or ()
+                      for tp in (m.get("assignment") or {}).get("topic_partitions") or ()}
+            hidden = sorted(t for t in topics if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t))
+            if hidden:
+                g.update(error_code=Err.TOPIC_AUTHORIZATION_FAILED, members=[],
+                         error_message=f"The group has described topic partitions that the "
+                                       f"client is not authorized to describe: {hidden}")
+            elif want_ops:
+                g["authorized_operations"] = c.az.authorized_operations(
+                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+        resp["groups"] = (resp.get("groups") or []) + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "groups": errors}
+    return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
+
+
 # ------------------------------------------------------- group admin APIs
 @rule(15)
 def _describe_groups(c: Checks, ctx, req, handler):
