@@ -25,6 +25,7 @@ from typing import Callable
 
 from ..protocol.api import APIS, response_codec
 from ..protocol.errors import Err
+from . import audit
 from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
 
 log = logging.getLogger("kcoord.authorizer")
@@ -74,11 +75,20 @@ class Checks:
         self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
 
     # --------------------------------------------------------- decisions
-    def allowed(self, ctx, op: int, rtype: int, name: str) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name)
+    def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:
+        """audit_denial False where Kafka passes logIfDenied=false (filtering a listing)."""
+        if self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name):
+            return True
+        if not audit_denial:
+            return False
+        # Kafka's authorizer audit line (INFO, rate-limited)
+        audit.denied(ctx.principal, Op(op).name, ctx.client_host, rtype, name,
+                     APIS[ctx.api_key].name if ctx.api_key in APIS else str(ctx.api_key),
+                     self.az.deciding_rule(ctx.principal, ctx.client_host, op, rtype, name))
+        return False
 
     def cluster(self, ctx, op: int) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, R.CLUSTER, CLUSTER_NAME)
+        return self.allowed(ctx, op, R.CLUSTER, CLUSTER_NAME)
 
     def group_allowed(self, ctx, op: int, group_id: str) -> bool:
         return self.allowed(ctx, op, R.GROUP, group_id)
@@ -245,7 +255,8 @@ def _metadata(c: Checks, ctx, req, handler):
                                "topic_authorized_operations": NOT_REQUESTED})
                 continue
             keep.append(t)
-            if not c.cluster(ctx, Op.CREATE) and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
+            if not c.allowed(ctx, Op.CREATE, R.CLUSTER, CLUSTER_NAME, audit_denial=False) \
+                    and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
                 create_denied.add(name)
         if denied:
             req = {**req, "topics": keep}
@@ -264,7 +275,8 @@ def _metadata(c: Checks, ctx, req, handler):
             name = t.get("name")
             if name == "\0kcoord-none":
                 continue
-            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name,
+                                                                 audit_denial=False):
                 continue  # all-topics requests silently omit what may not be described
             if name in create_denied and t.get("error_code") == Err.UNKNOWN_TOPIC_OR_PARTITION:
                 t = {**t, "error_code": Err.TOPIC_AUTHORIZATION_FAILED}
