@@ -284,7 +284,17 @@ def test_delete_group(h):
     h.hb()
     assert h.shard.delete_group(GROUP)[0] == Err.NON_EMPTY_GROUP
     h.hb(epoch=-1, names=None)
-    assert h.shard.share.share_state_partitions(GROUP) == {FOO: frozenset({0, 1, 2})}
+    begin = h.shard.share.begin_delete(GROUP)
+    assert begin.response == {FOO: frozenset({0, 1, 2})}
+    h.apply(begin)  # its partitions are deleting now: nothing assigns them
+    states = h.share_group().partition_states
+    assert (states.initializing, states.initialized, states.deleting) == ({}, {}, {FOO: "foo"})
+    h.hb(member_id="m2")  # a member joins meanwhile: they are initialized again
+    states = h.share_group().partition_states
+    assert states.deleting == {} and FOO in states.initializing
+    assert h.shard.share.begin_delete(GROUP).response is None  # not empty
+    h.hb(member_id="m2", epoch=-1, names=None)
+    h.apply(h.shard.share.begin_delete(GROUP))
     code, records = h.shard.delete_group(GROUP)
     assert code == Err.NONE
     assert [(r.type, r.value) for r in records] == [(12, None), (15, None), (11, None)]
