@@ -335,7 +335,8 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
         if group_id in self.share.groups:
-            return self.share.delete_group(self.share.groups[group_id])
+            result = self.share.delete_group(self.share.groups[group_id])
+            return result.response, result.records
         if group_id in self.consumer.groups:
             error, group_records = self.consumer.delete_group(self.consumer.groups[group_id])
             if error:

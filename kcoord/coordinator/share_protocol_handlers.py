@@ -31,6 +31,7 @@ from .assignors import AssignorError, GroupSpec, MemberSpec
 from .assignors import simple as simple_assignor
 from .consumer_group import assignment_equal, assignment_to_wire, normalize
 from .consumer_protocol_handlers import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
+from .group_configs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from .result import Record, Result
 from .share_group import EMPTY, LEAVE_GROUP_MEMBER_EPOCH, PartitionStates, ShareGroup, ShareMember
 from .timers import Timers
@@ -39,10 +40,6 @@ log = logging.getLogger("kcoord.share_group")
 
 SESSION_TIMER = "sg-session"
 MEMBER_ID_MAX_LENGTH = 36  # KafkaApis isMemberIdValid
-
-# group config keys (GroupConfig, share.*) the heartbeat reads
-SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
-SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 
 
 @dataclass(slots=True)
@@ -389,7 +386,7 @@ class ShareGroupManager:
         partitions move from initializing to initialized (assignable); on a
         failure they leave initializing, so a later heartbeat asks again
         (Kafka's initializeShareGroupState / uninitializeShareGroupState)."""
-        res = Result(response=None)
+        res = Result(response=succeeded)
         group = self.groups.get(group_id)
         if group is None or not partitions:
             return res
@@ -509,11 +506,30 @@ class ShareGroupManager:
                 for gid, group in self.groups.items()
                 if not states or group.state.lower() in states]
 
-    def delete_group(self, group: ShareGroup) -> tuple[int, list[Record]]:
-        """DeleteGroups of a share group: only an empty one; every record is tombstoned."""
+    def delete_group(self, group: ShareGroup) -> Result:
+        """DeleteGroups of a share group: only an empty one; every record is
+        tombstoned.  Result.response: the error code."""
         if group.members:
-            return Err.NON_EMPTY_GROUP, []
-        return Err.NONE, sg.group_tombstones(group)
+            return Result(response=Err.NON_EMPTY_GROUP)
+        return Result(records=sg.group_tombstones(group), response=Err.NONE)
+
+    def begin_delete(self, group_id: str) -> Result:
+        """DeleteGroups of an empty share group, step 1 (Kafka's
+        shareGroupBuildPartitionDeleteRequest): its initialized and initializing
+        partitions move to deleting (no longer assignable; a heartbeat before
+        the deletion ends initializes them again).  Result.response: the share
+        partitions whose share state to delete, or None (nothing to delete)."""
+        group = self.groups.get(group_id)
+        partitions = self.share_state_partitions(group_id) if group is not None else {}
+        if group is None or group.members or not partitions:
+            return Result(response=None)
+        states = group.partition_states
+        deleting = dict(states.deleting)
+        for side in (states.initialized, states.initializing):
+            for t, (name, _) in side.items():
+                deleting[t] = name
+        return Result(records=[sg.partition_states_record(
+            group_id, PartitionStates({}, {}, deleting))], response=partitions)
 
     def share_state_partitions(self, group_id: str) -> dict[bytes, frozenset]:
         """The share partitions of the group that may have share state (initialized,

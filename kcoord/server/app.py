@@ -214,7 +214,8 @@ class Server:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
                                      ["%s:%d" % self.config.advertised],
-                                     self.config["http.burrow.cluster.name"])
+                                     self.config["http.burrow.cluster.name"],
+                                     self.config["http.burrow.min-distance"])
             try:
                 await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
             except OSError as exc:

@@ -86,6 +86,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
+    # Burrow's storage min-distance (s): a commit sooner than this after the
+    # previous one takes its slot in the window, keeping the stored timestamp
+    "http.burrow.min-distance": (int, 1),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -226,6 +229,8 @@ def check_consistency(values: dict) -> None:
     check_share_groups(values)
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    if values["http.burrow.min-distance"] < 0:
+        raise ValueError("http.burrow.min-distance: must be 0 or more (seconds)")
     name = values["http.burrow.cluster.name"]
     if not name or not all(c.isalnum() or c in "._-" for c in name):
         raise ValueError(f"http.burrow.cluster.name: {name!r} must be letters, digits, "
