@@ -12,6 +12,7 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
+from ..log.meta_properties import local_cluster_id
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .clock import WallClock
@@ -56,6 +57,13 @@ class Server:
             self.dir_lock = DataDirLock.acquire(config.data_dir)
         except DataDirLocked as exc:
             raise StartupError(str(exc)) from None
+        if not config["etcd.endpoints"]:  # a cluster takes its id from etcd (ClusterNode)
+            try:
+                config.values["cluster.id"] = local_cluster_id(
+                    config.data_dir, config.values.get("cluster.id"), config["node.id"])
+            except ValueError as exc:
+                self.dir_lock.release()
+                raise StartupError(str(exc)) from None
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered

@@ -72,7 +72,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.share.max.record.lock.duration.ms": (int, 60000),
     "group.share.partition.max.record.locks": (int, 2000),
     "group.share.max.share.sessions": (int, 2000),
-    "cluster.id": (str, "kcoord-cluster-0000000"),
+    # made when the data dir (or the cluster's etcd prefix) is first formatted
+    # (log/meta_properties.py); set it only to pin a known id
+    "cluster.id": (str, ""),
     # transactions (kcoord/txn)
     "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
