@@ -315,6 +315,26 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+# Kafka keys whose job a kcoord flag does
+FLAG_KEYS = {"log.dirs": "the --data-dir flag replaces it",
+             "log.dir": "the --data-dir flag replaces it",
+             "port": "the --listen flag replaces it", "host.name": "the --listen flag replaces it",
+             "broker.id": "kcoord's key is node.id"}
+
+
+def unknown_key_hint(key: str) -> str:
+    """'; did you mean ...?' for a near miss of a known key, or what replaces a
+    Kafka key kcoord takes as a flag ('' if neither)."""
+    import difflib
+    if key in FLAG_KEYS:
+        return f"; {FLAG_KEYS[key]}"
+    from ..broker.topic_configs import TOPIC_CONFIGS
+    known = set(DEFAULTS) | {n for _, names in TOPIC_CONFIGS.values() for n in names}
+    known |= set(security_settings.IMPLEMENTED)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 @dataclass
 class Config:
     host: str = "127.0.0.1"
@@ -361,7 +381,7 @@ class Config:
             raise ValueError(f"{key}: unknown etcd setting (kcoord has etcd.endpoints, "
                              f"etcd.prefix, etcd.lease.ttl.ms and etcd.ssl.*)")
         else:
-            log.warning("unknown config key %s kept as a string", key)
+            log.warning("unknown config key %s kept as a string%s", key, unknown_key_hint(key))
             value = raw
         self.values[key] = value
 

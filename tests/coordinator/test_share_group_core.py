@@ -389,3 +389,18 @@ def test_share_groups_in_the_metrics(h):
     assert samples[("kcoord_group_coordinator_share_groups", (("state", "Stable"),))] == 1
     assert samples[("kcoord_group_coordinator_share_groups", (("state", "Empty"),))] == 1
     assert samples[("kcoord_group_coordinator_members", (("protocol", "share"),))] == 2
+
+
+def test_deleted_topic_leaves_the_partition_states(h):
+    """Kafka's maybeCleanupShareGroupState: a deleted topic's share partitions
+    are no longer initialized; the group is not rebalanced over and over."""
+    e = h.join("m1", names=("foo", "bar"))
+    e = h.hb(epoch=e, names=None)["member_epoch"]
+    assert set(h.share_group().partition_states.initialized) == {FOO, BAR}
+    h.topics = {"foo": TOPICS["foo"]}
+    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    assert set(h.share_group().partition_states.initialized) == {FOO}
+    resp = h.hb(epoch=e, names=None)
+    assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}
+    epoch = resp["member_epoch"]
+    assert h.hb(epoch=epoch, names=None)["member_epoch"] == epoch  # settled

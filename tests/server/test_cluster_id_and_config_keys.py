@@ -1,4 +1,4 @@
-"""The cluster id of a real single-node server: made when the data dir is
+"""The cluster id of a real single-node server (and unknown config keys): made when the data dir is
 first formatted (Kafka's random base64 UUID), the same in Metadata and
 DescribeCluster, kept across restarts, and a data dir formatted for another
 cluster id refused at start."""
@@ -45,3 +45,16 @@ def test_generated_once_kept_and_checked(tmp_path):
     assert out.returncode == 2
     assert (f"Invalid cluster.id in: {tmp_path / 'a' / 'meta.properties'}. Expected "
             f"AAAAAAAAAAAAAAAAAAAAAA, but read {first}") in out.stderr
+
+
+def test_unknown_keys_get_a_suggestion_or_the_flag_that_replaces_them(tmp_path):
+    server = ServerProcess(tmp_path / "d", settings={"num.partition": "3",
+                                                      "log.dirs": "/var/lib/kafka"}).start()
+    try:
+        text = server.log_text()
+        assert ("unknown config key num.partition kept as a string; did you mean "
+                "num.partitions?") in text
+        assert ("unknown config key log.dirs kept as a string; the --data-dir flag "
+                "replaces it") in text
+    finally:
+        server.stop()
