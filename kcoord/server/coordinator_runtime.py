@@ -32,7 +32,6 @@ import asyncio
 import gc
 import logging
 import time
-from time import time as _time
 from typing import Any, Callable
 
 from ..coordinator.partitioner import partition_for
@@ -43,7 +42,8 @@ from ..log.compaction import compact
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
-from .group_commit import GroupCommit, wall_ms
+from .clock import WallClock
+from .group_commit import GroupCommit
 from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
 from ..protocol.internal_topics import OFFSETS_TOPIC
@@ -105,6 +105,7 @@ class ShardRuntime(ShardLoader):
         self.plog = plog
         self.config = config
         self.commit = commit if commit is not None else GroupCommit(linger_ms)
+        self.clock = self.commit.clock  # the server's one clock (clock.py)
         self.state = NOT_OWNED
         self.epoch = -1
         self.core: CoordinatorShard | None = None
@@ -183,7 +184,7 @@ class ShardRuntime(ShardLoader):
         # from now on the core reports rebalances and expiries (not while replaying)
         self.core.set_observer(self.events)
         # restart the sessions of loaded members (their timers are not durable)
-        self.apply(self.core.on_loaded(wall_ms()))
+        self.apply(self.core.on_loaded(self.clock.ms()))
 
     def unload(self, epoch: int | None = None) -> bool:
         """Stop coordinating this shard (onResignation): cancel its timers,
@@ -228,7 +229,7 @@ class ShardRuntime(ShardLoader):
         if self.state is not ACTIVE:
             return error(self.state_error())
         if token is None:
-            result = op(self.core, wall_ms())
+            result = op(self.core, self.clock.ms())
             if result.__class__ is not Result:
                 # the answer alone: nothing to write, arm or deliver (the hot paths)
                 if self._batches:  # behind the writes queued before it
@@ -237,7 +238,7 @@ class ShardRuntime(ShardLoader):
                     return reply
                 return result
         else:
-            result = op(self.core, wall_ms(), token)
+            result = op(self.core, self.clock.ms(), token)
             self.parked[token] = error
         return self.finish(result, error, token)
 
@@ -268,7 +269,7 @@ class ShardRuntime(ShardLoader):
         queued before it are durable (so it shows no state that is not)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
-        answer = op(self.core, wall_ms())
+        answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
         reply = Reply()
@@ -433,15 +434,15 @@ class ShardRuntime(ShardLoader):
 
     # ------------------------------------------------------------ timers
     def arm_timers(self, timers) -> None:
-        loop = asyncio.get_running_loop()
-        now = wall_ms()
+        clock = self.clock
+        now = clock.ms()
         for key, deadline in timers:
             handle = self._timers.pop(key, None)
             if handle is not None:
                 handle.cancel()
             if deadline is not None:
                 delay = max(deadline - now, 0) / 1000.0
-                self._timers[key] = loop.call_later(delay, self._fire, key)
+                self._timers[key] = clock.call_later(delay, self._fire, key)
 
     def _fire(self, key: tuple) -> None:
         self._timers.pop(key, None)
@@ -449,7 +450,7 @@ class ShardRuntime(ShardLoader):
             return
         # replayed now, not in a task: a request handled before the task ran
         # would be computed from state that misses these records
-        self.apply(self.core.on_timer(key, wall_ms()))
+        self.apply(self.core.on_timer(key, self.clock.ms()))
 
     def cancel_all_timers(self) -> None:
         for handle in self._timers.values():
@@ -501,8 +502,11 @@ class CoordinatorRuntime:
     WHAT = "shards"  # in the log lines
 
     def __init__(self, catalogue, config, events: GroupEventLog | None = None,
-                 durability=None) -> None:
+                 durability=None, clock: WallClock | None = None) -> None:
         self.catalogue = catalogue
+        # the one clock of the server (clock.py): wall time unless injected
+        self.clock = clock if clock is not None else WallClock()
+        self._time = self.clock.time  # the write path's now: one call, no method lookup
         self.config = config
         self.events = events if events is not None else GroupEventLog()
         metrics = self.events if isinstance(self.events, ServerMetrics) else None
@@ -511,7 +515,7 @@ class CoordinatorRuntime:
         # an adaptive linger (-1, the share coordinator's default) appends at once
         self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
-        self.commit = GroupCommit(self.linger, durability, metrics=metrics)
+        self.commit = GroupCommit(self.linger, durability, metrics=metrics, clock=self.clock)
         if getattr(durability, "replicated", False):
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
         self.shards: list = []
@@ -579,7 +583,7 @@ class CoordinatorRuntime:
         shard = self.shards[p]
         if shard.state is not ACTIVE:
             return error(shard.state_error())
-        result = op(shard.core, int(_time() * 1000), *args)
+        result = op(shard.core, int(self._time() * 1000), *args)
         if result.__class__ is not Result:  # the answer alone
             if shard._batches:  # behind the writes queued before it
                 reply = Reply()
@@ -602,7 +606,7 @@ class CoordinatorRuntime:
         """op(core, now) on every shard this node serves: (answers, the error
         code if some owned shard could not answer (still loading), else NONE)."""
         answers, error = [], Err.NONE
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in self.shards:
             if shard.state is ACTIVE:
                 answers.append(op(shard.core, now))
@@ -613,7 +617,7 @@ class CoordinatorRuntime:
     def write_all(self, op: Callable) -> None:
         """op(core, now) -> Result on every active shard, applied as an
         internal write (Kafka's scheduleWriteAllOperation)."""
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in self.shards:
             if shard.state is ACTIVE:
                 try:
@@ -660,10 +664,10 @@ class CoordinatorRuntime:
 
     def _schedule_cleanup(self) -> None:
         interval = self.core_config.offsets_retention_check_interval_ms / 1000.0
-        self._cleanup = asyncio.get_running_loop().call_later(interval, self._run_cleanup)
+        self._cleanup = self.clock.call_later(interval, self._run_cleanup)
 
     def _run_cleanup(self) -> None:
-        now = wall_ms()
+        now = self.clock.ms()
         delete_retention = self.config["log.cleaner.delete.retention.ms"]
         for shard in self.shards:
             if not shard.loaded:

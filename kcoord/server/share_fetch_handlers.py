@@ -19,7 +19,7 @@ from ..protocol.api import serves
 from ..protocol.errors import Err
 from ..share.partition import REJECT, RENEW, check_ack_batches
 from ..share.sessions import ShareSessionCache
-from .share_partitions import SharePartitionManager, now_ms
+from .share_partitions import SharePartitionManager
 
 log = logging.getLogger("kcoord.share")
 
@@ -92,6 +92,20 @@ class ShareFetchHandlers:
         if isinstance(replica, int):
             return None, replica
         return topic, Err.NONE
+
+    def _leaders(self, top: dict, entries: dict, listener: str) -> None:
+        """KIP-951 for NOT_LEADER_OR_FOLLOWER partitions (a cluster): the
+        leader in CurrentLeader, its endpoint in NodeEndpoints."""
+        if self.data.replication is None:
+            return
+        for (topic_id, index), entry in entries.items():
+            if Err.NOT_LEADER_OR_FOLLOWER in (entry["error_code"],
+                                              entry.get("acknowledge_error_code")):
+                topic = self.catalogue.by_id.get(topic_id)
+                if topic is not None:
+                    self.data._point_to_leader(entry, topic.name, index)
+        self.data._add_endpoints(top, entries.values())
+        self.data._on_listener(top, listener)
 
     async def _acknowledge(self, group_id: str, member: str, acks: dict, max_type: int) -> dict:
         """Apply every partition's acknowledgements -> {(topic id, p): code},
@@ -168,6 +182,7 @@ class ShareFetchHandlers:
             entry["acknowledge_error_code"] = code
         if sctx.final:
             self._end_session(session)
+        self._leaders(top, entries, ctx.listener)
         top["responses"] = _group_by_topic(entries)
         return top
 
@@ -195,8 +210,8 @@ class ShareFetchHandlers:
                     session.partitions.pop(tp, None)
                 continue
             loaded.append((tp, topic, sp))
-        max_records = req.get("max_records", 500) if req.get("max_records", 0) > 0 else 0
-        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0
+        max_records = max(req.get("max_records", 0), 0)
+        max_bytes = max(req["max_bytes"], 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = max(req["min_bytes"], 1)
@@ -222,7 +237,7 @@ class ShareFetchHandlers:
 
     def _acquire_once(self, group_id: str, member: str, loaded: list, max_records: int,
                       max_bytes: int, batch_size: int, entries: dict, strict: bool) -> int:
-        now = now_ms()
+        now = self.shares.clock.ms()
         size = 0
         acquired = 0
         for tp, topic, sp in loaded:
@@ -271,5 +286,6 @@ class ShareFetchHandlers:
         entries = {tp: {"partition_index": tp[1], "error_code": codes.get(tp, Err.NONE),
                         "error_message": None, "current_leader": _leader()}
                    for tp in acks}
+        self._leaders(top, entries, ctx.listener)
         top["responses"] = _group_by_topic(entries)
         return top

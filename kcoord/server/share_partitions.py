@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ from ..protocol.errors import Err
 from ..share.log_batches import Aborted, read_batches, records_for
 from ..share.partition import Acquired, SharePartition, ShareLimits
 from ..share.persister import ShareKey, SharePersister
+from .clock import WallClock
 
 log = logging.getLogger("kcoord.share")
 
@@ -47,10 +47,6 @@ def client_error(code: int) -> int:
     return Err.NONE if code == Err.NONE else _LOAD_ERRORS.get(code, Err.UNKNOWN_SERVER_ERROR)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
@@ -73,8 +69,11 @@ class Loaded:
 
 class SharePartitionManager:
     def __init__(self, catalogue, data, config, persister: SharePersister | None = None,
-                 group_config: Callable[[str, str, Any], Any] | None = None) -> None:
+                 group_config: Callable[[str, str, Any], Any] | None = None,
+                 clock: WallClock | None = None) -> None:
         self.catalogue = catalogue
+        # the server's one clock (clock.py): acquisition locks expire on it
+        self.clock = clock if clock is not None else WallClock()
         self.data = data          # the DataPlane: logs, high watermarks, txn state, notifier
         self.config = config
         self.persister = persister
@@ -153,7 +152,7 @@ class SharePartitionManager:
         if policy.startswith("by_duration:"):
             ms = duration_ms(policy.split(":", 1)[1])
             if ms is not None:
-                found = plog.offset_for_timestamp(now_ms() - ms)
+                found = plog.offset_for_timestamp(self.clock.ms() - ms)
                 return found[0] if found is not None else self.hw(topic, index)
         return self.hw(topic, index)
 
@@ -222,7 +221,7 @@ class SharePartitionManager:
         """Apply the acknowledgements: an error code at once, or a future of
         the code, done once the change is durable."""
         key = (group_id, topic_id, index)
-        now = now_ms()
+        now = self.clock.ms()
         res = sp.acknowledge(member, batches, now, self.lock_ms(group_id))
         for timer in res.timers:
             self._arm(key, timer.lock, timer.deadline_ms, now)
@@ -242,8 +241,7 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------- timers
     def _arm(self, key: tuple, lock: int, deadline: int, now: int) -> None:
-        handle = asyncio.get_running_loop().call_later(
-            max(deadline - now, 0) / 1000.0, self._expire, key, lock)
+        handle = self.clock.call_later(max(deadline - now, 0) / 1000.0, self._expire, key, lock)
         self._timers[key + (lock,)] = handle
 
     def _expire(self, key: tuple, lock: int) -> None:
@@ -251,7 +249,7 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             return
-        now = now_ms()
+        now = self.clock.ms()
         held = sp.locks.get(lock)
         if held is not None and now < held[1]:      # the loop's clock ran ahead of ours
             self._arm(key, lock, held[1], now)
@@ -277,7 +275,7 @@ class SharePartitionManager:
         except Exception:
             log.exception("writing the share state of %s failed", key)
             code = Err.UNKNOWN_SERVER_ERROR
-        done = sp.write_done(write, code, now_ms())
+        done = sp.write_done(write, code, self.clock.ms())
         answer = client_error(code)
         for ticket, _ in done.answers:
             fut = self._tickets.pop(key + (ticket,), None)

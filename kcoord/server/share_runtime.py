@@ -175,7 +175,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         if getattr(self.commit.sync, "replicated", False):
             return
         interval = self.config["share.coordinator.state.topic.prune.interval.ms"] / 1000.0
-        self._cleanup = asyncio.get_running_loop().call_later(interval, self._prune_all)
+        self._cleanup = self.clock.call_later(interval, self._prune_all)
 
     def _prune_all(self) -> None:
         for shard in self.shards:

@@ -93,7 +93,7 @@ class StateWrite:
 class WriteDone:
     """The answers a finished write releases: (ticket, error code)."""
     answers: list[tuple[int, int]] = field(default_factory=list)
-    changed: bool = False   # records became available: waiting fetches may acquire
+    changed: bool = False   # records became available or the window moved: fetches may acquire
 
 
 class Run:
@@ -491,6 +491,7 @@ class SharePartition:
         ran out meanwhile (then AVAILABLE, or ARCHIVED at the limit)."""
         self.writing = False
         out = WriteDone()
+        start = self.start
         tickets = write.tickets
         limit = self.limits.delivery_count_limit
         for run in self.runs:
@@ -514,6 +515,8 @@ class SharePartition:
         out.answers = [(t, error_code) for t in sorted(tickets)]
         self._merge()
         self._advance()
+        if self.start != start:
+            out.changed = True     # the window moved: room for new records
         return out
 
     def _batches(self, tentative: bool) -> list[StateBatch]:

@@ -73,7 +73,7 @@ def test_share_acknowledge_session_rules(h):
 
 
 def test_session_cache_limit(tmp_path):
-    h = Harness(tmp_path, ["group.share.max.share.sessions=1"])
+    h = Harness(tmp_path, ["group.share.max.share.sessions=1", "group.share.max.size=1"])
 
     async def scenario():
         tid = h.topic()
@@ -166,13 +166,14 @@ def test_long_poll_answers_when_records_arrive(h):
 
 
 def test_lock_expiry_hands_records_to_a_waiting_member(tmp_path):
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=200"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",  # Kafka's minimum
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
         h.produce(count=2)
         r = await h.fetch("m1", 0, [(tid, 0)])
-        assert r["acquisition_lock_timeout_ms"] == 200
+        assert r["acquisition_lock_timeout_ms"] == 1000
         r = await h.fetch("m2", 0, [(tid, 0)], max_wait=20_000)   # woken by the expiry
         assert acquired(r, (tid, 0)) == [(0, 1, 2)]
         r = await h.fetch("m1", 1, acks={(tid, 0): [(0, 1, [ACCEPT])]})
@@ -282,7 +283,8 @@ def test_restart_reloads_the_persisted_state(h):
 
 def test_v2_renew_and_record_limit(tmp_path):
     from kcoord.share.partition import RENEW
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=300"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
@@ -316,4 +318,52 @@ def test_deleted_topic_drops_its_share_partitions(h):
         r = await h.fetch("m1", 1)
         assert partitions(r)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_ID
         assert not h.handlers.sessions.get("g", "m1").partitions     # left the session
+    run(scenario())
+
+
+def test_a_full_window_wakes_the_fetch_once_acknowledged(tmp_path):
+    h = Harness(tmp_path, ["group.share.partition.max.record.locks=100"])  # Kafka's minimum
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=100)
+        await h.fetch("m1", 0, [(tid, 0)])                       # the window is full
+        h.produce(count=5)
+        # the acknowledgement in this very request makes room: answered long before MaxWaitMs
+        r = await asyncio.wait_for(
+            h.fetch("m1", 1, acks={(tid, 0): [(0, 99, [ACCEPT])]}, max_wait=60_000), 10)
+        assert acquired(r, (tid, 0)) == [(100, 104, 1)]
+    run(scenario())
+
+
+class Replication:
+    """A cluster's replica manager as far as the share handlers ask: this node
+    leads nothing; node 2 (epoch 7) leads everything."""
+    def manages(self, _name):
+        return True
+
+    def replica(self, _name, _index):
+        return None
+
+    def leader_hint(self, _name, _index):
+        return 2, 7, ("10.0.0.2", 9093)
+
+    @staticmethod
+    def endpoint_of(node_id, _listener):
+        return ("leader.example", 9094) if node_id == 2 else None
+
+
+def test_not_the_leader_names_the_leader(h):
+    async def scenario():
+        tid = h.topic()
+        h.data.replication = Replication()
+        r = await h.fetch("m1", 0, [(tid, 0)])
+        entry = partitions(r)[(tid, 0)]
+        assert entry["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert entry["current_leader"] == {"leader_id": 2, "leader_epoch": 7}
+        assert r["node_endpoints"] == [{"node_id": 2, "host": "leader.example", "port": 9094,
+                                        "rack": None}]
+        r = await h.acknowledge("m1", 1, {(tid, 0): [(0, 0, [ACCEPT])]})
+        assert partitions(r)[(tid, 0)]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
+        assert partitions(r)[(tid, 0)]["current_leader"]["leader_id"] == 2
     run(scenario())
