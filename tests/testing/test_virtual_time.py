@@ -106,3 +106,23 @@ def test_offset_expires_after_advance_retention(kafka):
     assert kafka.committed(group, topic, 0) == 5
     kafka.clock.advance(2)
     assert kafka.committed(group, topic, 0) is None
+
+
+def test_initial_rebalance_delay_waits_for_the_clock():
+    with KafkaServer({"group.initial.rebalance.delay.ms": 3000}, virtual_time=True) as server:
+        topic, group = server.create_topic(), server.group_name()
+        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group,
+                      "session.timeout.ms": 6000})
+        try:
+            c.subscribe([topic])
+            # the join waits in the delay: however long the wall clock runs
+            server.wait_for(lambda: c.poll(0.05) or
+                            server.group(group).state == "PreparingRebalance", 30)
+            assert server.clock.pending() and min(server.clock.pending()) <= 3.0
+            server.clock.advance(2.9)
+            assert server.group(group).state == "PreparingRebalance"
+            server.clock.advance(0.1)
+            server.wait_for(lambda: c.poll(0.05) or server.group(group).state == "Stable", 30)
+            assert server.group(group).epoch == 1
+        finally:
+            c.close()
