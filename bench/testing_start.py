@@ -1,5 +1,5 @@
 """Start to first acknowledged produce, for a test: kcoord.testing.KafkaServer
-in process and as a subprocess, beside librdkafka's mock cluster
+in process and as a subprocess (kcoord/testing/child.py), beside librdkafka's mock cluster
 (`test.mock.num.brokers`, inside the producer); median of 20 starts each,
 one run.  Then the time of the sample project's test suite
 (examples/orders_app) against the pytest plugin.
