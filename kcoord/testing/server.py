@@ -2,6 +2,7 @@
 inspection (docs/testing.md)."""
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import shutil
@@ -28,6 +29,7 @@ CLUSTER_DEFAULTS: dict[str, Any] = {
     "etcd.lease.ttl.ms": 2000,
 }
 OFFSETS_TOPIC = "__consumer_offsets"
+REQUEST_LOG_MAX = 100_000  # requests kept between resets (oldest dropped first)
 
 
 @dataclass
@@ -167,7 +169,8 @@ class KafkaServer:
             self.faults = RemoteFaults(self)
         self._caps: dict | None = None
         self.clock = Clock(self)
-        self._log: list[RequestRecord] = []
+        # the request log (bounded: a long-lived server must not grow without end)
+        self._log: collections.deque[RequestRecord] = collections.deque(maxlen=REQUEST_LOG_MAX)
         self._taps: dict[int, Tap] = {}
         self._names = itertools.count(1)
         self.etcd = None
