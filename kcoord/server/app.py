@@ -89,6 +89,8 @@ class Server:
         # What share partitions persist through (kcoord/share/persister.py): the
         # local share coordinator, durable before it returns
         self.share_persister = LocalSharePersister(self.share_state)
+        # share groups initialize and delete share state through it
+        self.groups.share_persister = lambda: self.share_persister
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,

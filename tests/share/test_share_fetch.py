@@ -73,7 +73,7 @@ def test_share_acknowledge_session_rules(h):
 
 
 def test_session_cache_limit(tmp_path):
-    h = Harness(tmp_path, ["group.share.max.share.sessions=1"])
+    h = Harness(tmp_path, ["group.share.max.share.sessions=1", "group.share.max.size=1"])
 
     async def scenario():
         tid = h.topic()
@@ -166,13 +166,14 @@ def test_long_poll_answers_when_records_arrive(h):
 
 
 def test_lock_expiry_hands_records_to_a_waiting_member(tmp_path):
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=200"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",  # Kafka's minimum
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
         h.produce(count=2)
         r = await h.fetch("m1", 0, [(tid, 0)])
-        assert r["acquisition_lock_timeout_ms"] == 200
+        assert r["acquisition_lock_timeout_ms"] == 1000
         r = await h.fetch("m2", 0, [(tid, 0)], max_wait=20_000)   # woken by the expiry
         assert acquired(r, (tid, 0)) == [(0, 1, 2)]
         r = await h.fetch("m1", 1, acks={(tid, 0): [(0, 1, [ACCEPT])]})
@@ -282,7 +283,8 @@ def test_restart_reloads_the_persisted_state(h):
 
 def test_v2_renew_and_record_limit(tmp_path):
     from kcoord.share.partition import RENEW
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=300"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
@@ -320,17 +322,17 @@ def test_deleted_topic_drops_its_share_partitions(h):
 
 
 def test_a_full_window_wakes_the_fetch_once_acknowledged(tmp_path):
-    h = Harness(tmp_path, ["group.share.partition.max.record.locks=10"])
+    h = Harness(tmp_path, ["group.share.partition.max.record.locks=100"])  # Kafka's minimum
 
     async def scenario():
         tid = h.topic()
-        h.produce(count=10)
+        h.produce(count=100)
         await h.fetch("m1", 0, [(tid, 0)])                       # the window is full
         h.produce(count=5)
         # the acknowledgement in this very request makes room: answered long before MaxWaitMs
         r = await asyncio.wait_for(
-            h.fetch("m1", 1, acks={(tid, 0): [(0, 9, [ACCEPT])]}, max_wait=60_000), 10)
-        assert acquired(r, (tid, 0)) == [(10, 14, 1)]
+            h.fetch("m1", 1, acks={(tid, 0): [(0, 99, [ACCEPT])]}, max_wait=60_000), 10)
+        assert acquired(r, (tid, 0)) == [(100, 104, 1)]
     run(scenario())
 
 
