@@ -45,7 +45,7 @@ def test_moves_and_node_restarts_reach_the_clients():
         assert {r.node for r in cluster.requests("Produce") if r.error_code == 0} == {leader}
 
         cluster.node(target).stop()  # a clean stop hands the group over
-        cluster.wait_for(lambda: cluster.coordinator(group) not in (None, target), 30)
+        cluster.wait_for(lambda: cluster.coordinator(group) not in (None, target), 60)
         assert cluster.committed(group, topic, 0) == 5
         cluster.node(target).restart()
         assert cluster.node(target).running
