@@ -117,6 +117,11 @@ def test_other_group_types(client):
         "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
         "server_assignor": None, "topic_partitions": []})
     assert consumer["error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert consumer["error_message"] == "Group other is not a consumer group."
+    [described] = client.request(69, 0, {"group_ids": ["other"],
+                                         "include_authorized_operations": False})["groups"]
+    assert described["error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert described["error_message"] == "Group other is not a consumer group."
     join = client.request(JOIN, 5, {
         "group_id": "other", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
