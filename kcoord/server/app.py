@@ -29,7 +29,7 @@ from .share_persister import LocalSharePersister
 from .share_runtime import ShareCoordinatorRuntime
 from .share_state_handlers import ShareStateHandlers
 from .share_fetch_handlers import ShareFetchHandlers
-from .share_partitions import SharePartitionManager
+from .share_partitions import GroupSidePersister, SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -97,8 +97,9 @@ class Server:
         # What share partitions persist through (kcoord/share/persister.py): the
         # local share coordinator, durable before it returns
         self.share_persister = LocalSharePersister(self.share_state)
-        # share groups initialize and delete share state through it
-        self.groups.share_persister = lambda: self.share_persister
+        # share groups initialize and delete share state through it (and the
+        # share partitions led here forget what is re-initialized or deleted)
+        self.groups.share_persister = lambda: self.group_share_persister
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -133,6 +134,7 @@ class Server:
             self.catalogue, self.data, self.config, self.share_persister,
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
+        self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
         share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
