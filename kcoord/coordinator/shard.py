@@ -464,5 +464,8 @@ class CoordinatorShard(ClassicGroupHandlers):
         return self.share.heartbeat(req, client_id or "", client_host, now, topics)
 
     def share_group_describe(self, group_ids: list[str],
-                             include_authorized_operations: bool = False) -> Result:
+                             include_authorized_operations: bool = False, topics=None) -> Result:
+        """ShareGroupDescribe; `topics` (the current TopicMetadata) names the assigned topics."""
+        if topics is not None:
+            self.share.set_topics(topics)
         return Result(response=self.share.describe(group_ids, include_authorized_operations))
