@@ -38,6 +38,7 @@ class EtcdControlPlane:
         self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms, tls)
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
+        self.session.on_restored = self._restored
         self.unclean = unclean
         # Kafka's auto leader rebalance: seconds between checks (None: off), threshold %
         self.rebalance_interval_s: float | None = None
@@ -84,6 +85,15 @@ class EtcdControlPlane:
                     lost()
                 except Exception:
                     log.exception("session-lost listener failed")
+
+    def _restored(self) -> None:
+        for listener in list(self.listeners):
+            restored = getattr(listener, "on_session_restored", None)
+            if restored is not None:
+                try:
+                    restored()
+                except Exception:
+                    log.exception("session-restored listener failed")
 
     async def _reregister(self) -> None:
         await self._register()

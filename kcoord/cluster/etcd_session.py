@@ -95,6 +95,8 @@ class EtcdSession:
         self.on_expired: Callable[[], Awaitable[None]] | None = None
         # called once when no refresh was answered for a whole TTL (the lease may be gone)
         self.on_lapsed: Callable[[], None] | None = None
+        # called once when, after a lapse, etcd answers a refresh of the same lease
+        self.on_restored: Callable[[], None] | None = None
         self._last_ok = 0.0
         self._lapsed = False
         self._keepalive: asyncio.Task | None = None
@@ -141,7 +143,15 @@ class EtcdSession:
                 continue
             if not expired:
                 self._last_ok = sent  # etcd restarted the TTL no earlier than this
-                self._lapsed = False
+                if self._lapsed:
+                    self._lapsed = False
+                    log.warning("etcd lease %x refreshed again: it never expired",
+                                self.lease_id)
+                    if self.on_restored is not None:
+                        try:
+                            self.on_restored()
+                        except Exception:
+                            log.exception("lease restore listener failed")
             else:
                 self._check_lapse()
             if expired and not self._closed:
