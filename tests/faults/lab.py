@@ -67,6 +67,8 @@ def remove_leftovers(prefix: str = PREFIX) -> None:
         name = line.split()[0] if line.split() else ""
         if name.startswith(prefix + "-"):
             for pid in _run(["ip", "netns", "pids", name], check=False).split():
+                if pid == str(os.getpid()):  # the harness itself lives in the clients' one
+                    continue
                 try:
                     os.kill(int(pid), 9)
                 except (ValueError, OSError):
