@@ -2,14 +2,15 @@
 `configs`) on the `kcoord` parser; each sets `run` to its entry point."""
 from __future__ import annotations
 
-COMMANDS = ("consumer-groups", "topics", "configs", "acls")
+COMMANDS = ("consumer-groups", "topics", "configs", "acls", "transactions")
 
 
 def add_parsers(sub) -> None:
-    from . import configs, consumer_groups, topics
+    from . import configs, consumer_groups, topics, transactions
     consumer_groups.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    transactions.add_parser(sub)
     # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
     from . import client
     from ..security import admin_cli

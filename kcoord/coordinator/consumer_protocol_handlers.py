@@ -144,6 +144,7 @@ class ConsumerGroupManager:
         self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
+        self.share_groups: Mapping[str, Any] = {}  # the shard's share groups (one id namespace)
         self.topics: Mapping[str, Any] = {}
         self.new_member_id = new_member_id or random_member_id
         # classic <-> consumer interop (migration.GroupMigration), installed by the shard
@@ -330,6 +331,8 @@ class ConsumerGroupManager:
         if group is not None:
             return group
         records = res.records
+        if group_id in self.share_groups:  # no conversion between group types
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.classic_groups.get(group_id)
         if classic is not None and (classic.members or classic.state == "Dead"):
             if create and classic.members and self.migration is not None:

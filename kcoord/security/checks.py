@@ -25,6 +25,7 @@ from typing import Callable
 
 from ..protocol.api import APIS, response_codec
 from ..protocol.errors import Err
+from . import audit
 from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
 
 log = logging.getLogger("kcoord.authorizer")
@@ -74,11 +75,20 @@ class Checks:
         self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
 
     # --------------------------------------------------------- decisions
-    def allowed(self, ctx, op: int, rtype: int, name: str) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name)
+    def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:
+        """audit_denial False where Kafka passes logIfDenied=false (filtering a listing)."""
+        if self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name):
+            return True
+        if not audit_denial:
+            return False
+        # Kafka's authorizer audit line (INFO, rate-limited)
+        audit.denied(ctx.principal, Op(op).name, ctx.client_host, rtype, name,
+                     APIS[ctx.api_key].name if ctx.api_key in APIS else str(ctx.api_key),
+                     self.az.deciding_rule(ctx.principal, ctx.client_host, op, rtype, name))
+        return False
 
     def cluster(self, ctx, op: int) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, R.CLUSTER, CLUSTER_NAME)
+        return self.allowed(ctx, op, R.CLUSTER, CLUSTER_NAME)
 
     def group_allowed(self, ctx, op: int, group_id: str) -> bool:
         return self.allowed(ctx, op, R.GROUP, group_id)
@@ -245,7 +255,8 @@ def _metadata(c: Checks, ctx, req, handler):
                                "topic_authorized_operations": NOT_REQUESTED})
                 continue
             keep.append(t)
-            if not c.cluster(ctx, Op.CREATE) and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
+            if not c.allowed(ctx, Op.CREATE, R.CLUSTER, CLUSTER_NAME, audit_denial=False) \
+                    and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
                 create_denied.add(name)
         if denied:
             req = {**req, "topics": keep}
@@ -264,7 +275,8 @@ def _metadata(c: Checks, ctx, req, handler):
             name = t.get("name")
             if name == "\0kcoord-none":
                 continue
-            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name,
+                                                                 audit_denial=False):
                 continue  # all-topics requests silently omit what may not be described
             if name in create_denied and t.get("error_code") == Err.UNKNOWN_TOPIC_OR_PARTITION:
                 t = {**t, "error_code": Err.TOPIC_AUTHORIZATION_FAILED}
@@ -373,8 +385,20 @@ KEY_TYPE_ERRORS = {0: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED),
                    1: (R.TRANSACTIONAL_ID, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
+KEY_TYPE_SHARE = 2  # brokers finding a share coordinator: CLUSTER_ACTION on the cluster
+
+
 @rule(10)
 def _find_coordinator(c: Checks, ctx, req, handler):
+    if req.get("key_type", 0) == KEY_TYPE_SHARE and not c.cluster(ctx, Op.CLUSTER_ACTION):
+        # the whole request fails (Kafka's getCoordinator)
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+        if ctx.api_version < 4:
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+             "error_message": None} for k in req["coordinator_keys"]]}
     rtype, code = KEY_TYPE_ERRORS.get(req.get("key_type", 0), (None, None))
     if rtype is None:
         return handler(ctx, req)
@@ -407,13 +431,13 @@ for _key in (11, 12, 13, 14):
 def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "member_id": None, "member_epoch": -1,
+                "error_message": None, "member_id": None, "member_epoch": 0,
                 "heartbeat_interval_ms": 0, "assignment": None}
     for name in req.get("subscribed_topic_names") or ():
         if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
             return {"throttle_time_ms": 0, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                     "error_message": f"Topic {name} is not authorized", "member_id": None,
-                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
     return handler(ctx, req)
 
 
@@ -421,7 +445,7 @@ def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
 def _consumer_group_describe(c: Checks, ctx, req, handler):
     ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
     errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-               "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                "assignor_name": "", "members": [],
                "authorized_operations": NOT_REQUESTED} for g in denied]
     want_ops = req.get("include_authorized_operations", False)
@@ -441,14 +465,63 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
                     g = {"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                          "error_message": f"The described group uses topics that the client "
                                           f"is not authorized to describe: {hidden}",
-                         "group_id": g["group_id"], "group_state": "", "group_epoch": -1,
-                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "group_id": g["group_id"], "group_state": "", "group_epoch": 0,
+                         "assignment_epoch": 0, "assignor_name": "", "members": [],
                          "authorized_operations": NOT_REQUESTED}
                 elif want_ops:
                     g["authorized_operations"] = c.az.authorized_operations(
                         ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
             groups.append(g)
         resp["groups"] = groups + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "groups": errors}
+    return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
+
+
+@rule(76)
+def _share_group_heartbeat(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on every
+    subscribed topic (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
+    def refused(code: int, message: str | None = None) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+                "assignment": None}
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return refused(Err.GROUP_AUTHORIZATION_FAILED)
+    for name in req.get("subscribed_topic_names") or ():
+        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            return refused(Err.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized")
+    return handler(ctx, req)
+
+
+@rule(77)
+def _share_group_describe(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupDescribe: DESCRIBE on each group; a group whose
+    members hold a topic the client may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED with no members."""
+    ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
+    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+               "assignor_name": "", "members": [],
+               "authorized_operations": NOT_REQUESTED} for g in denied]
+    want_ops = req.get("include_authorized_operations", False)
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if g.get("error_code") != Err.NONE:
+                continue
+            topics = {tp["topic_name"] for m in g.get("members") or ()
+                      for tp in (m.get("assignment") or {}).get("topic_partitions") or ()}
+            hidden = sorted(t for t in topics if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t))
+            if hidden:
+                g.update(error_code=Err.TOPIC_AUTHORIZATION_FAILED, members=[],
+                         error_message=f"The group has described topic partitions that the "
+                                       f"client is not authorized to describe: {hidden}")
+            elif want_ops:
+                g["authorized_operations"] = c.az.authorized_operations(
+                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+        resp["groups"] = (resp.get("groups") or []) + errors
         return resp
     if not ok:
         return {"throttle_time_ms": 0, "groups": errors}
@@ -757,6 +830,21 @@ def _write_txn_markers(c: Checks, ctx, req, handler):
             for p in t["partition_indexes"]]} for t in m["topics"]]} for m in req["markers"]]}
 
 
+def _share_state_rpc(c: Checks, ctx, req, handler):
+    """The share-state RPCs 83-87, broker to share coordinator (Kafka:
+    CLUSTER_ACTION on the cluster, else every partition answers
+    CLUSTER_AUTHORIZATION_FAILED)."""
+    if c.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    return {"results": [{"topic_id": t["topic_id"], "partitions": [
+        {"partition": p["partition"], "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+         "error_message": None} for p in t["partitions"]]} for t in req["topics"]]}
+
+
+for _key in (83, 84, 85, 86, 87):
+    RULES[_key] = _share_state_rpc
+
+
 @rule(28)
 def _txn_offset_commit(c: Checks, ctx, req, handler):
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
@@ -788,10 +876,9 @@ def _describe_producers(c: Checks, ctx, req, handler):
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t,
-               "transaction_state": "", "transaction_timeout_ms": 0,
-               "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
-               "topics": []} for t in denied]
+    # the other fields at their schema defaults (0, ""), as Kafka answers
+    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
+              for t in denied]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
@@ -821,3 +908,45 @@ def _list_partition_reassignments(c: Checks, ctx, req, handler):
         return handler(ctx, req)
     return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
             "error_message": None, "topics": []}
+
+
+# ------------------------------------------ ShareFetch / ShareAcknowledge
+def _share_rule(fetch: bool):
+    """READ on the GROUP (top-level GROUP_AUTHORIZATION_FAILED), READ on each
+    TOPIC (its partitions answered TOPIC_AUTHORIZATION_FAILED, for their
+    fetch and their acknowledgements); an unknown topic id passes, for the
+    handler's UNKNOWN_TOPIC_ID.  The handler always runs when the group is
+    allowed: the session epoch moves on whatever topics were denied."""
+    def check(c: Checks, ctx, req, handler):
+        if req.get("group_id") is None or not c.group_allowed(ctx, Op.READ, req["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                    "error_message": None, "acquisition_lock_timeout_ms": 0,
+                    "responses": [], "node_endpoints": []}
+
+        def ok_topic(t):
+            name = c.topic_name(t["topic_id"])
+            return name is None or c.allowed(ctx, Op.READ, R.TOPIC, name)
+        ok, denied = _split(req["topics"], ok_topic)
+        if not denied:
+            return handler(ctx, req)
+        code = Err.TOPIC_AUTHORIZATION_FAILED
+        errors = [{"topic_id": t["topic_id"], "partitions": [
+            ({"partition_index": p["partition_index"], "error_code": code, "error_message": None,
+              "acknowledge_error_code": code if p.get("acknowledgement_batches") else Err.NONE,
+              "acknowledge_error_message": None, "current_leader": {"leader_id": -1,
+                                                                    "leader_epoch": -1},
+              "records": b"", "acquired_records": []} if fetch else
+             {"partition_index": p["partition_index"], "error_code": code,
+              "error_message": None, "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+            for p in t["partitions"]]} for t in denied]
+
+        def fix(resp):
+            if resp.get("error_code"):
+                return resp          # a session error: no partitions
+            return _merge_topics(resp, "responses", errors)
+        return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+    return check
+
+
+RULES[78] = _share_rule(fetch=True)
+RULES[79] = _share_rule(fetch=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.assignors import ASSIGNORS
+from ..share.coordinator import SHARE_COORDINATOR_CONFIGS
 from ..security import settings as security_settings
 
 log = logging.getLogger("kcoord.config")
@@ -55,6 +56,22 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.max.size": (int, INT_MAX),
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
+    # KIP-932 share groups (Kafka's GroupCoordinatorConfig and ShareGroupConfig)
+    "group.share.session.timeout.ms": (int, 45000),
+    "group.share.min.session.timeout.ms": (int, 45000),
+    "group.share.max.session.timeout.ms": (int, 60000),
+    "group.share.heartbeat.interval.ms": (int, 5000),
+    "group.share.min.heartbeat.interval.ms": (int, 5000),
+    "group.share.max.heartbeat.interval.ms": (int, 15000),
+    "group.share.max.size": (int, 200),
+    "group.share.assignors": (list, ["simple"]),
+    "group.share.initialize.retry.interval.ms": (int, 30000),  # internal in Kafka
+    "group.share.delivery.count.limit": (int, 5),
+    "group.share.record.lock.duration.ms": (int, 30000),
+    "group.share.min.record.lock.duration.ms": (int, 15000),
+    "group.share.max.record.lock.duration.ms": (int, 60000),
+    "group.share.partition.max.record.locks": (int, 2000),
+    "group.share.max.share.sessions": (int, 2000),
     "cluster.id": (str, "kcoord-cluster-0000000"),
     # transactions (kcoord/txn)
     "transaction.state.log.num.partitions": (int, 50),
@@ -110,6 +127,20 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "group.share.session.timeout.ms": 1,
+    "group.share.min.session.timeout.ms": 1,
+    "group.share.max.session.timeout.ms": 1,
+    "group.share.heartbeat.interval.ms": 1,
+    "group.share.min.heartbeat.interval.ms": 1,
+    "group.share.max.heartbeat.interval.ms": 1,
+    "group.share.max.size": 1,
+    "group.share.initialize.retry.interval.ms": 1,
+    "group.share.delivery.count.limit": 2,
+    "group.share.record.lock.duration.ms": 1000,
+    "group.share.min.record.lock.duration.ms": 1000,
+    "group.share.max.record.lock.duration.ms": 30000,
+    "group.share.partition.max.record.locks": 100,
+    "group.share.max.share.sessions": 1,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.segment.bytes": 1,
     "transaction.state.log.replication.factor": 1,
@@ -127,6 +158,22 @@ MINIMUMS = {
     "replica.fetch.wait.max.ms": 0,
     "replica.fetch.max.bytes": 0,
 }
+
+# largest accepted values (Kafka's ConfigDef Range.between)
+MAXIMUMS = {
+    "group.share.max.size": 1000,
+    "group.share.delivery.count.limit": 10,
+    "group.share.record.lock.duration.ms": 3600000,
+    "group.share.min.record.lock.duration.ms": 30000,
+    "group.share.max.record.lock.duration.ms": 3600000,
+    "group.share.partition.max.record.locks": 10000,
+}
+
+SHARE_ASSIGNORS = ("simple",)  # Kafka's built-in share assignor
+
+# the share coordinator's keys (share.coordinator.*), with Kafka's defaults and minimums
+DEFAULTS.update({k: (int, default) for k, (default, _) in SHARE_COORDINATOR_CONFIGS.items()})
+MINIMUMS.update({k: low for k, (_, low) in SHARE_COORDINATOR_CONFIGS.items()})
 
 KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
@@ -176,6 +223,7 @@ def check_consistency(values: dict) -> None:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
                          f"known assignors are {', '.join(ASSIGNORS)} and the "
                          "kcoord.assignors entry points installed")
+    check_share_groups(values)
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
     name = values["http.burrow.cluster.name"]
@@ -191,6 +239,37 @@ def check_consistency(values: dict) -> None:
     if unknown or "classic" not in protocols:
         raise ValueError(f"group.coordinator.rebalance.protocols: {protocols}: must include "
                          f"classic, and name only {', '.join(KNOWN_REBALANCE_PROTOCOLS)}")
+
+
+def check_share_groups(values: dict) -> None:
+    """The group.share.* relations Kafka's GroupCoordinatorConfig and
+    ShareGroupConfig require (one line naming the key on a failure)."""
+    for low_key, high_key in (
+            ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+            ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+            ("group.share.min.record.lock.duration.ms",
+             "group.share.max.record.lock.duration.ms")):
+        if values[low_key] > values[high_key]:
+            raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
+                             f"({values[low_key]})")
+    _check_between(values, "group.share.session.timeout.ms",
+                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
+    _check_between(values, "group.share.heartbeat.interval.ms",
+                   "group.share.min.heartbeat.interval.ms",
+                   "group.share.max.heartbeat.interval.ms")
+    _check_between(values, "group.share.record.lock.duration.ms",
+                   "group.share.min.record.lock.duration.ms",
+                   "group.share.max.record.lock.duration.ms")
+    if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
+        raise ValueError("group.share.heartbeat.interval.ms must be less than "
+                         "group.share.session.timeout.ms")
+    if values["group.share.max.share.sessions"] < values["group.share.max.size"]:
+        raise ValueError(f"group.share.max.share.sessions: {values['group.share.max.share.sessions']} "
+                         f"must be at least group.share.max.size ({values['group.share.max.size']})")
+    assignors = values["group.share.assignors"]
+    if len(assignors) != 1 or assignors[0] not in SHARE_ASSIGNORS:
+        raise ValueError(f"group.share.assignors: {','.join(assignors) or 'empty'}: must name "
+                         f"exactly one share assignor ({', '.join(SHARE_ASSIGNORS)})")
 
 
 # keys whose value is one of a few names (case-insensitive, as Kafka parses them)
@@ -261,6 +340,9 @@ class Config:
             low = MINIMUMS.get(key)
             if low is not None and value < low:
                 raise ValueError(f"{key}: {value} is below the minimum {low}")
+            high = MAXIMUMS.get(key)
+            if high is not None and value > high:
+                raise ValueError(f"{key}: {value} is above the maximum {high}")
             choices = CHOICES.get(key)
             if choices is not None:
                 value = str(value).strip().lower()

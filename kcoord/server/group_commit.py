@@ -8,13 +8,10 @@ import time
 from typing import TYPE_CHECKING
 
 from ..log.group_sync import ThreadedSync
+from .clock import WallClock
 
 if TYPE_CHECKING:
     from .coordinator_runtime import ShardRuntime
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCommit:
@@ -44,8 +41,12 @@ class GroupCommit:
     after replaying its log and before it serves (the takeover fence:
     replicated, until the high watermark reaches what was replayed)."""
 
-    def __init__(self, linger_ms: float, durability=None, metrics=None) -> None:
+    def __init__(self, linger_ms: float, durability=None, metrics=None,
+                 clock: WallClock | None = None) -> None:
         self.linger = linger_ms / 1000.0
+        # the server's clock (clock.py): the batches' timestamps; the linger
+        # is I/O batching and stays on the event loop
+        self.clock = clock if clock is not None else WallClock()
         self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
         self._sync_started = 0.0
         self.sync = durability if durability is not None else ThreadedSync()
@@ -90,7 +91,7 @@ class GroupCommit:
             self.flush_now()
             return
         shards, self._queue = self._queue, []
-        now = wall_ms()
+        now = self.clock.ms()
         jobs = []
         for shard in shards:
             batch = shard.take(now)
@@ -128,7 +129,7 @@ class GroupCommit:
     def flush_now(self) -> None:
         """Append and fsync every pending write on the caller's thread (stop)."""
         shards, self._queue = self._queue, []
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in shards:
             batch = shard.take(now)
             if batch is None:

@@ -9,8 +9,10 @@ its op at once, in the order its connection's requests were read.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import partial
+from typing import Any, Callable
 
 from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
@@ -19,9 +21,11 @@ from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
+from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
+KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime.py)
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 log = logging.getLogger("kcoord.groups")
@@ -72,11 +76,20 @@ class GroupHandlers:
         self.config = config
         self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
         self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
+        # the share coordinator's persister (kcoord/share/persister.py), or None
+        self.share_persister: Callable[[], Any] = lambda: None
+        self.share_groups = None  # ShareGroupApi (APIs 76 and 77), made by register
+        self.share = None    # the share coordinator's runtime (share_runtime.py), set by the server
 
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)
         from .consumer_group_handlers import ConsumerGroupApi  # KIP-848: APIs 68 and 69
-        ConsumerGroupApi(self.runtime, self.catalogue, self.config).register(d)
+        from .share_group_handlers import ShareGroupApi       # KIP-932: APIs 76 and 77
+        consumer = ConsumerGroupApi(self.runtime, self.catalogue, self.config)
+        consumer.register(d)
+        self.share_groups = ShareGroupApi(self.runtime, consumer.topic_metadata,
+                                          lambda: self.share_persister())
+        self.share_groups.register(d)
 
     # ------------------------------------------------------ FindCoordinator
     @serves("FindCoordinator")
@@ -85,9 +98,19 @@ class GroupHandlers:
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:
+            if req.get("key_type", 0) == KEY_TYPE_SHARE:
+                problem = self._share_key_problem(key, ctx.api_version)
+                if problem is not None:
+                    return problem
             if self.cluster is not None:
                 return self.cluster.find_coordinator(key, req.get("key_type", 0), ctx.listener)
-            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            if req.get("key_type", 0) == KEY_TYPE_SHARE and not self.share.ready:
+                self.share.open_topic()  # created (and loaded) on first use, as Kafka's
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                        "error_message": "the __share_group_state topic is being created"}
+            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION,
+                                              KEY_TYPE_SHARE):
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
                         "error_message": "only group and transaction coordinators are served"}
@@ -101,6 +124,16 @@ class GroupHandlers:
         return {"throttle_time_ms": 0, "error_code": found["error_code"],
                 "error_message": found["error_message"], "node_id": found["node_id"],
                 "host": found["host"], "port": found["port"]}
+
+    def _share_key_problem(self, key: str, version: int) -> dict | None:
+        """Key type 2 (a share partition's share coordinator): FindCoordinator
+        v6+ only, key "groupId:topicId:partition"; else INVALID_REQUEST."""
+        if version >= 6 and parse_share_key(key) is not None and self.share is not None:
+            return None
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": Err.INVALID_REQUEST,
+                "error_message": ("share coordinator keys need FindCoordinator v6"
+                                  if version < 6 else f"malformed share coordinator key {key!r}")}
 
     # --------------------------------------------------------- OffsetCommit
     def mark_unknown_partitions(self, topics: list[dict]) -> None:
@@ -236,12 +269,41 @@ class GroupHandlers:
                 answers.append({"group_id": group_id, "error_code": Err.INVALID_GROUP_ID})
                 continue
 
-            def op(core, now, group_id=group_id):
-                code, records = core.delete_group(group_id)
-                return Result(records=records, response={"group_id": group_id, "error_code": code})
-            answers.append(self.runtime.write(group_id, op, lambda code, group_id=group_id: {
-                "group_id": group_id, "error_code": code}))
+            answers.append(self._delete_group(group_id))
         return gather(answers, lambda results: {"throttle_time_ms": 0, "results": results})
+
+    def _delete_group(self, group_id: str):
+        def error(code: int) -> dict:
+            return {"group_id": group_id, "error_code": code}
+
+        def op(core, now):
+            code, records = core.delete_group(group_id)
+            return Result(records=records, response=error(code))
+
+        def share_state(core, now):
+            """An empty share group's share partitions (its share state goes first)."""
+            group = core.share.groups.get(group_id)
+            if group is None or group.members:
+                return None
+            return core.share.share_state_partitions(group_id) or None
+
+        partitions = self.runtime.read(group_id, share_state, lambda code: None)
+        if partitions is None or self.share_groups is None:
+            return self.runtime.write(group_id, op, error)
+
+        async def share_group_delete():
+            parts = await partitions if partitions.__class__ is Reply else partitions
+            if parts:  # SVC deleteGroups: share state first; a failure keeps the group
+                code = await self.share_groups.delete_share_state(group_id, parts)
+                if code:
+                    return error(code)
+            answer = self.runtime.write(group_id, op, error)
+            return (await answer) if answer.__class__ is Reply else answer
+        reply = Reply()
+        task = asyncio.get_running_loop().create_task(share_group_delete())
+        task.add_done_callback(lambda t: reply.set_exception(t.exception()) if t.exception()
+                               else reply.set_result(t.result()))
+        return reply
 
     @serves("DescribeGroups")
     def describe_groups(self, ctx: RequestContext, req: dict):

@@ -25,6 +25,7 @@ from time import perf_counter
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import encode_response_header, peek_request_header, skip_header_tags
+from ..security import audit
 from .dispatch import NO_RESPONSE, Dispatcher, Reply, RequestContext
 
 log = logging.getLogger("kcoord.network")
@@ -126,12 +127,18 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 self.principal = self.tls_principal(transport.get_extra_info("peercert"))
             except Exception as exc:  # NoMatchingRule: authentication fails
+                audit.failed_authentication(self.host, self.listener, f"SSL principal: {exc}")
                 self.close(f"TLS principal: {exc}")
 
     def connection_lost(self, exc) -> None:
         self.closed = True
         if self.registry is not None:
             self.registry.discard(self)
+        for listener in self.dispatcher.on_connection_closed:
+            try:
+                listener(self)
+            except Exception:  # one listener's failure must not stop the close
+                log.exception("connection close listener %r failed", listener)
         self.pending.clear()
         self.out.clear()
 
@@ -305,7 +312,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return
         ctx = RequestContext(key, version, correlation_id, client_id, self.host,
-                             self.principal, self.listener)
+                             self.principal, self.listener, self)
         dispatcher.calls += 1
         # metrics (admin.events.ServerMetrics, None when off): every request
         # counted per API, one in TIMING_SAMPLE timed from here to its answer
