@@ -136,6 +136,7 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
         recovered = False
         log("faults: the cluster did not get back in sync within 90 s")
     time.sleep(3.0)  # the workloads run on a healed cluster for a moment
+    log("faults: stopping the workloads; final reads")
     unread = {}
     for w in runners:
         try:
@@ -155,17 +156,21 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
         # the cluster did not answer the final reads: a liveness failure, counted
         results.setdefault(name, {"anomalies": {}, "counts": {}})["anomalies"][
             "no-final-read"] = {"count": 1, "examples": [why]}
+    log("faults: checked; stopping the nodes gracefully")
+    sizes = {i: (cluster.root / f"node-{i}.log").stat().st_size for i in cluster.nodes}
     codes = cluster.stop()
-    stop_problems = _stop_problems(cluster)
+    stop_problems = _stop_problems(cluster, sizes)
     return summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
                    recovered, codes, stop_problems, register.groups)
 
 
-def _stop_problems(cluster: FaultCluster) -> list[str]:
-    """Lines of the nodes' logs that a graceful stop must never print."""
+def _stop_problems(cluster: FaultCluster, sizes: dict[int, int]) -> list[str]:
+    """What a graceful stop must never print, in the nodes' logs since it began."""
     bad = []
     for node_id in cluster.nodes:
-        text = (cluster.root / f"node-{node_id}.log").read_text(errors="replace")
+        with open(cluster.root / f"node-{node_id}.log", "rb") as f:
+            f.seek(sizes[node_id])
+            text = f.read().decode(errors="replace")
         for marker in ("never retrieved", "log is closed", "Traceback"):
             n = text.count(marker)
             if n:

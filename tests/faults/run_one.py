@@ -9,6 +9,7 @@ stderr), 1 on a harness failure."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import signal
 import sys
@@ -30,6 +31,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     # a SIGTERM unwinds (the lab is torn down and the nodes killed on the way out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where every thread is
     try:
         result = run(args.seed, args.minutes, args.mix, args.quick, args.root,
                      tuple(args.workloads.split(",")),
