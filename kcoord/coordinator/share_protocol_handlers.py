@@ -31,6 +31,7 @@ from .assignors import AssignorError, GroupSpec, MemberSpec
 from .assignors import simple as simple_assignor
 from .consumer_group import assignment_equal, assignment_to_wire, normalize
 from .consumer_protocol_handlers import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
+from .group_configs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from .result import Record, Result
 from .share_group import EMPTY, LEAVE_GROUP_MEMBER_EPOCH, PartitionStates, ShareGroup, ShareMember
 from .timers import Timers
@@ -39,10 +40,6 @@ log = logging.getLogger("kcoord.share_group")
 
 SESSION_TIMER = "sg-session"
 MEMBER_ID_MAX_LENGTH = 36  # KafkaApis isMemberIdValid
-
-# group config keys (GroupConfig, share.*) the heartbeat reads
-SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
-SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 
 
 @dataclass(slots=True)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..broker.data_handlers import high_watermark
+from ..coordinator.group_configs import duration_ms
 from ..log import OffsetOutOfRange
 from ..protocol.errors import Err
 from ..share.log_batches import Aborted, read_batches, records_for
@@ -45,19 +45,6 @@ _DROP = {Err.NOT_LEADER_OR_FOLLOWER, Err.GROUP_ID_NOT_FOUND, Err.UNKNOWN_TOPIC_O
 
 def client_error(code: int) -> int:
     return Err.NONE if code == Err.NONE else _LOAD_ERRORS.get(code, Err.UNKNOWN_SERVER_ERROR)
-
-
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-
-
-def duration_ms(text: str) -> int | None:
-    """An ISO-8601 duration (PnDTnHnMnS, as Java's Duration.parse) in ms."""
-    m = _DURATION.match(text.strip().upper())
-    if m is None or not any(m.groups()):
-        return None
-    d, h, mi, s = m.groups()
-    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60000
-               + float(s or 0) * 1000)
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kcoord.protocol.errors import Err
-from tests.clients.wire import WireClient, create_topic
+from tests.clients.wire import WireClient, create_topic, metadata
 from tests.support import ServerProcess
 
 HEARTBEAT, DESCRIBE = 76, 77
@@ -167,8 +167,20 @@ def test_partitions_assigned_once_initialized(client):
     resp = client.request(HEARTBEAT, 1, hb(group="init", member_id="a", epoch=epoch, names=None))
     [tp_a] = resp["assignment"]["topic_partitions"]
     assert sorted(tp_a["partitions"] + tp_b["partitions"]) == [0, 1, 2]
+    [topic] = metadata(client, ["t"])["topics"]
+    # initialized with StateEpoch = the group epoch of the heartbeat that asked (1)
+    assert share_state(client, "init", topic["topic_id"]) == [(0, 1)] * 3
     for m in ("a", "b"):
         assert client.request(HEARTBEAT, 1, hb(group="init", member_id=m, epoch=-1,
                                                names=None))["error_code"] == 0
     [res] = client.request(DELETE_GROUPS, 2, {"groups_names": ["init"]})["results"]
     assert res["error_code"] == Err.NONE
+    # the share state went with the group
+    assert share_state(client, "init", topic["topic_id"]) == [(0, 0)] * 3  # unknown keys
+
+
+def share_state(client, group: str, topic_id: bytes) -> list[tuple[int, int]]:
+    """(error, state epoch) of each share partition (ReadShareGroupStateSummary)."""
+    r = client.request(87, 0, {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+        {"partition": p, "leader_epoch": 0} for p in range(3)]}]})
+    return [(p["error_code"], p["state_epoch"]) for res in r["results"] for p in res["partitions"]]
