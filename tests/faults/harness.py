@@ -9,6 +9,7 @@ the threads it starts, live there), so call it in a process of its own:
 """
 from __future__ import annotations
 
+import json
 import random
 import tempfile
 import threading
@@ -121,8 +122,8 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     try:
         time.sleep(3.0)  # a calm start: every workload under way before the first fault
         if quick:
-            nemesis.run([], time.monotonic() + 900, stop, fault_s=(4.0, 5.0),
-                        recover_s=(3.0, 4.0), sequence=list(QUICK_SEQUENCE))
+            nemesis.run([], time.monotonic() + 900, stop, fault_s=(3.5, 4.5),
+                        recover_s=(2.5, 3.5), sequence=list(QUICK_SEQUENCE))
         else:
             nemesis.run(MIXES[mix], time.monotonic() + minutes * 60, stop)
     finally:
@@ -148,6 +149,9 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     if read < len(register.groups):
         unread["register"] = f"{len(register.groups) - read} groups had no final fetch"
     ops = history.snapshot()
+    with open(cluster.root / "history.jsonl", "w") as f:  # for a look after the run
+        for op in ops:
+            f.write(json.dumps(op.to_json(), default=str) + "\n")
     results = {"register": check_register(ops)}
     for w in runners:
         if w is not register and w.name not in unread:

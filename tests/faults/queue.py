@@ -44,7 +44,7 @@ class QueueWorkload:
         for t in self.threads:
             t.start()
 
-    def join(self, timeout: float = 60.0) -> None:
+    def join(self, timeout: float = 30.0) -> None:
         self.stop.set()
         deadline = time.monotonic() + timeout
         for t in self.threads:

