@@ -131,12 +131,13 @@ class ShareGroupManager:
     def replay(self, record: Record) -> None:
         sg.replay(self.groups, record)
 
-    def set_topics(self, topics: Mapping[str, Any]) -> None:
+    def set_topics(self, topics: Mapping[str, Any]) -> set[bytes]:
         """New topic metadata: groups subscribed to a changed topic recompute
-        their metadata hash (and so bump their epoch) on their next heartbeat."""
+        their metadata hash (and so bump their epoch) on their next heartbeat.
+        -> the ids of the topics deleted since the last metadata."""
         old = self.topics
         if topics is old:
-            return
+            return set()
         self.topics = topics
         changed = {n for n in old if n not in topics}
         changed.update(n for n, info in topics.items() if tuple(old.get(n, ())) != tuple(info))
@@ -144,6 +145,26 @@ class ShareGroupManager:
             for group in self.groups.values():
                 if changed & group.subscribed_topic_names():
                     group.metadata_refresh = True
+        return {info[0] for info in old.values()} - {info[0] for info in topics.values()}
+
+    def on_topics_changed(self, topics: Mapping[str, Any]) -> Result:
+        """Topics were created, deleted or grew.  A deleted topic leaves every
+        group's share-partition states (Kafka's maybeCleanupShareGroupState;
+        the share coordinator drops its state on its side)."""
+        res = Result(response=None)
+        deleted = self.set_topics(topics)
+        if not deleted:
+            return res
+        for gid, group in self.groups.items():
+            states = group.partition_states
+            if states is None or not deleted & (set(states.initializing) | set(states.initialized)
+                                                | set(states.deleting)):
+                continue
+            res.records.append(sg.partition_states_record(gid, PartitionStates(
+                {t: v for t, v in states.initializing.items() if t not in deleted},
+                {t: v for t, v in states.initialized.items() if t not in deleted},
+                {t: n for t, n in states.deleting.items() if t not in deleted})))
+        return res
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
@@ -294,8 +315,11 @@ class ShareGroupManager:
         for a in group.target.values():
             for t, parts in a.items():
                 assigned.setdefault(t, set()).update(parts)
+        topics = self.topics
         for topic_id, (name, parts) in states.initialized.items():
-            if name in names and assigned.get(topic_id) != parts:
+            # (a topic deleted, or recreated under its name, is not assignable)
+            if name in names and topics.get(name, (None,))[0] == topic_id \
+                    and assigned.get(topic_id) != parts:
                 return True
         return False
 
@@ -386,7 +410,7 @@ class ShareGroupManager:
         partitions move from initializing to initialized (assignable); on a
         failure they leave initializing, so a later heartbeat asks again
         (Kafka's initializeShareGroupState / uninitializeShareGroupState)."""
-        res = Result(response=None)
+        res = Result(response=succeeded)
         group = self.groups.get(group_id)
         if group is None or not partitions:
             return res
@@ -506,11 +530,30 @@ class ShareGroupManager:
                 for gid, group in self.groups.items()
                 if not states or group.state.lower() in states]
 
-    def delete_group(self, group: ShareGroup) -> tuple[int, list[Record]]:
-        """DeleteGroups of a share group: only an empty one; every record is tombstoned."""
+    def delete_group(self, group: ShareGroup) -> Result:
+        """DeleteGroups of a share group: only an empty one; every record is
+        tombstoned.  Result.response: the error code."""
         if group.members:
-            return Err.NON_EMPTY_GROUP, []
-        return Err.NONE, sg.group_tombstones(group)
+            return Result(response=Err.NON_EMPTY_GROUP)
+        return Result(records=sg.group_tombstones(group), response=Err.NONE)
+
+    def begin_delete(self, group_id: str) -> Result:
+        """DeleteGroups of an empty share group, step 1 (Kafka's
+        shareGroupBuildPartitionDeleteRequest): its initialized and initializing
+        partitions move to deleting (no longer assignable; a heartbeat before
+        the deletion ends initializes them again).  Result.response: the share
+        partitions whose share state to delete, or None (nothing to delete)."""
+        group = self.groups.get(group_id)
+        partitions = self.share_state_partitions(group_id) if group is not None else {}
+        if group is None or group.members or not partitions:
+            return Result(response=None)
+        states = group.partition_states
+        deleting = dict(states.deleting)
+        for side in (states.initialized, states.initializing):
+            for t, (name, _) in side.items():
+                deleting[t] = name
+        return Result(records=[sg.partition_states_record(
+            group_id, PartitionStates({}, {}, deleting))], response=partitions)
 
     def share_state_partitions(self, group_id: str) -> dict[bytes, frozenset]:
         """The share partitions of the group that may have share state (initialized,

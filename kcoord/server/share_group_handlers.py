@@ -105,8 +105,9 @@ class ShareGroupApi:
     @serves("ShareGroupDescribe")
     def share_group_describe(self, ctx: RequestContext, req: dict):
         include = bool(req.get("include_authorized_operations"))
+        topics = self.topic_metadata()
         answers = [self.runtime.read(
-            g, lambda core, now, g=g: core.share_group_describe([g], include).response[0],
+            g, lambda core, now, g=g: core.share_group_describe([g], include, topics).response[0],
             lambda code, g=g: describe_error(g, code, None))
             if g else describe_error(g, Err.INVALID_GROUP_ID, None) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})

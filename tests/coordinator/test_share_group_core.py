@@ -284,7 +284,17 @@ def test_delete_group(h):
     h.hb()
     assert h.shard.delete_group(GROUP)[0] == Err.NON_EMPTY_GROUP
     h.hb(epoch=-1, names=None)
-    assert h.shard.share.share_state_partitions(GROUP) == {FOO: frozenset({0, 1, 2})}
+    begin = h.shard.share.begin_delete(GROUP)
+    assert begin.response == {FOO: frozenset({0, 1, 2})}
+    h.apply(begin)  # its partitions are deleting now: nothing assigns them
+    states = h.share_group().partition_states
+    assert (states.initializing, states.initialized, states.deleting) == ({}, {}, {FOO: "foo"})
+    h.hb(member_id="m2")  # a member joins meanwhile: they are initialized again
+    states = h.share_group().partition_states
+    assert states.deleting == {} and FOO in states.initializing
+    assert h.shard.share.begin_delete(GROUP).response is None  # not empty
+    h.hb(member_id="m2", epoch=-1, names=None)
+    h.apply(h.shard.share.begin_delete(GROUP))
     code, records = h.shard.delete_group(GROUP)
     assert code == Err.NONE
     assert [(r.type, r.value) for r in records] == [(12, None), (15, None), (11, None)]
@@ -358,3 +368,39 @@ def test_random_schedules_replay_equals_live(seed):
             for t, ps in mm.assigned.items():
                 assert t in subscribed
                 assert ps <= states.initialized_partitions(t)
+
+
+def test_share_groups_in_the_metrics(h):
+    """/metrics counts share groups per state and their members (Kafka's
+    group-count{protocol=share} and share-group-count{state})."""
+    from types import SimpleNamespace
+
+    from kcoord.admin.events import ServerMetrics
+    from kcoord.admin.prometheus import KcoordCollector
+    h.hb(member_id="m1")
+    h.hb(member_id="m2")
+    h.hb(group="other", member_id="m3")
+    h.hb(group="other", member_id="m3", epoch=-1, names=None)
+    shard = SimpleNamespace(state="active", loaded=True, core=h.shard)
+    families = {f.name: f for f in KcoordCollector([shard], None, ServerMetrics())._groups()}
+    samples = {(f, tuple(s.labels.items())): s.value for f, fam in families.items()
+               for s in fam.samples}
+    assert samples[("kcoord_group_coordinator_groups", (("protocol", "share"),))] == 2
+    assert samples[("kcoord_group_coordinator_share_groups", (("state", "Stable"),))] == 1
+    assert samples[("kcoord_group_coordinator_share_groups", (("state", "Empty"),))] == 1
+    assert samples[("kcoord_group_coordinator_members", (("protocol", "share"),))] == 2
+
+
+def test_deleted_topic_leaves_the_partition_states(h):
+    """Kafka's maybeCleanupShareGroupState: a deleted topic's share partitions
+    are no longer initialized; the group is not rebalanced over and over."""
+    e = h.join("m1", names=("foo", "bar"))
+    e = h.hb(epoch=e, names=None)["member_epoch"]
+    assert set(h.share_group().partition_states.initialized) == {FOO, BAR}
+    h.topics = {"foo": TOPICS["foo"]}
+    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    assert set(h.share_group().partition_states.initialized) == {FOO}
+    resp = h.hb(epoch=e, names=None)
+    assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}
+    epoch = resp["member_epoch"]
+    assert h.hb(epoch=epoch, names=None)["member_epoch"] == epoch  # settled

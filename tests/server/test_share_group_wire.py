@@ -117,6 +117,11 @@ def test_other_group_types(client):
         "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
         "server_assignor": None, "topic_partitions": []})
     assert consumer["error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert consumer["error_message"] == "Group other is not a consumer group."
+    [described] = client.request(69, 0, {"group_ids": ["other"],
+                                         "include_authorized_operations": False})["groups"]
+    assert described["error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert described["error_message"] == "Group other is not a consumer group."
     join = client.request(JOIN, 5, {
         "group_id": "other", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
@@ -184,3 +189,45 @@ def share_state(client, group: str, topic_id: bytes) -> list[tuple[int, int]]:
     r = client.request(87, 0, {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
         {"partition": p, "leader_epoch": 0} for p in range(3)]}]})
     return [(p["error_code"], p["state_epoch"]) for res in r["results"] for p in res["partitions"]]
+
+
+def test_share_group_survives_a_server_kill(tmp_path):
+    """The share group is durable in __consumer_offsets: after a SIGKILL and a
+    restart the members, epochs and assignments are back (replayed), the
+    member heartbeats on at its epoch, and its session runs again."""
+    with ServerProcess(tmp_path / "data", {"group.share.min.session.timeout.ms": "3000",
+                                           "group.share.session.timeout.ms": "3000",
+                                           "group.share.min.heartbeat.interval.ms": "100",
+                                           "group.share.heartbeat.interval.ms": "100"}) as proc:
+        with WireClient(proc.port) as c:
+            create_topic(c, "t", 3)
+            epoch = c.request(HEARTBEAT, 1, hb(group="dur"))["member_epoch"]
+            deadline = time.monotonic() + 10
+            while True:
+                resp = c.request(HEARTBEAT, 1, hb(group="dur", epoch=epoch, names=None))
+                epoch = resp["member_epoch"]
+                if resp["assignment"] is not None and resp["assignment"]["topic_partitions"]:
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            before = c.request(DESCRIBE, 1, {"group_ids": ["dur"],
+                                             "include_authorized_operations": False})["groups"]
+        proc.kill()
+        proc.start()
+        with WireClient(proc.port) as c:
+            deadline = time.monotonic() + 10
+            while True:
+                after = c.request(DESCRIBE, 1, {"group_ids": ["dur"],
+                                                "include_authorized_operations": False})["groups"]
+                if after[0]["error_code"] != Err.COORDINATOR_LOAD_IN_PROGRESS:
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert after == before
+            resp = c.request(HEARTBEAT, 1, hb(group="dur", epoch=epoch, names=None))
+            assert resp["error_code"] == 0 and resp["member_epoch"] == epoch
+            deadline = time.monotonic() + 15
+            while c.request(DESCRIBE, 1, {"group_ids": ["dur"], "include_authorized_operations":
+                                          False})["groups"][0]["members"]:
+                assert time.monotonic() < deadline, "the session did not expire"
+                time.sleep(0.1)
