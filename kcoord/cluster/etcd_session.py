@@ -85,6 +85,14 @@ async def _close_quietly(client: aetcd.Client) -> None:
         pass
 
 
+def _call(listener: Callable[[], None] | None, what: str) -> None:
+    if listener is not None:
+        try:
+            listener()
+        except Exception:
+            log.exception("%s listener failed", what)
+
+
 class EtcdSession:
     def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int, tls=None) -> None:
         self.endpoints = endpoints
@@ -119,11 +127,7 @@ class EtcdSession:
             self._lapsed = True
             log.warning("no etcd lease refresh answered for %ds: leaderships may be gone",
                         self.ttl_s)
-            if self.on_lapsed is not None:
-                try:
-                    self.on_lapsed()
-                except Exception:
-                    log.exception("lease lapse listener failed")
+            _call(self.on_lapsed, "lease lapse")
 
     async def _refresh_loop(self) -> None:
         period = self.ttl_s / 3.0
@@ -147,11 +151,7 @@ class EtcdSession:
                     self._lapsed = False
                     log.warning("etcd lease %x refreshed again: it never expired",
                                 self.lease_id)
-                    if self.on_restored is not None:
-                        try:
-                            self.on_restored()
-                        except Exception:
-                            log.exception("lease restore listener failed")
+                    _call(self.on_restored, "lease restore")
             else:
                 self._check_lapse()
             if expired and not self._closed:

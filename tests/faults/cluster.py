@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -30,6 +31,34 @@ REPO = Path(__file__).resolve().parents[2]
 
 def faketime_lib() -> str | None:
     return next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
+
+
+def until(predicate, what: str, timeout: float) -> None:
+    """Poll `predicate` (bounded); TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, ConnectionError, KeyError, IndexError):
+            pass  # a node restarting or a state not there yet: ask again
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def start_threads(targets) -> list[threading.Thread]:
+    """A daemon thread per (function, args)."""
+    threads = [threading.Thread(target=f, args=args, daemon=True) for f, args in targets]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def join_threads(threads, stop: threading.Event, timeout: float) -> None:
+    stop.set()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.1, deadline - time.monotonic()))
 
 
 class Proc:
@@ -143,10 +172,10 @@ class FaultCluster:
     # ------------------------------------------------------------ life
     def start(self, timeout: float = 60.0) -> "FaultCluster":
         self.etcd.start()
-        self._until(self._etcd_healthy, "etcd healthy", timeout)
+        until(self._etcd_healthy, "etcd healthy", timeout)
         for node in self.nodes.values():
             node.start()
-        self._until(lambda: all(self._registered(i) == 3 for i in self.nodes),
+        until(lambda: all(self._registered(i) == 3 for i in self.nodes),
                     "3 nodes registered", timeout)
         return self
 
@@ -160,18 +189,6 @@ class FaultCluster:
     def _registered(self, node_id: int) -> int:
         from .wire import metadata_of
         return len(metadata_of(self.addr(node_id))["brokers"])
-
-    @staticmethod
-    def _until(predicate, what: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if predicate():
-                    return
-            except (OSError, ConnectionError):
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"timed out waiting for {what}")
 
     def restart(self, node_id: int) -> None:
         self.nodes[node_id].start()

@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from .checkers import anomaly_count, check_queue, check_register, check_transactions
-from .cluster import FaultCluster
+from .checkers import anomaly_count, check_register
+from .cluster import FaultCluster, until
 from .history import OK, History
 from .lab import Lab, unavailable_reason
 from .nemesis import MIXES, PARTITIONS, Nemesis
@@ -41,18 +41,6 @@ QUICK_SEQUENCE = PARTITIONS + ["loss", "pause-group-leader", "kill-power-cut", "
 
 class Unavailable(Exception):
     """Namespaces (or etcd) cannot be had here; the reason says why."""
-
-
-def _until(predicate, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, ConnectionError, KeyError, IndexError):
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def _healthy(cluster: FaultCluster, topics: list[str]) -> bool:
@@ -90,7 +78,8 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
 
 
 def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
-    from . import queue as queue_mod, txn as txn_mod
+    from . import queue as queue_mod
+    from . import txn as txn_mod
     addrs = {i: cluster.addr(i) for i in cluster.nodes}
     rng = random.Random(seed)
     topics = ["register", queue_mod.TOPIC, txn_mod.IN_TOPIC, txn_mod.OUT_TOPIC]
@@ -101,9 +90,9 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
         assert code in (0, 36), (name, code)
     history = History()
     register = RegisterWorkload(history, addrs, seed=rng.randrange(1 << 30))
-    _until(lambda: all(find_coordinator(addrs[1], g)[0] == 0 for g in register.groups),
+    until(lambda: all(find_coordinator(addrs[1], g)[0] == 0 for g in register.groups),
            "the offsets topic placed", 60)
-    _until(lambda: _healthy(cluster, topics), "every partition in sync", 60)
+    until(lambda: _healthy(cluster, topics), "every partition in sync", 60)
     runners = []
     if "register" in workloads:
         runners.append(register)
@@ -132,7 +121,7 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     log("faults: every fault healed; waiting for the cluster to be in sync")
     recovered = True
     try:
-        _until(lambda: _healthy(cluster, topics), "in sync after healing", 90)
+        until(lambda: _healthy(cluster, topics), "in sync after healing", 90)
     except TimeoutError:
         recovered = False
         log("faults: the cluster did not get back in sync within 90 s")

@@ -13,6 +13,7 @@ import threading
 import time
 
 from .checkers import FENCING_ERRORS, check_queue
+from .cluster import join_threads, start_threads
 from .history import FAIL, OK, UNKNOWN, History
 from .reads import committed_offsets, read_log
 
@@ -36,19 +37,12 @@ class QueueWorkload:
         self.final_committed: dict = {}
 
     def start(self) -> None:
-        self.threads.append(threading.Thread(target=self._producer, daemon=True))
-        for group, protocol in GROUPS.items():
-            for i in range(CONSUMERS_PER_GROUP):
-                self.threads.append(threading.Thread(
-                    target=self._consumer, args=(group, protocol, f"{group}/c{i}"), daemon=True))
-        for t in self.threads:
-            t.start()
+        self.threads = start_threads([(self._producer, ())] + [
+            (self._consumer, (group, protocol, f"{group}/c{i}"))
+            for group, protocol in GROUPS.items() for i in range(CONSUMERS_PER_GROUP)])
 
     def join(self, timeout: float = 30.0) -> None:
-        self.stop.set()
-        deadline = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.1, deadline - time.monotonic()))
+        join_threads(self.threads, self.stop, timeout)
         self.final_log = read_log(self.addrs, TOPIC, PARTITIONS)
         for group in GROUPS:
             for p, o in committed_offsets(self.addrs, group, TOPIC, PARTITIONS).items():

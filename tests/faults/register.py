@@ -16,9 +16,17 @@ import threading
 import time
 
 from .checkers import FENCING_ERRORS
+from .cluster import join_threads, start_threads
 from .history import FAIL, OK, UNKNOWN, History
-from .wire import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
-                   SYNC_GROUP, connect)
+from .wire import (
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+    connect,
+)
 
 TOPIC = "register"
 PARTITIONS = 2
@@ -43,17 +51,11 @@ class RegisterWorkload:
             return next(self.values)
 
     def start(self) -> None:
-        for g in self.groups:
-            for i in range(self.per_group):
-                t = threading.Thread(target=self._process, args=(g, f"{g}/m{i}"), daemon=True)
-                t.start()
-                self.threads.append(t)
+        self.threads = start_threads((self._process, (g, f"{g}/m{i}"))
+                                     for g in self.groups for i in range(self.per_group))
 
     def join(self, timeout: float = 30.0) -> None:
-        self.stop.set()
-        deadline = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.1, deadline - time.monotonic()))
+        join_threads(self.threads, self.stop, timeout)
 
     # ------------------------------------------------------------ a process
     def _process(self, group: str, name: str) -> None:

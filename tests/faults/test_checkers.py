@@ -1,8 +1,12 @@
 """The fault harness's checkers on hand-made histories: each anomaly class
 is found where it is, and a correct history (unknown outcomes included)
 passes."""
-from tests.faults.checkers import (anomaly_count, check_queue, check_register,
-                                   check_transactions)
+from tests.faults.checkers import (
+    anomaly_count,
+    check_queue,
+    check_register,
+    check_transactions,
+)
 from tests.faults.history import FAIL, INF, OK, UNKNOWN, Op
 
 _ids = iter(range(1, 10**6))

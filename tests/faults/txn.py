@@ -16,6 +16,7 @@ import threading
 import time
 
 from .checkers import check_transactions
+from .cluster import join_threads, start_threads
 from .history import FAIL, OK, UNKNOWN, History
 from .queue import _Silent
 from .reads import committed_offsets
@@ -43,16 +44,10 @@ class TxnWorkload:
     def start(self) -> None:
         targets = [(self._feeder, ()), (self._reader, ())] + [
             (self._processor, (tid,)) for tid in TXN_IDS]
-        for target, args in targets:
-            t = threading.Thread(target=target, args=args, daemon=True)
-            t.start()
-            self.threads.append(t)
+        self.threads = start_threads(targets)
 
     def join(self, timeout: float = 30.0) -> None:
-        self.stop.set()
-        deadline = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.1, deadline - time.monotonic()))
+        join_threads(self.threads, self.stop, timeout)
         if any(t.is_alive() for t in self.threads[2:]):
             # a processor that may still commit would race the final reads
             raise TimeoutError("a transactional processor did not stop")
@@ -160,7 +155,7 @@ class TxnWorkload:
 
     # ------------------------------------------------------------ reader
     def _reader(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
         h = self.history
         consumer = Consumer(self._config(**{"group.id": "txn-reader",
                                             "enable.auto.commit": False,
@@ -179,7 +174,7 @@ class TxnWorkload:
 
     def _read_all(self, deadline: float) -> list[str]:
         """Everything a read_committed reader sees in txn-out, to the end."""
-        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
         consumer = Consumer(self._config(**{"group.id": "txn-final",
                                             "enable.auto.commit": False,
                                             "isolation.level": "read_committed"}))
