@@ -20,6 +20,7 @@ faketime) for clock faults, which are skipped without it.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,21 +42,27 @@ def _git() -> str:
 
 
 def one_run(seed: int, minutes: float, mix: str, quick: bool) -> dict | None:
-    with tempfile.TemporaryDirectory(prefix="kcoord-faults-run-") as tmp:
-        out = Path(tmp) / "run.json"
-        cmd = [sys.executable, "-m", "tests.faults.run_one", "--seed", str(seed),
-               "--minutes", str(minutes), "--mix", mix, "--out", str(out),
-               "--root", str(Path(tmp) / "data")] + (["--quick"] if quick else [])
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, timeout=minutes * 60 + 900)
-        if proc.returncode == 2:
-            print("faults: network namespaces cannot be made here; nothing run", flush=True)
-            return None
-        if proc.returncode or not out.exists():
-            print(f"faults: run seed {seed} failed (exit {proc.returncode})", flush=True)
-            return {"seed": seed, "mix": mix, "quick": quick, "minutes": minutes,
-                    "failed": True, "git": _git(), "wall_s": round(time.monotonic() - t0)}
-        result = json.loads(out.read_text())
+    tmp = Path(tempfile.mkdtemp(prefix="kcoord-faults-run-"))
+    out = tmp / "run.json"
+    cmd = [sys.executable, "-m", "tests.faults.run_one", "--seed", str(seed),
+           "--minutes", str(minutes), "--mix", mix, "--out", str(out),
+           "--root", str(tmp / "data")] + (["--quick"] if quick else [])
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, timeout=minutes * 60 + 900)
+    if proc.returncode == 2:
+        print("faults: network namespaces cannot be made here; nothing run", flush=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    if proc.returncode or not out.exists():
+        print(f"faults: run seed {seed} failed (exit {proc.returncode}); data in {tmp}",
+              flush=True)
+        return {"seed": seed, "mix": mix, "quick": quick, "minutes": minutes,
+                "failed": True, "git": _git(), "wall_s": round(time.monotonic() - t0)}
+    result = json.loads(out.read_text())
+    if _anomalous(result):  # keep the logs and the history to look at
+        print(f"faults: anomalies; the nodes' logs and history.jsonl are in {tmp}", flush=True)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     result["git"] = _git()
     result["wall_s"] = round(time.monotonic() - t0)
     return result
