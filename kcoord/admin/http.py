@@ -11,14 +11,14 @@ import asyncio
 import json
 import logging
 import socket
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .burrow_api import CLUSTER, BurrowView, only_problems
 from .events import ServerMetrics
 from .lag import RecordTimes
 from .prometheus import CONTENT_TYPE, exposition, make_registry
 from .http_security import HttpAuth, ssl_context
-from .status_page import PAGE, status_snapshot
+from .status_page import PAGE, group_partitions, status_snapshot
 
 log = logging.getLogger("kcoord.http")
 
@@ -122,8 +122,16 @@ class HttpEndpoint:
         if path in ("/", "/index.html"):
             return 200, PAGE.encode(), "text/html; charset=utf-8"
         if path == "/status.json":
-            return self._json(200, status_snapshot(self.shards, self.catalogue, self.metrics,
-                                                   self.times))
+            group = parse_qs(urlsplit(url).query).get("group")
+            if group:  # one group by partition
+                return self._json(200, group_partitions(self.shards, self.catalogue, self.times,
+                                                        group[0],
+                                                        await self.burrow.evaluate(group[0])))
+            snapshot = status_snapshot(self.shards, self.catalogue, self.metrics, self.times)
+            for g in snapshot["groups"]:  # Burrow's verdict (None: no committed offsets)
+                verdict = await self.burrow.evaluate(g["group"])
+                g["burrow"] = verdict["status"] if verdict else None
+            return self._json(200, snapshot)
         if path.startswith("/v3/"):
             return await self._burrow([unquote(p) for p in path.strip("/").split("/")], url)
         return 404, b"not found\n", "text/plain"
