@@ -230,12 +230,22 @@ class Server:
                 await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
-            self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
-                                     ["%s:%d" % self.config.advertised],
-                                     self.config["http.burrow.cluster.name"],
-                                     self.config["http.burrow.min-distance"])
+            from ..admin.http_security import exposed_warning
             try:
-                await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
+                self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+                                         ["%s:%d" % self.config.advertised],
+                                         self.config["http.burrow.cluster.name"],
+                                         self.config["http.burrow.min-distance"],
+                                         self.config.values)
+            except (ValueError, OSError) as exc:  # a bad http.ssl.* or http.auth.* key
+                await self.stop()
+                raise StartupError(str(exc)) from None
+            http_host, http_port = parse_hostport(self.http_listen, "http.listen")
+            warning = exposed_warning(self.config.values, self.security.listeners, http_host)
+            if warning:
+                log.warning("%s", warning)
+            try:
+                await self.http.start(http_host, http_port)
             except OSError as exc:
                 await self.stop()
                 raise StartupError(f"http.listen {self.http_listen}: cannot listen: "
