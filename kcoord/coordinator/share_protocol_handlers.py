@@ -555,6 +555,14 @@ class ShareGroupManager:
         return Result(records=[sg.partition_states_record(
             group_id, PartitionStates({}, {}, deleting))], response=partitions)
 
+    def initialized_partitions(self, group_id: str) -> Result:
+        """Kafka's initializedShareGroupPartitions: topic id -> the group's
+        initialized share partitions (empty for an unknown group)."""
+        group = self.groups.get(group_id)
+        states = group.partition_states if group is not None else None
+        return Result(response={} if states is None else
+                      {t: parts for t, (_, parts) in states.initialized.items()})
+
     def share_state_partitions(self, group_id: str) -> dict[bytes, frozenset]:
         """The share partitions of the group that may have share state (initialized,
         initializing or being deleted): what deleting the group deletes."""

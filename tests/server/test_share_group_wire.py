@@ -175,6 +175,18 @@ def test_partitions_assigned_once_initialized(client):
     [topic] = metadata(client, ["t"])["topics"]
     # initialized with StateEpoch = the group epoch of the heartbeat that asked (1)
     assert share_state(client, "init", topic["topic_id"]) == [(0, 1)] * 3
+    # DescribeShareGroupOffsets: every initialized partition (Topics null), start offset
+    # not decided yet (no fetch loaded it): -1, lag -1; a named unknown topic: zero id, -1
+    [g] = client.request(90, 1, {"groups": [{"group_id": "init", "topics": None}]})["groups"]
+    assert g["error_code"] == 0
+    assert [(t["topic_name"], t["topic_id"], [(p["partition_index"], p["start_offset"], p["lag"])
+                                              for p in t["partitions"]]) for t in g["topics"]] == [
+        ("t", topic["topic_id"], [(0, -1, -1), (1, -1, -1), (2, -1, -1)])]
+    [g] = client.request(90, 0, {"groups": [{"group_id": "init", "topics": [
+        {"topic_name": "nope", "partitions": [0]}]}]})["groups"]
+    assert g["topics"] == [{"topic_name": "nope", "topic_id": bytes(16), "partitions": [
+        {"partition_index": 0, "start_offset": -1, "leader_epoch": 0, "lag": -1,
+         "error_code": 0, "error_message": None}]}]
     for m in ("a", "b"):
         assert client.request(HEARTBEAT, 1, hb(group="init", member_id=m, epoch=-1,
                                                names=None))["error_code"] == 0
