@@ -432,3 +432,29 @@ def test_alter_offsets(h):
     other = h.shard.share_alter_offsets("classic", [], h.now, h.topics).response
     assert other["error_code"] == Err.GROUP_ID_NOT_FOUND
     del h.shard.groups["classic"]
+
+
+def test_delete_offsets(h):
+    """Kafka's sharePartitionsEligibleForOffsetDeletion and
+    completeDeleteShareGroupOffsets, replayed."""
+    from kcoord.coordinator.share_protocol_handlers import ShareOffsetsDeletion
+    h.join("m1", names=("foo", "bar"))
+    assert h.shard.share_delete_offsets(GROUP, ["foo"], h.topics).response["error_code"] == \
+        Err.NON_EMPTY_GROUP
+    h.hb(epoch=-1, names=None)
+    result = h.shard.share_delete_offsets(GROUP, ["foo", "nope"], h.topics)
+    h.apply(result)
+    plan = result.response
+    assert isinstance(plan, ShareOffsetsDeletion)
+    assert plan.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    assert [(t["topic_name"], t["error_code"]) for t in plan.refused] == [
+        ("nope", Err.UNKNOWN_TOPIC_OR_PARTITION)]
+    states = h.share_group().partition_states
+    assert set(states.initialized) == {BAR} and states.deleting == {FOO: "foo"}
+    # deleting again (the first attempt failed): every partition of the topic
+    again = h.shard.share_delete_offsets(GROUP, ["foo"], h.topics)
+    assert again.response.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    h.apply(h.shard.share.complete_delete_offsets(GROUP, [FOO]))
+    assert h.share_group().partition_states.deleting == {}
+    assert h.shard.share_delete_offsets("none", ["foo"], h.topics).response["error_code"] == \
+        Err.GROUP_ID_NOT_FOUND
