@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import RESULTS, table
+from .common import RESULTS, median, table
 
 
 def _load(name: str) -> dict | None:
@@ -203,7 +203,23 @@ def _consumer_group_rows() -> list[list]:
                               for name in ("kcoord", "mock")),
                     "beside the mock (no numeric goal)", "-", rb["machine"]["date"]])
     out += _share_rows()
+    out += _testing_rows()
     return out
+
+
+def _testing_rows() -> list[list]:
+    ts = _load("testing_start")
+    if not ts:
+        return []
+    med = {name: median(v) for name, v in ts["samples_ms"].items()}
+    return [["kcoord.testing: start to first acknowledged produce (median of "
+             f"{ts['starts']})",
+             f"in process {_fmt(ts['in_process_median_ms'], ' ms', 0)}, subprocess "
+             f"{_fmt(med.get('subprocess'), ' ms', 0)}, librdkafka mock "
+             f"{_fmt(med.get('librdkafka mock'), ' ms', 0)}; orders_app suite "
+             f"{_fmt(ts['orders_app_suite']['seconds'], ' s')}",
+             f"in process <= {ts['goal_ms']:.0f} ms", "met" if ts["goal_met"] else "MISSED",
+             ts["machine"]["date"]]]
 
 
 def _share_rows() -> list[list]:

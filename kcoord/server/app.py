@@ -135,6 +135,8 @@ class Server:
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
         self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
+        # DescribeShareGroupOffsets' lag: the high watermark the share partitions see
+        self.groups.share_groups.high_watermark = self._share_high_watermark
         share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
@@ -148,6 +150,12 @@ class Server:
         self.replicas = None
         d.register_handlers(LeaderEpochHandlers(
             self.catalogue, self._replica_for if self.config["etcd.endpoints"] else None))
+
+    def _share_high_watermark(self, name: str, partition: int) -> int | None:
+        topic = self.catalogue.get(name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return self.shares.hw(topic, partition)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue

@@ -43,7 +43,7 @@ class Member:
 @dataclass
 class GroupInfo:
     group_id: str
-    type: str            # "classic" or "consumer" (KIP-848); "" when the group is unknown
+    type: str            # "classic", "consumer" (KIP-848) or "share" (KIP-932); "" when unknown
     state: str           # Kafka's state names (Stable, Empty, ... / stable, empty, ...)
     epoch: int           # the generation (classic) or group epoch (consumer)
     members: list[Member] = field(default_factory=list)
@@ -537,14 +537,14 @@ class KafkaServer:
 
 def _describe(core, group_id: str) -> GroupInfo:
     from ..protocol.messages.consumer_protocol import decode_assignment
-    cg = core.consumer.groups.get(group_id)
-    if cg is not None:
-        (desc,) = core.consumer_group_describe([group_id])
-        members = [Member(m["member_id"], m["client_id"], m["instance_id"],
-                          {t["topic_name"]: list(t["partitions"])
-                           for t in m["assignment"]["topic_partitions"]})
-                   for m in desc["members"]]
-        return GroupInfo(group_id, "consumer", desc["group_state"], desc["group_epoch"], members)
+    for kind, manager in (("consumer", core.consumer), ("share", core.share)):
+        if group_id in manager.groups:  # KIP-848 consumer and KIP-932 share groups
+            (desc,) = manager.describe([group_id])
+            members = [Member(m["member_id"], m["client_id"], m.get("instance_id"),
+                              {t["topic_name"]: list(t["partitions"])
+                               for t in m["assignment"]["topic_partitions"]})
+                       for m in desc["members"]]
+            return GroupInfo(group_id, kind, desc["group_state"], desc["group_epoch"], members)
     group = core.groups.get(group_id)
     if group is None:
         return GroupInfo(group_id, "", "Dead", -1)

@@ -154,6 +154,8 @@ def test_share_group_record_lock_expires_after_advance():
         try:
             held = server.wait_for(produced_and_held, 60, what="the holder's records")
             assert {m.delivery_count() for m in held} == {1}
+            info = server.group(group)
+            assert info.type == "share" and [m.assignment for m in info.members] == [{topic: [0]}]
             # the holder never acknowledges: another member finds nothing to take
             other = share_consumer()
             for _ in range(10):
