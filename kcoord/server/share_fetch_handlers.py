@@ -216,6 +216,8 @@ class ShareFetchHandlers:
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = max(req["min_bytes"], 1)
         while True:
+            if self.sessions.get(group_id, member) is not session:
+                break        # the session ended meanwhile (connection closed): acquire nothing
             waiter = self.data.appended.wait()   # armed before acquiring: no wake-up is missed
             size = self._acquire_once(group_id, member, loaded, max_records, max_bytes,
                                       req.get("batch_size", 0), entries,

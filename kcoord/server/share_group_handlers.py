@@ -18,8 +18,8 @@ from typing import Callable
 
 from ..coordinator.result import Result
 from ..coordinator.share_protocol_handlers import (ShareHeartbeatAnswer, ShareInitialization,
-                                                   describe_error, heartbeat_error,
-                                                   validate_heartbeat)
+                                                   alter_offsets_error, describe_error,
+                                                   heartbeat_error, validate_heartbeat)
 from ..protocol.errors import Err
 from ..share.persister import SharePersister, ShareKey
 from .coordinator_runtime import CoordinatorRuntime
@@ -77,38 +77,66 @@ class ShareGroupApi:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def initialize(self, init: ShareInitialization) -> bool:
+    async def initialize(self, init: ShareInitialization) -> dict[tuple, int]:
         """Ask the share coordinator to initialize the partitions, then record
-        the outcome (all of them initialized, or none: retried later)."""
+        the outcome (all of them initialized, or none: retried later).
+        -> (topic id, partition) -> error code."""
         keys = [ShareKey(init.group_id, t, p) for t, parts in sorted(init.partitions.items())
                 for p in sorted(parts)]
         persister = self.persister()
-        ok = False
         if persister is None:
             log.warning("group %s: no share coordinator to initialize %d share partitions",
                         init.group_id, len(keys))
+            codes = [Err.COORDINATOR_NOT_AVAILABLE] * len(keys)
         else:
             try:
-                codes = await asyncio.gather(*(persister.initialize(k, init.state_epoch,
-                                                                    init.start_offset)
-                                               for k in keys))
-                failed = [(k, c) for k, c in zip(keys, codes) if c]
-                ok = not failed
-                if failed:
-                    log.warning("group %s: share state initialization failed for %d of %d "
-                                "partitions (%s); retried on a later heartbeat", init.group_id,
-                                len(failed), len(keys), Err(failed[0][1]).name)
+                codes = await asyncio.gather(*(
+                    persister.initialize(k, init.state_epoch, init.start_of(k.topic_id,
+                                                                              k.partition))
+                    for k in keys))
             except Exception:
                 log.exception("group %s: share state initialization failed", init.group_id)
+                codes = [Err.UNKNOWN_SERVER_ERROR] * len(keys)
+        failed = [(k, c) for k, c in zip(keys, codes) if c]
+        if failed:
+            log.warning("group %s: share state initialization failed for %d of %d partitions "
+                        "(%s); retried on a later heartbeat", init.group_id, len(failed),
+                        len(keys), Err(failed[0][1]).name)
         gid = init.group_id
         done = self.runtime.write(gid, lambda core, now: core.share.initialize_done(
-            gid, init.partitions, ok), lambda code: None)
+            gid, init.partitions, not failed), lambda code: None)
         if done.__class__ is Reply:
             try:
                 await done
             except Exception:  # the shard moved or failed: a later heartbeat retries
                 pass
-        return ok
+        return {(k.topic_id, k.partition): c for k, c in zip(keys, codes)}
+
+    # ------------------------------------------------------------ alter offsets
+    @serves("AlterShareGroupOffsets")
+    def alter_share_group_offsets(self, ctx: RequestContext, req: dict):
+        """SVC alterShareGroupOffsets: the group's record written, then the share
+        coordinator asked; a partition it refused carries its error."""
+        group_id = req["group_id"]
+        if not group_id:
+            return alter_offsets_error(Err.INVALID_GROUP_ID)
+        topics = self.topic_metadata()
+        answer = self.runtime.write(group_id, lambda core, now: core.share_alter_offsets(
+            group_id, req["topics"], now, topics), alter_offsets_error)
+
+        async def answered():
+            value = (await answer) if answer.__class__ is Reply else answer
+            if value.__class__ is not ShareHeartbeatAnswer:
+                return value
+            codes = await self.initialize(value.initialize)
+            response = value.response
+            for topic in response["responses"]:
+                for p in topic["partitions"]:
+                    code = codes.get((topic["topic_id"], p["partition_index"]), Err.NONE)
+                    if code and not p["error_code"]:
+                        p["error_code"] = code
+            return response
+        return answered()
 
     # ------------------------------------------------------------ describe
     @serves("ShareGroupDescribe")

@@ -404,3 +404,31 @@ def test_deleted_topic_leaves_the_partition_states(h):
     assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}
     epoch = resp["member_epoch"]
     assert h.hb(epoch=epoch, names=None)["member_epoch"] == epoch  # settled
+
+
+def test_alter_offsets(h):
+    """Kafka's alterShareGroupOffsets: the group is created if new, must be
+    empty; valid partitions go initializing with their start offsets."""
+    result = h.shard.share_alter_offsets(GROUP, [
+        {"topic_name": "foo", "partitions": [{"partition_index": 1, "start_offset": 42},
+                                             {"partition_index": 9, "start_offset": 0}]}],
+        h.now, h.topics)
+    h.apply(result)
+    answer = result.response
+    assert isinstance(answer, ShareHeartbeatAnswer)
+    init = answer.initialize
+    assert (init.state_epoch, init.partitions, init.start_of(FOO, 1)) == (
+        0, {FOO: frozenset({1})}, 42)
+    assert [(p["partition_index"], p["error_code"]) for p in answer.response["responses"][0][
+        "partitions"]] == [(1, 0), (9, Err.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert h.share_group().partition_states.initializing == {FOO: ("foo", frozenset({1}))}
+    h.apply(h.shard.share.initialize_done(GROUP, init.partitions, True))
+    assert h.share_group().partition_states.initialized == {FOO: ("foo", frozenset({1}))}
+    h.hb()
+    refused = h.shard.share_alter_offsets(GROUP, [], h.now, h.topics).response
+    assert refused["error_code"] == Err.NON_EMPTY_GROUP
+    h.shard.groups["classic"] = __import__(
+        "kcoord.coordinator.classic_group", fromlist=["ClassicGroup"]).ClassicGroup("classic")
+    other = h.shard.share_alter_offsets("classic", [], h.now, h.topics).response
+    assert other["error_code"] == Err.GROUP_ID_NOT_FOUND
+    del h.shard.groups["classic"]

@@ -86,3 +86,25 @@ def test_describe_offsets_rule():
     assert [(p["partition_index"], p["start_offset"], p["error_code"])
             for p in secret["partitions"]] == [(0, -1, Err.TOPIC_AUTHORIZATION_FAILED),
                                                (1, -1, Err.TOPIC_AUTHORIZATION_FAILED)]
+
+
+def test_alter_offsets_rule():
+    az = Authorizer()
+    seen = []
+
+    def altered(c, r):
+        seen.append(r)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"topic_name": t["topic_name"], "topic_id": b"\x01" * 16, "partitions": []}
+            for t in r["topics"]]}
+    alter = Checks(az).guard(91, altered)
+    req = {"group_id": "g", "topics": [
+        {"topic_name": "ok", "partitions": [{"partition_index": 0, "start_offset": 1}]},
+        {"topic_name": "secret", "partitions": [{"partition_index": 0, "start_offset": 1}]}]}
+    assert alter(ctx(91), req)["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and seen == []
+    az.add(allow(R.GROUP, "g", O.READ))
+    az.add(allow(R.TOPIC, "ok", O.READ))
+    r = alter(ctx(91), req)
+    assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
+    secret = [t for t in r["responses"] if t["topic_name"] == "secret"][0]
+    assert secret["partitions"][0]["error_code"] == Err.TOPIC_AUTHORIZATION_FAILED

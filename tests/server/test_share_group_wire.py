@@ -243,3 +243,31 @@ def test_share_group_survives_a_server_kill(tmp_path):
                                           False})["groups"][0]["members"]:
                 assert time.monotonic() < deadline, "the session did not expire"
                 time.sleep(0.1)
+
+
+def test_alter_share_group_offsets(client):
+    """AlterShareGroupOffsets: a new (empty) group's share partitions are
+    initialized at the given start offsets (read back with
+    DescribeShareGroupOffsets); unknown topics and partitions are refused per
+    partition; a group with members is refused."""
+    r = client.request(91, 0, {"group_id": "alter", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 5},
+                                           {"partition_index": 7, "start_offset": 1}]},
+        {"topic_name": "nope", "partitions": [{"partition_index": 0, "start_offset": 1}]}]})
+    assert r["error_code"] == 0
+    by_topic = {t["topic_name"]: [(p["partition_index"], p["error_code"]) for p in t["partitions"]]
+                for t in r["responses"]}
+    assert by_topic == {"t": [(0, 0), (7, Err.UNKNOWN_TOPIC_OR_PARTITION)],
+                        "nope": [(0, Err.UNKNOWN_TOPIC_OR_PARTITION)]}
+    [g] = client.request(90, 1, {"groups": [{"group_id": "alter", "topics": None}]})["groups"]
+    assert [(p["partition_index"], p["start_offset"]) for t in g["topics"]
+            for p in t["partitions"]] == [(0, 5)]
+    [d] = client.request(DESCRIBE, 1, {"group_ids": ["alter"],
+                                       "include_authorized_operations": False})["groups"]
+    assert d["error_code"] == 0 and d["group_state"] == "Empty"  # the group exists now
+    assert client.request(HEARTBEAT, 1, hb(group="alter"))["error_code"] == 0
+    r = client.request(91, 0, {"group_id": "alter", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 1, "start_offset": 0}]}]})
+    assert r["error_code"] == Err.NON_EMPTY_GROUP
+    assert client.request(91, 0, {"group_id": "", "topics": []})["error_code"] == \
+        Err.INVALID_GROUP_ID

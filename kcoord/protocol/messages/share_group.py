@@ -1,6 +1,6 @@
 """KIP-932 share-group APIs of the group coordinator: ShareGroupHeartbeat (76),
-ShareGroupDescribe (77) and DescribeShareGroupOffsets (90), flexible from
-version 0.
+ShareGroupDescribe (77), DescribeShareGroupOffsets (90) and
+AlterShareGroupOffsets (91), flexible from version 0.
 
 Written from SHARE_GROUPS_REFERENCE section 1.2 (Kafka 4.2).  Version 0 of 76
 and 77 was Kafka 4.0's early-access format and is gone from 4.1 on: only v1
@@ -93,5 +93,29 @@ DESCRIBE_SHARE_GROUP_OFFSETS = api(90, "DescribeShareGroupOffsets", "0-1", "0+",
         ]),
         f("error_code", "int16"),
         f("error_message", "string", null="0+", default=None),
+    ]),
+])
+
+ALTER_SHARE_GROUP_OFFSETS = api(91, "AlterShareGroupOffsets", "0", "0+", request=[
+    f("group_id", "string"),
+    f("topics", "[]", fields=[
+        f("topic_name", "string"),
+        f("partitions", "[]", fields=[
+            f("partition_index", "int32"),
+            f("start_offset", "int64"),
+        ]),
+    ]),
+], response=[
+    f("throttle_time_ms", "int32"),
+    f("error_code", "int16"),
+    f("error_message", "string", null="0+", default=None),
+    f("responses", "[]", fields=[
+        f("topic_name", "string"),
+        f("topic_id", "uuid"),
+        f("partitions", "[]", fields=[
+            f("partition_index", "int32"),
+            f("error_code", "int16"),
+            f("error_message", "string", null="0+", default=None),
+        ]),
     ]),
 ])
