@@ -330,6 +330,35 @@ def test_random_schedules_replay_equals_live(seed):
     state replayed from the log equals the live state, members hold only
     initialized partitions of topics they subscribe to, and no member is
     ahead of its group."""
+    run_schedule(seed)
+
+
+def test_broken_variants_are_caught(monkeypatch):
+    """The schedule's checks fail on a deliberately broken core: an assignor
+    that ignores initialization, and a heartbeat that bumps a member's epoch
+    in memory without a record (live no longer equals replayed)."""
+    from kcoord.coordinator import share_protocol_handlers as sph
+    real_assign = sph.simple_assignor.assign
+    monkeypatch.setattr(sph.simple_assignor, "assign",
+                        lambda spec, partitions, assignable=None: real_assign(spec, partitions))
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+    monkeypatch.setattr(sph.simple_assignor, "assign", real_assign)
+    real_reconcile = sph.ShareGroupManager._reconcile
+
+    def unrecorded(self, member, *args):
+        group = self.groups.get(GROUP)
+        if group is not None and member.member_id in group.members:
+            group.members[member.member_id].previous_member_epoch = -7  # memory only
+        return real_reconcile(self, member, *args)
+    monkeypatch.setattr(sph.ShareGroupManager, "_reconcile", unrecorded)
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+
+
+def run_schedule(seed: int) -> None:
     rng = random.Random(seed)
     h = ShareHarness()
     members = [f"m{i}" for i in range(5)]
