@@ -5,10 +5,14 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LISTEN ?= 127.0.0.1:9092
+HTTP_LISTEN ?= 127.0.0.1:9644
+# make cluster: node i on BASE_PORT + i - 1, its HTTP endpoint on HTTP_BASE_PORT + i - 1
+BASE_PORT ?= 9092
+HTTP_BASE_PORT ?= 9644
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test venv venv-all js bench clean cluster
+.PHONY: serve test venv venv-all js bench clean cluster faults-tools
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,13 +41,26 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	touch $@
 
 serve: venv
-	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=127.0.0.1:9644
+	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=$(HTTP_LISTEN)
 
-# a local cluster: etcd and 3 nodes on 127.0.0.1:9092-9094 (Ctrl-C stops it)
+# a local cluster: etcd and 3 nodes on 127.0.0.1:BASE_PORT.. (9092-9094), each
+# with its HTTP endpoint on HTTP_BASE_PORT.. (9644-9646) (Ctrl-C stops it)
 cluster: $(VENV)/.installed-cluster
-	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster
+	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster \
+		--base-port $(BASE_PORT) --http-base-port $(HTTP_BASE_PORT)
 
-test: venv-all js
+# the fault harness (tests/faults) needs ip, nft and tc, and libfaketime for
+# clock faults: installed from Debian when we are root and they are missing;
+# without them (not root, no apt) its tests skip and say why
+FAULT_TOOLS := $(shell command -v nft >/dev/null && command -v ip >/dev/null && command -v tc >/dev/null && command -v faketime >/dev/null || echo missing)
+faults-tools:
+ifeq ($(FAULT_TOOLS),missing)
+	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq iproute2 nftables faketime >/dev/null; \
+	else echo "fault harness tools (iproute2 nftables faketime) missing: its tests will skip"; fi
+endif
+
+test: venv-all js faults-tools
 	$(PY) -m pytest -q
 
 bench: venv-all

@@ -54,7 +54,8 @@ class KcoordCollector:
     def _groups(self):
         classic = dict.fromkeys(CLASSIC_STATES, 0)
         consumer = dict.fromkeys(CONSUMER_STATES, 0)
-        members = {"classic": 0, "consumer": 0}
+        share = {"Empty": 0, "Stable": 0}  # Kafka's share-group-count{state} (Dead never entered)
+        members = {"classic": 0, "consumer": 0, "share": 0}
         offsets = 0
         # shard states as the runtime names them (loading, active, failed,
         # not-owned in cluster mode); Kafka's num-partitions{state}
@@ -79,17 +80,23 @@ class KcoordCollector:
                 members["consumer"] += len(g.members)
                 if g.members:
                     group_members.add_metric([gid], len(g.members))
+            for g in list(core.share.groups.values()):
+                share[g.state] = share.get(g.state, 0) + 1
+                members["share"] += len(g.members)
             offsets += sum(len(o) for o in core.offsets.by_group.values())
         fam = GaugeMetricFamily("kcoord_group_coordinator_groups",
                                 "Groups per protocol (Kafka's group-count)", labels=["protocol"])
         fam.add_metric(["classic"], sum(classic.values()))
         fam.add_metric(["consumer"], sum(consumer.values()))
+        fam.add_metric(["share"], sum(share.values()))
         yield fam
         yield _gauge_by("kcoord_group_coordinator_classic_groups",
                         "Classic groups per state (Kafka's classic-group-count)", "state", classic)
         yield _gauge_by("kcoord_group_coordinator_consumer_groups",
                         "KIP-848 consumer groups per state (Kafka's consumer-group-count)",
                         "state", consumer)
+        yield _gauge_by("kcoord_group_coordinator_share_groups",
+                        "KIP-932 share groups per state (Kafka's share-group-count)", "state", share)
         yield _gauge_by("kcoord_group_coordinator_members",
                         "Members of all groups per protocol", "protocol", members)
         yield group_members

@@ -19,8 +19,16 @@ from typing import Callable
 from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
 from .state import PartitionState, PartitionStateListener
-from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
-                   encode_state, encode_topic)
+from .view import (
+    ClusterView,
+    Keys,
+    NodeInfo,
+    TopicRecord,
+    encode_controller,
+    encode_node,
+    encode_state,
+    encode_topic,
+)
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -38,6 +46,7 @@ class EtcdControlPlane:
         self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms, tls)
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
+        self.session.on_restored = self._restored
         self.unclean = unclean
         # Kafka's auto leader rebalance: seconds between checks (None: off), threshold %
         self.rebalance_interval_s: float | None = None
@@ -70,6 +79,15 @@ class EtcdControlPlane:
         log.info("node %d registered in etcd (prefix %s); controller is %s", self.node_id,
                  self.keys.prefix, self.view.controller and self.view.controller.node_id)
 
+    async def cluster_id(self, candidate: str) -> str:
+        """The cluster's id under the prefix; candidate when this node is the
+        first to start on the prefix (a create-if-absent, so one id wins)."""
+        key = self.keys.cluster_id.encode()
+        await self.client.transaction(compare=[self.txn.create(key) == 0],
+                                      success=[self.txn.put(key, candidate.encode())], failure=[])
+        result = await self.client.get(key)
+        return result.value.decode()
+
     async def _register(self) -> None:
         info = NodeInfo(self.node_id, self.host, self.port, self.stopping, self.endpoints)
         # a put under the new lease takes the key over from a previous incarnation's lease
@@ -77,13 +95,20 @@ class EtcdControlPlane:
                               lease=self.session.lease_id)
 
     def _lapsed(self) -> None:
+        self._tell_listeners("on_session_lost")
+
+    def _restored(self) -> None:
+        self._tell_listeners("on_session_restored")
+
+    def _tell_listeners(self, method: str) -> None:
+        """Call the optional `method` of every listener that has it."""
         for listener in list(self.listeners):
-            lost = getattr(listener, "on_session_lost", None)
-            if lost is not None:
+            call = getattr(listener, method, None)
+            if call is not None:
                 try:
-                    lost()
+                    call()
                 except Exception:
-                    log.exception("session-lost listener failed")
+                    log.exception("%s listener failed", method)
 
     async def _reregister(self) -> None:
         await self._register()

@@ -839,7 +839,8 @@ class ConsumerGroupManager:
             group = self.groups.get(gid)
             if group is None:
                 out.append(describe_error(gid, Err.GROUP_ID_NOT_FOUND,
-                                                f"Group {gid} not found."))
+                                          f"Group {gid} is not a consumer group."
+                                          if gid in self.share_groups else f"Group {gid} not found."))
                 continue
             names = {info[0]: n for n, info in self.topics.items()}
             names.update({info[0]: n for n, info in group.subscription_metadata.items()})

@@ -335,7 +335,8 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
         if group_id in self.share.groups:
-            return self.share.delete_group(self.share.groups[group_id])
+            result = self.share.delete_group(self.share.groups[group_id])
+            return result.response, result.records
         if group_id in self.consumer.groups:
             error, group_records = self.consumer.delete_group(self.consumer.groups[group_id])
             if error:
@@ -453,8 +454,8 @@ class CoordinatorShard(ClassicGroupHandlers):
     def on_topics_changed(self, topics, now: int) -> Result:
         """Topics were created, deleted or grew: update consumer group targets
         (share groups bump their epoch on their next heartbeat, as Kafka's)."""
-        self.share.set_topics(topics)
-        return self.consumer.on_topics_changed(topics, now)
+        return self.consumer.on_topics_changed(topics, now).merge(
+            self.share.on_topics_changed(topics))
 
     # ================================================== KIP-932 share groups
     def share_group_heartbeat(self, req: dict, client_id: str | None, client_host: str,
@@ -462,6 +463,23 @@ class CoordinatorShard(ClassicGroupHandlers):
         """ShareGroupHeartbeat; `topics` is the current TopicMetadata."""
         return self.share.heartbeat(req, client_id or "", client_host, now, topics)
 
+    def share_alter_offsets(self, group_id: str, topics: list[dict], now: int,
+                            topic_metadata=None) -> Result:
+        """AlterShareGroupOffsets; `topic_metadata` is the current TopicMetadata."""
+        if topic_metadata is not None:
+            self.share.set_topics(topic_metadata)
+        return self.share.alter_offsets(group_id, topics, now)
+
+    def share_delete_offsets(self, group_id: str, topic_names: list[str],
+                             topic_metadata=None) -> Result:
+        """DeleteShareGroupOffsets, step 1; `topic_metadata` the current TopicMetadata."""
+        if topic_metadata is not None:
+            self.share.set_topics(topic_metadata)
+        return self.share.begin_delete_offsets(group_id, topic_names)
+
     def share_group_describe(self, group_ids: list[str],
-                             include_authorized_operations: bool = False) -> Result:
+                             include_authorized_operations: bool = False, topics=None) -> Result:
+        """ShareGroupDescribe; `topics` (the current TopicMetadata) names the assigned topics."""
+        if topics is not None:
+            self.share.set_topics(topics)
         return Result(response=self.share.describe(group_ids, include_authorized_operations))

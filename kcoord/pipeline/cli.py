@@ -68,9 +68,16 @@ def _common(p) -> None:
                    help="evaluation time, ms since the epoch (default: newest timestamp in the data)")
     p.add_argument("--window", type=int, default=10, help="commits per partition Burrow looks at")
     p.add_argument("--allowed-lag", type=int, default=0)
+    p.add_argument("--min-distance", type=int, default=1, metavar="S",
+                   help="Burrow's min-distance: a commit sooner than this after the previous "
+                        "one takes its slot in the window")
     p.add_argument("--refresh-ms", type=int, default=10000,
                    help="Burrow's log-end sampling interval for the 'recently caught up' check")
     p.add_argument("--shuffle-partitions", type=int, default=None)
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's progress bars and WARN lines (off by default)")
+    p.add_argument("--spark-ui", action="store_true",
+                   help="start Spark's web UI (off by default)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting (repeatable)")
 
@@ -78,13 +85,14 @@ def _common(p) -> None:
 def _settings(args):
     from .jobs import Settings
     return Settings(intervals=args.window, refresh_ms=args.refresh_ms,
-                    allowed_lag=args.allowed_lag)
+                    allowed_lag=args.allowed_lag, min_distance_s=args.min_distance)
 
 
 def _session(args, app: str):
     from .session import build_session
     conf = dict(kv.split("=", 1) for kv in args.conf)
-    return build_session(args.master, app, args.shuffle_partitions, conf)
+    return build_session(args.master, app, args.shuffle_partitions, conf,
+                         verbose=args.verbose, ui=args.spark_ui)
 
 
 def main(args) -> int:

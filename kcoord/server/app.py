@@ -12,6 +12,7 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
+from ..log.meta_properties import local_cluster_id
 from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .clock import WallClock
@@ -28,7 +29,7 @@ from .share_persister import LocalSharePersister
 from .share_runtime import ShareCoordinatorRuntime
 from .share_state_handlers import ShareStateHandlers
 from .share_fetch_handlers import ShareFetchHandlers
-from .share_partitions import SharePartitionManager
+from .share_partitions import GroupSidePersister, SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -56,6 +57,13 @@ class Server:
             self.dir_lock = DataDirLock.acquire(config.data_dir)
         except DataDirLocked as exc:
             raise StartupError(str(exc)) from None
+        if not config["etcd.endpoints"]:  # a cluster takes its id from etcd (ClusterNode)
+            try:
+                config.values["cluster.id"] = local_cluster_id(
+                    config.data_dir, config.values.get("cluster.id"), config["node.id"])
+            except ValueError as exc:
+                self.dir_lock.release()
+                raise StartupError(str(exc)) from None
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
@@ -89,8 +97,9 @@ class Server:
         # What share partitions persist through (kcoord/share/persister.py): the
         # local share coordinator, durable before it returns
         self.share_persister = LocalSharePersister(self.share_state)
-        # share groups initialize and delete share state through it
-        self.groups.share_persister = lambda: self.share_persister
+        # share groups initialize and delete share state through it (and the
+        # share partitions led here forget what is re-initialized or deleted)
+        self.groups.share_persister = lambda: self.group_share_persister
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -125,6 +134,9 @@ class Server:
             self.catalogue, self.data, self.config, self.share_persister,
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
+        self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
+        # DescribeShareGroupOffsets' lag: the high watermark the share partitions see
+        self.groups.share_groups.high_watermark = self._share_high_watermark
         share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
@@ -138,6 +150,12 @@ class Server:
         self.replicas = None
         d.register_handlers(LeaderEpochHandlers(
             self.catalogue, self._replica_for if self.config["etcd.endpoints"] else None))
+
+    def _share_high_watermark(self, name: str, partition: int) -> int | None:
+        topic = self.catalogue.get(name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return self.shares.hw(topic, partition)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -212,11 +230,22 @@ class Server:
                 await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
-            self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
-                                     ["%s:%d" % self.config.advertised],
-                                     self.config["http.burrow.cluster.name"])
+            from ..admin.http_security import exposed_warning
             try:
-                await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
+                self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+                                         ["%s:%d" % self.config.advertised],
+                                         self.config["http.burrow.cluster.name"],
+                                         self.config["http.burrow.min-distance"],
+                                         self.config.values)
+            except (ValueError, OSError) as exc:  # a bad http.ssl.* or http.auth.* key
+                await self.stop()
+                raise StartupError(str(exc)) from None
+            http_host, http_port = parse_hostport(self.http_listen, "http.listen")
+            warning = exposed_warning(self.config.values, self.security.listeners, http_host)
+            if warning:
+                log.warning("%s", warning)
+            try:
+                await self.http.start(http_host, http_port)
             except OSError as exc:
                 await self.stop()
                 raise StartupError(f"http.listen {self.http_listen}: cannot listen: "

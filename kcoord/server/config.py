@@ -72,7 +72,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.share.max.record.lock.duration.ms": (int, 60000),
     "group.share.partition.max.record.locks": (int, 2000),
     "group.share.max.share.sessions": (int, 2000),
-    "cluster.id": (str, "kcoord-cluster-0000000"),
+    # made when the data dir (or the cluster's etcd prefix) is first formatted
+    # (log/meta_properties.py); set it only to pin a known id
+    "cluster.id": (str, ""),
     # transactions (kcoord/txn)
     "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
@@ -86,6 +88,14 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
+    # TLS and authentication of http.listen (admin/http_security.py)
+    "http.ssl.keystore.location": (str, ""), "http.ssl.keystore.type": (str, "PEM"),
+    "http.ssl.key.password": (str, ""), "http.ssl.truststore.location": (str, ""),
+    "http.ssl.truststore.type": (str, "PEM"), "http.ssl.client.auth": (str, "none"),
+    "http.auth.basic.users": (str, ""), "http.auth.bearer.token": (str, ""),
+    # Burrow's storage min-distance (s): a commit sooner than this after the
+    # previous one takes its slot in the window, keeping the stored timestamp
+    "http.burrow.min-distance": (int, 1),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -226,6 +236,8 @@ def check_consistency(values: dict) -> None:
     check_share_groups(values)
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    if values["http.burrow.min-distance"] < 0:
+        raise ValueError("http.burrow.min-distance: must be 0 or more (seconds)")
     name = values["http.burrow.cluster.name"]
     if not name or not all(c.isalnum() or c in "._-" for c in name):
         raise ValueError(f"http.burrow.cluster.name: {name!r} must be letters, digits, "
@@ -308,6 +320,26 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+# Kafka keys whose job a kcoord flag does
+FLAG_KEYS = {"log.dirs": "the --data-dir flag replaces it",
+             "log.dir": "the --data-dir flag replaces it",
+             "port": "the --listen flag replaces it", "host.name": "the --listen flag replaces it",
+             "broker.id": "kcoord's key is node.id"}
+
+
+def unknown_key_hint(key: str) -> str:
+    """'; did you mean ...?' for a near miss of a known key, or what replaces a
+    Kafka key kcoord takes as a flag ('' if neither)."""
+    import difflib
+    if key in FLAG_KEYS:
+        return f"; {FLAG_KEYS[key]}"
+    from ..broker.topic_configs import TOPIC_CONFIGS
+    known = set(DEFAULTS) | {n for _, names in TOPIC_CONFIGS.values() for n in names}
+    known |= set(security_settings.IMPLEMENTED)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 @dataclass
 class Config:
     host: str = "127.0.0.1"
@@ -354,7 +386,7 @@ class Config:
             raise ValueError(f"{key}: unknown etcd setting (kcoord has etcd.endpoints, "
                              f"etcd.prefix, etcd.lease.ttl.ms and etcd.ssl.*)")
         else:
-            log.warning("unknown config key %s kept as a string", key)
+            log.warning("unknown config key %s kept as a string%s", key, unknown_key_hint(key))
             value = raw
         self.values[key] = value
 

@@ -280,20 +280,20 @@ class GroupHandlers:
             code, records = core.delete_group(group_id)
             return Result(records=records, response=error(code))
 
-        def share_state(core, now):
-            """An empty share group's share partitions (its share state goes first)."""
-            group = core.share.groups.get(group_id)
-            if group is None or group.members:
-                return None
-            return core.share.share_state_partitions(group_id) or None
-
-        partitions = self.runtime.read(group_id, share_state, lambda code: None)
-        if partitions is None or self.share_groups is None:
+        if self.share_groups is None:
+            return self.runtime.write(group_id, op, error)
+        # a share group's share state goes first (SVC deleteGroups); its
+        # partitions are written as deleting, so nothing assigns them meanwhile
+        partitions = self.runtime.write(group_id, lambda core, now: core.share.begin_delete(
+            group_id), error)
+        if partitions is None:
             return self.runtime.write(group_id, op, error)
 
         async def share_group_delete():
             parts = await partitions if partitions.__class__ is Reply else partitions
-            if parts:  # SVC deleteGroups: share state first; a failure keeps the group
+            if parts is not None and parts.__class__ is dict and "error_code" in parts:
+                return parts  # the shard could not take the write
+            if parts:  # a failure keeps the group (its partitions stay deleting)
                 code = await self.share_groups.delete_share_state(group_id, parts)
                 if code:
                     return error(code)

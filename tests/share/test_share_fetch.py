@@ -367,3 +367,70 @@ def test_not_the_leader_names_the_leader(h):
         assert partitions(r)[(tid, 0)]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
         assert partitions(r)[(tid, 0)]["current_leader"]["leader_id"] == 2
     run(scenario())
+
+
+def test_state_initialized_anew_or_deleted_leaves_the_leader(h):
+    from kcoord.server.share_partitions import GroupSidePersister
+    from kcoord.share.persister import ShareKey as Key
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=4)
+        await h.fetch("m1", 0, [(tid, 0)])
+        group_side = GroupSidePersister(h.persister, h.shares)
+        assert await group_side.initialize(Key("g", tid, 0), 1, 3) == 0   # AlterShareGroupOffsets
+        assert ("g", tid, 0) not in h.shares.partitions
+        r = await h.fetch("m2", 0, [(tid, 0)])
+        assert acquired(r, (tid, 0)) == [(3, 3, 1)]       # from the new start, nothing held
+        assert await group_side.delete(Key("g", tid, 0)) == 0
+        assert ("g", tid, 0) not in h.shares.partitions
+        assert (await group_side.summary(Key("g", tid, 0))).start_offset == -1
+    run(scenario())
+
+
+def test_acknowledgements_waiting_when_the_partition_is_dropped_are_answered(tmp_path):
+    from .memory_persister import MemoryPersister
+    h = Harness(tmp_path, persister=MemoryPersister(delay=0.05))
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=4)
+        await h.fetch("m1", 0, [(tid, 0)])
+        first = asyncio.ensure_future(h.acknowledge("m1", 1, {(tid, 0): [(0, 1, [ACCEPT])]}))
+        await asyncio.sleep(0.01)                            # its write is out
+        second = asyncio.ensure_future(h.acknowledge("m1", 2, {(tid, 0): [(2, 3, [ACCEPT])]}))
+        await asyncio.sleep(0.01)                            # waiting for the next write
+        h.shares.drop(("g", tid, 0), Err.UNKNOWN_TOPIC_OR_PARTITION)
+        r1, r2 = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert partitions(r1)[(tid, 0)]["error_code"] == 0  # its write went through
+        assert partitions(r2)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
+    run(scenario())
+
+
+def test_a_long_poll_whose_connection_closed_acquires_nothing(h):
+    async def scenario():
+        tid = h.topic()
+        conn = Conn("gone")
+        await h.fetch("m1", 0, [(tid, 0)], conn=conn)
+        waiting = asyncio.ensure_future(h.fetch("m1", 1, max_wait=20_000, conn=conn))
+        await asyncio.sleep(0)
+        h.handlers.connection_closed(conn)        # the session ends while it waits
+        h.produce(count=3)
+        h.data.appended.notify()
+        r = await asyncio.wait_for(waiting, 10)
+        assert acquired(r, (tid, 0)) == []
+        r = await h.fetch("m2", 0, [(tid, 0)])
+        assert acquired(r, (tid, 0)) == [(0, 2, 1)]    # nothing was locked for the dead member
+    run(scenario())
+
+
+def test_max_bytes_split_over_the_partitions(h):
+    async def scenario():
+        tid = h.topic(partitions=2)
+        for p in (0, 1):
+            h.produce(index=p, count=40, per_batch=10)      # four batches of ~200 bytes each
+        r = await h.fetch("m1", 0, [(tid, 0), (tid, 1)], max_bytes=500)
+        got = {tp: acquired(r, tp) for tp in partitions(r)}
+        assert got[(tid, 0)] and got[(tid, 1)]            # both partitions served
+        assert all(last - first < 20 for ranges in got.values() for first, last, _ in ranges)
+    run(scenario())
