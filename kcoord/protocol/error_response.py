@@ -104,6 +104,7 @@ ITEMS: dict[str, tuple[Items, ...]] = {
     "DescribeTransactions": (Items("transactional_ids", "transaction_states", "transactional_id"),),
     "ConsumerGroupDescribe": (Items("group_ids", "groups", "group_id"),),
     "ShareGroupDescribe": (Items("group_ids", "groups", "group_id"),),
+    "DescribeShareGroupOffsets": (Items("groups", "groups", _same("group_id")),),
     "DescribeTopicPartitions": (Items("topics", "topics", _TOPIC),),
     **{name: _SHARE_STATE for name in (
         "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
