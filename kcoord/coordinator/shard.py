@@ -470,6 +470,13 @@ class CoordinatorShard(ClassicGroupHandlers):
             self.share.set_topics(topic_metadata)
         return self.share.alter_offsets(group_id, topics, now)
 
+    def share_delete_offsets(self, group_id: str, topic_names: list[str],
+                             topic_metadata=None) -> Result:
+        """DeleteShareGroupOffsets, step 1; `topic_metadata` the current TopicMetadata."""
+        if topic_metadata is not None:
+            self.share.set_topics(topic_metadata)
+        return self.share.begin_delete_offsets(group_id, topic_names)
+
     def share_group_describe(self, group_ids: list[str],
                              include_authorized_operations: bool = False, topics=None) -> Result:
         """ShareGroupDescribe; `topics` (the current TopicMetadata) names the assigned topics."""

@@ -84,6 +84,24 @@ def alter_offsets_error(code: int, message: str | None = None) -> dict:
             "responses": []}
 
 
+@dataclass(slots=True)
+class ShareOffsetsDeletion:
+    """DeleteShareGroupOffsets, step 1's answer: the topics refused, and the
+    share partitions (topic id -> (name, partitions)) whose state to delete."""
+    refused: list
+    partitions: dict
+
+
+def _deleted_topic(name: str, topic_id: bytes, code: int = 0, message: str | None = None) -> dict:
+    return {"topic_name": name, "topic_id": topic_id, "error_code": int(code),
+            "error_message": message}
+
+
+def delete_offsets_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "responses": []}
+
+
 def validate_heartbeat(req: dict) -> HeartbeatError | None:
     """KafkaApis' member id check, then GroupCoordinatorService's
     throwIfShareGroupHeartbeatRequestIsInvalid."""
@@ -622,6 +640,52 @@ class ShareGroupManager:
                 deleting[t] = name
         return Result(records=[sg.partition_states_record(
             group_id, PartitionStates({}, {}, deleting))], response=partitions)
+
+    def begin_delete_offsets(self, group_id: str, topic_names: list[str]) -> Result:
+        """DeleteShareGroupOffsets, step 1 (Kafka's
+        sharePartitionsEligibleForOffsetDeletion): the named topics' initialized
+        partitions move to deleting; a topic already deleting is deleted again
+        (all its partitions).  Result.response: a ShareOffsetsDeletion, or the
+        error answer."""
+        try:
+            group = self.share_group(group_id)
+        except HeartbeatError as exc:
+            return Result(response=delete_offsets_error(exc.code, exc.message))
+        if group.members:
+            return Result(response=delete_offsets_error(
+                Err.NON_EMPTY_GROUP, "The group is not empty."))
+        states = group.partition_states
+        if states is None:
+            return Result(response=ShareOffsetsDeletion([], {}))
+        initialized, deleting = dict(states.initialized), dict(states.deleting)
+        refused, partitions = [], {}
+        for name in topic_names:
+            info = self.topics.get(name)
+            if info is None:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "This server does not host this topic-partition."))
+            elif info[0] in initialized:
+                partitions[info[0]] = (name, initialized.pop(info[0])[1])
+                deleting[info[0]] = name
+            elif info[0] in deleting:
+                partitions[info[0]] = (name, frozenset(range(info[1])))
+            else:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "There is no offset information to delete."))
+        record = sg.partition_states_record(
+            group_id, PartitionStates(dict(states.initializing), initialized, deleting))
+        return Result(records=[record], response=ShareOffsetsDeletion(refused, partitions))
+
+    def complete_delete_offsets(self, group_id: str, topic_ids) -> Result:
+        """DeleteShareGroupOffsets, step 2 (completeDeleteShareGroupOffsets): the
+        topics whose share state is gone leave deleting."""
+        group = self.groups.get(group_id)
+        states = group.partition_states if group is not None else None
+        if states is None:
+            return Result(response=None)
+        deleting = {t: n for t, n in states.deleting.items() if t not in set(topic_ids)}
+        return Result(records=[sg.partition_states_record(group_id, PartitionStates(
+            dict(states.initializing), dict(states.initialized), deleting))], response=None)
 
     def initialized_partitions(self, group_id: str) -> Result:
         """Kafka's initializedShareGroupPartitions: topic id -> the group's

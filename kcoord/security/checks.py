@@ -586,6 +586,24 @@ def _alter_share_group_offsets(c: Checks, ctx, req, handler):
     return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
 
 
+@rule(92)
+def _delete_share_group_offsets(c: Checks, ctx, req, handler):
+    """KafkaApis handleDeleteShareGroupOffsetsRequest: DELETE on the group (top
+    level), READ on each topic (that topic TOPIC_AUTHORIZATION_FAILED)."""
+    if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                "error_message": None, "responses": []}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
+    refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16),
+                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+               for t in denied]
+
+    def fix(resp):
+        resp["responses"] = (resp.get("responses") or []) + refused
+        return resp
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
 # ------------------------------------------------------- group admin APIs
 @rule(15)
 def _describe_groups(c: Checks, ctx, req, handler):

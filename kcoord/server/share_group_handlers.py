@@ -18,7 +18,8 @@ from typing import Callable
 
 from ..coordinator.result import Result
 from ..coordinator.share_protocol_handlers import (ShareHeartbeatAnswer, ShareInitialization,
-                                                   alter_offsets_error, describe_error,
+                                                   ShareOffsetsDeletion, alter_offsets_error,
+                                                   delete_offsets_error, describe_error,
                                                    heartbeat_error, validate_heartbeat)
 from ..protocol.errors import Err
 from ..share.persister import SharePersister, ShareKey
@@ -136,6 +137,42 @@ class ShareGroupApi:
                     if code and not p["error_code"]:
                         p["error_code"] = code
             return response
+        return answered()
+
+    # ------------------------------------------------------------ delete offsets
+    @serves("DeleteShareGroupOffsets")
+    def delete_share_group_offsets(self, ctx: RequestContext, req: dict):
+        """SVC deleteShareGroupOffsets: the topics' share partitions written as
+        deleting, their share state deleted, then the topics that went away
+        leave deleting (a topic whose deletion failed carries the error)."""
+        group_id = req["group_id"]
+        if not group_id:
+            return delete_offsets_error(Err.INVALID_GROUP_ID)
+        topics = self.topic_metadata()
+        names = [t["topic_name"] for t in req["topics"]]
+        begun = self.runtime.write(group_id, lambda core, now: core.share_delete_offsets(
+            group_id, names, topics), delete_offsets_error)
+
+        async def answered():
+            plan = (await begun) if begun.__class__ is Reply else begun
+            if plan.__class__ is not ShareOffsetsDeletion:
+                return plan
+            responses = list(plan.refused)
+            gone = []
+            for topic_id, (name, parts) in sorted(plan.partitions.items()):
+                code = await self.delete_share_state(group_id, {topic_id: parts})
+                if not code:
+                    gone.append(topic_id)
+                responses.append({"topic_name": name, "topic_id": topic_id,
+                                  "error_code": int(code), "error_message": None})
+            if gone:
+                done = self.runtime.write(group_id, lambda core, now: core.share.
+                                          complete_delete_offsets(group_id, gone),
+                                          lambda code: None)
+                if done.__class__ is Reply:
+                    await done
+            return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "responses": responses}
         return answered()
 
     # ------------------------------------------------------------ describe

@@ -34,6 +34,7 @@ class QueueWorkload:
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
         self.final_log: dict = {}
+        self.final_epochs: dict = {}
         self.final_committed: dict = {}
 
     def start(self) -> None:
@@ -43,14 +44,14 @@ class QueueWorkload:
 
     def join(self, timeout: float = 30.0) -> None:
         join_threads(self.threads, self.stop, timeout)
-        self.final_log = read_log(self.addrs, TOPIC, PARTITIONS)
+        self.final_log = read_log(self.addrs, TOPIC, PARTITIONS, epochs=self.final_epochs)
         for group in GROUPS:
             for p, o in committed_offsets(self.addrs, group, TOPIC, PARTITIONS).items():
                 self.final_committed[(group, p)] = max(o, 0)
 
     def check(self, ops) -> dict:
         mine = [op for op in ops if op.f in ("produce", "consume", "commit")]
-        return check_queue(mine, self.final_log, self.final_committed)
+        return check_queue(mine, self.final_log, self.final_committed, self.final_epochs)
 
     # ------------------------------------------------------------ producer
     def _producer(self) -> None:
@@ -58,7 +59,7 @@ class QueueWorkload:
         h = self.history
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 20000, "logger": _Silent()})
+                             "message.timeout.ms": 120000, "logger": _Silent()})
         n = 0
 
         def report(op):

@@ -11,15 +11,16 @@ from .wire import FIND_COORDINATOR, OFFSET_FETCH, connect, leaders, metadata_of
 FETCH = 1
 
 
-def read_log(addrs: dict, topic: str, partitions: int,
-             timeout: float = 60.0) -> dict[int, dict[int, str]]:
-    """partition -> offset -> value, every record up to the high watermark."""
+def read_log(addrs: dict, topic: str, partitions: int, timeout: float = 60.0,
+             epochs: dict | None = None) -> dict[int, dict[int, str]]:
+    """partition -> offset -> value, every record up to the high watermark
+    (and into `epochs`, when given: partition -> offset -> producer epoch)."""
     out: dict[int, dict[int, str]] = {}
     for p in range(partitions):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                out[p] = _read_partition(addrs, topic, p)
+                out[p] = _read_partition(addrs, topic, p, (epochs or {}).setdefault(p, {}))
                 break
             except (OSError, ConnectionError, KeyError, AssertionError):
                 if time.monotonic() > deadline:
@@ -28,7 +29,7 @@ def read_log(addrs: dict, topic: str, partitions: int,
     return out
 
 
-def _read_partition(addrs, topic, p) -> dict[int, str]:
+def _read_partition(addrs, topic, p, epochs: dict) -> dict[int, str]:
     leader = leaders(metadata_of(addrs[min(addrs)], [topic]), topic).get(p, -1)
     if leader not in addrs:
         raise KeyError(f"{topic}-{p} has no leader")
@@ -53,6 +54,7 @@ def _read_partition(addrs, topic, p) -> dict[int, str]:
                 for rec in records:
                     if rec.offset < end and rec.value is not None and not header.is_control:
                         values[rec.offset] = bytes(rec.value).decode()
+                        epochs[rec.offset] = header.producer_epoch
                 offset = max(offset, header.base_offset + header.last_offset_delta + 1)
                 got = True
             if not got or offset >= end:

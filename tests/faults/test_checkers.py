@@ -110,6 +110,16 @@ def test_queue_finds_lost_moved_and_duplicated_writes():
         "moved-write": 2}
 
 
+def test_queue_counts_a_copy_under_a_bumped_producer_epoch_apart():
+    """The client re-sent it under a new epoch (librdkafka after a message
+    timeout): counted; two copies in one epoch are the broker's duplicate."""
+    log = {0: {0: "a", 1: "a", 2: "b", 3: "b"}}
+    result = check_queue([produce("a", 0, 1), produce("b", 0, 2)], log,
+                         final_epochs={0: {0: 4, 1: 5, 2: 5, 3: 5}})
+    assert kinds(result) == {"duplicate-in-log": 1}
+    assert result["counts"]["duplicate-across-producer-epochs"] == 1
+
+
 def test_queue_finds_a_read_of_records_the_log_no_longer_has():
     ops = [produce("a", 0, 0), consume("g", 0, 0, "a", 2), consume("g", 0, 1, "x", 3)]
     assert kinds(check_queue(ops, {0: {0: "a"}})) == {"divergent-read": 1}
