@@ -178,7 +178,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            acks, ctx.api_version, ctx.client_id)
+                                            acks, ctx.api_version, getattr(ctx, "client_id", None))
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
