@@ -937,9 +937,7 @@ def _share_rule(fetch: bool):
     allowed: the session epoch moves on whatever topics were denied."""
     def check(c: Checks, ctx, req, handler):
         if req.get("group_id") is None or not c.group_allowed(ctx, Op.READ, req["group_id"]):
-            return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                    "error_message": None, "acquisition_lock_timeout_ms": 0,
-                    "responses": [], "node_endpoints": []}
+            return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
 
         def ok_topic(t):
             name = c.topic_name(t["topic_id"])
