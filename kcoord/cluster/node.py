@@ -30,11 +30,15 @@ from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
 from .state import NO_LEADER
-from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster")
 
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+# FindCoordinator key type -> (its internal topic, what the key is, the method creating the topic)
+_COORDINATED = {KEY_TYPE_GROUP: (OFFSETS_TOPIC, "group", "_ensure_offsets_topic"),
+                KEY_TYPE_TRANSACTION: (TXN_TOPIC, "transactional id", "_ensure_txn_topic"),
+                KEY_TYPE_SHARE: (SHARE_STATE_TOPIC, "share partition", "_ensure_share_topic")}
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
 
@@ -47,6 +51,8 @@ class ClusterNode:
         self.plane: EtcdControlPlane | None = None
         self._offsets_task: asyncio.Task | None = None
         self._txn_task: asyncio.Task | None = None
+        self._share_task: asyncio.Task | None = None
+        self._share_ownership = None  # shard_ownership.ShareStateOwnership once followed
         self._auto_create: dict[str, asyncio.Task] = {}
         # (entity type, name, overrides or None) -> None: applies etcd's dynamic broker and
         # group configs on this node (set by the server's config handlers)
@@ -101,6 +107,13 @@ class ClusterNode:
         from .shard_ownership import txn_ownership
         self._follow(txn_ownership(runtime, self.node_id))
 
+    def follow_share_state(self, runtime) -> None:
+        """Load and unload the share coordinator's __share_group_state
+        partitions as their leadership moves (shard_ownership.py)."""
+        from .shard_ownership import share_ownership
+        self._share_ownership = share_ownership(runtime, self.node_id)
+        self._follow(self._share_ownership)
+
     def share_security(self, store, bootstrap_scram=()) -> None:
         """SCRAM credentials and ACLs cluster-wide (security_sync.py): `store`
         (what SASL and the authorizer read) writes to etcd and applies what
@@ -119,12 +132,16 @@ class ClusterNode:
 
     def _follow(self, ownership) -> None:
         self.plane.listeners.append(ownership)
+        self._follow_again(ownership)
+
+    def _follow_again(self, ownership) -> None:
         for state in list(self.plane.view.partitions.values()):
             if state.topic == ownership.topic:
                 ownership.on_partition_state(state)
 
     async def stop(self, controlled: bool = True) -> None:
-        for task in [self._offsets_task, self._txn_task, *self._auto_create.values()]:
+        for task in [self._offsets_task, self._txn_task, self._share_task,
+                     *self._auto_create.values()]:
             if task is not None:
                 task.cancel()
         if self.plane is not None:
@@ -140,6 +157,9 @@ class ClusterNode:
         kind, what = change
         if kind == "topic":
             self._mirror_topic(what)
+            share = self._share_ownership
+            if what == SHARE_STATE_TOPIC and share is not None and share.ensure_open():
+                self._follow_again(share)  # states seen before the topic was mirrored
         elif kind == "configs" and self.on_configs is not None:
             self.on_configs(what[0], what[1], self.plane.view.configs.get(what))
         elif kind == "security" and self.security is not None:
@@ -211,17 +231,13 @@ class ClusterNode:
         def unavailable(message: str) -> dict:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
-        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
-            return unavailable("only group and transaction coordinators are served")
-        topic, what = ((OFFSETS_TOPIC, "group") if key_type == KEY_TYPE_GROUP
-                       else (TXN_TOPIC, "transactional id"))
+        if key_type not in _COORDINATED:
+            return unavailable("only group, transaction and share coordinators are served")
+        topic, what, ensure = _COORDINATED[key_type]
         view = self.plane.view
         record = view.topics.get(topic)
         if record is None:
-            if key_type == KEY_TYPE_GROUP:
-                self._ensure_offsets_topic()
-            else:
-                self._ensure_txn_topic()
+            getattr(self, ensure)()
             return unavailable(f"the {topic} topic is being created")
         state = view.state(topic, partition_for(key, record.partitions))
         if state is None or state.leader == NO_LEADER:
@@ -250,19 +266,30 @@ class ClusterNode:
 
     def _ensure_txn_topic(self) -> None:
         """__transaction_state as Kafka creates it on the first FindCoordinator
-        of a transactional id: compacted, min.insync.replicas from
-        transaction.state.log.min.isr, replication factor capped at the
-        nodes live now."""
-        if self._txn_task is not None and not self._txn_task.done():
-            return
+        of a transactional id: compacted."""
+        self._txn_task = self._create_state_topic(
+            self._txn_task, TXN_TOPIC, "transaction.state.log.", {"cleanup.policy": "compact"})
+
+    def _ensure_share_topic(self) -> None:
+        """__share_group_state as Kafka creates it on the first FindCoordinator
+        for key type 2: delete policy, kept forever (pruned, not expired)."""
+        self._share_task = self._create_state_topic(
+            self._share_task, SHARE_STATE_TOPIC, "share.coordinator.state.topic.",
+            {"cleanup.policy": "delete", "retention.ms": "-1"})
+
+    def _create_state_topic(self, task, topic: str, prefix: str, configs: dict) -> asyncio.Task:
+        """Create a coordinator's internal topic (once at a time): partitions,
+        segment bytes and min.insync.replicas from `prefix`'s keys, the
+        replication factor capped at the nodes live now."""
+        if task is not None and not task.done():
+            return task
         cfg = self.config
-        rf = min(cfg["transaction.state.log.replication.factor"],
-                 max(1, len(self.plane.view.serving())))
-        min_isr = min(cfg["transaction.state.log.min.isr"], rf)
-        self._txn_task = asyncio.get_running_loop().create_task(self.plane.create_topic(
-            TXN_TOPIC, cfg["transaction.state.log.num.partitions"], rf,
-            {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr),
-             "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}))
+        rf = min(cfg[prefix + "replication.factor"], max(1, len(self.plane.view.serving())))
+        min_isr = min(cfg[prefix + "min.isr"], rf)
+        return asyncio.get_running_loop().create_task(self.plane.create_topic(
+            topic, cfg[prefix + "num.partitions"], rf,
+            {**configs, "min.insync.replicas": str(min_isr),
+             "segment.bytes": str(cfg[prefix + "segment.bytes"])}))
 
     def brokers(self, listener: str | None = None) -> list[dict]:
         """The registered nodes at their endpoints on `listener`; as in

@@ -26,12 +26,12 @@ from .replica import (
     BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
 )
 from .state import NO_LEADER, PartitionState
-from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster.replicas")
 
 # internal topics replicated when this node runs the coordinators
-COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
+COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)
 
 
 def now_ms() -> int:
@@ -101,8 +101,8 @@ class ReplicaManager:
             self._apply(state)
 
     def manages(self, name: str) -> bool:
-        """User topics, and __consumer_offsets and __transaction_state when
-        the coordinators follow leadership."""
+        """User topics, and __consumer_offsets, __transaction_state and
+        __share_group_state when the coordinators follow leadership."""
         if name in COORDINATED_TOPICS:
             return self.coordinator is not None
         topic = self.catalogue.get(name)

@@ -4,14 +4,14 @@ partition state names it leader (for that leader epoch) and unloads it when
 the leadership moves to another node, so a partition this node does not lead
 answers NOT_COORDINATOR and a deposed leader stops serving it.  The group
 coordinator's shards follow __consumer_offsets, the transaction coordinator
-follows __transaction_state."""
+follows __transaction_state, the share coordinator __share_group_state."""
 from __future__ import annotations
 
 import logging
 from typing import Callable
 
 from .state import PartitionState
-from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster.shards")
 
@@ -49,3 +49,26 @@ def txn_ownership(runtime, node_id: int) -> PartitionOwnership:
     """The transaction coordinator over __transaction_state."""
     return PartitionOwnership(runtime, node_id, TXN_TOPIC, lambda: len(runtime.states),
                               "transaction state partition")
+
+
+class ShareStateOwnership(PartitionOwnership):
+    """The share coordinator over __share_group_state, created on first use:
+    its shards exist once the topic is mirrored into the local catalogue."""
+
+    def ensure_open(self) -> bool:
+        """Make the shards if the topic is here now. -> whether it opened now."""
+        if self.runtime.shards or self.runtime.catalogue.get(self.topic) is None:
+            return False
+        self.runtime.open_topic()
+        return True
+
+    def on_partition_state(self, state: PartitionState) -> None:
+        if state.topic == self.topic:
+            self.ensure_open()
+        super().on_partition_state(state)
+
+
+def share_ownership(runtime, node_id: int) -> ShareStateOwnership:
+    """The share coordinator over __share_group_state."""
+    return ShareStateOwnership(runtime, node_id, SHARE_STATE_TOPIC, lambda: len(runtime.shards),
+                               "share-state partition")

@@ -224,6 +224,7 @@ class Server:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
             self.cluster.follow_transactions(self.txn)
+            self.cluster.follow_share_state(self.share_state)
             self.txn.markers = MarkerSender(self.cluster, self.marker_writer)
             self._start_replication()
             for server in self._servers:

@@ -196,9 +196,10 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         Reply of it (answered once its records are durable)."""
         extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         if not self.shards:
-            if getattr(self.commit.sync, "replicated", False):
-                # a cluster's internal topics come from its control plane, not
-                # from one node's catalogue (not served in a cluster yet)
+            if (getattr(self.commit.sync, "replicated", False)
+                    and self.catalogue.get(self.TOPIC) is None):
+                # a cluster's internal topics come from its control plane (created
+                # by FindCoordinator key type 2), not from one node's catalogue
                 return _error_answer(partition, extra)(Err.COORDINATOR_NOT_AVAILABLE)
             self.open_topic()
         topic = self.catalogue.by_id.get(topic_id)
