@@ -8,7 +8,7 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test venv venv-all js bench clean cluster
+.PHONY: serve test lint venv venv-all js bench clean cluster
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,19 @@ cluster: $(VENV)/.installed-cluster
 	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster
 
 test: venv-all js
+	$(MAKE) lint
 	$(PY) -m pytest -q
+
+# ruff, vulture and mypy as configured in pyproject.toml; any finding fails.
+# vulture also reads tests/ and bench/ (as users of kcoord's code) but only
+# kcoord's dead code is reported.  No install step: `make test` installs first.
+lint:
+	$(PY) -m ruff check kcoord
+	@dead=$$($(PY) -m vulture | grep '^kcoord/'); \
+	  if [ -n "$$dead" ]; then echo "$$dead"; \
+	    echo "vulture: dead code (delete it, or add it to lint/vulture_whitelist.py with why)"; \
+	    exit 1; fi
+	$(PY) -m mypy
 
 bench: venv-all
 	$(PY) -m bench

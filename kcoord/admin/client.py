@@ -60,7 +60,7 @@ def read_properties(path: str | None) -> dict[str, str]:
         raise AdminError(str(exc)) from None
 
 
-def plaintext_connect(host: str, port: int, properties: dict, timeout: float):
+def plaintext_connect(host: str, port: int, _properties: dict, timeout: float):
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -155,7 +155,6 @@ class AdminClient:
             self.bootstrap = client_config.parse_bootstrap(bootstrap)
         except ClientConfigError as exc:
             raise AdminError(f"--bootstrap-server: {exc}") from None
-        self._by_node: dict[int, KafkaConnection] = {}
         self._by_address: dict[tuple[str, int], KafkaConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
 

@@ -2,8 +2,6 @@
 `configs`) on the `kcoord` parser; each sets `run` to its entry point."""
 from __future__ import annotations
 
-COMMANDS = ("consumer-groups", "topics", "configs", "acls")
-
 
 def add_parsers(sub) -> None:
     from . import configs, consumer_groups, topics

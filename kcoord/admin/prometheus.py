@@ -16,14 +16,14 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 
 from ..coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE,
                                          STABLE)
-from ..coordinator.consumer_group import (GROUP_ASSIGNING, GROUP_EMPTY, GROUP_RECONCILING,
-                                          GROUP_STABLE)
+from ..coordinator.consumer_group import (GROUP_ASSIGNING, GROUP_DEAD, GROUP_EMPTY,
+                                          GROUP_RECONCILING, GROUP_STABLE)
 from ..protocol.api import APIS
 from .events import Histogram, ServerMetrics
 from .lag import RecordTimes, group_lags
 
 CLASSIC_STATES = (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD, EMPTY)
-CONSUMER_STATES = (GROUP_EMPTY, GROUP_ASSIGNING, GROUP_RECONCILING, GROUP_STABLE, "Dead")
+CONSUMER_STATES = (GROUP_EMPTY, GROUP_ASSIGNING, GROUP_RECONCILING, GROUP_STABLE, GROUP_DEAD)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 

@@ -511,7 +511,7 @@ class DataPlane:
 
     # ---------------------------------------------------------- ListOffsets
     @serves("ListOffsets")
-    def list_offsets(self, ctx, req: dict) -> dict:
+    def list_offsets(self, _ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
             topic = self.catalogue.get(treq["name"])

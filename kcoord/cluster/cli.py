@@ -85,7 +85,7 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
         return 1
     stop = {"now": False}
 
-    def on_signal(signum, frame):
+    def on_signal(_signum, _frame):
         stop["now"] = True
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

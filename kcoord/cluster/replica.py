@@ -202,10 +202,6 @@ class Replica:
             isr |= frozenset(self._pending.isr)
         return isr
 
-    def follower_end_offset(self, replica_id: int) -> int:
-        p = self._progress.get(replica_id)
-        return p.log_end_offset if p is not None else UNKNOWN_OFFSET
-
     # ------------------------------------------------------- partition state
 
     def on_state(self, state: PartitionState, now: int) -> list:
@@ -239,7 +235,7 @@ class Replica:
             out.append(Resigned())
         return out
 
-    def on_session_lost(self, now: int) -> list:
+    def on_session_lost(self, _now: int) -> list:
         """This node's lease may have lapsed, so the controller may already
         have moved its leadership: acknowledge nothing (and keep the high
         watermark) until a newer state arrives, as after a refused ISR change."""
@@ -314,7 +310,7 @@ class Replica:
         self._complete_waiters(out)
         return out
 
-    def on_flushed(self, now: int) -> list:
+    def on_flushed(self, _now: int) -> list:
         """The local log's fsynced end moved (after an append's fsync)."""
         out: list = []
         if self.role is Role.LEADER:
@@ -481,14 +477,14 @@ class Replica:
         self._inflight = FetchQuery(state.leader, state.leader_epoch, log.log_end_offset)
         return self._inflight
 
-    def on_request_failed(self, request, now: int) -> list:
+    def on_request_failed(self, request, _now: int) -> list:
         """The request or its answer was lost (timeout, connection error)."""
         if request is self._inflight:
             self._inflight = None
         return []
 
     def on_epoch_answer(self, request: EpochQuery, error: int, epoch: int, end_offset: int,
-                        now: int) -> list:
+                        _now: int) -> list:
         if request is not self._inflight:
             return []
         self._inflight = None
@@ -522,7 +518,7 @@ class Replica:
         return (request is self._inflight and self._stage == _FETCHING
                 and request.fetch_offset == self.log.log_end_offset)
 
-    def on_fetch_answer(self, request: FetchQuery, served: FetchServed, now: int) -> list:
+    def on_fetch_answer(self, request: FetchQuery, served: FetchServed, _now: int) -> list:
         """After the driver appended (accepts_fetched) and fsynced the records."""
         if request is not self._inflight:
             return []

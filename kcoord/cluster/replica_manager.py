@@ -80,7 +80,7 @@ class ReplicaManager:
     def start(self) -> None:
         self._running = True
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
-        for key, state in list(self._pending_states.items()):
+        for state in list(self._pending_states.values()):
             self._apply(state)
 
     async def stop(self) -> None:

@@ -31,7 +31,6 @@ from .txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH, PendingTxnOffsets
 from .timers import Timers
 
 
-
 @dataclass
 class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
@@ -329,7 +328,7 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     def describe_group(self, group_id: str) -> dict:
         group = self.groups.get(group_id)
-        base = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
+        base: dict[str, Any] = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
                 "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": AUTH_OPS_NOT_REQUESTED}
         if not group_id:
@@ -417,6 +416,6 @@ class CoordinatorShard(ClassicGroupHandlers):
                                 include_authorized_operations: bool = False) -> list[dict]:
         return self.consumer.describe(group_ids, include_authorized_operations)
 
-    def on_topics_changed(self, topics, now: int) -> Result:
+    def on_topics_changed(self, topics) -> Result:
         """Topics were created, deleted or grew: update consumer group targets."""
-        return self.consumer.on_topics_changed(topics, now)
+        return self.consumer.on_topics_changed(topics)

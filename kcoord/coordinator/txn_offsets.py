@@ -55,7 +55,7 @@ class PendingTxnOffsets:
     # -------------------------------------------------------------- replay
     def replay_batch(self, batch: TxnOffsetBatch) -> None:
         pid = batch.producer_id
-        for rtype, key, value, version in batch.records:
+        for _rtype, key, value, _version in batch.records:
             group, tp = key["group"], (key["topic"], key["partition"])
             if value is None:
                 self.on_tombstone(group, tp)
@@ -135,7 +135,7 @@ def txn_offset_commit(shard, req: dict, version: int, now: int) -> tuple[dict, l
     runtime has already checked that the group's partition is in the
     producer's transaction and marked unknown partitions."""
     group_id = req["group_id"]
-    error = Err.NONE
+    error: int = Err.NONE
     if not group_id:
         error = Err.INVALID_GROUP_ID
     elif version >= 3:

@@ -376,7 +376,7 @@ class RecordBatchBuilder:
             self.batches.pop()
 
     def _control_records(self, data: bytes, h, row: int) -> None:
-        for i, (off_delta, ts_delta, key, value) in enumerate(_walk(data, h)):
+        for i, (off_delta, ts_delta, key, _value) in enumerate(_walk(data, h)):
             if off_delta != i:
                 self.off_exc.append((row, off_delta - i))
             if ts_delta:

@@ -183,7 +183,7 @@ class OffsetsStreamReader(DataSourceStreamReader):
                 ends[p] = end
         return ends
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, _start: dict | None = None, _limit=None) -> dict:
         return {str(p): end for p, end in self._scan().items()}
 
     def partitions(self, start: dict, end: dict):
@@ -239,7 +239,7 @@ class LogEndsDataSource(DataSource):
     def schema(self):
         return spark_schema("log_ends")
 
-    def reader(self, schema) -> "LogEndsReader":
+    def reader(self, _schema) -> "LogEndsReader":
         return LogEndsReader(self.options)
 
 

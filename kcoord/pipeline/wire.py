@@ -56,7 +56,7 @@ class WireError(Exception):
 SOCKET_FACTORIES: dict[str, Callable] = {}
 
 
-def _plain_socket(host: str, port: int, props: dict, timeout: float) -> socket.socket:
+def _plain_socket(host: str, port: int, _props: dict, timeout: float) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -275,13 +275,6 @@ class Cluster:
 
     def describe(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-
-    def leader_address(self, topic: str, partition: int) -> str:
-        _, leader, _ = self.partitions(topic)[partition]
-        if leader not in self.brokers:
-            raise WireError(f"{topic}-{partition} has no leader (leader id {leader})")
-        host, port = self.brokers[leader]
-        return f"{host}:{port}"
 
     def connection(self, node_id: int) -> Connection:
         conn = self._conns.get(node_id)

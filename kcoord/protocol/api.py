@@ -10,7 +10,6 @@ from typing import Callable
 
 from .codegen import build_codec
 from .messages import APIS, SCHEMAS
-from .schema import ApiDef, Schema
 
 __all__ = ["APIS", "SCHEMAS", "API_KEYS", "AUTH_OPS_NOT_REQUESTED", "request_codec",
            "response_codec", "schema_codec", "warm_up", "is_flexible", "serves"]

@@ -36,10 +36,6 @@ UNCHECKED = {17, 18, 36, 29, 30, 31, 50, 51}
 RULES: dict[int, Callable] = {}
 
 
-def register_rule(key: int, rule: Callable) -> None:
-    RULES[key] = rule
-
-
 def rule(key: int):
     def deco(fn):
         RULES[key] = fn
@@ -71,7 +67,7 @@ class Checks:
     def __init__(self, authorizer: Authorizer) -> None:
         self.az = authorizer
         # set by the server: topic id -> name (or None), for APIs that name topics by id
-        self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
+        self.topic_name: Callable[[bytes], str | None] = lambda _topic_id: None
 
     # --------------------------------------------------------- decisions
     def allowed(self, ctx, op: int, rtype: int, name: str) -> bool:
@@ -301,7 +297,7 @@ def _offset_commit(c: Checks, ctx, req, handler):
 
 
 # ------------------------------------------------------------- OffsetFetch
-def _fetch_partition_errors(topics, code, version_field_names=True):
+def _fetch_partition_errors(topics, code):
     return [{"name": t["name"], "partitions": [
         {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1,
          "metadata": "", "error_code": code} for i in t["partition_indexes"]]}

@@ -117,7 +117,6 @@ class SaslGate:
         self.state = START
         self.mechanism: str | None = None
         self.exchange = None
-        self.handshake_version = 1
         self.expiry: float | None = None   # monotonic seconds; None: no expiry
         self.reauthenticating = False
         self.last_auth_start = 0.0
@@ -212,7 +211,6 @@ class SaslGate:
             return
         conn.respond(key, version, corr, {"error_code": Err.NONE,
                                           "mechanisms": self.cfg.mechanisms})
-        self.handshake_version = version
         self.reauthenticating = reauth
         self.previous_mechanism = self.mechanism
         self.mechanism = mech

@@ -128,7 +128,6 @@ MINIMUMS = {
     "replica.fetch.max.bytes": 0,
 }
 
-KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 

@@ -128,7 +128,7 @@ class KafkaConnection(asyncio.Protocol):
             except Exception as exc:  # NoMatchingRule: authentication fails
                 self.close(f"TLS principal: {exc}")
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, _exc) -> None:
         self.closed = True
         if self.registry is not None:
             self.registry.discard(self)
@@ -359,7 +359,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._update_reading()
             return
         if isinstance(result, dict):
-            self._fill(slot, ctx, flexible, result)
+            self._fill(slot, ctx, result)
             return
         if inspect.isawaitable(result):
             fut = asyncio.ensure_future(result)
@@ -382,7 +382,7 @@ class KafkaConnection(asyncio.Protocol):
         _SIZE_CORR.pack_into(frame, 0, len(frame) - 4, correlation_id)
         return frame
 
-    def _fill(self, slot: _Slot, ctx: RequestContext, flexible: bool, response: dict) -> None:
+    def _fill(self, slot: _Slot, ctx: RequestContext, response: dict) -> None:
         _, tagged_header, _, encode = _route(ctx.api_key, ctx.api_version)
         slot.data = self._frame(encode, ctx.correlation_id, tagged_header, response)
         slot.done = True

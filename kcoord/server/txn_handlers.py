@@ -83,12 +83,12 @@ class TxnHandlers:
                        verify_only: bool) -> list[dict]:
         code = self._not_ready(tid)
         if code:
-            return self._results(topics, lambda tp: code)
+            return self._results(topics, lambda _tp: code)
         pairs = [(t["name"], p) for t in topics for p in t["partitions"]]
         if verify_only:
             res = self.core.verify_partitions(tid, pid, epoch, pairs)
             if res.error:
-                return self._results(topics, lambda tp: res.error)
+                return self._results(topics, lambda _tp: res.error)
             return self._results(topics, lambda tp: res.partition_errors[tp])
         unknown = self._unknown(topics)
         if unknown:
@@ -96,7 +96,7 @@ class TxnHandlers:
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
         res = self.core.add_partitions(tid, pid, epoch, pairs, wall_ms())
         error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
-        return self._results(topics, lambda tp: error)
+        return self._results(topics, lambda _tp: error)
 
     @serves("AddPartitionsToTxn")
     async def add_partitions_to_txn(self, ctx: RequestContext, req: dict) -> dict:
@@ -202,7 +202,7 @@ class TxnHandlers:
 
     # ----------------------------------------------------- describing state
     @serves("DescribeTransactions")
-    async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
+    async def describe_transactions(self, _ctx: RequestContext, req: dict) -> dict:
         states = []
         for tid in req["transactional_ids"]:
             code = self._not_ready(tid)
@@ -214,7 +214,7 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "transaction_states": states}
 
     @serves("ListTransactions")
-    async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
+    async def list_transactions(self, _ctx: RequestContext, req: dict) -> dict:
         # this node's partitions (an admin client asks every node and merges)
         code = (Err.COORDINATOR_LOAD_IN_PROGRESS if PART_LOADING in self.runtime.states
                 else Err.NONE)
@@ -225,7 +225,7 @@ class TxnHandlers:
                                            req.get("duration_filter", -1), wall_ms())
 
     @serves("DescribeProducers")
-    def describe_producers(self, ctx: RequestContext, req: dict) -> dict:
+    def describe_producers(self, _ctx: RequestContext, req: dict) -> dict:
         topics = []
         for t in req["topics"]:
             topic = self.runtime.catalogue.get(t["name"])

@@ -80,7 +80,7 @@ class WriteTxnMarkersHandler:
         self.writer = writer
 
     @serves("WriteTxnMarkers")
-    async def write_txn_markers(self, ctx, req: dict) -> dict:
+    async def write_txn_markers(self, _ctx, req: dict) -> dict:
         out = []
         for m in req["markers"]:
             jobs = []
