@@ -7,7 +7,7 @@ import time
 import weakref
 
 from ..log import OffsetOutOfRange
-from ..log.group_sync import GroupSync
+from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
@@ -63,10 +63,10 @@ class AppendNotifier:
 
 
 class DataPlane:
-    def __init__(self, catalogue: Catalogue, config, group_sync: GroupSync) -> None:
+    def __init__(self, catalogue: Catalogue, config, fsync: FsyncBatcher) -> None:
         self.catalogue = catalogue
         self.config = config
-        self.sync = group_sync
+        self.sync = fsync
         self.appended = AppendNotifier()
         self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)

@@ -28,7 +28,7 @@ from ..protocol.api import serves
 from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
-from .state import NO_LEADER
+from .state import NO_LEADER, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster")
@@ -58,6 +58,15 @@ class ClusterNode:
         from ..security.inter_broker import inter_broker_properties
         listener, self.peer_properties = inter_broker_properties(config.values)
         self.inter_broker_listener = listener.name
+
+    def client_endpoint(self, node_id: int, listener: str):
+        """A node's endpoint on a client's listener (KIP-951 node_endpoints)."""
+        info = self.plane.view.nodes.get(node_id)
+        return None if info is None else info.endpoint(listener)
+
+    async def alter_isr(self, proposed: PartitionState) -> PartitionState | None:
+        """The replica manager's state store: an ISR change by compare-and-set."""
+        return await self.plane.alter_isr(proposed)
 
     def peer_address(self, node_id: int) -> tuple[str, int] | None:
         """Where another node's inter-broker listener is, as it registered it."""

@@ -13,10 +13,11 @@ As Kafka's CoordinatorRuntime:
 - `load(partition, epoch)` / `unload(partition, epoch)` are onElection /
   onResignation.  Unload cancels the shard's timers, answers its parked and
   queued requests NOT_COORDINATOR at once, and drops its state.
-- Durability is pluggable (`durability`, default: fsync in worker threads,
-  log/group_sync.ThreadedSync).  A write is answered when
-  `durability.sync(logs, done)` calls back: in a cluster, when the high
-  watermark passes what was appended.
+- Durability is a declared seam (`log/durability.Durability`; default
+  `LocalDurability`: fsync in worker threads).  A write is answered when
+  `durability.sync(logs, done)` calls back: in a cluster
+  (`cluster/durability.ReplicatedDurability`), when the high watermark
+  passes what was appended.
 
 Per shard, records are replayed at once (all but the AppliedRecords, whose
 change the handler already made: Kafka's replayRecords=false; loading the
@@ -43,6 +44,7 @@ from ..log.compaction import compact
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
+from ..log.durability import Durability, LocalDurability, NotReplicated
 from .group_commit import GroupCommit, wall_ms
 from .txn_batches import build_shard_batches
 from .shard_loader import ShardLoader
@@ -59,11 +61,6 @@ ACTIVE = "active"         # serving
 FAILED = "failed"         # its load failed: NOT_COORDINATOR until loaded again
 
 _PARKED = object()  # an entry's answer: the request answers through its token
-
-# Kafka error codes a durability error may carry (as `.error`) that mean this
-# node no longer leads the shard's log
-LOST_LEADERSHIP = frozenset({Err.NOT_LEADER_OR_FOLLOWER, Err.NOT_COORDINATOR,
-                             Err.FENCED_LEADER_EPOCH})
 
 ErrorFn = Callable[[int], Any]
 
@@ -151,9 +148,7 @@ class ShardRuntime(ShardLoader):
             # acknowledged, possibly truncated later): serve nothing until
             # they are committed (Kafka serves reads at the last committed
             # offset); single node: no such wait.
-            committed = getattr(self.commit.sync, "replayed", None)
-            if committed is not None:
-                await committed(self.plog, self.replayed_end, self.epoch)
+            await self.commit.durability.replayed(self.plog, self.replayed_end, self.epoch)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -342,7 +337,7 @@ class ShardRuntime(ShardLoader):
         if batch.dropped:  # the shard was unloaded meanwhile: already answered
             return
         if error is not None:
-            if getattr(error, "error", None) in LOST_LEADERSHIP:
+            if isinstance(error, NotReplicated) and error.lost_leadership:
                 # the durability seam says another node leads the shard now:
                 # everything waiting is answered NOT_COORDINATOR and the shard
                 # unloads (the control plane loads it again if it leads it again)
@@ -471,7 +466,7 @@ class CoordinatorRuntime:
     answered (see the module doc)."""
 
     def __init__(self, catalogue, config, events: GroupEventLog | None = None,
-                 durability=None) -> None:
+                 durability: Durability | None = None) -> None:
         self.catalogue = catalogue
         self.config = config
         self.events = events if events is not None else GroupEventLog()
@@ -489,8 +484,8 @@ class CoordinatorRuntime:
                         OFFSETS_TOPIC, len(topic.partitions), wanted)
         linger = config["group.coordinator.append.linger.ms"]
         # one group commit for every shard
-        self.commit = GroupCommit(linger, durability, metrics=metrics)
-        if getattr(durability, "replicated", False):
+        self.commit = GroupCommit(linger, durability or LocalDurability(), metrics=metrics)
+        if self.commit.durability.replicated:
             self.commit.write_timeout = config["offsets.commit.timeout.ms"] / 1000.0
         self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
                        for i, plog in enumerate(topic.partitions)]

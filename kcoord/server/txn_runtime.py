@@ -27,6 +27,8 @@ import logging
 import time
 
 from ..coordinator.txn_offsets import txn_marker
+from ..log.durability import Durability, NotReplicated
+from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
@@ -49,13 +51,13 @@ def wall_ms() -> int:
 
 
 class TxnRuntime:
-    def __init__(self, catalogue, config, data_plane, coordinator, group_sync,
-                 producer_ids, durability=None) -> None:
+    def __init__(self, catalogue, config, data_plane, coordinator, fsync: FsyncBatcher,
+                 producer_ids, durability: Durability) -> None:
         self.catalogue = catalogue
         self.config = config
         self.data = data_plane
         self.coordinator = coordinator  # the group coordinator runtime (__consumer_offsets)
-        self.sync = group_sync
+        self.fsync = fsync  # the data partitions' markers
         self.core = TxnCoordinator(TxnConfig.from_values(config.values), producer_ids.next_id)
         wanted = self.core.config.num_partitions
         topic = catalogue.get(TXN_TOPIC)
@@ -73,7 +75,7 @@ class TxnRuntime:
         self.states = [NOT_OWNED] * wanted
         self.epochs = [-1] * wanted
         self._load_tasks: dict[int, asyncio.Task] = {}
-        # a cluster's durability seam (ReplicatedDurability): None = fsync here
+        # fsync here (LocalDurability), or in a cluster once replicated
         self.durability = durability
         self.markers = None  # txn_markers.MarkerSender in a cluster: markers to any leader
         self._swept = False
@@ -168,16 +170,14 @@ class TxnRuntime:
                 for rec in records:
                     self._load_record(rec)
             await asyncio.sleep(0)
-        fence = getattr(self.durability, "replayed", None)
-        if fence is not None:
-            # a new leader's log may end with records never acknowledged (a
-            # truncation could still remove them): serve once they are committed
-            await fence(plog, offset, epoch)
+        # a new leader's log may end with records never acknowledged (a
+        # truncation could still remove them): serve once they are committed
+        await self.durability.replayed(plog, offset, epoch)
         if self.states[partition] is not PART_LOADING or self.epochs[partition] != epoch:
             return
         self._load_tasks.pop(partition, None)
         self.states[partition] = ACTIVE
-        if self.durability is not None:
+        if self.durability.replicated:
             log.info("transaction state partition %d loaded (epoch %d): %d records in %.2fs",
                      partition, epoch, self.records_loaded - count, time.monotonic() - start)
         elif self.loaded:
@@ -226,9 +226,6 @@ class TxnRuntime:
     async def _durable(self, logs) -> int:
         """NONE once the appended records are durable (a cluster: once the
         high watermark passed them), else NOT_COORDINATOR."""
-        if self.durability is None:
-            await self.sync.sync([plog for _, plog in logs])
-            return Err.NONE
         fut = asyncio.get_running_loop().create_future()
 
         def done(errors) -> None:
@@ -241,7 +238,7 @@ class TxnRuntime:
             if error is None:
                 continue
             code = Err.NOT_COORDINATOR
-            if getattr(error, "error", None) is None and self.states[partition] is ACTIVE:
+            if not isinstance(error, NotReplicated) and self.states[partition] is ACTIVE:
                 # not a lost leadership (a failed fsync): memory may be ahead of the log
                 log.warning("transaction state partition %d: write failed (%s); reloading",
                             partition, error)
@@ -340,7 +337,7 @@ class TxnRuntime:
         if shard_writes:
             self.coordinator.commit.hurry()  # the transaction waits on it: no linger
         if data_logs:
-            await self.sync.sync(data_logs)
+            await self.fsync.sync(data_logs)
         for fut in shard_writes:
             await fut
 
@@ -405,7 +402,7 @@ class TxnRuntime:
     def verify_append(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         tid = self.core.by_producer.get(producer_id)
         if tid is None:
-            if self.durability is not None:
+            if self.durability.replicated:
                 # a cluster: the coordinator is another node, asked before the
                 # produce ran (broker/txn_verify.py); no transactional id to ask with
                 return Err.INVALID_TXN_STATE

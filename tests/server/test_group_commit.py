@@ -54,7 +54,7 @@ def shards(tmp_path):
     runtimes = [ShardRuntime(i, plog, CoordinatorConfig(), 0, commit_)
                 for i, plog in enumerate(logs)]
     yield commit_, runtimes, logs
-    commit_.sync.close()
+    commit_.durability.close()
     for plog in logs:
         plog.plog.close()
 
