@@ -27,7 +27,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, d
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
-from .txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH, PendingTxnOffsets
+from .txn_offsets import PendingTxnOffsets
 from .timers import Timers
 
 
@@ -102,9 +102,6 @@ class CoordinatorShard(ClassicGroupHandlers):
     # ================================================================ replay
     def replay(self, record: Record) -> None:
         rtype, key, value, version = record
-        if rtype < 0:
-            self._replay_txn(record)
-            return
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             if self.txn_offsets.by_group:
                 tp = (key["topic"], key["partition"])
@@ -123,16 +120,20 @@ class CoordinatorShard(ClassicGroupHandlers):
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
 
-    def _replay_txn(self, item) -> None:
-        """A transactional offset batch or a marker (txn_offsets.py)."""
-        if item.type == TXN_OFFSET_BATCH:
-            self.txn_offsets.replay_batch(item)
-            for group_id in {r.key["group"] for r in item.records if r.value is not None}:
-                # pending offsets of an unknown group create a simple group, as commits do
-                if group_id not in self.groups and group_id not in self.consumer.groups:
-                    self.groups[group_id] = ClassicGroup(group_id)
-        elif item.type == TXN_MARKER:
-            self.txn_offsets.replay_marker(item, self.offsets)
+    def replay_txn_offsets(self, producer_id: int, _producer_epoch: int,
+                           records: list[Record]) -> None:
+        """OffsetCommit records of a producer's transactional batch: pending
+        until its marker (txn_offsets.py)."""
+        self.txn_offsets.replay_batch(producer_id, records)
+        for group_id in {r.key["group"] for r in records if r.value is not None}:
+            # pending offsets of an unknown group create a simple group, as commits do
+            if group_id not in self.groups and group_id not in self.consumer.groups:
+                self.groups[group_id] = ClassicGroup(group_id)
+
+    def replay_txn_marker(self, producer_id: int, _producer_epoch: int, commit: bool) -> None:
+        """The producer's transaction ended on this partition: its pending
+        offsets are installed (COMMIT) or dropped (ABORT)."""
+        self.txn_offsets.replay_marker(producer_id, commit, self.offsets)
 
     def replay_all(self, records: list[Record]) -> None:
         """replay() of every record, in order (loading a log)."""

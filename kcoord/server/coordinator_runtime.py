@@ -46,7 +46,7 @@ from ..protocol.errors import Err
 from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated
 from .group_commit import GroupCommit, wall_ms
-from .txn_batches import build_shard_batches
+from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .shard_loader import ShardLoader
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -65,14 +65,22 @@ _PARKED = object()  # an entry's answer: the request answers through its token
 ErrorFn = Callable[[int], Any]
 
 
+def _not_durable(_code: int) -> int:
+    """A marker's answer when its write failed: the sender retries it."""
+    return Err.NOT_LEADER_OR_FOLLOWER
+
+
 class _Batch:
     """Records of one shard waiting to be appended, then to be durable, and
     the requests answered once they are: entries of (reply, answer, error,
     replies to other parked requests)."""
-    __slots__ = ("records", "waiters", "dropped", "timeout")
+    __slots__ = ("records", "runs", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
         self.records: list[Record] | None = []  # None once appended (take)
+        # runs written before `records` with their own batch metadata
+        # (shard_batches.py: a transaction's records, its marker), or None
+        self.runs: list[tuple] | None = None
         self.waiters: list[tuple] = []
         self.dropped = False
         self.timeout: asyncio.TimerHandle | None = None  # offsets.commit.timeout.ms
@@ -300,6 +308,56 @@ class ShardRuntime(ShardLoader):
             self.commit.add(self)
         return batch
 
+    def _queue_run(self, meta, records: list) -> _Batch:
+        """Queue records that take their own batch (`meta`: shard_batches.py)."""
+        batch = self._queue([])
+        runs = batch.runs
+        if runs is None:
+            runs = batch.runs = []
+        if batch.records:
+            runs.append((None, batch.records))
+            batch.records = []
+        runs.append((meta, records))
+        return batch
+
+    # ------------------------------------------------------------ transactions
+    def write_txn(self, producer_id: int, producer_epoch: int, op: Callable, error: ErrorFn):
+        """Kafka's scheduleTransactionalWriteOperation: op(core, now) -> Result
+        whose records are written in one transactional batch of the producer
+        (pending until its marker); answered once durable."""
+        if self.state is not ACTIVE:
+            return error(self.state_error())
+        result = op(self.core, wall_ms())
+        if not result.records:
+            answer = self.finish(result, error, None)
+        else:
+            self.core.replay_txn_offsets(producer_id, producer_epoch, result.records)
+            answer = Reply()
+            self._queue_run(TxnWrite(producer_id, producer_epoch), result.records).waiters.append(
+                (answer, result.response, error, None))
+        self.commit.hurry()  # the producer waits on it before EndTxn: no linger
+        return answer
+
+    async def complete_txn(self, producer_id: int, producer_epoch: int, commit: bool,
+                           load_wait: float | None = None) -> int:
+        """Kafka's scheduleTransactionCompletion: the transaction's marker on
+        this partition, replayed and written, once a load under way is done
+        (its replay must see every batch before the marker; at most
+        `load_wait` seconds).  -> NONE once durable, else
+        NOT_LEADER_OR_FOLLOWER (not coordinated here, or the write failed:
+        the sender retries)."""
+        task = self._load_task
+        if self.state is LOADING and task is not None:
+            await asyncio.wait([task], timeout=load_wait)
+        if self.state is not ACTIVE:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        self.core.replay_txn_marker(producer_id, producer_epoch, commit)
+        reply = Reply()
+        self._queue_run(TxnEnd(producer_id, producer_epoch, commit), []).waiters.append(
+            (reply, Err.NONE, _not_durable, None))
+        self.commit.hurry()  # the transaction waits on it: no linger
+        return await reply
+
     def _deliver(self, replies) -> None:
         parked = self.parked
         for token, response in replies:
@@ -319,12 +377,13 @@ class ShardRuntime(ShardLoader):
         # when the batch is released after its fsync (an OffsetCommit's ten
         # records of two dicts each, freed cold, cost about 5% of its CPU).
         records, batch.records = batch.records, None
+        runs, batch.runs = batch.runs, None
         try:
             if self.metrics is None:
-                self.plog.append(build_shard_batches(records, now))
+                self.plog.append(build_shard_batches(records, now, runs))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_shard_batches(records, now))
+                self.plog.append(build_shard_batches(records, now, runs))
                 self.metrics.appended(time.perf_counter() - started)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
@@ -541,6 +600,20 @@ class CoordinatorRuntime:
     def read(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now) -> the answer, sent once the writes before it are durable."""
         return self.shard_for(group_id).read(op, error)
+
+    def write_txn(self, group_id: str, producer_id: int, producer_epoch: int, op: Callable,
+                  error: ErrorFn):
+        """A transactional write to the group's shard (ShardRuntime.write_txn)."""
+        return self.shard_for(group_id).write_txn(producer_id, producer_epoch, op, error)
+
+    async def complete_txn(self, partition: int, producer_id: int, producer_epoch: int,
+                           commit: bool, load_wait: float | None = None) -> int:
+        """A transaction's marker on __consumer_offsets partition `partition`
+        (ShardRuntime.complete_txn); UNKNOWN_TOPIC_OR_PARTITION past its end."""
+        if not 0 <= partition < len(self.shards):
+            return Err.UNKNOWN_TOPIC_OR_PARTITION
+        return await self.shards[partition].complete_txn(producer_id, producer_epoch, commit,
+                                                         load_wait)
 
     def read_all(self, op: Callable) -> tuple[list, int]:
         """op(core, now) on every shard this node serves: (answers, the error

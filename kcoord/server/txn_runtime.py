@@ -26,21 +26,18 @@ import asyncio
 import logging
 import time
 
-from ..coordinator.txn_offsets import txn_marker
 from ..log.durability import Durability, NotReplicated
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
 from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
-from .coordinator_runtime import LOADING
-from .txn_batches import COORDINATOR_EPOCH
+from .shard_batches import COORDINATOR_EPOCH
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn")
 
 LOAD_CHUNK = 4 << 20
-SHARD_WAIT_S = 0.05
 COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest an EndTxn waits for its markers before answering
 NOT_OWNED, PART_LOADING, ACTIVE = "not owned", "loading", "active"
@@ -316,15 +313,11 @@ class TxnRuntime:
         shard_writes = []
         for topic, index in c.partitions:
             if topic == OFFSETS_TOPIC:
-                if not 0 <= index < len(self.coordinator.shards):
-                    continue
-                shard = self.coordinator.shards[index]
-                while shard.state is LOADING:  # its replay must see every batch before the marker
-                    await asyncio.sleep(SHARD_WAIT_S)
-                if not shard.loaded:
-                    raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
-                shard_writes.append(shard.write_records(
-                    [txn_marker(c.producer_id, c.producer_epoch, c.commit)]))
+                if 0 <= index < len(self.coordinator.shards):
+                    # under way at once, beside the data partitions' markers
+                    marker = self.coordinator.complete_txn(index, c.producer_id,
+                                                           c.producer_epoch, c.commit)
+                    shard_writes.append((index, asyncio.ensure_future(marker)))
                 continue
             code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
                                                 c.commit, COORDINATOR_EPOCH)
@@ -334,12 +327,11 @@ class TxnRuntime:
                 # a newer epoch already wrote there: this transaction is superseded
                 log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
                             index, code)
-        if shard_writes:
-            self.coordinator.commit.hurry()  # the transaction waits on it: no linger
         if data_logs:
             await self.fsync.sync(data_logs)
-        for fut in shard_writes:
-            await fut
+        for index, write in shard_writes:
+            if await write != Err.NONE:
+                raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:

@@ -27,7 +27,7 @@ from kcoord.protocol.errors import Err
 from kcoord.server.config import Config
 from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED, CoordinatorRuntime
 from kcoord.server.group_handlers import GroupHandlers
-from kcoord.server.txn_batches import build_shard_batches
+from kcoord.server.shard_batches import build_shard_batches
 
 from tests.server.runtime_harness import answer, ctx
 
