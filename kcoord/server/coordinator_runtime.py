@@ -47,6 +47,7 @@ from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated
 from .group_commit import GroupCommit, wall_ms
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
+from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
 from .shard_loader import ShardLoader
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -54,11 +55,8 @@ log = logging.getLogger("kcoord.coordinator")
 
 PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
 
-# Shard states (Kafka's CoordinatorState, INITIAL and CLOSED folded into NOT_OWNED)
-NOT_OWNED = "not-owned"   # not this node's: NOT_COORDINATOR
-LOADING = "loading"       # replaying its log: COORDINATOR_LOAD_IN_PROGRESS
-ACTIVE = "active"         # serving
-FAILED = "failed"         # its load failed: NOT_COORDINATOR until loaded again
+# the shard states are coordinator_state.py's (one state machine for every coordinator)
+__all__ = ["NOT_OWNED", "LOADING", "ACTIVE", "FAILED", "CoordinatorRuntime", "ShardRuntime"]
 
 _PARKED = object()  # an entry's answer: the request answers through its token
 
@@ -93,7 +91,7 @@ class _Batch:
             self.timeout = None
 
 
-class ShardRuntime(ShardLoader):
+class ShardRuntime(CoordinatorState, ShardLoader):
     """One __consumer_offsets partition on this node: its state, core, log,
     timers, parked requests and writes in flight."""
 
@@ -107,26 +105,17 @@ class ShardRuntime(ShardLoader):
         self.plog = plog
         self.config = config
         self.commit = commit if commit is not None else GroupCommit(linger_ms)
-        self.state = NOT_OWNED
-        self.epoch = -1
+        CoordinatorState.__init__(self)
         self.core: CoordinatorShard | None = None
         self.parked: dict[Any, ErrorFn] = {}  # token -> its request's error answer
         self._pending: _Batch | None = None   # records not appended yet
         self._batches: list[_Batch] = []      # not yet released, oldest first
         self._queued = False                  # in the group commit's queue
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
-        self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
         self.replayed_end = -1    # the log end the last load replayed up to
         self.compacted_upto = -1  # active segment base at the last compaction
-
-    @property
-    def loaded(self) -> bool:
-        return self.state is ACTIVE
-
-    def state_error(self) -> int:
-        return Err.COORDINATOR_LOAD_IN_PROGRESS if self.state is LOADING else Err.NOT_COORDINATOR
 
     # ------------------------------------------------------------ lifecycle
     def load(self, epoch: int = 0) -> asyncio.Task | None:
@@ -134,20 +123,17 @@ class ShardRuntime(ShardLoader):
         log into a fresh core, then serve.  A lower epoch than the current one
         is ignored; an owned shard only takes the newer epoch.  -> the load
         task (None if nothing is loaded)."""
-        if epoch < self.epoch:
+        if not self.take_epoch(epoch):
             log.info("shard %d: load for epoch %d ignored (at epoch %d)",
                      self.index, epoch, self.epoch)
             return None
-        self.epoch = epoch
         if self.state is LOADING:
             return self._load_task
         if self.state is ACTIVE:
             return None
-        self.state = LOADING
         self.core = CoordinatorShard(self.index, self.config)
         self.records_loaded = self.load_errors = 0
-        self._load_task = asyncio.get_running_loop().create_task(self._load())
-        return self._load_task
+        return self.start_load(self._load)
 
     async def _load(self) -> None:
         try:
@@ -161,12 +147,10 @@ class ShardRuntime(ShardLoader):
             raise
         except Exception:
             log.exception("shard %d: loading failed", self.index)
-            self.state = FAILED
             self.core = None
-            self._load_task = None  # (wait_loaded waits for tasks under way only)
+            self.finish_load(False)
             return
-        self.state = ACTIVE
-        self._load_task = None
+        self.finish_load(True)
         # from now on the core reports rebalances and expiries (not while replaying)
         self.core.set_observer(self.events)
         # restart the sessions of loaded members (their timers are not durable)
@@ -177,20 +161,14 @@ class ShardRuntime(ShardLoader):
         answer its parked and queued requests NOT_COORDINATOR, drop its
         state.  With an epoch, only if it is newer than the loaded one.
         -> True if the shard was unloaded."""
-        if epoch is not None and epoch <= self.epoch:
-            return False
-        if epoch is not None:
-            self.epoch = epoch
-        if self.state is NOT_OWNED:
+        if not self.take_resignation(epoch):
             return False
         self._drop(Err.NOT_COORDINATOR)
-        self.state = NOT_OWNED
         return True
 
     def _drop(self, code: int) -> None:
-        if self._load_task is not None:
-            self._load_task.cancel()
-            self._load_task = None
+        """-> NOT_OWNED: a load under way cancelled, every request it holds answered."""
+        self.stop()
         self.cancel_all_timers()
         batches, self._batches, self._pending = self._batches, [], None
         for batch in batches:
@@ -205,7 +183,6 @@ class ShardRuntime(ShardLoader):
         if self.state is NOT_OWNED:
             return
         self._drop(Err.NOT_COORDINATOR)
-        self.state = NOT_OWNED
         self.load(self.epoch)
 
     # ------------------------------------------------------------ operations

@@ -11,7 +11,7 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .txn_runtime import OFFSETS_TOPIC, PART_LOADING, TxnRuntime, wall_ms
+from .txn_runtime import OFFSETS_TOPIC, TxnRuntime, wall_ms
 
 # PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
 FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
@@ -211,8 +211,7 @@ class TxnHandlers:
     @serves("ListTransactions")
     async def list_transactions(self, _ctx: RequestContext, req: dict) -> dict:
         # this node's partitions (an admin client asks every node and merges)
-        code = (Err.COORDINATOR_LOAD_IN_PROGRESS if PART_LOADING in self.runtime.states
-                else Err.NONE)
+        code = Err.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading else Err.NONE
         if code:
             return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
                     "transaction_states": []}
