@@ -489,12 +489,8 @@ class DataPlane:
         replica = self.replication.replica(topic.name, index)
         current = preq.get("current_leader_epoch", -1)
         if follower >= 0:
-            if replica is None:
-                entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
-                return None, None
-            served, outs = replica.serve_follower_fetch(follower, preq["fetch_offset"], current,
-                                                        now_ms())
-            self.replication.handle((topic.name, index), outs)
+            served = self.replication.serve_follower_fetch(topic.name, index, follower,
+                                                           preq["fetch_offset"], current)
             if served.error != Err.NONE:
                 entry["error_code"] = served.error
                 return None, None

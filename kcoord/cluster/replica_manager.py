@@ -25,7 +25,8 @@ from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
-    BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
+    BecameLeader, Completed, FetchServed, HighWatermarkMoved, ProposeIsr, Replica,
+    ReplicationConfig, Role,
 )
 from .state import NO_LEADER, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
@@ -263,6 +264,20 @@ class ReplicaManager:
         if state is None or state.leader < 0:
             return None
         return state.leader, state.leader_epoch, self.address_of(state.leader)
+
+    def serve_follower_fetch(self, topic: str, partition: int, follower: int,
+                             fetch_offset: int, current_leader_epoch: int) -> FetchServed:
+        """A follower's Fetch of a partition led here (Kafka's
+        ReplicaManager.fetchMessages for a replica): records its position
+        (which may move the high watermark, expand the ISR, complete
+        writes), handled here; -> how far it may read, or the error."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            return FetchServed(Err.NOT_LEADER_OR_FOLLOWER, -1, -1)
+        served, outs = replica.serve_follower_fetch(follower, fetch_offset, current_leader_epoch,
+                                                    now_ms())
+        self.handle((topic, partition), outs)
+        return served
 
     def replica_of_log(self, plog) -> tuple[tuple[str, int], Replica] | None:
         """((topic, partition), replica) of a local log, None if not replicated here."""

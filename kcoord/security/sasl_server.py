@@ -155,7 +155,7 @@ class SaslGate:
             self._token(conn, frame, None)
             return True
         try:
-            key, version, corr, _client, pos = conn._header(frame)
+            key, version, corr, _client, pos = conn.peek_header(frame)
         except ProtocolError as exc:
             conn.close(f"malformed request header before authentication: {exc}")
             return True
@@ -265,7 +265,7 @@ class SaslGate:
 
     def _after_auth(self, conn, frame, key) -> bool:
         try:
-            key, version, corr, _client, pos = conn._header(frame)
+            key, version, corr, _client, pos = conn.peek_header(frame)
         except ProtocolError as exc:
             conn.close(f"malformed request header: {exc}")
             return True

@@ -258,7 +258,7 @@ class KafkaConnection(asyncio.Protocol):
             self.need = 4 + _SIZE.unpack_from(data, pos)[0] if end - pos >= 4 else 4
         self.flush()
 
-    def _header(self, frame: bytes):
+    def peek_header(self, frame: bytes):
         """(api key, version, correlation id, client id, position after the
         client id), decoding the client id only when it changes."""
         try:
@@ -280,7 +280,7 @@ class KafkaConnection(asyncio.Protocol):
         if gate is not None and gate.intercept(self, frame):
             return
         try:
-            key, version, correlation_id, client_id, pos = self._header(frame)
+            key, version, correlation_id, client_id, pos = self.peek_header(frame)
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
