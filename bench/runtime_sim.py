@@ -36,7 +36,7 @@ class ReadsAhead(ShardRuntime):
     def read(self, op, error):
         if self.state is not ACTIVE:
             return error(self.state_error())
-        return op(self.core, coordinator_runtime.wall_ms())
+        return op(self.core, self.clock.ms())
 
 
 class ForgetsParked(ShardRuntime):

@@ -28,7 +28,7 @@ log = logging.getLogger("kcoord.catalogue")
 CATALOGUE_FILE = "kcoord-topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
+INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 
 
 class TopicError(Exception):

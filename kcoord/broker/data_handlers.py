@@ -11,6 +11,7 @@ from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
+from .batch_timestamps import MaxTimestampCheck
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
 from .txn_verify import unverified
@@ -68,6 +69,7 @@ class DataPlane:
         self.config = config
         self.sync = fsync
         self.appended = AppendNotifier()
+        self.max_timestamps = MaxTimestampCheck()  # Kafka's maxTimestamp rewrite on append
         self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)
         self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -175,7 +177,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            acks, ctx.api_version)
+                                            acks, ctx.api_version, ctx.client_id)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -239,7 +241,8 @@ class DataPlane:
         return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": message}
 
-    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3,
+                client_id: str | None = None):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -260,15 +263,18 @@ class DataPlane:
             return self._part_error(index, Err.CORRUPT_MESSAGE, "empty record set"), None
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
         headers = []
+        log_append = topic.configs.get("message.timestamp.type") == "LogAppendTime"
         try:
             count = 0
             end = 0
             for pos, header in iter_batches(records):
-                headers.append(header)
                 validate_batch(records, pos)
                 if LOG_OVERHEAD + header.batch_length > max_bytes:
                     return self._part_error(index, Err.MESSAGE_TOO_LARGE,
                                             f"batch larger than {max_bytes} bytes"), None
+                if not log_append:  # CreateTime: the header must carry the records' max
+                    records, header = self.max_timestamps.fix(records, pos, header, client_id)
+                headers.append(header)
                 end = pos + LOG_OVERHEAD + header.batch_length
                 count += 1
             if count == 0 or end != len(records):
@@ -287,7 +293,7 @@ class DataPlane:
         if code:
             return self._part_error(index, code), None
         append_time = -1
-        if topic.configs.get("message.timestamp.type") == "LogAppendTime":
+        if log_append:
             append_time = now_ms()
             records = bytearray(records)
             for pos, _ in iter_batches(records):

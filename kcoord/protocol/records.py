@@ -231,6 +231,55 @@ def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
     _UINT32.pack_into(batch, pos + CRC_OFFSET, _crc(memoryview(batch)[pos + CRC_START:end]))
 
 
+def records_max_timestamp(buf, pos: int, h: BatchHeader) -> int:
+    """The largest record timestamp of the batch at buf[pos:] (header h), or
+    -1 for a batch with no records: Kafka's LogValidator computes it on
+    every append.  Only the length prefix and the timestamp delta of each
+    record are read (compressed batches are decompressed first); a walk
+    that does not end exactly at the end of the records is corruption."""
+    data, at, end = records_section(buf, pos, h, verify_crc=False)
+    zz1 = ZIGZAG1
+    slow = _read_varint_slow
+    best = None
+    try:
+        for _ in range(h[12]):
+            b = data[at]
+            if b < 0x80:  # varints inline: one and two bytes are the common cases
+                start, length = at + 1, zz1[b]
+            elif (c := data[at + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                start, length = at + 2, (z >> 1) ^ -(z & 1)
+            else:
+                length, start = slow(data, at, 32)
+            b = data[start + 1]  # after the record's attributes byte
+            if b < 0x80:
+                delta = zz1[b]
+            elif (c := data[start + 2]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                delta = (z >> 1) ^ -(z & 1)
+            else:
+                delta = slow(data, start + 1, 64)[0]
+            if best is None or delta > best:
+                best = delta
+            if length < 3:
+                raise CorruptRecordError(f"record length {length} out of range")
+            at = start + length
+    except IndexError:
+        raise CorruptRecordError("record truncated") from None
+    if at != end:
+        raise CorruptRecordError(f"records do not fill the batch ({end - at} bytes differ)")
+    return -1 if best is None else h[7] + best
+
+
+def rewrite_max_timestamp(batch: bytearray, pos: int, h: BatchHeader, ts: int) -> None:
+    """Set the batch's maxTimestamp to ts and reseal its CRC, in place: Kafka's
+    DefaultRecordBatch.setMaxTimestamp, which the validator calls when the
+    producer's header disagrees with its records."""
+    _INT64.pack_into(batch, pos + MAX_TIMESTAMP_OFFSET, ts)
+    _UINT32.pack_into(batch, pos + CRC_OFFSET,
+                      _crc(memoryview(batch)[pos + CRC_START:pos + LOG_OVERHEAD + h[1]]))
+
+
 # ----------------------------------------------------------------- varints
 
 # Encoded bytes for every zigzag value that fits in one byte (-64..63): lengths,

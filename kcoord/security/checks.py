@@ -369,8 +369,20 @@ KEY_TYPE_ERRORS = {0: (R.GROUP, Err.GROUP_AUTHORIZATION_FAILED),
                    1: (R.TRANSACTIONAL_ID, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
+KEY_TYPE_SHARE = 2  # brokers finding a share coordinator: CLUSTER_ACTION on the cluster
+
+
 @rule(10)
 def _find_coordinator(c: Checks, ctx, req, handler):
+    if req.get("key_type", 0) == KEY_TYPE_SHARE and not c.cluster(ctx, Op.CLUSTER_ACTION):
+        # the whole request fails (Kafka's getCoordinator)
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+        if ctx.api_version < 4:
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+             "error_message": None} for k in req["coordinator_keys"]]}
     rtype, code = KEY_TYPE_ERRORS.get(req.get("key_type", 0), (None, None))
     if rtype is None:
         return handler(ctx, req)
@@ -403,13 +415,13 @@ for _key in (11, 12, 13, 14):
 def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "member_id": None, "member_epoch": -1,
+                "error_message": None, "member_id": None, "member_epoch": 0,
                 "heartbeat_interval_ms": 0, "assignment": None}
     for name in req.get("subscribed_topic_names") or ():
         if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
             return {"throttle_time_ms": 0, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                     "error_message": f"Topic {name} is not authorized", "member_id": None,
-                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
     return handler(ctx, req)
 
 
@@ -417,7 +429,7 @@ def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
 def _consumer_group_describe(c: Checks, ctx, req, handler):
     ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
     errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-               "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                "assignor_name": "", "members": [],
                "authorized_operations": NOT_REQUESTED} for g in denied]
     want_ops = req.get("include_authorized_operations", False)
@@ -437,8 +449,8 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
                     g = {"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                          "error_message": f"The described group uses topics that the client "
                                           f"is not authorized to describe: {hidden}",
-                         "group_id": g["group_id"], "group_state": "", "group_epoch": -1,
-                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "group_id": g["group_id"], "group_state": "", "group_epoch": 0,
+                         "assignment_epoch": 0, "assignor_name": "", "members": [],
                          "authorized_operations": NOT_REQUESTED}
                 elif want_ops:
                     g["authorized_operations"] = c.az.authorized_operations(
@@ -753,6 +765,21 @@ def _write_txn_markers(c: Checks, ctx, req, handler):
             for p in t["partition_indexes"]]} for t in m["topics"]]} for m in req["markers"]]}
 
 
+def _share_state_rpc(c: Checks, ctx, req, handler):
+    """The share-state RPCs 83-87, broker to share coordinator (Kafka:
+    CLUSTER_ACTION on the cluster, else every partition answers
+    CLUSTER_AUTHORIZATION_FAILED)."""
+    if c.cluster(ctx, Op.CLUSTER_ACTION):
+        return handler(ctx, req)
+    return {"results": [{"topic_id": t["topic_id"], "partitions": [
+        {"partition": p["partition"], "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+         "error_message": None} for p in t["partitions"]]} for t in req["topics"]]}
+
+
+for _key in (83, 84, 85, 86, 87):
+    RULES[_key] = _share_state_rpc
+
+
 @rule(28)
 def _txn_offset_commit(c: Checks, ctx, req, handler):
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
@@ -784,10 +811,9 @@ def _describe_producers(c: Checks, ctx, req, handler):
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t,
-               "transaction_state": "", "transaction_timeout_ms": 0,
-               "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
-               "topics": []} for t in denied]
+    # the other fields at their schema defaults (0, ""), as Kafka answers
+    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
+              for t in denied]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
@@ -817,3 +843,45 @@ def _list_partition_reassignments(c: Checks, ctx, req, handler):
         return handler(ctx, req)
     return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
             "error_message": None, "topics": []}
+
+
+# ------------------------------------------ ShareFetch / ShareAcknowledge
+def _share_rule(fetch: bool):
+    """READ on the GROUP (top-level GROUP_AUTHORIZATION_FAILED), READ on each
+    TOPIC (its partitions answered TOPIC_AUTHORIZATION_FAILED, for their
+    fetch and their acknowledgements); an unknown topic id passes, for the
+    handler's UNKNOWN_TOPIC_ID.  The handler always runs when the group is
+    allowed: the session epoch moves on whatever topics were denied."""
+    def check(c: Checks, ctx, req, handler):
+        if req.get("group_id") is None or not c.group_allowed(ctx, Op.READ, req["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                    "error_message": None, "acquisition_lock_timeout_ms": 0,
+                    "responses": [], "node_endpoints": []}
+
+        def ok_topic(t):
+            name = c.topic_name(t["topic_id"])
+            return name is None or c.allowed(ctx, Op.READ, R.TOPIC, name)
+        ok, denied = _split(req["topics"], ok_topic)
+        if not denied:
+            return handler(ctx, req)
+        code = Err.TOPIC_AUTHORIZATION_FAILED
+        errors = [{"topic_id": t["topic_id"], "partitions": [
+            ({"partition_index": p["partition_index"], "error_code": code, "error_message": None,
+              "acknowledge_error_code": code if p.get("acknowledgement_batches") else Err.NONE,
+              "acknowledge_error_message": None, "current_leader": {"leader_id": -1,
+                                                                    "leader_epoch": -1},
+              "records": b"", "acquired_records": []} if fetch else
+             {"partition_index": p["partition_index"], "error_code": code,
+              "error_message": None, "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+            for p in t["partitions"]]} for t in denied]
+
+        def fix(resp):
+            if resp.get("error_code"):
+                return resp          # a session error: no partitions
+            return _merge_topics(resp, "responses", errors)
+        return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+    return check
+
+
+RULES[78] = _share_rule(fetch=True)
+RULES[79] = _share_rule(fetch=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import time
 
 from ..broker.catalogue import Catalogue
 from ..broker.data_handlers import DataPlane
@@ -16,6 +15,7 @@ from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.durability import Durability, LocalDurability
 from ..log.fsync_batcher import FsyncBatcher
 from ..security.setup import SecuritySetup
+from .clock import WallClock
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
 from .leader_epoch_handlers import LeaderEpochHandlers
@@ -25,6 +25,11 @@ from .group_handlers import GroupHandlers
 from .dispatch import Dispatcher
 from .meta_handlers import MetaHandlers
 from .network import KafkaConnection
+from .share_persister import LocalSharePersister
+from .share_runtime import ShareCoordinatorRuntime
+from .share_state_handlers import ShareStateHandlers
+from .share_fetch_handlers import ShareFetchHandlers
+from .share_partitions import SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -40,8 +45,11 @@ class StartupError(Exception):
 class Server:
     """Everything one kcoord process serves, on one listening socket."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, clock: WallClock | None = None) -> None:
         self.config = config
+        # the one clock (clock.py) of the coordinators' timers and log retention:
+        # wall time unless a test injects a virtual one (kcoord.testing)
+        self.clock = clock if clock is not None else WallClock()
         self.dispatcher = Dispatcher()
         config.data_dir.mkdir(parents=True, exist_ok=True)
         # before anything opens a log or takes the clean-shutdown marker
@@ -78,13 +86,22 @@ class Server:
                                                          self.data, self.fsync)
             self.durability = ReplicatedDurability(self.replica_manager, self.fsync)
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
-                                              durability=self.durability)
+                                              durability=self.durability, clock=self.clock)
         self.security.use_coordinator_config(self.coordinator.core_config)
         self.groups = GroupHandlers(self.coordinator, self.catalogue, config)
+        # The share coordinator: a second coordinator on the same runtime, over
+        # __share_group_state (its own event log: the group metrics stay the groups')
+        self.share_state = ShareCoordinatorRuntime(self.catalogue, config, GroupEventLog(),
+                                                   durability=self.durability, clock=self.clock)
+        self.groups.share = self.share_state
+        # What share partitions persist through (kcoord/share/persister.py): the
+        # local share coordinator, durable before it returns
+        self.share_persister = LocalSharePersister(self.share_state)
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
-                              self.fsync, self.producer_ids, self.durability)
+                              self.fsync, self.producer_ids, self.durability,
+                              clock=self.clock)
         self.marker_writer = MarkerWriter(self.data, self.coordinator)
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides,
@@ -94,7 +111,7 @@ class Server:
             self._join_cluster()
         self._servers: list = []
         self.connections: set = set()  # open client connections (network.py)
-        self._retention: asyncio.TimerHandle | None = None
+        self._retention = None  # the clock's handle of the next retention tick
 
     def _register(self) -> None:
         d = self.dispatcher
@@ -104,6 +121,19 @@ class Server:
         self.groups.register(d)
         TxnHandlers(self.txn, self.producer_ids, self.groups).register(d)
         d.register_handlers(WriteTxnMarkersHandler(self.marker_writer))
+        d.register_handlers(ShareStateHandlers(self.share_state))  # APIs 83-87
+        # share partitions led here (ShareFetch, ShareAcknowledge): durable through
+        # the share coordinator's persister; group-level share configs through the
+        # groups' overrides
+        overrides = self.coordinator.core_config.group_overrides
+        self.shares = SharePartitionManager(
+            self.catalogue, self.data, self.config, self.share_persister,
+            group_config=lambda group, name, default: overrides.get(group, name, default),
+            clock=self.clock)
+        share_fetch = ShareFetchHandlers(self.shares)
+        d.register_handlers(share_fetch)
+        d.on_connection_closed.append(share_fetch.connection_closed)
+        self.catalogue.listeners.append(self.shares.on_topics_changed)
         d.register_handlers(self.configs)
         d.register_handlers(PartitionAdmin(self.catalogue, self.topic_admin, self.config))
         self.cluster_handlers = ClusterHandlers(self.config)
@@ -126,7 +156,7 @@ class Server:
         self.dispatcher.register_handlers(self.cluster)
 
     def _retention_tick(self) -> None:
-        now = int(time.time() * 1000)
+        now = self.clock.ms()
         for plog in list(self.catalogue.all_logs()):
             try:
                 plog.apply_retention(now)
@@ -136,7 +166,7 @@ class Server:
 
     def _schedule_retention(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000.0
-        self._retention = asyncio.get_running_loop().call_later(interval, self._retention_tick)
+        self._retention = self.clock.call_later(interval, self._retention_tick)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -174,6 +204,7 @@ class Server:
         # in a cluster a shard is loaded when this node leads its partition
         self.coordinator.start(load_all=self.cluster is None)
         self.txn.start(load_all=self.cluster is None)
+        self.share_state.start(load_all=self.cluster is None)
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.follow_shards(self.coordinator)
@@ -231,7 +262,9 @@ class Server:
         self.txn.stop()
         if self.txn.markers is not None:
             self.txn.markers.close()
+        self.shares.close()
         self.coordinator.stop()
+        self.share_state.stop()
         self.catalogue.close()
         self.dir_lock.release()
         log.info("kcoord stopped")

@@ -226,11 +226,11 @@ class BrokerConfigs:
         key = BROKER_KEYS.get(name)
         sensitive = is_sensitive(name)
         value = None
-        if synonyms and not sensitive:
-            if synonyms[0][0] == name or key is None:
-                value = synonyms[0][1]
-            else:  # set through a coarser synonym (log.retention.hours): in this key's unit
-                value = key.render(self.effective(SYNONYM_GROUPS.get(name, (name,))))
+        # Kafka shows the key's own value: null while only a coarser synonym is
+        # set or defaulted (log.retention.ms beside log.retention.hours=168),
+        # the source being that synonym's
+        if synonyms and not sensitive and (synonyms[0][0] == name or key is None):
+            value = synonyms[0][1]
         source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         return {"name": name, "value": value, "read_only": name not in DYNAMIC_KEYS,
                 "config_source": source, "is_sensitive": sensitive,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.assignors import ASSIGNORS
+from ..share.coordinator import SHARE_COORDINATOR_CONFIGS
 from ..security import settings as security_settings
 
 log = logging.getLogger("kcoord.config")
@@ -128,6 +129,9 @@ MINIMUMS = {
     "replica.fetch.max.bytes": 0,
 }
 
+# the share coordinator's keys (share.coordinator.*), with Kafka's defaults and minimums
+DEFAULTS.update({k: (int, default) for k, (default, _) in SHARE_COORDINATOR_CONFIGS.items()})
+MINIMUMS.update({k: low for k, (_, low) in SHARE_COORDINATOR_CONFIGS.items()})
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 

@@ -33,7 +33,6 @@ import asyncio
 import gc
 import logging
 import time
-from time import time as _time
 from typing import Any, Callable
 
 from ..coordinator.partitioner import partition_for
@@ -45,7 +44,8 @@ from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated
-from .group_commit import GroupCommit, wall_ms
+from .clock import WallClock
+from .group_commit import GroupCommit
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
 from .shard_loader import ShardLoader
@@ -93,7 +93,10 @@ class _Batch:
 
 class ShardRuntime(CoordinatorState, ShardLoader):
     """One __consumer_offsets partition on this node: its state, core, log,
-    timers, parked requests and writes in flight."""
+    timers, parked requests and writes in flight.  Another coordinator on
+    the same runtime (the share coordinator, share_runtime.py) subclasses it
+    with its own core (`new_core`), record writer (`encode_batch`) and log
+    replay (`replay_log`)."""
 
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
                  linger_ms: int = 0, commit: GroupCommit | None = None,
@@ -106,6 +109,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self.config = config
         self.commit = commit if commit is not None else GroupCommit(linger_ms)
         CoordinatorState.__init__(self)
+        self.clock = self.commit.clock  # the server's one clock (clock.py)
         self.core: CoordinatorShard | None = None
         self.parked: dict[Any, ErrorFn] = {}  # token -> its request's error answer
         self._pending: _Batch | None = None   # records not appended yet
@@ -131,9 +135,22 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             return self._load_task
         if self.state is ACTIVE:
             return None
-        self.core = CoordinatorShard(self.index, self.config)
+        self.core = self.new_core()
         self.records_loaded = self.load_errors = 0
         return self.start_load(self._load)
+
+    def new_core(self):
+        """A fresh core for this shard, which loading fills from the log."""
+        return CoordinatorShard(self.index, self.config)
+
+    @staticmethod
+    def encode_batch(records: list, now: int) -> bytearray:
+        """The bytes to append for the shard's pending records."""
+        return build_shard_batches(records, now)
+
+    def appended(self, records: list, first_offset: int) -> None:
+        """The records now sit from `first_offset` on (the group shard does
+        not need to know)."""
 
     async def _load(self) -> None:
         try:
@@ -154,7 +171,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         # from now on the core reports rebalances and expiries (not while replaying)
         self.core.set_observer(self.events)
         # restart the sessions of loaded members (their timers are not durable)
-        self.apply(self.core.on_loaded(wall_ms()))
+        self.apply(self.core.on_loaded(self.clock.ms()))
 
     def unload(self, epoch: int | None = None) -> bool:
         """Stop coordinating this shard (onResignation): cancel its timers,
@@ -192,7 +209,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.state is not ACTIVE:
             return error(self.state_error())
         if token is None:
-            result = op(self.core, wall_ms())
+            result = op(self.core, self.clock.ms())
             if result.__class__ is not Result:
                 # the answer alone: nothing to write, arm or deliver (the hot paths)
                 if self._batches:  # behind the writes queued before it
@@ -201,7 +218,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
                     return reply
                 return result
         else:
-            result = op(self.core, wall_ms(), token)
+            result = op(self.core, self.clock.ms(), token)
             self.parked[token] = error
         return self.finish(result, error, token)
 
@@ -232,7 +249,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         queued before it are durable (so it shows no state that is not)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
-        answer = op(self.core, wall_ms())
+        answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
         reply = Reply()
@@ -304,7 +321,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         (pending until its marker); answered once durable."""
         if self.state is not ACTIVE:
             return error(self.state_error())
-        result = op(self.core, wall_ms())
+        result = op(self.core, self.clock.ms())
         if not result.records:
             answer = self.finish(result, error, None)
         else:
@@ -357,11 +374,14 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         runs, batch.runs = batch.runs, None
         try:
             if self.metrics is None:
-                self.plog.append(build_shard_batches(records, now, runs))
+                first, _ = self.plog.append(self.encode_batch(records, now) if runs is None
+                                            else build_shard_batches(records, now, runs))
             else:
                 started = time.perf_counter()
-                self.plog.append(build_shard_batches(records, now, runs))
+                first, _ = self.plog.append(self.encode_batch(records, now) if runs is None
+                                            else build_shard_batches(records, now, runs))
                 self.metrics.appended(time.perf_counter() - started)
+            self.appended(records, first)
         except Exception:
             log.exception("shard %d: append failed; reloading the shard from its log", self.index)
             self._failed()
@@ -447,15 +467,15 @@ class ShardRuntime(CoordinatorState, ShardLoader):
 
     # ------------------------------------------------------------ timers
     def arm_timers(self, timers) -> None:
-        loop = asyncio.get_running_loop()
-        now = wall_ms()
+        clock = self.clock
+        now = clock.ms()
         for key, deadline in timers:
             handle = self._timers.pop(key, None)
             if handle is not None:
                 handle.cancel()
             if deadline is not None:
                 delay = max(deadline - now, 0) / 1000.0
-                self._timers[key] = loop.call_later(delay, self._fire, key)
+                self._timers[key] = clock.call_later(delay, self._fire, key)
 
     def _fire(self, key: tuple) -> None:
         self._timers.pop(key, None)
@@ -463,7 +483,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             return
         # replayed now, not in a task: a request handled before the task ran
         # would be computed from state that misses these records
-        self.apply(self.core.on_timer(key, wall_ms()))
+        self.apply(self.core.on_timer(key, self.clock.ms()))
 
     def cancel_all_timers(self) -> None:
         for handle in self._timers.values():
@@ -499,35 +519,73 @@ class CoordinatorRuntime:
     cluster, `start(load_all=False)` and the control plane calls `load` and
     `unload` as leadership moves; a shard it has not loaded answers
     NOT_COORDINATOR.  `durability` decides when an appended write may be
-    answered (see the module doc)."""
+    answered (see the module doc).
+
+    The group coordinator is this class; another coordinator served by the
+    same runtime (share_runtime.py) sets TOPIC, SHARD, the config keys and
+    `new_core_config`, and may leave its topic to be created on first use
+    (CREATE_AT_START False: no shards until `open_topic`)."""
+
+    TOPIC = OFFSETS_TOPIC
+    SHARD = ShardRuntime
+    PARTITIONS_KEY = "offsets.topic.num.partitions"
+    LINGER_KEY = "group.coordinator.append.linger.ms"
+    WRITE_TIMEOUT_KEY = "offsets.commit.timeout.ms"
+    CREATE_AT_START = True
+    WHAT = "shards"  # in the log lines
 
     def __init__(self, catalogue, config, events: GroupEventLog | None = None,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None, clock: WallClock | None = None) -> None:
         self.catalogue = catalogue
+        # the one clock of the server (clock.py): wall time unless injected
+        self.clock = clock if clock is not None else WallClock()
+        self._time = self.clock.time  # the write path's now: one call, no method lookup
         self.config = config
         self.events = events if events is not None else GroupEventLog()
         metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.metrics = metrics
-        self.core_config = CoordinatorConfig.from_values(config.values)
-        wanted = config["offsets.topic.num.partitions"]
-        topic = catalogue.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = catalogue.create(OFFSETS_TOPIC, wanted, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"])})
-        elif len(topic.partitions) != wanted:
-            log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
-                        OFFSETS_TOPIC, len(topic.partitions), wanted)
-        linger = config["group.coordinator.append.linger.ms"]
+        self.core_config = self.new_core_config(config.values)
+        # an adaptive linger (-1, the share coordinator's default) appends at once
+        self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
-        self.commit = GroupCommit(linger, durability or LocalDurability(), metrics=metrics)
+        self.commit = GroupCommit(self.linger, durability or LocalDurability(), metrics=metrics,
+                                  clock=self.clock)
         if self.commit.durability.replicated:
-            self.commit.write_timeout = config["offsets.commit.timeout.ms"] / 1000.0
-        self.shards = [ShardRuntime(i, plog, self.core_config, linger, self.commit, self.events)
-                       for i, plog in enumerate(topic.partitions)]
+            self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
+        self.shards: list = []
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
         self._cleanup: asyncio.TimerHandle | None = None
         self._loaded_task: asyncio.Task | None = None
+        self._started = False
+        self._load_all = False
+        if self.CREATE_AT_START or catalogue.get(self.TOPIC) is not None:
+            self.open_topic()
+
+    def new_core_config(self, values: dict):
+        return CoordinatorConfig.from_values(values)
+
+    def topic_configs(self) -> dict[str, str]:
+        """The internal topic's configs when this runtime creates it."""
+        return {"cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+
+    def open_topic(self) -> None:
+        """Create the topic if need be and make one shard per partition (once);
+        after start(), a single node loads them."""
+        if self.shards:
+            return
+        wanted = self.config[self.PARTITIONS_KEY]
+        topic = self.catalogue.get(self.TOPIC)
+        if topic is None:
+            topic = self.catalogue.create(self.TOPIC, wanted, self.topic_configs())
+        elif len(topic.partitions) != wanted:
+            log.warning("%s has %d partitions; %s=%d is ignored", self.TOPIC,
+                        len(topic.partitions), self.PARTITIONS_KEY, wanted)
+        self.shards = [self.SHARD(i, plog, self.core_config, self.linger, self.commit,
+                                  self.events)
+                       for i, plog in enumerate(topic.partitions)]
+        if self._started and self._load_all:
+            self._load_every_shard()
 
     # ------------------------------------------------------------ routing
     def partition_for(self, group_id: str) -> int:
@@ -559,7 +617,7 @@ class CoordinatorRuntime:
         shard = self.shards[p]
         if shard.state is not ACTIVE:
             return error(shard.state_error())
-        result = op(shard.core, int(_time() * 1000), *args)
+        result = op(shard.core, int(self._time() * 1000), *args)
         if result.__class__ is not Result:  # the answer alone
             if shard._batches:  # behind the writes queued before it
                 reply = Reply()
@@ -596,7 +654,7 @@ class CoordinatorRuntime:
         """op(core, now) on every shard this node serves: (answers, the error
         code if some owned shard could not answer (still loading), else NONE)."""
         answers, error = [], Err.NONE
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in self.shards:
             if shard.state is ACTIVE:
                 answers.append(op(shard.core, now))
@@ -607,7 +665,7 @@ class CoordinatorRuntime:
     def write_all(self, op: Callable) -> None:
         """op(core, now) -> Result on every active shard, applied as an
         internal write (Kafka's scheduleWriteAllOperation)."""
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in self.shards:
             if shard.state is ACTIVE:
                 try:
@@ -626,18 +684,22 @@ class CoordinatorRuntime:
 
     def start(self, load_all: bool = True) -> None:
         tune_gc()
+        self._started, self._load_all = True, load_all
         if load_all:
-            # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
-            tasks = [s.load(0) for s in self.shards]
-            self._loaded_task = asyncio.get_running_loop().create_task(
-                self._log_all_loaded([t for t in tasks if t is not None], time.monotonic()))
+            self._load_every_shard()
         self._schedule_cleanup()
+
+    def _load_every_shard(self) -> None:
+        # shards load independently; each answers COORDINATOR_LOAD_IN_PROGRESS until done
+        tasks = [s.load(0) for s in self.shards]
+        self._loaded_task = asyncio.get_running_loop().create_task(
+            self._log_all_loaded([t for t in tasks if t is not None], time.monotonic()))
 
     async def _log_all_loaded(self, tasks: list, start: float) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         gc.freeze()  # the loaded state is long-lived: keep it out of later collections
         if all(s.loaded for s in self.shards):
-            log.info("all shards loaded: %d records in %.2fs",
+            log.info("all %s loaded: %d records in %.2fs", self.WHAT,
                      sum(s.records_loaded for s in self.shards), time.monotonic() - start)
 
     async def wait_loaded(self) -> None:
@@ -650,10 +712,10 @@ class CoordinatorRuntime:
 
     def _schedule_cleanup(self) -> None:
         interval = self.core_config.offsets_retention_check_interval_ms / 1000.0
-        self._cleanup = asyncio.get_running_loop().call_later(interval, self._run_cleanup)
+        self._cleanup = self.clock.call_later(interval, self._run_cleanup)
 
     def _run_cleanup(self) -> None:
-        now = wall_ms()
+        now = self.clock.ms()
         delete_retention = self.config["log.cleaner.delete.retention.ms"]
         for shard in self.shards:
             if not shard.loaded:

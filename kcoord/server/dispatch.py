@@ -125,6 +125,7 @@ class RequestContext:
     client_host: str
     principal: str = "User:ANONYMOUS"  # Kafka's principal string, Type:Name
     listener: str = "PLAINTEXT"
+    connection: Any = None  # the client connection (share sessions end when it closes)
 
 
 Handler = Callable[[RequestContext, dict], Any]
@@ -148,6 +149,8 @@ class Dispatcher:
         # admin.events.ServerMetrics when the HTTP endpoint is on: network.py
         # reports each request's API and seconds to its request_done
         self.metrics = None
+        # called with a connection when it closes (share sessions release records)
+        self.on_connection_closed: list[Callable[[Any], None]] = []
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False,

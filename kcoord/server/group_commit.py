@@ -9,10 +9,7 @@ from typing import Any, Protocol
 
 from ..log import PartitionLog
 from ..log.durability import Durability, LocalDurability
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
+from .clock import WallClock
 
 
 class Committable(Protocol):
@@ -52,8 +49,11 @@ class GroupCommit:
     shard.  The shards are Committable (take, release)."""
 
     def __init__(self, linger_ms: float, durability: Durability | None = None,
-                 metrics=None) -> None:
+                 metrics=None, clock: WallClock | None = None) -> None:
         self.linger = linger_ms / 1000.0
+        # the server's clock (clock.py): the batches' timestamps; the linger
+        # is I/O batching and stays on the event loop
+        self.clock = clock if clock is not None else WallClock()
         self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
         self._sync_started = 0.0
         self.durability = durability if durability is not None else LocalDurability()
@@ -98,7 +98,7 @@ class GroupCommit:
             self.flush_now()
             return
         shards, self._queue = self._queue, []
-        now = wall_ms()
+        now = self.clock.ms()
         jobs = []
         for shard in shards:
             batch = shard.take(now)
@@ -137,7 +137,7 @@ class GroupCommit:
     def flush_now(self) -> None:
         """Append and fsync every pending write on the caller's thread (stop)."""
         shards, self._queue = self._queue, []
-        now = wall_ms()
+        now = self.clock.ms()
         for shard in shards:
             batch = shard.take(now)
             if batch is None:

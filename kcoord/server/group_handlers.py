@@ -19,9 +19,11 @@ from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
+from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
+KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime.py)
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 log = logging.getLogger("kcoord.groups")
@@ -72,6 +74,7 @@ class GroupHandlers:
         self.config = config
         self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
         self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
+        self.share = None    # the share coordinator's runtime (share_runtime.py), set by the server
 
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)
@@ -85,9 +88,19 @@ class GroupHandlers:
         node = self.config["node.id"]
 
         def locate(key: str) -> dict:
+            if req.get("key_type", 0) == KEY_TYPE_SHARE:
+                problem = self._share_key_problem(key, ctx.api_version)
+                if problem is not None:
+                    return problem
             if self.cluster is not None:
                 return self.cluster.find_coordinator(key, req.get("key_type", 0), ctx.listener)
-            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            if req.get("key_type", 0) == KEY_TYPE_SHARE and not self.share.ready:
+                self.share.open_topic()  # created (and loaded) on first use, as Kafka's
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                        "error_message": "the __share_group_state topic is being created"}
+            if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION,
+                                              KEY_TYPE_SHARE):
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
                         "error_message": "only group and transaction coordinators are served"}
@@ -101,6 +114,16 @@ class GroupHandlers:
         return {"throttle_time_ms": 0, "error_code": found["error_code"],
                 "error_message": found["error_message"], "node_id": found["node_id"],
                 "host": found["host"], "port": found["port"]}
+
+    def _share_key_problem(self, key: str, version: int) -> dict | None:
+        """Key type 2 (a share partition's share coordinator): FindCoordinator
+        v6+ only, key "groupId:topicId:partition"; else INVALID_REQUEST."""
+        if version >= 6 and parse_share_key(key) is not None and self.share is not None:
+            return None
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": Err.INVALID_REQUEST,
+                "error_message": ("share coordinator keys need FindCoordinator v6"
+                                  if version < 6 else f"malformed share coordinator key {key!r}")}
 
     # --------------------------------------------------------- OffsetCommit
     def mark_unknown_partitions(self, topics: list[dict]) -> None:

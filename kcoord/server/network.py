@@ -132,6 +132,11 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = True
         if self.registry is not None:
             self.registry.discard(self)
+        for listener in self.dispatcher.on_connection_closed:
+            try:
+                listener(self)
+            except Exception:  # one listener's failure must not stop the close
+                log.exception("connection close listener %r failed", listener)
         self.pending.clear()
         self.out.clear()
 
@@ -305,7 +310,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return
         ctx = RequestContext(key, version, correlation_id, client_id, self.host,
-                             self.principal, self.listener)
+                             self.principal, self.listener, self)
         dispatcher.calls += 1
         # metrics (admin.events.ServerMetrics, None when off): every request
         # counted per API, one in TIMING_SAMPLE timed from here to its answer

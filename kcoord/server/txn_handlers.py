@@ -11,7 +11,7 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .txn_runtime import OFFSETS_TOPIC, TxnRuntime, wall_ms
+from .txn_runtime import OFFSETS_TOPIC, TxnRuntime
 
 # PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
 FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
@@ -51,7 +51,7 @@ class TxnHandlers:
             return {**answer, "error_code": code}
         res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
                                          req.get("producer_id", -1),
-                                         req.get("producer_epoch", -1), wall_ms())
+                                         req.get("producer_epoch", -1), self.runtime.clock.ms())
         # a fencing abort is finished before the answer (CONCURRENT_TRANSACTIONS):
         # the client's retry then finds the transaction complete
         code = await self.runtime.write_and_complete(res.records)
@@ -93,7 +93,7 @@ class TxnHandlers:
         if unknown:
             return self._results(topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
-        res = self.core.add_partitions(tid, pid, epoch, pairs, wall_ms())
+        res = self.core.add_partitions(tid, pid, epoch, pairs, self.runtime.clock.ms())
         error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return self._results(topics, lambda _tp: error)
 
@@ -121,7 +121,7 @@ class TxnHandlers:
             partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
             res = self.core.add_partitions(req["transactional_id"], req["producer_id"],
                                            req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
-                                           wall_ms())
+                                           self.runtime.clock.ms())
             code = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return {"throttle_time_ms": 0, "error_code": code}
 
@@ -131,7 +131,7 @@ class TxnHandlers:
         code = self._not_ready(req["transactional_id"])
         if not code:
             res = self.core.end_txn(req["transactional_id"], req["producer_id"],
-                                    req["producer_epoch"], req["committed"], wall_ms())
+                                    req["producer_epoch"], req["committed"], self.runtime.clock.ms())
             # answered once the markers are written and Complete* is durable
             code = (await self.runtime.write_and_complete(res.records)
                     or _for_version(ctx, res.error))
@@ -216,7 +216,7 @@ class TxnHandlers:
             return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
                     "transaction_states": []}
         return self.core.list_transactions(req["state_filters"], req["producer_id_filters"],
-                                           req.get("duration_filter", -1), wall_ms())
+                                           req.get("duration_filter", -1), self.runtime.clock.ms())
 
     @serves("DescribeProducers")
     def describe_producers(self, _ctx: RequestContext, req: dict) -> dict:

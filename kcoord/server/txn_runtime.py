@@ -43,14 +43,12 @@ COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest an EndTxn waits for its markers before answering
 
 
-def wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class TxnRuntime:
     def __init__(self, catalogue, config, data_plane, coordinator, fsync: FsyncBatcher,
-                 producer_ids, durability: Durability) -> None:
+                 producer_ids, durability: Durability, clock=None) -> None:
         self.catalogue = catalogue
+        # the server's one clock (clock.py), shared with the group runtime
+        self.clock = clock if clock is not None else coordinator.clock
         self.config = config
         self.data = data_plane
         self.coordinator = coordinator  # the group coordinator runtime (__consumer_offsets)
@@ -77,7 +75,7 @@ class TxnRuntime:
         self._swept = False
         self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
-        self._timers: list[asyncio.TimerHandle] = []
+        self._timers: list = []  # handles of the clock's timers
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
         data_plane.txn_remote = self
@@ -202,7 +200,7 @@ class TxnRuntime:
         if any(self.partitions[p].state is not ACTIVE for p in parts):
             return None
         self.core.replay_all(records)
-        now = wall_ms()
+        now = self.clock.ms()
         by_partition: dict[int, list] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append(
@@ -295,7 +293,7 @@ class TxnRuntime:
                 # Complete* is replayed now (the client's next request sees it)
                 # but not waited for: the markers are durable, and a Prepare*
                 # found on load is completed again
-                logs = self._append(self.core.complete(tid, wall_ms()))
+                logs = self._append(self.core.complete(tid, self.clock.ms()))
                 if logs:
                     self._spawn(self._durable(logs))
         finally:
@@ -329,26 +327,24 @@ class TxnRuntime:
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:
-        loop = asyncio.get_running_loop()
-
         def fire() -> None:
             self._timers.remove(handle_box[0])
             self._spawn(fn())
             self._arm(interval_ms, fn)
-        handle_box = [loop.call_later(interval_ms / 1000.0, fire)]
+        handle_box = [self.clock.call_later(interval_ms / 1000.0, fire)]
         self._timers.append(handle_box[0])
 
     def _served(self, records: list[TxnRecord]) -> list[TxnRecord]:
         return [r for r in records if self.partitions[r.partition].loaded]
 
     async def _abort_timed_out(self) -> None:
-        records = self._served(self.core.abort_timed_out(wall_ms()))
+        records = self._served(self.core.abort_timed_out(self.clock.ms()))
         if records:
             log.info("aborting %d timed-out transactions", len(records))
             await self.write_and_complete(records)
 
     async def _expire_ids(self) -> None:
-        records = self._served(self.core.expire_ids(wall_ms()))
+        records = self._served(self.core.expire_ids(self.clock.ms()))
         if records:
             log.info("expiring %d transactional ids", len(records))
             await self.write(records)

@@ -288,8 +288,9 @@ class TxnCoordinator:
     # ============================================================ describing
     def describe(self, tid: str) -> dict:
         meta = self.txns.get(tid) if tid else None
+        # an error leaves the other fields at their schema defaults (0, ""), as in Kafka
         base = {"transactional_id": tid, "transaction_state": "", "transaction_timeout_ms": 0,
-                "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+                "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0,
                 "topics": []}
         if not tid:
             return {**base, "error_code": Err.INVALID_REQUEST}

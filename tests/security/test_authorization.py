@@ -4,6 +4,8 @@ with which error, filtering, DENY over ALLOW, PREFIXED patterns, super
 users, mTLS principals, and ACLs after a restart."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kcoord.protocol.records import build_batch
@@ -369,3 +371,25 @@ def test_every_served_api_has_an_authorization_rule(authz):
     assert not [line for line in authz.log_lines if "has no authorization rule" in line]
     with user(authz, "alice") as alice:
         assert alice.request(46, 0, {"timeout_ms": 1000, "topics": None})["error_code"] == 31
+
+
+def test_share_state_apis_need_cluster_action(authz):
+    """83-87 and FindCoordinator key type 2 are broker to broker: CLUSTER_ACTION
+    on the cluster, else every partition (every key) answers 31."""
+    body = {"group_id": "g", "topics": [{"topic_id": b"\x01" * 16, "partitions": [
+        {"partition": 0, "leader_epoch": 0}, {"partition": 1, "leader_epoch": 0}]}]}
+    with user(authz, "alice") as alice:
+        for key in (84, 87):
+            resp = alice.request(key, 0, body)
+            assert [p["error_code"] for p in resp["results"][0]["partitions"]] == [31, 31]
+        resp = alice.request(10, 6, {"key_type": 2, "coordinator_keys": ["g:AAAAAAAAAAAAAAAAAAAAAA:0"]})
+        assert [c["error_code"] for c in resp["coordinators"]] == [31]
+    with user(authz, "admin") as admin:  # a super user is a broker here
+        deadline = time.monotonic() + 20
+        while True:  # the topic is created on first use, then its shards load (14)
+            resp = admin.request(87, 0, body)
+            codes = [p["error_code"] for p in resp["results"][0]["partitions"]]
+            if 14 not in codes or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert codes == [3, 3]  # allowed: the topic id is unknown

@@ -59,7 +59,8 @@ from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
 from kcoord.protocol.errors import Err
-from kcoord.server import coordinator_runtime, group_commit
+from kcoord.server import coordinator_runtime
+from kcoord.server.clock import LoopClock
 from kcoord.server.consumer_group_handlers import ConsumerGroupApi
 from kcoord.server.coordinator_runtime import ACTIVE, FAILED, LOADING, NOT_OWNED, ShardRuntime
 from kcoord.server.dispatch import Reply
@@ -250,14 +251,14 @@ class Simulation:
         self.rng = random.Random(seed)
         self.steps = steps
         self.loop = VirtualLoop()
-        self._patched = []
-        self._patch_clock()
         self.replicated = self.rng.random() < 0.5
         asyncio.set_event_loop(self.loop)
         # (a deliberately broken ShardRuntime, for the bench's check of the checks)
         coordinator_runtime.ShardRuntime = shard_class
         try:
+            # the runtime's one clock is the loop's virtual time
             self.node = Node(data_dir, partitions=PARTITIONS,
+                             clock=LoopClock(lambda: self.loop.now_ms),
                              **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
         finally:
             coordinator_runtime.ShardRuntime = ShardRuntime
@@ -283,20 +284,6 @@ class Simulation:
         self.counts: dict[str, int] = {}
 
     # ------------------------------------------------------------ plumbing
-    def _patch_clock(self) -> None:
-        loop = self.loop
-
-        def wall_ms() -> int:
-            return loop.now_ms
-
-        def seconds() -> float:
-            return loop.now_ms / 1000.0
-        for module, name, value in ((coordinator_runtime, "wall_ms", wall_ms),
-                                    (coordinator_runtime, "_time", seconds),
-                                    (group_commit, "wall_ms", wall_ms)):
-            self._patched.append((module, name, getattr(module, name)))
-            setattr(module, name, value)
-
     def close(self) -> None:
         try:
             for shard in self.runtime.shards:
@@ -306,8 +293,6 @@ class Simulation:
             self.loop.run_idle()
             self.node.catalogue.close()
         finally:
-            for module, name, value in self._patched:
-                setattr(module, name, value)
             asyncio.set_event_loop(None)
             self.loop.close()
 

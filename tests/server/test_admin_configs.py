@@ -345,7 +345,12 @@ def test_broker_describe(confluent, wire):
     # read-only where Kafka's is
     assert got["log.retention.hours"].is_read_only
     assert not got["log.retention.ms"].is_read_only
-    assert got["log.retention.ms"].value == str(48 * 3600000)
+    # unset itself (only log.retention.hours=48 is): null, with the hours synonym's source
+    retention = got["log.retention.ms"]
+    assert retention.value is None and retention.source == 4, retention
+    ms = entries(describe(wire, BROKER, "0", keys=["log.retention.ms"]))["log.retention.ms"]
+    assert [(s["name"], s["value"], s["source"]) for s in ms["synonyms"]] == [
+        ("log.retention.hours", "48", 4), ("log.retention.hours", "168", 5)]
     # sensitive: null value, in the entry and its synonyms
     secret = entries(describe(wire, BROKER, "0", keys=["ssl.keystore.password"]))[
         "ssl.keystore.password"]

@@ -375,8 +375,8 @@ def test_find_coordinator_every_version(srv, wire, version):
         assert (c["key"], c["error_code"], c["node_id"], c["port"]) == ("txn-1", 0, 0, srv.port)
         resp = wire.call(FIND_COORDINATOR, version, {"key_type": 2,
                                                      "coordinator_keys": ["share-1"]})
-        (c,) = resp["coordinators"]  # share groups are not served
-        assert c["key"] == "share-1" and c["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
+        (c,) = resp["coordinators"]  # share coordinator keys: v6 and "group:topicId:partition"
+        assert c["key"] == "share-1" and c["error_code"] == Err.INVALID_REQUEST
     else:
         resp = wire.call(FIND_COORDINATOR, version, {"key": "g-a", "key_type": 0})
         assert (resp["error_code"], resp["node_id"], resp["host"], resp["port"]) == (
@@ -385,7 +385,7 @@ def test_find_coordinator_every_version(srv, wire, version):
             resp = wire.call(FIND_COORDINATOR, version, {"key": "txn-1", "key_type": 1})
             assert (resp["error_code"], resp["port"]) == (0, srv.port)
             resp = wire.call(FIND_COORDINATOR, version, {"key": "share-1", "key_type": 2})
-            assert resp["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
+            assert resp["error_code"] == Err.INVALID_REQUEST  # key type 2 needs v6
 
 
 def test_find_coordinator_batched_empty_key_list(wire):

@@ -171,6 +171,10 @@ def test_describe_and_list_transactions(c):
     assert (got["transaction_state"], got["producer_id"], got["topics"]) == (
         "Ongoing", r["producer_id"], [{"topic": "t", "partitions": [0]}])
     assert missing["error_code"] == Err.TRANSACTIONAL_ID_NOT_FOUND
+    # Kafka leaves every other field at its schema default (0): a strict decoder checks
+    assert (missing["transaction_start_time_ms"], missing["producer_id"],
+            missing["producer_epoch"], missing["transaction_timeout_ms"],
+            missing["transaction_state"], missing["topics"]) == (0, 0, 0, 0, "", [])
     listed = c.request(LIST_TXNS, 1, {"state_filters": ["Ongoing"], "producer_id_filters": [],
                                       "duration_filter": -1})
     assert "w-5" in [t["transactional_id"] for t in listed["transaction_states"]]

@@ -1,0 +1,195 @@
+"""Share-group consumption (KIP-932): records/s and server CPU per record of
+confluent-kafka ShareConsumers on kcoord, beside a consumer group reading
+the same topic on kcoord and beside share groups on the librdkafka mock
+cluster, in one run.  Goal: kcoord's share groups at least 50% of its
+consumer group's rate and ahead of the mock's share groups.
+
+    python -m bench share_groups [--quick] [--records N] [--peers kcoord,mock]
+
+For each server the same steps:
+1. a 3-partition topic; `members` ShareConsumers (implicit acknowledgement:
+   each poll accepts the previous poll's records) join one group and poll;
+   a warm-up record is produced to each partition until each has been
+   delivered (the share partitions are loaded, their start offsets fixed:
+   share.auto.offset.reset is Kafka's `latest` on both servers);
+2. the members close (their acknowledgements sent), and `records` records
+   of 100 bytes are produced with nobody consuming;
+3. the same number of new members join and consume the backlog: the rate
+   is records / (last record's arrival - first record's arrival), the
+   server's CPU (utime+stime from /proc) is taken over the whole phase,
+   joining included, per record consumed.
+The consumer-group row on kcoord reads the same topic from the earliest
+offset with `members` KIP-848 Consumers (group.protocol=consumer), measured
+the same way (its backlog is everything on the topic).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from .common import (CpuMeter, KcoordServer, MockServer, table, timed, write_results)
+
+TOPIC = "bench-share"
+PARTITIONS = 3
+MEMBERS = 3
+VALUE = b"x" * 100
+
+
+def produce(bootstrap: str, count: int, start: int = 0) -> None:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                  "queue.buffering.max.messages": 1_000_000})
+    for i in range(start, start + count):
+        while True:
+            try:
+                p.produce(TOPIC, VALUE, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0, "records not delivered"
+
+
+def create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        fut.result(60)
+
+
+class Readers:
+    """`n` consumers (ShareConsumers, or KIP-848 Consumers) polling in threads;
+    counts records and the first and last arrival."""
+
+    def __init__(self, bootstrap: str, n: int, share: bool, group: str) -> None:
+        self.count = 0
+        self.first = self.last = None
+        self.partitions: set[int] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self.threads = [threading.Thread(target=self._run, args=(bootstrap, share, group),
+                                         daemon=True) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, bootstrap: str, share: bool, group: str) -> None:
+        from confluent_kafka import Consumer, ShareConsumer
+        conf = {"bootstrap.servers": bootstrap, "group.id": group}
+        if share:
+            c = ShareConsumer(conf)
+        else:
+            c = Consumer({**conf, "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                          "enable.auto.commit": False})
+        c.subscribe([TOPIC])
+        try:
+            while not self.stopping.is_set():
+                got = c.poll(0.5) if share else c.consume(500, 0.5)
+                records = [m for m in got if m.error() is None]
+                if not records:
+                    errors = [m.error() for m in got if m.error() is not None]
+                    if errors:
+                        self.errors.append(str(errors[0]))
+                    continue
+                now = time.monotonic()
+                with self.lock:
+                    self.count += len(records)
+                    self.first = self.first or now
+                    self.last = now
+                    self.partitions.update(m.partition() for m in records)
+        finally:
+            c.close()
+
+    def wait(self, condition, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if condition(self):
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(60)
+
+
+def measure(server, share: bool, records: int, group: str) -> dict:
+    """The backlog of `records` consumed by MEMBERS new members: rate and CPU."""
+    meter = CpuMeter(server.pid)
+    readers = Readers(server.bootstrap, MEMBERS, share, group)
+    done = readers.wait(lambda r: r.count >= records, 300)
+    cpu, wall = meter.stop()
+    readers.stop()
+    span = (readers.last - readers.first) if readers.first and readers.last else float("nan")
+    return {"records": readers.count, "complete": done, "span_s": span,
+            "records_per_s": readers.count / span if span and span == span and span > 0 else 0.0,
+            "phase_s": wall, "server_cpu_s": cpu,
+            "cpu_us_per_record": cpu / max(readers.count, 1) * 1e6,
+            "errors": readers.errors[:3]}
+
+
+def share_run(server, records: int) -> dict:
+    """Steps 1-3 of the module doc on one server."""
+    group = "bench-share-group"
+    warm = Readers(server.bootstrap, MEMBERS, True, group)
+    sent = 0
+    deadline = time.monotonic() + 120
+    while not warm.wait(lambda r: len(r.partitions) == PARTITIONS, 1.0):
+        if time.monotonic() > deadline:
+            warm.stop()
+            return {"error": "the share partitions were never delivered a record"}
+        produce(server.bootstrap, PARTITIONS, sent)
+        sent += PARTITIONS
+    warm.stop()
+    produce(server.bootstrap, records, sent)
+    return measure(server, True, records, group)
+
+
+def run(args) -> dict:
+    records = int(args.records.split(",")[0]) if args.records else (
+        20_000 if args.quick else 200_000)
+    peers = [p for p in args.peers if p in ("kcoord", "mock")]
+    raw: dict = {"records": records, "members": MEMBERS, "partitions": PARTITIONS, "runs": {}}
+    if "kcoord" in peers:
+        with timed("kcoord share groups and consumer group"):
+            server = KcoordServer()
+            server.start()
+            try:
+                create_topic(server.bootstrap)
+                raw["runs"]["kcoord share group"] = share_run(server, records)
+                # the consumer group reads everything on the topic (warm-up records too)
+                total = raw["runs"]["kcoord share group"].get("records", 0)
+                raw["runs"]["kcoord consumer group"] = measure(
+                    server, False, max(total, records), "bench-consumer-group")
+            finally:
+                server.stop()
+    if "mock" in peers:
+        with timed("librdkafka mock share groups"):
+            server = MockServer(topics=[(TOPIC, PARTITIONS)])
+            server.start()
+            try:
+                raw["runs"]["librdkafka mock share group"] = share_run(server, records)
+            finally:
+                server.stop()
+    rows = [[name, r.get("records"), r.get("records_per_s"), r.get("cpu_us_per_record"),
+             r.get("span_s"), r.get("phase_s"), "yes" if r.get("complete") else "NO"]
+            for name, r in raw["runs"].items()]
+    sections = [
+        f"{records:,} records of 100 bytes on a {PARTITIONS}-partition topic, read by "
+        f"{MEMBERS} members (confluent-kafka, one thread each, in the bench process); "
+        "see bench/share_groups.py for the steps.", "",
+        table(["run", "records", "records/s", "server CPU us/record", "first-to-last s",
+               "phase s (with join)", "all read"], rows), ""]
+    runs = raw["runs"]
+    share, group = runs.get("kcoord share group", {}), runs.get("kcoord consumer group", {})
+    mock = runs.get("librdkafka mock share group", {})
+    if share.get("records_per_s") and group.get("records_per_s"):
+        sections.append(f"- kcoord share group / kcoord consumer group: "
+                        f"{share['records_per_s'] / group['records_per_s']:.2f}x (goal >= 0.5)")
+    if share.get("records_per_s") and mock.get("records_per_s"):
+        sections.append(f"- kcoord share group / librdkafka mock share group: "
+                        f"{share['records_per_s'] / mock['records_per_s']:.2f}x (goal > 1)")
+    sections.append("")
+    write_results("share_groups", "Share groups: consumption rate and server CPU", sections, raw)
+    return raw

@@ -1,0 +1,107 @@
+"""The server's one clock: what the coordinator runtime, its timers, the
+transaction coordinator and log retention read as "now" and arm timers on.
+
+`WallClock` is the default (wall time, timers on the running event loop).
+`VirtualClock` stands still until `advance(seconds)` (kcoord.testing's
+virtual time): its timers fire in deadline order, each at its own time.
+Timers that are I/O mechanics (the group commit's linger, a replicated
+write's timeout, long-poll fetches) stay on the event loop: they are not
+application time and must run while the virtual clock stands still.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time as _time_module
+from itertools import count
+from typing import Callable
+
+log = logging.getLogger("kcoord.clock")
+
+
+class WallClock:
+    """Wall time; timers on the running loop."""
+
+    # seconds since the epoch; the hot path (CoordinatorRuntime.write) calls
+    # this bound to a C function, so the wall clock costs what time.time did
+    time: Callable[[], float] = staticmethod(_time_module.time)
+    virtual = False
+
+    def ms(self) -> int:
+        return int(self.time() * 1000)
+
+    def call_later(self, delay_s: float, fn: Callable, *args):
+        """A handle with .cancel()."""
+        return asyncio.get_running_loop().call_later(delay_s, fn, *args)
+
+
+class LoopClock(WallClock):
+    """The running loop's clock as wall time (a simulation's virtual loop)."""
+
+    def __init__(self, ms: Callable[[], int]) -> None:
+        self._ms = ms
+        self.time = lambda: ms() / 1000.0
+
+    def ms(self) -> int:
+        return self._ms()
+
+
+class _Timer:
+    __slots__ = ("when", "fn", "args", "cancelled")
+
+    def __init__(self, when: int, fn: Callable, args: tuple) -> None:
+        self.when = when
+        self.fn = fn
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class VirtualClock(WallClock):
+    """Time that moves only by advance(); used from the server's loop thread."""
+
+    virtual = True
+
+    def __init__(self, start_ms: int | None = None) -> None:
+        self.now_ms = int(_time_module.time() * 1000) if start_ms is None else start_ms
+        self._heap: list[tuple[int, int, _Timer]] = []
+        self._seq = count()
+
+    def time(self) -> float:  # type: ignore[override]
+        # +0.25 ms: int(time() * 1000) gives now_ms back despite float rounding
+        return (self.now_ms + 0.25) / 1000.0
+
+    def ms(self) -> int:
+        return self.now_ms
+
+    def call_later(self, delay_s: float, fn: Callable, *args) -> _Timer:
+        timer = _Timer(self.now_ms + max(0, int(delay_s * 1000 + 0.5)), fn, args)
+        heapq.heappush(self._heap, (timer.when, next(self._seq), timer))
+        return timer
+
+    def pending(self) -> list[int]:
+        """The deadlines (ms) of the timers armed, soonest first."""
+        return sorted(when for when, _, t in self._heap if not t.cancelled)
+
+    def advance(self, seconds: float) -> int:
+        """Move the clock by `seconds`, firing every timer due on the way in
+        deadline order, each with the clock at its deadline (a timer armed by
+        one that fires is fired too if due).  -> how many fired."""
+        target = self.now_ms + int(round(seconds * 1000))
+        fired = 0
+        heap = self._heap
+        while heap and heap[0][0] <= target:
+            when, _, timer = heapq.heappop(heap)
+            if timer.cancelled:
+                continue
+            self.now_ms = max(self.now_ms, when)
+            fired += 1
+            try:
+                timer.fn(*timer.args)
+            except Exception:  # as the event loop: one timer's failure stops no other
+                log.exception("timer %r failed", timer.fn)
+        self.now_ms = max(self.now_ms, target)
+        return fired
