@@ -28,13 +28,13 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
 
 
 class HttpEndpoint:
-    def __init__(self, shards, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
+    def __init__(self, runtime, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
                  burrow_cluster: str = CLUSTER) -> None:
-        self.shards = shards
+        self.runtime = runtime  # the coordinator runtime, read through read_all
         self.catalogue = catalogue
         self.metrics = metrics
-        self.registry = make_registry(shards, catalogue, metrics)
-        self.burrow = BurrowView(shards, catalogue, kafka_servers, cluster=burrow_cluster)
+        self.registry = make_registry(runtime, catalogue, metrics)
+        self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster)
         self.times = RecordTimes()
         self._server: asyncio.base_events.Server | None = None
         self.host = ""
@@ -98,7 +98,7 @@ class HttpEndpoint:
         if path in ("/", "/index.html"):
             return 200, PAGE.encode(), "text/html; charset=utf-8"
         if path == "/status.json":
-            return self._json(200, status_snapshot(self.shards, self.catalogue, self.metrics,
+            return self._json(200, status_snapshot(self.runtime, self.catalogue, self.metrics,
                                                    self.times))
         if path.startswith("/v3/"):
             return await self._burrow([unquote(p) for p in path.strip("/").split("/")], url)

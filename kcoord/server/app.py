@@ -215,7 +215,7 @@ class Server:
                 await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
-            self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+            self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
                                      ["%s:%d" % self.config.advertised],
                                      self.config["http.burrow.cluster.name"])
             try:
