@@ -9,10 +9,9 @@ def add_parsers(sub) -> None:
     topics.add_parser(sub)
     configs.add_parser(sub)
     # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
-    from . import client
-    from ..security import admin_cli
-    admin_cli.install(client, configs)
-    admin_cli.add_parser(sub)
+    from . import client, security_commands
+    security_commands.install(client, configs)
+    security_commands.add_parser(sub)
 
 
 def version() -> str:

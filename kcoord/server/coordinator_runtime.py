@@ -22,7 +22,7 @@ As Kafka's CoordinatorRuntime:
 Per shard, records are replayed at once (all but the AppliedRecords, whose
 change the handler already made: Kafka's replayRecords=false; loading the
 log replays every record) and queued for the group commit
-(group_commit.py): one round appends every waiting shard's records as one
+(fsync_rounds.py): one round appends every waiting shard's records as one
 batch per shard and has them made durable together; only then are the
 answers released.  An answer never shows state that is not yet durable: an
 op without records is answered after the writes queued before it.
@@ -45,7 +45,7 @@ from ..protocol.errors import Err
 from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated
 from .clock import WallClock
-from .group_commit import GroupCommit
+from .fsync_rounds import FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
 from .shard_loader import ShardLoader
@@ -99,7 +99,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
     replay (`replay_log`)."""
 
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
-                 linger_ms: int = 0, commit: GroupCommit | None = None,
+                 linger_ms: int = 0, commit: FsyncRounds | None = None,
                  events: GroupEventLog | None = None) -> None:
         self.index = index
         # logs rebalances, expiries and loads; a ServerMetrics also counts them
@@ -107,7 +107,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self.metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.plog = plog
         self.config = config
-        self.commit = commit if commit is not None else GroupCommit(linger_ms)
+        self.commit = commit if commit is not None else FsyncRounds(linger_ms)
         CoordinatorState.__init__(self)
         self.clock = self.commit.clock  # the server's one clock (clock.py)
         self.core: CoordinatorShard | None = None
@@ -548,7 +548,7 @@ class CoordinatorRuntime:
         # an adaptive linger (-1, the share coordinator's default) appends at once
         self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
-        self.commit = GroupCommit(self.linger, durability or LocalDurability(), metrics=metrics,
+        self.commit = FsyncRounds(self.linger, durability or LocalDurability(), metrics=metrics,
                                   clock=self.clock)
         if self.commit.durability.replicated:
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0

@@ -26,8 +26,9 @@ class Committable(Protocol):
         """The batch is durable (error None) or will not be: answer its writes."""
 
 
-class GroupCommit:
-    """Group commit across every shard of the runtime.
+class FsyncRounds:
+    """Group commit across every shard of the runtime: rounds of appends made
+    durable together (fsync batching; not consumer groups' commits).
 
     A shard with records to write joins the next round.  A round starts
     `group.coordinator.append.linger.ms` after its first write (at once when

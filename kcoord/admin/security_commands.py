@@ -15,11 +15,11 @@ import secrets
 import sys
 
 from ..protocol.errors import Err
-from .acl import (CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
-                  SUPPORTED_OPERATIONS)
-from .client import SaslLoginError, connect, sasl_login
-from .sasl_mechanisms import salted_password
-from .store import SCRAM_CODES, SCRAM_MECHANISM_CODES
+from ..security.acl import (CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
+                           SUPPORTED_OPERATIONS)
+from ..security.client import SaslLoginError, connect, sasl_login
+from ..security.sasl_mechanisms import salted_password
+from ..security.store import SCRAM_CODES, SCRAM_MECHANISM_CODES
 
 
 def install(admin_client_module, configs_module) -> None:
