@@ -479,7 +479,7 @@ def generations(records, partitions: int, topic_names: dict | None = None):
     def run(batches):
         from kcoord.protocol.messages.coordinator_records import decode_record_value
 
-        from .decode import consumer_group_row, group_metadata_row
+        from .group_rows import consumer_group_row, group_metadata_row
         names = dict(names0)
 
         def rows():
