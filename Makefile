@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LISTEN ?= 127.0.0.1:9092
+HTTP_LISTEN ?= 127.0.0.1:9644
+# make cluster: node i on BASE_PORT + i - 1, its HTTP endpoint on HTTP_BASE_PORT + i - 1
+BASE_PORT ?= 9092
+HTTP_BASE_PORT ?= 9644
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
@@ -37,11 +41,13 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	touch $@
 
 serve: venv
-	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=127.0.0.1:9644
+	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=$(HTTP_LISTEN)
 
-# a local cluster: etcd and 3 nodes on 127.0.0.1:9092-9094 (Ctrl-C stops it)
+# a local cluster: etcd and 3 nodes on 127.0.0.1:BASE_PORT.. (9092-9094), each
+# with its HTTP endpoint on HTTP_BASE_PORT.. (9644-9646) (Ctrl-C stops it)
 cluster: $(VENV)/.installed-cluster
-	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster
+	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster \
+		--base-port $(BASE_PORT) --http-base-port $(HTTP_BASE_PORT)
 
 test: venv-all js
 	$(MAKE) lint

@@ -202,6 +202,37 @@ def _consumer_group_rows() -> list[list]:
                                                     for size in sizes) + " ms"
                               for name in ("kcoord", "mock")),
                     "beside the mock (no numeric goal)", "-", rb["machine"]["date"]])
+    out += _share_rows()
+    return out
+
+
+def _share_rows() -> list[list]:
+    out = []
+    sc = _load("share_consume")
+    if sc:
+        share = sc.get("kcoord share group", {})
+        group = sc.get("kcoord consumer group", {})
+        mock = sc.get("librdkafka mock share group", {})
+        rate = [r.get("records_per_s") for r in (share, group, mock)]
+        ok = None not in rate and rate[0] >= 0.5 * rate[1] and rate[0] > rate[2]
+        out.append(["share group consumption, 1 ShareConsumer, 3 partitions "
+                    "(records/s, server CPU us/record)",
+                    f"kcoord {_fmt(rate[0], digits=0)} ({_fmt(share.get('cpu_us_per_record'), digits=2)}); "
+                    f"kcoord consumer group {_fmt(rate[1], digits=0)} "
+                    f"({_fmt(group.get('cpu_us_per_record'), digits=2)}); mock share group "
+                    f"{_fmt(rate[2], digits=0)} ({_fmt(mock.get('cpu_us_per_record'), digits=2)})",
+                    ">= 0.5x the consumer group, ahead of the mock",
+                    "met" if ok else "MISSED", sc["machine"]["date"]])
+    sim = _load("share_sim")
+    if sim:
+        caught = [b["failing"] for b in sim["broken"].values()]
+        out.append(["share-partition simulation (schedules, violations; broken variants caught)",
+                    f"{sim['schedules']:,} schedules, {len(sim['violations'])} violations; "
+                    f"{len(caught)} broken variants caught in {min(caught)}-{max(caught)} "
+                    f"schedules of {max(b['schedules'] for b in sim['broken'].values())}",
+                    "0 violations, every variant caught",
+                    "met" if not sim["violations"] and min(caught) > 0 else "MISSED",
+                    sim["machine"]["date"]])
     return out
 
 

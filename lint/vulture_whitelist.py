@@ -74,3 +74,9 @@ pytest_addoption
 pytest_configure
 pytest_runtest_makereport
 _.move_coordinator
+
+# ShareGroupSettings' fields: built by GroupOverrides.share_settings for the
+# share-partition leader, which the share-group work is wiring (no reader yet)
+auto_offset_reset
+record_lock_duration_ms
+isolation_level

@@ -76,7 +76,8 @@ class BurrowView:
 
     def __init__(self, runtime, catalogue, servers: list[str], intervals: int =
                  burrow.DEFAULT_INTERVALS, refresh_ms: int = burrow.DEFAULT_REFRESH_MS,
-                 allowed_lag: int = 0, cluster: str = CLUSTER) -> None:
+                 allowed_lag: int = 0, cluster: str = CLUSTER,
+                 min_distance_s: int = burrow.DEFAULT_MIN_DISTANCE_S) -> None:
         self.cluster = cluster  # the one cluster name the /v3/kafka routes answer to
         self.runtime = runtime  # the coordinator runtime: its shards' logs, and read_all
         self.catalogue = catalogue
@@ -84,6 +85,7 @@ class BurrowView:
         self.intervals = intervals
         self.refresh_ms = refresh_ms
         self.allowed_lag = allowed_lag
+        self.min_distance_ms = min_distance_s * 1000  # Burrow's storage min-distance
         self._positions: dict[int, int] = {}  # shard index -> next offset to read
         self._groups: dict[str, dict[tuple[str, int], _Partition]] = {}
         self._ends: dict[tuple[str, int], _EndHistory] = {}
@@ -150,7 +152,7 @@ class BurrowView:
             except Exception:
                 return
             p.deleted = False
-            p.commits.append((v["offset"], v["commit_timestamp"]))
+            burrow.add_commit(p.commits, v["offset"], v["commit_timestamp"], self.min_distance_ms)
             if len(p.commits) > 2 * self.intervals:
                 del p.commits[:-self.intervals]
         elif rtype == GROUP_METADATA and value is None:

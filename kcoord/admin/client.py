@@ -231,21 +231,27 @@ class AdminClient:
         return out
 
     # ------------------------------------------------------- coordinators
-    def coordinator(self, group: str) -> KafkaConnection:
+    def coordinator(self, group: str, key_type: int = 0) -> KafkaConnection:
+        """The coordinator of a group (key_type 0) or transactional id (1)."""
+        return self.coordinator_of(group, key_type)[1]
+
+    def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, KafkaConnection]:
+        """(node id, connection) of the key's coordinator."""
         deadline = time.monotonic() + self.timeout
+        what = "group" if key_type == 0 else "transactional id"
         while True:
             conn = self.any()
-            version = conn.version(10)
+            version = conn.version(10, 1 if key_type else 0)
             if version >= 4:
-                response = conn.send(10, version, {"key_type": 0, "coordinator_keys": [group]})
+                response = conn.send(10, version, {"key_type": key_type, "coordinator_keys": [key]})
                 [found] = response["coordinators"]
             else:
-                found = conn.send(10, version, {"key": group, "key_type": 0})
+                found = conn.send(10, version, {"key": key, "key_type": key_type})
             code = found["error_code"]
             if code == Err.NONE:
-                return self._connect((found["host"], found["port"]))
+                return found["node_id"], self._connect((found["host"], found["port"]))
             if code not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                raise AdminError(f"FindCoordinator for group '{group}': {error_name(code)}")
+                raise AdminError(f"FindCoordinator for {what} '{key}': {error_name(code)}")
             time.sleep(0.2)
 
     def group_request(self, group: str, api_key: int, body: dict,

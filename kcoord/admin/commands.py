@@ -4,10 +4,11 @@ from __future__ import annotations
 
 
 def add_parsers(sub) -> None:
-    from . import configs, consumer_groups, topics
+    from . import configs, consumer_groups, topics, transactions
     consumer_groups.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    transactions.add_parser(sub)
     # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
     from . import client, security_commands
     security_commands.install(client, configs)

@@ -111,7 +111,14 @@ def check_args(args) -> None:
         raise UsageError("Option --verbose is only valid with --describe")
 
 
+# Exit codes: 0 done; 1 a refusal or failure, whose message (Kafka's wording)
+# is printed (a group that does not exist, is not empty or not inactive, a
+# partial delete, an error answer), or a bad command line.
+_refused: list[str] = []  # the refusals printed by this run
+
+
 def run(args) -> int:
+    _refused.clear()
     try:
         check_args(args)
         states = parse_states(args.state) if args.list and args.state else []
@@ -144,10 +151,12 @@ def run(args) -> int:
     except AdminError as exc:
         print(f"\nError: Executing consumer group command failed due to {exc}")
         return 1
-    return 0
+    return 1 if _refused else 0
 
 
 def print_error(msg: str) -> None:
+    """Kafka's printError; the command then exits 1 (Kafka's tool exits 0: scripts could not tell)."""
+    _refused.append(msg)
     print(f"\nError: {msg}")
 
 

@@ -29,12 +29,13 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
 
 class HttpEndpoint:
     def __init__(self, runtime, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
-                 burrow_cluster: str = CLUSTER) -> None:
+                 burrow_cluster: str = CLUSTER, min_distance_s: int = 1) -> None:
         self.runtime = runtime  # the coordinator runtime, read through read_all
         self.catalogue = catalogue
         self.metrics = metrics
         self.registry = make_registry(runtime, catalogue, metrics)
-        self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster)
+        self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster,
+                                 min_distance_s=min_distance_s)
         self.times = RecordTimes()
         self._server: asyncio.base_events.Server | None = None
         self.host = ""

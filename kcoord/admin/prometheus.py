@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
-from ..coordinator import group_overviews, offset_count
+from ..coordinator import group_overviews, offset_count, share_group_overviews
 from ..coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE,
                                          STABLE)
 from ..coordinator.consumer_group import (GROUP_ASSIGNING, GROUP_DEAD, GROUP_EMPTY,
@@ -55,7 +55,8 @@ class KcoordCollector:
     def _groups(self):
         classic = dict.fromkeys(CLASSIC_STATES, 0)
         consumer = dict.fromkeys(CONSUMER_STATES, 0)
-        members = {"classic": 0, "consumer": 0}
+        share = {"Empty": 0, "Stable": 0}  # Kafka's share-group-count{state} (Dead never entered)
+        members = {"classic": 0, "consumer": 0, "share": 0}
         offsets = 0
         # shard states as the runtime names them (loading, active, failed,
         # not-owned in cluster mode); Kafka's num-partitions{state}
@@ -67,7 +68,7 @@ class KcoordCollector:
             if shard.state in states:
                 states[shard.state] += 1
         answers, _ = self.runtime.read_all(_overview)
-        for overviews, count in answers:
+        for overviews, shares, count in answers:
             for g in overviews:
                 kind = "consumer" if g.protocol == "consumer" else "classic"
                 by_state = consumer if kind == "consumer" else classic
@@ -75,17 +76,23 @@ class KcoordCollector:
                 members[kind] += g.members
                 if g.members:
                     group_members.add_metric([g.group_id], g.members)
+            for g in shares:
+                share[g.state] = share.get(g.state, 0) + 1
+                members["share"] += g.members
             offsets += count
         fam = GaugeMetricFamily("kcoord_group_coordinator_groups",
                                 "Groups per protocol (Kafka's group-count)", labels=["protocol"])
         fam.add_metric(["classic"], sum(classic.values()))
         fam.add_metric(["consumer"], sum(consumer.values()))
+        fam.add_metric(["share"], sum(share.values()))
         yield fam
         yield _gauge_by("kcoord_group_coordinator_classic_groups",
                         "Classic groups per state (Kafka's classic-group-count)", "state", classic)
         yield _gauge_by("kcoord_group_coordinator_consumer_groups",
                         "KIP-848 consumer groups per state (Kafka's consumer-group-count)",
                         "state", consumer)
+        yield _gauge_by("kcoord_group_coordinator_share_groups",
+                        "KIP-932 share groups per state (Kafka's share-group-count)", "state", share)
         yield _gauge_by("kcoord_group_coordinator_members",
                         "Members of all groups per protocol", "protocol", members)
         yield group_members
@@ -239,7 +246,7 @@ class KcoordCollector:
 
 
 def _overview(core, _now: int):
-    return group_overviews(core), offset_count(core)
+    return group_overviews(core), share_group_overviews(core), offset_count(core)
 
 
 def make_registry(runtime, catalogue, metrics: ServerMetrics) -> CollectorRegistry:

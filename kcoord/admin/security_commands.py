@@ -213,15 +213,33 @@ def _entry_str(principal, host, op, perm) -> str:
             f"permissionType={Permission(perm).name})")
 
 
-def _print_grouped(rows) -> None:
+def _block(title: str, pattern: tuple, entries) -> None:
+    """Kafka's AclCommand block: the title naming the resource, one tab-led ACL a line."""
+    print(f"{title} `{_pattern_str(*pattern)}`: \n " + "\n".join("\t" + e for e in entries)
+          + " \n")
+
+
+def _print_grouped(rows, title: str = "Current ACLs for resource") -> None:
     groups: dict = {}
     for rt, name, pt, principal, host, op, perm in rows:
         groups.setdefault((rt, name, pt), []).append(_entry_str(principal, host, op, perm))
     for key, entries in groups.items():
-        print(f"Current ACLs for resource `{_pattern_str(*key)}`: ")
-        for e in entries:
-            print(f" \t{e} ")
-        print()
+        _block(title, key, entries)
+
+
+def _describe(conn, rt, name, pt, principal=None) -> list[tuple]:
+    from ..admin.client import AdminError, error_name
+    _, resp = conn.call(29, {
+        "resource_type_filter": rt, "resource_name_filter": name,
+        "pattern_type_filter": pt, "principal_filter": principal,
+        "host_filter": None, "operation": Operation.ANY,
+        "permission_type": Permission.ANY}, low=1)
+    if resp["error_code"] != Err.NONE:
+        raise AdminError(f"Error while listing ACLs: {error_name(resp['error_code'])}: "
+                         f"{resp['error_message'] or ''}")
+    return [(r["resource_type"], r["resource_name"], r["pattern_type"], a["principal"],
+             a["host"], a["operation"], a["permission_type"])
+            for r in resp["resources"] for a in r["acls"]]
 
 
 def run(args) -> int:
@@ -238,6 +256,7 @@ def run(args) -> int:
             conn = admin.any()
             if args.add:
                 rows = _bindings(args, pattern)
+                _print_grouped(rows, "Adding ACLs for resource")
                 _, resp = conn.call(30, {"creations": [
                     {"resource_type": rt, "resource_name": n, "resource_pattern_type": pt,
                      "principal": pr, "host": h, "operation": op, "permission_type": pe}
@@ -247,8 +266,11 @@ def run(args) -> int:
                         raise AdminError(f"Error while adding ACLs: "
                                          f"{error_name(r['error_code'])}: "
                                          f"{r['error_message'] or _pattern_str(*row[:3])}")
-                print("Adding ACLs for resource:")
-                _print_grouped(rows)
+                # then every ACL the resources now hold, read back (kafka-acls.sh's listAcls)
+                current = []
+                for pattern_ in dict.fromkeys(row[:3] for row in rows):
+                    current += _describe(conn, *pattern_)
+                _print_grouped(sorted(set(current)))
             elif args.remove:
                 rows = _bindings(args, pattern)
                 _, resp = conn.call(31, {"filters": [
@@ -271,19 +293,7 @@ def run(args) -> int:
                 rows = []
                 for rt, name, pt in resources:
                     for principal in args.principal or [None]:
-                        _, resp = conn.call(29, {
-                            "resource_type_filter": rt, "resource_name_filter": name,
-                            "pattern_type_filter": pt, "principal_filter": principal,
-                            "host_filter": None, "operation": Operation.ANY,
-                            "permission_type": Permission.ANY}, low=1)
-                        if resp["error_code"] != Err.NONE:
-                            raise AdminError(f"Error while listing ACLs: "
-                                             f"{error_name(resp['error_code'])}: "
-                                             f"{resp['error_message'] or ''}")
-                        rows += [(r["resource_type"], r["resource_name"], r["pattern_type"],
-                                  a["principal"], a["host"], a["operation"],
-                                  a["permission_type"])
-                                 for r in resp["resources"] for a in r["acls"]]
+                        rows += _describe(conn, rt, name, pt, principal)
                 _print_grouped(sorted(set(rows)))
     except _Usage as exc:
         print(str(exc), file=sys.stderr)

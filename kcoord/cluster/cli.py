@@ -25,6 +25,10 @@ def add_parser(sub) -> None:
     up.add_argument("--data-dir", required=True)
     up.add_argument("--base-port", type=int, default=9092,
                     help="node i listens on base-port + i - 1")
+    up.add_argument("--http-base-port", type=int, default=None,
+                    help="node i serves http.listen (/metrics, Burrow's API, status page) on "
+                         "http-base-port + i - 1 (default base-port + 552: 9644 for 9092; "
+                         "0: no HTTP endpoint)")
     up.add_argument("--etcd-port", type=int, default=0,
                     help="etcd's client port (default: a free one)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -57,8 +61,9 @@ def main(args) -> int:
             tls = EtcdServerTls(Path(args.etcd_cert_file).resolve(),
                                 Path(args.etcd_key_file).resolve(),
                                 Path(ca).resolve() if ca else None)
+        http_base = args.base_port + 552 if args.http_base_port is None else args.http_base_port
         return cluster_up(Path(args.data_dir), args.nodes, args.base_port, args.etcd_port,
-                          args.set, tls)
+                          args.set, tls, http_base)
     return cluster_status(args.bootstrap_server, args.under_replicated)
 
 
@@ -72,7 +77,7 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
-               overrides: list[str], tls=None) -> int:
+               overrides: list[str], tls=None, http_base: int = 0) -> int:
     from .etcd_server import EtcdServer
     if nodes < 1:
         print("kcoord cluster up: --nodes must be at least 1", file=sys.stderr)
@@ -82,6 +87,11 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
     busy = [base_port + i for i in range(nodes) if _port_open(base_port + i)]
     if busy:
         print(f"kcoord cluster up: port(s) {busy} already in use (--base-port)", file=sys.stderr)
+        return 1
+    busy = [http_base + i for i in range(nodes) if http_base and _port_open(http_base + i)]
+    if busy:
+        print(f"kcoord cluster up: port(s) {busy} already in use (--http-base-port)",
+              file=sys.stderr)
         return 1
     stop = {"now": False}
 
@@ -103,6 +113,8 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
             cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", f"127.0.0.1:{port}",
                    "--data-dir", str(node_dir), "--set", f"node.id={node_id}",
                    "--set", f"etcd.endpoints={etcd.endpoint}"]
+            if http_base:  # before the overrides: a --set http.listen wins
+                cmd += ["--set", f"http.listen=127.0.0.1:{http_base + node_id - 1}"]
             if tls is not None:  # before the overrides: a --set of the same key wins
                 cmd += ["--set", "etcd.ssl.client.enable=true"]
                 if tls.trusted_ca_file is not None:
@@ -131,6 +143,8 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
         os.replace(tmp, data_dir / "cluster.json")
         bootstrap = ",".join(f"127.0.0.1:{port}" for _, _, _, port in procs)
         print(f"etcd {etcd.endpoint}; {nodes} node(s) up; logs and data in {data_dir}")
+        if http_base:  # metrics, Burrow's API and the status page of each node
+            print("http: " + " ".join(f"http://127.0.0.1:{http_base + i}/" for i in range(nodes)))
         print(f"bootstrap.servers={bootstrap}", flush=True)
         while not stop["now"]:
             for node_id, proc, _, _ in procs:

@@ -70,6 +70,15 @@ class EtcdControlPlane:
         log.info("node %d registered in etcd (prefix %s); controller is %s", self.node_id,
                  self.keys.prefix, self.view.controller and self.view.controller.node_id)
 
+    async def cluster_id(self, candidate: str) -> str:
+        """The cluster's id under the prefix; candidate when this node is the
+        first to start on the prefix (a create-if-absent, so one id wins)."""
+        key = self.keys.cluster_id.encode()
+        await self.client.transaction(compare=[self.txn.create(key) == 0],
+                                      success=[self.txn.put(key, candidate.encode())], failure=[])
+        result = await self.client.get(key)
+        return result.value.decode()
+
     async def _register(self) -> None:
         info = NodeInfo(self.node_id, self.host, self.port, self.stopping, self.endpoints)
         # a put under the new lease takes the key over from a previous incarnation's lease

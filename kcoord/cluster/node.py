@@ -24,6 +24,7 @@ from ..broker.topic_answers import ZERO_UUID, create_topic_answer, delete_topic_
 from ..broker.topic_configs import validate_topic_configs
 from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
+from ..log.meta_properties import check_or_record, new_cluster_id, read_meta
 from ..protocol.api import serves
 from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
@@ -88,6 +89,10 @@ class ClusterNode:
         self.plane.imbalance_pct = cfg["leader.imbalance.per.broker.percentage"]
         self.plane.view_listeners.append(self._on_change)
         await self.plane.start()  # its first read applied etcd's credentials and ACLs
+        candidate = (cfg.values.get("cluster.id") or read_meta(cfg.data_dir).get("cluster.id")
+                     or new_cluster_id())
+        cfg.values["cluster.id"] = await self.plane.cluster_id(candidate)
+        check_or_record(cfg.data_dir, cfg.values["cluster.id"], self.node_id)
         if self.security is not None and self._bootstrap_scram:
             await self.security.bootstrap(self._bootstrap_scram)
         for name in list(self.plane.view.topics):

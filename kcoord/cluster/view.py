@@ -71,6 +71,7 @@ class Keys:
         self.incarnations = f"{self.prefix}/incarnations/"
         self.configs = f"{self.prefix}/configs/"
         self.security = f"{self.prefix}/security/"
+        self.cluster_id = f"{self.prefix}/cluster_id"  # written once, by the first node
 
     def node(self, node_id: int) -> str:
         return f"{self.nodes}{node_id}"

@@ -164,6 +164,9 @@ class ClassicGroupHandlers:
             # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
             _, tombstones = consumer.delete_group(consumer_group)
             res.records.extend(tombstones)
+        share = getattr(self, "share", None)  # KIP-932 share groups: no classic member joins
+        if share is not None and group_id in share.groups:
+            return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, ""))
         before = len(res.records)
         group = self.groups.get(group_id)
         is_new_group = group is None

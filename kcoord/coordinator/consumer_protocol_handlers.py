@@ -145,6 +145,7 @@ class ConsumerGroupManager:
         self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
+        self.share_groups: Mapping[str, Any] = {}  # the shard's share groups (one id namespace)
         self.topics: Mapping[str, Any] = {}
         self.new_member_id = new_member_id or random_member_id
         # classic <-> consumer interop (migration.GroupMigration), installed by the shard
@@ -330,6 +331,8 @@ class ConsumerGroupManager:
         if group is not None:
             return group
         records = res.records
+        if group_id in self.share_groups:  # no conversion between group types
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.classic_groups.get(group_id)
         if classic is not None and (classic.members or classic.state == "Dead"):
             if create and classic.members and self.migration is not None:
@@ -839,7 +842,8 @@ class ConsumerGroupManager:
             group = self.groups.get(gid)
             if group is None:
                 out.append(describe_error(gid, Err.GROUP_ID_NOT_FOUND,
-                                                f"Group {gid} not found."))
+                                          f"Group {gid} is not a consumer group."
+                                          if gid in self.share_groups else f"Group {gid} not found."))
                 continue
             names = {info[0]: n for n, info in self.topics.items()}
             names.update({info[0]: n for n, info in group.subscription_metadata.items()})

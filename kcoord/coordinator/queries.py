@@ -33,6 +33,12 @@ def group_overviews(core) -> list[GroupOverview]:
     return out
 
 
+def share_group_overviews(core) -> list[GroupOverview]:
+    """Every KIP-932 share group of the shard."""
+    return [GroupOverview(gid, "share", g.state, len(g.members), g.group_epoch)
+            for gid, g in core.share.groups.items()]
+
+
 def committed_offsets(core) -> list[CommittedOffset]:
     """Every committed offset of the shard, by group, then partition."""
     return [CommittedOffset(group, topic, partition, value.offset)

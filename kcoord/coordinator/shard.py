@@ -21,6 +21,8 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGr
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
+from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
+from .share_protocol_handlers import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager
 from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
@@ -47,6 +49,12 @@ class CoordinatorConfig:
     consumer_group_assignors: tuple = ("uniform", "range")
     # classic <-> consumer conversions allowed: disabled, upgrade, downgrade, bidirectional
     consumer_group_migration_policy: str = "bidirectional"
+    # KIP-932 share groups (group.share.*)
+    share_group_session_timeout_ms: int = 45000
+    share_group_heartbeat_interval_ms: int = 5000
+    share_group_max_size: int = 200
+    share_group_initialize_retry_interval_ms: int = 30000
+    offsets_commit_timeout_ms: int = 5000
     # per-group overrides of the two settings above (GROUP configs); the server keeps them
     group_overrides: GroupOverrides = field(default_factory=GroupOverrides)
     # (principal, client host, topic) -> may it DESCRIBE the topic; set by the
@@ -71,6 +79,11 @@ class CoordinatorConfig:
             consumer_group_max_size=v["group.consumer.max.size"],
             consumer_group_assignors=tuple(v["group.consumer.assignors"]),
             consumer_group_migration_policy=v["group.consumer.migration.policy"],
+            share_group_session_timeout_ms=v["group.share.session.timeout.ms"],
+            share_group_heartbeat_interval_ms=v["group.share.heartbeat.interval.ms"],
+            share_group_max_size=v["group.share.max.size"],
+            share_group_initialize_retry_interval_ms=v["group.share.initialize.retry.interval.ms"],
+            offsets_commit_timeout_ms=v["offsets.commit.timeout.ms"],
         )
 
 
@@ -90,6 +103,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
             self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
+        self.share = ShareGroupManager(  # KIP-932 share groups
+            self.config, timers=self.timers,
+            other_group=lambda gid: gid in self.groups or gid in self.consumer.groups)
+        self.consumer.share_groups = self.share.groups
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
 
@@ -113,12 +130,15 @@ class CoordinatorShard(ClassicGroupHandlers):
             if value is not None:
                 # a commit on an unknown group creates a simple (protocol-less) group
                 group_id = key["group"]
-                if group_id not in self.groups and group_id not in self.consumer.groups:
+                if group_id not in self.groups and group_id not in self.consumer.groups \
+                        and group_id not in self.share.groups:
                     self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:
             self._replay_group_metadata(record.key["group"], record.value)
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
+        elif record.type in SHARE_GROUP_RECORDS:
+            self.share.replay(record)
 
     def replay_txn_offsets(self, producer_id: int, _producer_epoch: int,
                            records: list[Record]) -> None:
@@ -224,6 +244,8 @@ class CoordinatorShard(ClassicGroupHandlers):
                          generation: int, version: int) -> int:
         if not group_id:
             return Err.INVALID_GROUP_ID
+        if group_id in self.share.groups:  # ShareGroup.validateOffsetCommit
+            return Err.GROUP_ID_NOT_FOUND
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             return self.consumer.validate_offset_commit(consumer_group, member_id, generation, version)
@@ -259,6 +281,8 @@ class CoordinatorShard(ClassicGroupHandlers):
                      member_epoch: int = -1) -> tuple[int, list[dict]]:
         if not group_id:
             return Err.INVALID_GROUP_ID, []
+        if group_id in self.share.groups:  # ShareGroup.validateOffsetFetch
+            return Err.GROUP_ID_NOT_FOUND, []
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:  # v9: validated by member epoch
             error = self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
@@ -273,6 +297,8 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     def offset_delete(self, req: dict) -> tuple[dict, list[Record]]:
         group_id = req["group_id"]
+        if group_id in self.share.groups:  # share groups have no committed offsets
+            return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
         if group_id in self.consumer.groups:
             return self.consumer.offset_delete(self.consumer.groups[group_id], req,
                                                self.offsets.group_offsets(group_id))
@@ -304,9 +330,13 @@ class CoordinatorShard(ClassicGroupHandlers):
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                         "group_state": group.state, "group_type": "classic"})
         out.extend(self.consumer.list_groups(wanted_states, wanted_types))
+        out.extend(self.share.list_groups(wanted_states, wanted_types))
         return out
 
     def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
+        if group_id in self.share.groups:
+            result = self.share.delete_group(self.share.groups[group_id])
+            return result.response, result.records
         if group_id in self.consumer.groups:
             error, group_records = self.consumer.delete_group(self.consumer.groups[group_id])
             if error:
@@ -395,10 +425,13 @@ class CoordinatorShard(ClassicGroupHandlers):
         return {"groups": {g: grp.snapshot() for g, grp in self.groups.items()
                            if grp.persisted is not None or self.offsets.has_offsets(g)},
                 "offsets": self.offsets.snapshot(),
-                "consumer_groups": self.consumer.snapshot()}
+                "consumer_groups": self.consumer.snapshot(),
+                "share_groups": self.share.snapshot()}
 
     # ================================================== KIP-848 consumer groups
     def on_timer(self, key: tuple, now: int) -> Result:
+        if key[0] == SHARE_SESSION_TIMER:
+            return self.share.on_timer(key, now)
         if isinstance(key[0], str) and key[0].startswith("cg"):
             if key[0] in (JOIN_TIMER, SYNC_TIMER):
                 return self.migration.on_timer(key, now)
@@ -406,7 +439,8 @@ class CoordinatorShard(ClassicGroupHandlers):
         return ClassicGroupHandlers.on_timer(self, key, now)
 
     def on_loaded(self, now: int) -> Result:
-        return ClassicGroupHandlers.on_loaded(self, now).merge(self.consumer.on_loaded(now))
+        return ClassicGroupHandlers.on_loaded(self, now).merge(
+            self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
 
     def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
                                  client_host: str, now: int, topics=None) -> Result:
@@ -418,5 +452,17 @@ class CoordinatorShard(ClassicGroupHandlers):
         return self.consumer.describe(group_ids, include_authorized_operations)
 
     def on_topics_changed(self, topics) -> Result:
-        """Topics were created, deleted or grew: update consumer group targets."""
-        return self.consumer.on_topics_changed(topics)
+        """Topics were created, deleted or grew: update consumer group targets
+        (share groups bump their epoch on their next heartbeat, as Kafka's)."""
+        return self.consumer.on_topics_changed(topics).merge(
+            self.share.on_topics_changed(topics))
+
+    # ================================================== KIP-932 share groups
+    def share_group_heartbeat(self, req: dict, client_id: str | None, client_host: str,
+                              now: int, topics=None) -> Result:
+        """ShareGroupHeartbeat; `topics` is the current TopicMetadata."""
+        return self.share.heartbeat(req, client_id or "", client_host, now, topics)
+
+    def share_group_describe(self, group_ids: list[str],
+                             include_authorized_operations: bool = False) -> Result:
+        return Result(response=self.share.describe(group_ids, include_authorized_operations))

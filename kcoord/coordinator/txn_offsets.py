@@ -118,6 +118,8 @@ def txn_offset_commit(shard, req: dict, version: int, now: int) -> Result:
 
 
 def _validate(shard, group_id: str, member_id: str, instance_id, generation: int) -> int:
+    if group_id in shard.share.groups:  # share groups have no committed offsets
+        return Err.GROUP_ID_NOT_FOUND
     consumer_group = shard.consumer.groups.get(group_id)
     if consumer_group is not None:
         # KIP-848 groups: the generation is the member epoch

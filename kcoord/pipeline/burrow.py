@@ -33,6 +33,19 @@ STATUS_NAMES = ["NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
 
 DEFAULT_INTERVALS = 10
 DEFAULT_REFRESH_MS = 10_000  # Burrow's cluster offset-refresh: 10 s
+DEFAULT_MIN_DISTANCE_S = 1   # Burrow's storage min-distance: 1 s
+
+
+def add_commit(window: list, offset: int, timestamp: int, min_distance_ms: int) -> None:
+    """Store one commit as Burrow's storage does: less than min-distance after
+    the previous slot's timestamp it takes that slot, keeping the stored
+    timestamp (so commits faster than min-distance still open a new slot
+    once min-distance has passed since the slot's first); else a new slot.
+    window holds (offset, timestamp) pairs, oldest first."""
+    if window and timestamp - window[-1][1] < min_distance_ms:
+        window[-1] = (offset, window[-1][1])
+    else:
+        window.append((offset, timestamp))
 
 
 @dataclass(frozen=True)
@@ -154,16 +167,18 @@ class LogEndHistory:
         return out
 
 
-def commit_window(events, intervals: int = DEFAULT_INTERVALS):
+def commit_window(events, intervals: int = DEFAULT_INTERVALS,
+                  min_distance_ms: int = DEFAULT_MIN_DISTANCE_S * 1000):
     """The commits Burrow's ring would hold, from (offset, timestamp, tombstone)
-    events in log order: the last `intervals` commits after the last tombstone.
-    None when the latest event is a tombstone (the offset is gone)."""
-    out = []
+    events in log order: the last `intervals` slots after the last tombstone
+    (add_commit's min-distance rule).  None when the latest event is a
+    tombstone (the offset is gone)."""
+    out: list = []
     for offset, ts, tomb in events:
         if tomb:
             out = []
         else:
-            out.append((offset, ts))
+            add_commit(out, offset, ts, min_distance_ms)
     if events and events[-1][2]:
         return None
     return out[-intervals:]

@@ -68,6 +68,9 @@ def _common(p) -> None:
                    help="evaluation time, ms since the epoch (default: newest timestamp in the data)")
     p.add_argument("--window", type=int, default=10, help="commits per partition Burrow looks at")
     p.add_argument("--allowed-lag", type=int, default=0)
+    p.add_argument("--min-distance", type=int, default=1, metavar="S",
+                   help="Burrow's min-distance: a commit sooner than this after the previous "
+                        "one takes its slot in the window")
     p.add_argument("--refresh-ms", type=int, default=10000,
                    help="Burrow's log-end sampling interval for the 'recently caught up' check")
     p.add_argument("--shuffle-partitions", type=int, default=None)
@@ -78,7 +81,7 @@ def _common(p) -> None:
 def _settings(args):
     from .jobs import Settings
     return Settings(intervals=args.window, refresh_ms=args.refresh_ms,
-                    allowed_lag=args.allowed_lag)
+                    allowed_lag=args.allowed_lag, min_distance_s=args.min_distance)
 
 
 def _session(args, app: str):

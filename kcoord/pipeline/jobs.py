@@ -65,8 +65,10 @@ EVENT_COLUMNS = ["group", "topic", "partition", "log_partition", "offset", "tomb
 class Settings:
     def __init__(self, intervals: int = burrow.DEFAULT_INTERVALS,
                  refresh_ms: int = burrow.DEFAULT_REFRESH_MS, allowed_lag: int = 0,
-                 minimum_complete: float = 0.0) -> None:
+                 minimum_complete: float = 0.0,
+                 min_distance_s: int = burrow.DEFAULT_MIN_DISTANCE_S) -> None:
         self.intervals = intervals
+        self.min_distance_ms = min_distance_s * 1000
         self.refresh_ms = refresh_ms
         self.allowed_lag = allowed_lag
         self.minimum_complete = minimum_complete
@@ -335,16 +337,17 @@ def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
         for c in ("committed_offset", "leader_epoch", "metadata", "commit_timestamp",
                   "expire_timestamp"):
             row[c] = latest[c]
-        window = []
+        slots: list = []
         for r in evs:
             if r["tombstone"]:
-                window = []
+                slots = []
                 continue
-            end = hist.at(r["commit_timestamp"]) if hist else None
-            window.append(burrow.Commit(
-                r["committed_offset"], r["commit_timestamp"],
-                None if end is None else max(0, end - r["committed_offset"])))
-        window = window[-settings.intervals:]
+            burrow.add_commit(slots, r["committed_offset"], r["commit_timestamp"],
+                              settings.min_distance_ms)
+        window = []
+        for offset, ts in slots[-settings.intervals:]:
+            end = hist.at(ts) if hist else None
+            window.append(burrow.Commit(offset, ts, None if end is None else max(0, end - offset)))
         log_end = hist.at(as_of) if hist else None
         lag = None if log_end is None else max(0, log_end - latest["committed_offset"])
         samples = hist.samples(as_of, settings.intervals, settings.refresh_ms) if hist else []

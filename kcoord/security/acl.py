@@ -222,6 +222,19 @@ class Authorizer:
         allowing = _IMPLIED_BY.get(op, (op, Operation.ALL))
         return any(a.permission == Permission.ALLOW and a.operation in allowing for a in mine)
 
+    def deciding_rule(self, principal: str, host: str, op: int, rtype: int, name: str) -> str:
+        """The rule behind a denial, named as Kafka's audit log names it."""
+        for a in self._by_type.get(rtype, ()):
+            if (a.permission == Permission.DENY and a.operation in (op, Operation.ALL)
+                    and a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD)
+                    and (a.name in (name, WILDCARD) if a.pattern_type == PatternType.LITERAL
+                         else name.startswith(a.name))):
+                return (f"MatchingAcl(acl=StandardAcl(resourceType={ResourceType(rtype).name}, "
+                        f"resourceName={a.name}, patternType={PatternType(a.pattern_type).name}, "
+                        f"principal={a.principal}, host={a.host}, "
+                        f"operation={Operation(a.operation).name}, permissionType=DENY))")
+        return "DefaultDeny"
+
     def authorize_by_resource_type(self, principal: str, host: str, op: int,
                                    rtype: int) -> bool:
         """May the principal do `op` on *some* resource of the type (Kafka's

@@ -25,6 +25,7 @@ from typing import Callable
 
 from ..protocol.api import APIS, response_codec
 from ..protocol.errors import Err
+from . import audit
 from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
 
 log = logging.getLogger("kcoord.authorizer")
@@ -70,11 +71,20 @@ class Checks:
         self.topic_name: Callable[[bytes], str | None] = lambda _topic_id: None
 
     # --------------------------------------------------------- decisions
-    def allowed(self, ctx, op: int, rtype: int, name: str) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name)
+    def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:
+        """audit_denial False where Kafka passes logIfDenied=false (filtering a listing)."""
+        if self.az.authorize(ctx.principal, ctx.client_host, op, rtype, name):
+            return True
+        if not audit_denial:
+            return False
+        # Kafka's authorizer audit line (INFO, rate-limited)
+        audit.denied(ctx.principal, Op(op).name, ctx.client_host, rtype, name,
+                     APIS[ctx.api_key].name if ctx.api_key in APIS else str(ctx.api_key),
+                     self.az.deciding_rule(ctx.principal, ctx.client_host, op, rtype, name))
+        return False
 
     def cluster(self, ctx, op: int) -> bool:
-        return self.az.authorize(ctx.principal, ctx.client_host, op, R.CLUSTER, CLUSTER_NAME)
+        return self.allowed(ctx, op, R.CLUSTER, CLUSTER_NAME)
 
     def group_allowed(self, ctx, op: int, group_id: str) -> bool:
         return self.allowed(ctx, op, R.GROUP, group_id)
@@ -241,7 +251,8 @@ def _metadata(c: Checks, ctx, req, handler):
                                "topic_authorized_operations": NOT_REQUESTED})
                 continue
             keep.append(t)
-            if not c.cluster(ctx, Op.CREATE) and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
+            if not c.allowed(ctx, Op.CREATE, R.CLUSTER, CLUSTER_NAME, audit_denial=False) \
+                    and not c.allowed(ctx, Op.CREATE, R.TOPIC, name):
                 create_denied.add(name)
         if denied:
             req = {**req, "topics": keep}
@@ -260,7 +271,8 @@ def _metadata(c: Checks, ctx, req, handler):
             name = t.get("name")
             if name == "\0kcoord-none":
                 continue
-            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            if all_topics and name is not None and not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name,
+                                                                 audit_denial=False):
                 continue  # all-topics requests silently omit what may not be described
             if name in create_denied and t.get("error_code") == Err.UNKNOWN_TOPIC_OR_PARTITION:
                 t = {**t, "error_code": Err.TOPIC_AUTHORIZATION_FAILED}
@@ -457,6 +469,55 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
                         ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
             groups.append(g)
         resp["groups"] = groups + errors
+        return resp
+    if not ok:
+        return {"throttle_time_ms": 0, "groups": errors}
+    return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
+
+
+@rule(76)
+def _share_group_heartbeat(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on every
+    subscribed topic (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
+    def refused(code: int, message: str | None = None) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+                "assignment": None}
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return refused(Err.GROUP_AUTHORIZATION_FAILED)
+    for name in req.get("subscribed_topic_names") or ():
+        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
+            return refused(Err.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized")
+    return handler(ctx, req)
+
+
+@rule(77)
+def _share_group_describe(c: Checks, ctx, req, handler):
+    """KafkaApis handleShareGroupDescribe: DESCRIBE on each group; a group whose
+    members hold a topic the client may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED with no members."""
+    ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
+    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+               "assignor_name": "", "members": [],
+               "authorized_operations": NOT_REQUESTED} for g in denied]
+    want_ops = req.get("include_authorized_operations", False)
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if g.get("error_code") != Err.NONE:
+                continue
+            topics = {tp["topic_name"] for m in g.get("members") or ()
+                      for tp in (m.get("assignment") or {}).get("topic_partitions") or ()}
+            hidden = sorted(t for t in topics if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t))
+            if hidden:
+                g.update(error_code=Err.TOPIC_AUTHORIZATION_FAILED, members=[],
+                         error_message=f"The group has described topic partitions that the "
+                                       f"client is not authorized to describe: {hidden}")
+            elif want_ops:
+                g["authorized_operations"] = c.az.authorized_operations(
+                    ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
+        resp["groups"] = (resp.get("groups") or []) + errors
         return resp
     if not ok:
         return {"throttle_time_ms": 0, "groups": errors}

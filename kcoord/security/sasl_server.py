@@ -22,6 +22,7 @@ from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import skip_header_tags
 from .jaas import OAUTH_MODULE, PLAIN_MODULE, SCRAM_MODULE, parse_jaas
 from .listeners import listener_value
+from . import audit
 from .sasl_mechanisms import (AuthenticationFailed, OAuthBearerExchange, PlainExchange,
                               ScramExchange)
 
@@ -295,4 +296,5 @@ class SaslGate:
 
     def _fail(self, conn, reason: str, close_now: bool = False) -> None:
         self.state = FAILED
+        audit.failed_authentication(conn.host, conn.listener, reason)
         conn.fail(reason, 0.0 if close_now else self.cfg.failure_delay_s)

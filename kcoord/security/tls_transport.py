@@ -13,6 +13,8 @@ import asyncio
 import logging
 import ssl
 
+from . import audit
+
 log = logging.getLogger("kcoord.tls")
 
 TLS_HANDSHAKE_RECORD = 0x16
@@ -110,8 +112,8 @@ class TlsServerProtocol(asyncio.Protocol):
                 return
             except (ssl.SSLError, ssl.CertificateError) as exc:
                 self._send_outgoing()
-                log.warning("closing connection %s on TLS listener %s: TLS handshake failed: "
-                            "%s", self.peer, self.listener, exc)
+                audit.failed_authentication(self.peer.rsplit(":", 1)[0], self.listener,
+                                            f"SSL handshake failed: {exc}")
                 self.close()
                 return
             self.handshaken = True

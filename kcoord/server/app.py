@@ -14,6 +14,7 @@ from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.durability import Durability, LocalDurability
 from ..log.fsync_batcher import FsyncBatcher
+from ..log.meta_properties import local_cluster_id
 from ..security.setup import SecuritySetup
 from .clock import WallClock
 from .config import Config, parse_hostport
@@ -29,7 +30,7 @@ from .share_persister import LocalSharePersister
 from .share_runtime import ShareCoordinatorRuntime
 from .share_state_handlers import ShareStateHandlers
 from .share_fetch_handlers import ShareFetchHandlers
-from .share_partitions import SharePartitionManager
+from .share_partitions import GroupSidePersister, SharePartitionManager
 from .shutdown import drain_connections
 from .txn_handlers import TxnHandlers
 from .txn_markers import MarkerSender, MarkerWriter, WriteTxnMarkersHandler
@@ -57,6 +58,13 @@ class Server:
             self.dir_lock = DataDirLock.acquire(config.data_dir)
         except DataDirLocked as exc:
             raise StartupError(str(exc)) from None
+        if not config["etcd.endpoints"]:  # a cluster takes its id from etcd (ClusterNode)
+            try:
+                config.values["cluster.id"] = local_cluster_id(
+                    config.data_dir, config.values.get("cluster.id"), config["node.id"])
+            except ValueError as exc:
+                self.dir_lock.release()
+                raise StartupError(str(exc)) from None
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
@@ -97,6 +105,9 @@ class Server:
         # What share partitions persist through (kcoord/share/persister.py): the
         # local share coordinator, durable before it returns
         self.share_persister = LocalSharePersister(self.share_state)
+        # share groups initialize and delete share state through it (and the
+        # share partitions led here forget what is re-initialized or deleted)
+        self.groups.share_persister = lambda: self.group_share_persister
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
@@ -130,6 +141,7 @@ class Server:
             self.catalogue, self.data, self.config, self.share_persister,
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
+        self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
         share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
@@ -217,7 +229,8 @@ class Server:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
                                      ["%s:%d" % self.config.advertised],
-                                     self.config["http.burrow.cluster.name"])
+                                     self.config["http.burrow.cluster.name"],
+                                     self.config["http.burrow.min-distance"])
             try:
                 await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
             except OSError as exc:

@@ -56,7 +56,25 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.max.size": (int, INT_MAX),
     "group.consumer.assignors": (list, ["uniform", "range"]),
     "group.consumer.migration.policy": (str, "bidirectional"),
-    "cluster.id": (str, "kcoord-cluster-0000000"),
+    # KIP-932 share groups (Kafka's GroupCoordinatorConfig and ShareGroupConfig)
+    "group.share.session.timeout.ms": (int, 45000),
+    "group.share.min.session.timeout.ms": (int, 45000),
+    "group.share.max.session.timeout.ms": (int, 60000),
+    "group.share.heartbeat.interval.ms": (int, 5000),
+    "group.share.min.heartbeat.interval.ms": (int, 5000),
+    "group.share.max.heartbeat.interval.ms": (int, 15000),
+    "group.share.max.size": (int, 200),
+    "group.share.assignors": (list, ["simple"]),
+    "group.share.initialize.retry.interval.ms": (int, 30000),  # internal in Kafka
+    "group.share.delivery.count.limit": (int, 5),
+    "group.share.record.lock.duration.ms": (int, 30000),
+    "group.share.min.record.lock.duration.ms": (int, 15000),
+    "group.share.max.record.lock.duration.ms": (int, 60000),
+    "group.share.partition.max.record.locks": (int, 2000),
+    "group.share.max.share.sessions": (int, 2000),
+    # made when the data dir (or the cluster's etcd prefix) is first formatted
+    # (log/meta_properties.py); set it only to pin a known id
+    "cluster.id": (str, ""),
     # transactions (kcoord/txn)
     "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
@@ -70,6 +88,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
+    # Burrow's storage min-distance (s): a commit sooner than this after the
+    # previous one takes its slot in the window, keeping the stored timestamp
+    "http.burrow.min-distance": (int, 1),
     # cluster mode (docs/cluster.md): off while etcd.endpoints is empty
     "etcd.endpoints": (list, []),
     "etcd.lease.ttl.ms": (int, 2000),
@@ -111,6 +132,20 @@ MINIMUMS = {
     "group.consumer.min.heartbeat.interval.ms": 1,
     "group.consumer.max.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "group.share.session.timeout.ms": 1,
+    "group.share.min.session.timeout.ms": 1,
+    "group.share.max.session.timeout.ms": 1,
+    "group.share.heartbeat.interval.ms": 1,
+    "group.share.min.heartbeat.interval.ms": 1,
+    "group.share.max.heartbeat.interval.ms": 1,
+    "group.share.max.size": 1,
+    "group.share.initialize.retry.interval.ms": 1,
+    "group.share.delivery.count.limit": 2,
+    "group.share.record.lock.duration.ms": 1000,
+    "group.share.min.record.lock.duration.ms": 1000,
+    "group.share.max.record.lock.duration.ms": 30000,
+    "group.share.partition.max.record.locks": 100,
+    "group.share.max.share.sessions": 1,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.segment.bytes": 1,
     "transaction.state.log.replication.factor": 1,
@@ -128,6 +163,18 @@ MINIMUMS = {
     "replica.fetch.wait.max.ms": 0,
     "replica.fetch.max.bytes": 0,
 }
+
+# largest accepted values (Kafka's ConfigDef Range.between)
+MAXIMUMS = {
+    "group.share.max.size": 1000,
+    "group.share.delivery.count.limit": 10,
+    "group.share.record.lock.duration.ms": 3600000,
+    "group.share.min.record.lock.duration.ms": 30000,
+    "group.share.max.record.lock.duration.ms": 3600000,
+    "group.share.partition.max.record.locks": 10000,
+}
+
+SHARE_ASSIGNORS = ("simple",)  # Kafka's built-in share assignor
 
 # the share coordinator's keys (share.coordinator.*), with Kafka's defaults and minimums
 DEFAULTS.update({k: (int, default) for k, (default, _) in SHARE_COORDINATOR_CONFIGS.items()})
@@ -179,8 +226,11 @@ def check_consistency(values: dict) -> None:
         raise ValueError(f"group.consumer.assignors: {unknown or 'empty'}: "
                          f"known assignors are {', '.join(ASSIGNORS)} and the "
                          "kcoord.assignors entry points installed")
+    check_share_groups(values)
     if values.get("http.listen"):
         parse_hostport(values["http.listen"], "http.listen")
+    if values["http.burrow.min-distance"] < 0:
+        raise ValueError("http.burrow.min-distance: must be 0 or more (seconds)")
     name = values["http.burrow.cluster.name"]
     if not name or not all(c.isalnum() or c in "._-" for c in name):
         raise ValueError(f"http.burrow.cluster.name: {name!r} must be letters, digits, "
@@ -194,6 +244,37 @@ def check_consistency(values: dict) -> None:
     if unknown or "classic" not in protocols:
         raise ValueError(f"group.coordinator.rebalance.protocols: {protocols}: must include "
                          f"classic, and name only {', '.join(KNOWN_REBALANCE_PROTOCOLS)}")
+
+
+def check_share_groups(values: dict) -> None:
+    """The group.share.* relations Kafka's GroupCoordinatorConfig and
+    ShareGroupConfig require (one line naming the key on a failure)."""
+    for low_key, high_key in (
+            ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+            ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+            ("group.share.min.record.lock.duration.ms",
+             "group.share.max.record.lock.duration.ms")):
+        if values[low_key] > values[high_key]:
+            raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
+                             f"({values[low_key]})")
+    _check_between(values, "group.share.session.timeout.ms",
+                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
+    _check_between(values, "group.share.heartbeat.interval.ms",
+                   "group.share.min.heartbeat.interval.ms",
+                   "group.share.max.heartbeat.interval.ms")
+    _check_between(values, "group.share.record.lock.duration.ms",
+                   "group.share.min.record.lock.duration.ms",
+                   "group.share.max.record.lock.duration.ms")
+    if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
+        raise ValueError("group.share.heartbeat.interval.ms must be less than "
+                         "group.share.session.timeout.ms")
+    if values["group.share.max.share.sessions"] < values["group.share.max.size"]:
+        raise ValueError(f"group.share.max.share.sessions: {values['group.share.max.share.sessions']} "
+                         f"must be at least group.share.max.size ({values['group.share.max.size']})")
+    assignors = values["group.share.assignors"]
+    if len(assignors) != 1 or assignors[0] not in SHARE_ASSIGNORS:
+        raise ValueError(f"group.share.assignors: {','.join(assignors) or 'empty'}: must name "
+                         f"exactly one share assignor ({', '.join(SHARE_ASSIGNORS)})")
 
 
 # keys whose value is one of a few names (case-insensitive, as Kafka parses them)
@@ -232,6 +313,26 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+# Kafka keys whose job a kcoord flag does
+FLAG_KEYS = {"log.dirs": "the --data-dir flag replaces it",
+             "log.dir": "the --data-dir flag replaces it",
+             "port": "the --listen flag replaces it", "host.name": "the --listen flag replaces it",
+             "broker.id": "kcoord's key is node.id"}
+
+
+def unknown_key_hint(key: str) -> str:
+    """'; did you mean ...?' for a near miss of a known key, or what replaces a
+    Kafka key kcoord takes as a flag ('' if neither)."""
+    import difflib
+    if key in FLAG_KEYS:
+        return f"; {FLAG_KEYS[key]}"
+    from ..broker.topic_configs import TOPIC_CONFIGS
+    known = set(DEFAULTS) | {n for _, names in TOPIC_CONFIGS.values() for n in names}
+    known |= set(security_settings.IMPLEMENTED)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 @dataclass
 class Config:
     host: str = "127.0.0.1"
@@ -264,6 +365,9 @@ class Config:
             low = MINIMUMS.get(key)
             if low is not None and value < low:
                 raise ValueError(f"{key}: {value} is below the minimum {low}")
+            high = MAXIMUMS.get(key)
+            if high is not None and value > high:
+                raise ValueError(f"{key}: {value} is above the maximum {high}")
             choices = CHOICES.get(key)
             if choices is not None:
                 value = str(value).strip().lower()
@@ -275,7 +379,7 @@ class Config:
             raise ValueError(f"{key}: unknown etcd setting (kcoord has etcd.endpoints, "
                              f"etcd.prefix, etcd.lease.ttl.ms and etcd.ssl.*)")
         else:
-            log.warning("unknown config key %s kept as a string", key)
+            log.warning("unknown config key %s kept as a string%s", key, unknown_key_hint(key))
             value = raw
         self.values[key] = value
 

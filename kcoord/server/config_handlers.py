@@ -180,8 +180,9 @@ class GroupResource(_EntityOverrides):
             if key in overrides:
                 value, source = definition.render(definition.parse(overrides[key])), SOURCE_GROUP
                 chain = [(key, value, SOURCE_GROUP)]
-            else:
-                value, source, chain = str(self.config.values[broker_key]), SOURCE_DEFAULT, []
+            else:  # the broker's value, or the group config's own default
+                default = definition.default if broker_key is None else self.config.values[broker_key]
+                value, source, chain = definition.render(default), SOURCE_DEFAULT, []
             out.append(_entry(key, value, source, chain, definition.type, definition.doc))
         return out
 

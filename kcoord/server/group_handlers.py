@@ -9,8 +9,10 @@ its op at once, in the order its connection's requests were read.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import partial
+from typing import Any, Callable
 
 from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
@@ -74,12 +76,20 @@ class GroupHandlers:
         self.config = config
         self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
         self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
+        # the share coordinator's persister (kcoord/share/persister.py), or None
+        self.share_persister: Callable[[], Any] = lambda: None
+        self.share_groups = None  # ShareGroupApi (APIs 76 and 77), made by register
         self.share = None    # the share coordinator's runtime (share_runtime.py), set by the server
 
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)
         from .consumer_group_handlers import ConsumerGroupApi  # KIP-848: APIs 68 and 69
-        ConsumerGroupApi(self.runtime, self.catalogue, self.config).register(d)
+        from .share_group_handlers import ShareGroupApi       # KIP-932: APIs 76 and 77
+        consumer = ConsumerGroupApi(self.runtime, self.catalogue, self.config)
+        consumer.register(d)
+        self.share_groups = ShareGroupApi(self.runtime, consumer.topic_metadata,
+                                          lambda: self.share_persister())
+        self.share_groups.register(d)
 
     # ------------------------------------------------------ FindCoordinator
     @serves("FindCoordinator")
@@ -259,12 +269,41 @@ class GroupHandlers:
                 answers.append({"group_id": group_id, "error_code": Err.INVALID_GROUP_ID})
                 continue
 
-            def op(core, _now, group_id=group_id):
-                code, records = core.delete_group(group_id)
-                return Result(records=records, response={"group_id": group_id, "error_code": code})
-            answers.append(self.runtime.write(group_id, op, lambda code, group_id=group_id: {
-                "group_id": group_id, "error_code": code}))
+            answers.append(self._delete_group(group_id))
         return gather(answers, lambda results: {"throttle_time_ms": 0, "results": results})
+
+    def _delete_group(self, group_id: str):
+        def error(code: int) -> dict:
+            return {"group_id": group_id, "error_code": code}
+
+        def op(core, _now):
+            code, records = core.delete_group(group_id)
+            return Result(records=records, response=error(code))
+
+        if self.share_groups is None:
+            return self.runtime.write(group_id, op, error)
+        # a share group's share state goes first (SVC deleteGroups); its
+        # partitions are written as deleting, so nothing assigns them meanwhile
+        partitions = self.runtime.write(group_id, lambda core, _now: core.share.begin_delete(
+            group_id), error)
+        if partitions is None:
+            return self.runtime.write(group_id, op, error)
+
+        async def share_group_delete():
+            parts = await partitions if partitions.__class__ is Reply else partitions
+            if parts is not None and parts.__class__ is dict and "error_code" in parts:
+                return parts  # the shard could not take the write
+            if parts:  # a failure keeps the group (its partitions stay deleting)
+                code = await self.share_groups.delete_share_state(group_id, parts)
+                if code:
+                    return error(code)
+            answer = self.runtime.write(group_id, op, error)
+            return (await answer) if answer.__class__ is Reply else answer
+        reply = Reply()
+        task = asyncio.get_running_loop().create_task(share_group_delete())
+        task.add_done_callback(lambda t: reply.set_exception(t.exception()) if t.exception()
+                               else reply.set_result(t.result()))
+        return reply
 
     @serves("DescribeGroups")
     def describe_groups(self, _ctx: RequestContext, req: dict):

@@ -25,6 +25,7 @@ from time import perf_counter
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import encode_response_header, peek_request_header, skip_header_tags
+from ..security import audit
 from .dispatch import NO_RESPONSE, Dispatcher, Reply, RequestContext
 
 log = logging.getLogger("kcoord.network")
@@ -126,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 self.principal = self.tls_principal(transport.get_extra_info("peercert"))
             except Exception as exc:  # NoMatchingRule: authentication fails
+                audit.failed_authentication(self.host, self.listener, f"SSL principal: {exc}")
                 self.close(f"TLS principal: {exc}")
 
     def connection_lost(self, _exc) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..broker.data_handlers import high_watermark
+from ..coordinator.group_configs import duration_ms
 from ..log import OffsetOutOfRange
 from ..protocol.errors import Err
 from ..share.log_batches import Aborted, read_batches, records_for
@@ -47,24 +48,35 @@ def client_error(code: int) -> int:
     return Err.NONE if code == Err.NONE else _LOAD_ERRORS.get(code, Err.UNKNOWN_SERVER_ERROR)
 
 
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-
-
-def duration_ms(text: str) -> int | None:
-    """An ISO-8601 duration (PnDTnHnMnS, as Java's Duration.parse) in ms."""
-    m = _DURATION.match(text.strip().upper())
-    if m is None or not any(m.groups()):
-        return None
-    d, h, mi, s = m.groups()
-    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60000
-               + float(s or 0) * 1000)
-
-
 @dataclass(slots=True)
 class Loaded:
     """A share partition for a request, or the error its partition answers."""
     partition: SharePartition | None = None
     error_code: int = Err.NONE
+
+
+class GroupSidePersister:
+    """The persister as the group coordinator uses it: a share partition's
+    state initialized anew (AlterShareGroupOffsets) or deleted (DeleteGroups,
+    DeleteShareGroupOffsets) also leaves this leader's memory, so the next
+    fetch loads what the share coordinator now holds."""
+
+    def __init__(self, persister: SharePersister, manager: "SharePartitionManager") -> None:
+        self.persister = persister
+        self.manager = manager
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
+        code = await self.persister.initialize(key, state_epoch, start_offset)
+        self.manager.drop((key.group_id, key.topic_id, key.partition), Err.INVALID_RECORD_STATE)
+        return code
+
+    async def delete(self, key: ShareKey) -> int:
+        code = await self.persister.delete(key)
+        self.manager.drop((key.group_id, key.topic_id, key.partition), Err.INVALID_RECORD_STATE)
+        return code
+
+    def __getattr__(self, name: str):
+        return getattr(self.persister, name)        # read, write, summary: as they are
 
 
 class SharePartitionManager:
@@ -86,6 +98,8 @@ class SharePartitionManager:
         self._tickets: dict[tuple, asyncio.Future] = {}
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
         self._retries: set[tuple] = set()
+        # a share partition dropped while its write was out -> the code for what waits
+        self._dropped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------ configs
     def _broker(self, name: str, default):
@@ -283,9 +297,10 @@ class SharePartitionManager:
                 fut.set_result(answer)
         if done.changed:
             self.data.appended.notify()
-        if answer in _DROP:
-            if self.partitions.get(key) is sp:
-                self.drop(key)
+        if answer in _DROP and self.partitions.get(key) is sp:
+            self.drop(key, answer)
+        if self.partitions.get(key) is not sp:     # dropped: what waited for a write fails
+            self._abandon(key, sp, self._dropped.pop(sp, Err.NOT_LEADER_OR_FOLLOWER))
             return
         if code == Err.NONE:
             self._persist(key)
@@ -297,18 +312,30 @@ class SharePartitionManager:
         self._retries.discard(key)
         self._persist(key)
 
-    def drop(self, key: tuple) -> None:
+    def drop(self, key: tuple, code: int = Err.NOT_LEADER_OR_FOLLOWER) -> None:
         """Forget a share partition (fenced, or its group or topic is gone):
-        the next fetch loads it again."""
-        self.partitions.pop(key, None)
+        the next fetch loads it again.  Acknowledgements waiting for a write
+        it will not send are answered `code` (a write out answers its own)."""
+        sp = self.partitions.pop(key, None)
         for tkey in [k for k in self._timers if k[:3] == key]:
             self._timers.pop(tkey).cancel()
+        if sp is not None:
+            if sp.writing:
+                self._dropped[sp] = code        # answered once its write is back
+            else:
+                self._abandon(key, sp, code)
+
+    def _abandon(self, key: tuple, sp: SharePartition, code: int) -> None:
+        for ticket in sp.abandon():
+            fut = self._tickets.pop(key + (ticket,), None)
+            if fut is not None and not fut.done():
+                fut.set_result(code)
 
     def on_topics_changed(self) -> None:
         """The catalogue changed: share partitions of deleted topics go."""
         by_id = self.catalogue.by_id
         for key in [k for k in self.partitions if k[1] not in by_id]:
-            self.drop(key)
+            self.drop(key, Err.UNKNOWN_TOPIC_OR_PARTITION)
 
     def close(self) -> None:
         for handle in self._timers.values():

@@ -485,6 +485,13 @@ class SharePartition:
                    if b.delivery_state in TERMINAL)
         return StateWrite(self.start, batches, done, tickets)
 
+    def abandon(self) -> list[int]:
+        """The tickets no write will carry (the share partition is being
+        dropped): -> them, for their acknowledgements to be answered."""
+        tickets = sorted(self._pending)
+        self._pending.clear()
+        return tickets
+
     def write_done(self, write: StateWrite, error_code: int, now: int) -> WriteDone:
         """The write came back: its tickets commit, or (an error) roll back:
         their records are ACQUIRED by the same member again, unless the lock

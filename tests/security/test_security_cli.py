@@ -70,9 +70,24 @@ def test_scram_users_with_kcoord_configs(secured):
 
 
 def test_acls_add_list_remove(secured):
+    out = kcoord(secured, "acls", "--add", "--allow-principal", "User:carol", "--operation",
+                 "Write", "--topic", "orders")
+    assert out.returncode == 0, out.stderr
     out = kcoord(secured, "acls", "--add", "--allow-principal", "User:bob", "--consumer",
                  "--topic", "orders", "--group", "billing")
     assert out.returncode == 0, out.stderr
+    # kafka-acls.sh: each resource named with the ACLs being added, then every ACL
+    # the resources now hold (carol's from before too)
+    topic = "`ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`: \n"
+    adding, current = out.stdout.split("Current ACLs for resource", 1)
+    assert ("Adding ACLs for resource " + topic + " \t(principal=User:bob, host=*, "
+            "operation=READ, permissionType=ALLOW)\n\t(principal=User:bob, host=*, "
+            "operation=DESCRIBE, permissionType=ALLOW) \n") in adding
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=GROUP, name=billing" in adding
+    assert "User:carol" not in adding
+    assert current.startswith(" " + topic)
+    assert "(principal=User:carol, host=*, operation=WRITE, permissionType=ALLOW)" in current
+    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in current
     out = kcoord(secured, "acls", "--list", "--topic", "orders")
     assert out.returncode == 0, out.stderr
     assert "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)" in out.stdout

@@ -181,7 +181,9 @@ def test_describe_cluster_clients(server):
     client = AdminClient({"bootstrap.servers": server.bootstrap})
     desc = client.describe_cluster(include_authorized_operations=True).result(30)
     assert desc.controller.id == 0 and [n.port for n in desc.nodes] == [server.port]
-    assert desc.cluster_id == "kcoord-cluster-0000000"
+    # Kafka's random base64 UUID, kept in the data dir
+    stored = (server.data_dir / "meta.properties").read_text()
+    assert len(desc.cluster_id) == 22 and f"cluster.id={desc.cluster_id}\n" in stored
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
     try:
         cluster = admin.describe_cluster()

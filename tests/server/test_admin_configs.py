@@ -386,7 +386,13 @@ def test_group_configs(wire, confluent):
         "consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
     confluent.incremental_alter_configs([res])[res].result(30)
     got = entries(describe(wire, GROUP, "no-such-group"))
-    assert set(got) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"}
+    assert set(got) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+                        "share.session.timeout.ms", "share.heartbeat.interval.ms",
+                        "share.record.lock.duration.ms", "share.auto.offset.reset",
+                        "share.isolation.level"}
+    assert (got["share.auto.offset.reset"]["value"], got["share.isolation.level"]["value"],
+            got["share.record.lock.duration.ms"]["value"]) == ("latest", "read_uncommitted",
+                                                                "30000")
     assert (got["consumer.session.timeout.ms"]["value"],
             got["consumer.session.timeout.ms"]["config_source"]) == ("50000", 8)
     assert (got["consumer.heartbeat.interval.ms"]["value"],
@@ -395,7 +401,10 @@ def test_group_configs(wire, confluent):
                 [("consumer.session.timeout.ms", SET, "70000")],      # above the max 60000
                 [("consumer.session.timeout.ms", SET, "1000"),        # session <= heartbeat
                  ("consumer.heartbeat.interval.ms", SET, "1000")],
-                [("share.session.timeout.ms", SET, "45000")]):        # no share groups here
+                [("share.record.lock.duration.ms", SET, "14999")],    # below the min 15000
+                [("share.auto.offset.reset", SET, "by_duration:-PT1H")],
+                [("share.isolation.level", SET, "serializable")],
+                [("streams.session.timeout.ms", SET, "45000")]):      # no streams groups here
         assert incremental(wire, GROUP, "g-bad", ops)[0]["error_code"] == Err.INVALID_CONFIG
     assert incremental(wire, GROUP, "g-bad", [("consumer.session.timeout.ms", SET, None)])[0][
         "error_code"] == Err.INVALID_REQUEST

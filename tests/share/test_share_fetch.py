@@ -73,7 +73,7 @@ def test_share_acknowledge_session_rules(h):
 
 
 def test_session_cache_limit(tmp_path):
-    h = Harness(tmp_path, ["group.share.max.share.sessions=1"])
+    h = Harness(tmp_path, ["group.share.max.share.sessions=1", "group.share.max.size=1"])
 
     async def scenario():
         tid = h.topic()
@@ -166,13 +166,14 @@ def test_long_poll_answers_when_records_arrive(h):
 
 
 def test_lock_expiry_hands_records_to_a_waiting_member(tmp_path):
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=200"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",  # Kafka's minimum
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
         h.produce(count=2)
         r = await h.fetch("m1", 0, [(tid, 0)])
-        assert r["acquisition_lock_timeout_ms"] == 200
+        assert r["acquisition_lock_timeout_ms"] == 1000
         r = await h.fetch("m2", 0, [(tid, 0)], max_wait=20_000)   # woken by the expiry
         assert acquired(r, (tid, 0)) == [(0, 1, 2)]
         r = await h.fetch("m1", 1, acks={(tid, 0): [(0, 1, [ACCEPT])]})
@@ -282,7 +283,8 @@ def test_restart_reloads_the_persisted_state(h):
 
 def test_v2_renew_and_record_limit(tmp_path):
     from kcoord.share.partition import RENEW
-    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=300"])
+    h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",
+                           "group.share.min.record.lock.duration.ms=1000"])
 
     async def scenario():
         tid = h.topic()
@@ -320,17 +322,17 @@ def test_deleted_topic_drops_its_share_partitions(h):
 
 
 def test_a_full_window_wakes_the_fetch_once_acknowledged(tmp_path):
-    h = Harness(tmp_path, ["group.share.partition.max.record.locks=10"])
+    h = Harness(tmp_path, ["group.share.partition.max.record.locks=100"])  # Kafka's minimum
 
     async def scenario():
         tid = h.topic()
-        h.produce(count=10)
+        h.produce(count=100)
         await h.fetch("m1", 0, [(tid, 0)])                       # the window is full
         h.produce(count=5)
         # the acknowledgement in this very request makes room: answered long before MaxWaitMs
         r = await asyncio.wait_for(
-            h.fetch("m1", 1, acks={(tid, 0): [(0, 9, [ACCEPT])]}, max_wait=60_000), 10)
-        assert acquired(r, (tid, 0)) == [(10, 14, 1)]
+            h.fetch("m1", 1, acks={(tid, 0): [(0, 99, [ACCEPT])]}, max_wait=60_000), 10)
+        assert acquired(r, (tid, 0)) == [(100, 104, 1)]
     run(scenario())
 
 
@@ -364,4 +366,42 @@ def test_not_the_leader_names_the_leader(h):
         r = await h.acknowledge("m1", 1, {(tid, 0): [(0, 0, [ACCEPT])]})
         assert partitions(r)[(tid, 0)]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
         assert partitions(r)[(tid, 0)]["current_leader"]["leader_id"] == 2
+    run(scenario())
+
+
+def test_state_initialized_anew_or_deleted_leaves_the_leader(h):
+    from kcoord.server.share_partitions import GroupSidePersister
+    from kcoord.share.persister import ShareKey as Key
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=4)
+        await h.fetch("m1", 0, [(tid, 0)])
+        group_side = GroupSidePersister(h.persister, h.shares)
+        assert await group_side.initialize(Key("g", tid, 0), 1, 3) == 0   # AlterShareGroupOffsets
+        assert ("g", tid, 0) not in h.shares.partitions
+        r = await h.fetch("m2", 0, [(tid, 0)])
+        assert acquired(r, (tid, 0)) == [(3, 3, 1)]       # from the new start, nothing held
+        assert await group_side.delete(Key("g", tid, 0)) == 0
+        assert ("g", tid, 0) not in h.shares.partitions
+        assert (await group_side.summary(Key("g", tid, 0))).start_offset == -1
+    run(scenario())
+
+
+def test_acknowledgements_waiting_when_the_partition_is_dropped_are_answered(tmp_path):
+    from .memory_persister import MemoryPersister
+    h = Harness(tmp_path, persister=MemoryPersister(delay=0.05))
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=4)
+        await h.fetch("m1", 0, [(tid, 0)])
+        first = asyncio.ensure_future(h.acknowledge("m1", 1, {(tid, 0): [(0, 1, [ACCEPT])]}))
+        await asyncio.sleep(0.01)                            # its write is out
+        second = asyncio.ensure_future(h.acknowledge("m1", 2, {(tid, 0): [(2, 3, [ACCEPT])]}))
+        await asyncio.sleep(0.01)                            # waiting for the next write
+        h.shares.drop(("g", tid, 0), Err.UNKNOWN_TOPIC_OR_PARTITION)
+        r1, r2 = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert partitions(r1)[(tid, 0)]["error_code"] == 0  # its write went through
+        assert partitions(r2)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
     run(scenario())

@@ -17,7 +17,7 @@ ACK = {Err.NONE, Err.INVALID_REQUEST, Err.INVALID_RECORD_STATE, Err.UNKNOWN_TOPI
 
 
 def test_random_requests(tmp_path):
-    h = Harness(tmp_path, ["group.share.max.share.sessions=3",
+    h = Harness(tmp_path, ["group.share.max.share.sessions=3", "group.share.max.size=3",
                            "group.share.partition.max.record.locks=100"])
     rng = random.Random(7)
 

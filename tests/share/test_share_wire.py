@@ -36,14 +36,14 @@ def share_fetch(client, member, epoch, tid, acks=(), max_wait=0, version=1):
         "forgotten_topics_data": []})
 
 
-def initialize(client, tid) -> int:
-    """InitializeShareGroupState (the group coordinator's job) with start offset 0,
+def initialize(client, tid, start: int = 0) -> int:
+    """InitializeShareGroupState (the group coordinator's job) at `start`,
     retried while the share coordinator loads."""
     deadline = time.monotonic() + 30
     while True:
         r = client.request(INIT_STATE, 0, {"group_id": "g", "topics": [
             {"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 0,
-                                              "start_offset": 0}]}]})
+                                              "start_offset": start}]}]})
         code = r["results"][0]["partitions"][0]["error_code"]
         if code not in (14, 15) or time.monotonic() > deadline:
             return code
@@ -111,3 +111,27 @@ def test_share_fetch_over_the_wire(server):
         got = acquired(r)
         offsets = {o for first, last, _ in got for o in range(first, last + 1)}
         assert offsets == {2, 4}                         # 0, 1 accepted and 3 rejected: never
+
+
+def test_group_configs_reach_the_leader(server):
+    """A group's share.auto.offset.reset, share.record.lock.duration.ms and
+    share.isolation.level (IncrementalAlterConfigs on the GROUP) are what its
+    share partitions use."""
+    with WireClient(server.port) as c:
+        assert create_topic(c, "configured")["error_code"] == 0
+        [topic] = metadata(c, ["configured"])["topics"]
+        tid = topic["topic_id"]
+        r = c.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": "g", "configs": [
+                {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"},
+                {"name": "share.record.lock.duration.ms", "config_operation": 0,
+                 "value": "45000"},
+                {"name": "share.isolation.level", "config_operation": 0,
+                 "value": "read_committed"}]}], "validate_only": False})
+        assert r["responses"][0]["error_code"] == 0, r
+        batch = build_batch([(None, b"early%d" % i, [], None) for i in range(3)])
+        assert produce(c, "configured", 0, batch)["error_code"] == 0   # before any fetch
+        assert initialize(c, tid, start=-1) == 0                        # start not decided
+        r = share_fetch(c, "m1", 0, tid)
+        assert r["acquisition_lock_timeout_ms"] == 45000
+        assert acquired(r) == [(0, 2, 1)]                                # earliest, not latest

@@ -174,3 +174,23 @@ def test_error_answers_encode_for_every_api_and_version():
             if any(f.name == "error_code" and version in f.versions
                    for f in api.response.fields):
                 assert decoded["error_code"] == Err.NOT_COORDINATOR, (api.name, version)
+
+
+def test_kill_and_restart_keep_acknowledged_data_and_the_port():
+    with KafkaServer() as server:
+        topic, group = server.create_topic(), server.group_name()
+        produce(server, topic, [b"kept"], **{"acks": "all"})
+        c = consumer(server, group)
+        try:
+            c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        finally:
+            c.close()
+        bootstrap = server.bootstrap
+        server.kill()  # no clean shutdown: the next start recovers the logs
+        server.restart()
+        assert server.bootstrap == bootstrap
+        assert [r.value for r in server.records(topic)] == [b"kept"]
+        assert server.committed(group, topic, 0) == 1
+        assert any("no clean-shutdown marker" in line for line in server.log_tail(50).splitlines())
+        produce(server, topic, [b"after"])
+        assert [r.value for r in server.records(topic)] == [b"kept", b"after"]

@@ -14,7 +14,7 @@ from ..schema import ApiDef, Schema
 _MODULES = ["api_versions", "metadata", "topics", "produce_fetch", "group", "offsets",
             "admin_groups", "consumer_group", "consumer_protocol", "coordinator_records",
             "producer_id", "admin_configs", "admin_cluster", "security", "replication",
-            "transactions", "share_state", "share_fetch"]
+            "transactions", "share_state", "share_fetch", "share_group"]
 
 
 def _collect():

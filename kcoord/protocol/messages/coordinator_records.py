@@ -10,7 +10,12 @@ version followed by the value fields; a null value is a tombstone.
     type 3    ConsumerGroupMetadata              type 7  ConsumerGroupTargetAssignmentMember
     type 4    ConsumerGroupPartitionMetadata     type 8  ConsumerGroupCurrentMemberAssignment
 
-Types 9-15 (share groups) are not known here; decoding one raises
+    type 10   ShareGroupMemberMetadata           type 13 ShareGroupTargetAssignmentMember
+    type 11   ShareGroupMetadata                 type 14 ShareGroupCurrentMemberAssignment
+    type 12   ShareGroupTargetAssignmentMetadata type 15 ShareGroupStatePartitionMetadata
+
+Type 9 (Kafka 4.0's early-access ShareGroupPartitionMetadata, gone from 4.1)
+and the streams types are not known here; decoding one raises
 UnknownRecordTypeError, which a loader skips as Kafka's does.
 """
 from __future__ import annotations
@@ -153,6 +158,87 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = schema(
         f("partitions_pending_revocation", "[]", fields=_TOPIC_PARTITIONS),
     ])
 
+# ---------------------------------------------------------------- share-group records (KIP-932)
+# Written from SHARE_GROUPS_REFERENCE section 2.10 (Kafka 4.2): keys at the
+# record type's version, every value version 0 and flexible.
+
+SHARE_GROUP_MEMBER_METADATA_KEY = schema("ShareGroupMemberMetadataKey", "10", "none", [
+    f("group_id", "string", "10"),
+    f("member_id", "string", "10"),
+])
+
+SHARE_GROUP_MEMBER_METADATA_VALUE = schema("ShareGroupMemberMetadataValue", "0", "0+", [
+    f("rack_id", "string", null="0+"),
+    f("client_id", "string"),
+    f("client_host", "string"),
+    f("subscribed_topic_names", "[]string"),
+])
+
+SHARE_GROUP_METADATA_KEY = schema("ShareGroupMetadataKey", "11", "none", [
+    f("group_id", "string", "11"),
+])
+
+SHARE_GROUP_METADATA_VALUE = schema("ShareGroupMetadataValue", "0", "0+", [
+    f("epoch", "int32"),
+    f("metadata_hash", "int64"),
+])
+
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = schema(
+    "ShareGroupTargetAssignmentMetadataKey", "12", "none", [
+        f("group_id", "string", "12"),
+    ])
+
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = schema(
+    "ShareGroupTargetAssignmentMetadataValue", "0", "0+", [
+        f("assignment_epoch", "int32"),
+    ])
+
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = schema(
+    "ShareGroupTargetAssignmentMemberKey", "13", "none", [
+        f("group_id", "string", "13"),
+        f("member_id", "string", "13"),
+    ])
+
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = schema(
+    "ShareGroupTargetAssignmentMemberValue", "0", "0+", [
+        f("topic_partitions", "[]", fields=_TOPIC_PARTITIONS),
+    ])
+
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = schema(
+    "ShareGroupCurrentMemberAssignmentKey", "14", "none", [
+        f("group_id", "string", "14"),
+        f("member_id", "string", "14"),
+    ])
+
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = schema(
+    "ShareGroupCurrentMemberAssignmentValue", "0", "0+", [
+        f("member_epoch", "int32"),
+        f("previous_member_epoch", "int32"),
+        f("state", "int8"),  # always 0 (STABLE): share members do not revoke
+        f("assigned_partitions", "[]", fields=_TOPIC_PARTITIONS),
+    ])
+
+SHARE_GROUP_STATE_PARTITION_METADATA_KEY = schema(
+    "ShareGroupStatePartitionMetadataKey", "15", "none", [
+        f("group_id", "string", "15"),
+    ])
+
+_SHARE_TOPIC_PARTITIONS = [
+    f("topic_id", "uuid"),
+    f("topic_name", "string"),
+    f("partitions", "[]int32"),
+]
+
+SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = schema(
+    "ShareGroupStatePartitionMetadataValue", "0", "0+", [
+        f("initializing_topics", "[]", fields=_SHARE_TOPIC_PARTITIONS),
+        f("initialized_topics", "[]", fields=_SHARE_TOPIC_PARTITIONS),
+        f("deleting_topics", "[]", fields=[
+            f("topic_id", "uuid"),
+            f("topic_name", "string"),
+        ]),
+    ])
+
 # ---------------------------------------------------------------- record types
 
 #: record type -> (key schema name, value schema name)
@@ -166,6 +252,12 @@ RECORD_TYPES: dict[int, tuple[str, str]] = {
     6: ("ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue"),
     7: ("ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue"),
     8: ("ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue"),
+    10: ("ShareGroupMemberMetadataKey", "ShareGroupMemberMetadataValue"),
+    11: ("ShareGroupMetadataKey", "ShareGroupMetadataValue"),
+    12: ("ShareGroupTargetAssignmentMetadataKey", "ShareGroupTargetAssignmentMetadataValue"),
+    13: ("ShareGroupTargetAssignmentMemberKey", "ShareGroupTargetAssignmentMemberValue"),
+    14: ("ShareGroupCurrentMemberAssignmentKey", "ShareGroupCurrentMemberAssignmentValue"),
+    15: ("ShareGroupStatePartitionMetadataKey", "ShareGroupStatePartitionMetadataValue"),
 }
 
 #: the record type Kafka writes for each record (OffsetCommit is written as 1;
@@ -179,6 +271,12 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
 
 
 class UnknownRecordTypeError(ProtocolError):

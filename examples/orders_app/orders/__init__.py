@@ -1,0 +1,1 @@
+"""The orders application: each order in, its total out, offsets committed after."""
