@@ -275,7 +275,8 @@ class ShareGroupManager:
 
         self.timers.arm(res, (SESSION_TIMER, group_id, member_id),
                         now + self.session_timeout_for(group_id))
-        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        response: dict[str, Any] = {
+                    "throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": reconciled.member_id, "member_epoch": reconciled.member_epoch,
                     "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
                     "assignment": None}
@@ -474,7 +475,7 @@ class ShareGroupManager:
         _, group_id, member_id = key
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             return res
         log.info("group %s: share member %s fenced: its session expired", group_id, member_id)
         return self.fence(group, member).merge(res)
@@ -548,6 +549,8 @@ class ShareGroupManager:
         if group is None or group.members or not partitions:
             return Result(response=None)
         states = group.partition_states
+        if states is None:  # (share_state_partitions found some: it has states)
+            return Result(response=None)
         deleting = dict(states.deleting)
         for side in (states.initialized, states.initializing):
             for t, (name, _) in side.items():
