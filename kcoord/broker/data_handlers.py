@@ -8,6 +8,7 @@ import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.fsync_batcher import FsyncBatcher
+from ..log.waiters import Waiters
 from ..protocol.api import serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
@@ -48,19 +49,14 @@ class AppendNotifier:
     """Wakes long-polling fetches when any partition grows."""
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future] = set()
+        self._waiters = Waiters()
 
     def wait(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.add(fut)
-        fut.add_done_callback(self._waiters.discard)
-        return fut
+        return self._waiters.wait()
 
     def notify(self) -> None:
         if self._waiters:
-            for fut in list(self._waiters):
-                if not fut.done():
-                    fut.set_result(None)
+            self._waiters.wake()
 
 
 class DataPlane:

@@ -7,6 +7,7 @@ from typing import Callable
 
 from ..log.durability import NotReplicated
 from ..log.fsync_batcher import FsyncBatcher
+from ..log.waiters import Waiters
 from ..protocol.errors import Err
 from .replica_manager import ReplicaManager
 
@@ -23,7 +24,7 @@ class ReplicatedDurability:
         self.manager = manager
         self.fsync = fsync
         self.closed = False
-        self._role_waiters: list[asyncio.Future] = []
+        self._role_waiters = Waiters()
         manager.role_listeners.append(self.roles_changed)
 
     async def replayed(self, plog, end_offset: int, epoch: int) -> None:
@@ -48,17 +49,12 @@ class ReplicatedDurability:
                         # an ISR below min.insync.replicas, committed all the same)
                         return
                     continue
-            fut = asyncio.get_running_loop().create_future()
-            self._role_waiters.append(fut)
-            await fut
+            await self._role_waiters.wait()
 
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's
         role listener): fences waiting for leadership look again."""
-        waiters, self._role_waiters = self._role_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        self._role_waiters.wake()
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         ends = [plog.log_end_offset for plog in logs]

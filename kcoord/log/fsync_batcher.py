@@ -22,6 +22,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from .waiters import Waiters
+
 log = logging.getLogger("kcoord.fsync")
 
 
@@ -30,7 +32,7 @@ class FsyncBatcher:
         self.linger = linger_ms / 1000.0
         self.threads = threads
         self._dirty: dict[int, object] = {}
-        self._waiters: list[asyncio.Future] = []
+        self._waiters = Waiters()
         self._scheduled = False
         self._executor: ThreadPoolExecutor | None = None
         self.closed = False
@@ -41,8 +43,7 @@ class FsyncBatcher:
         loop = asyncio.get_running_loop()
         for plog in logs:
             self._dirty[id(plog)] = plog
-        fut = loop.create_future()
-        self._waiters.append(fut)
+        fut = self._waiters.wait()
         if not self._scheduled:
             self._scheduled = True
             if self.linger > 0:
@@ -53,19 +54,15 @@ class FsyncBatcher:
 
     def _run(self) -> None:
         dirty, waiters = self._dirty, self._waiters
-        self._dirty, self._waiters, self._scheduled = {}, [], False
+        self._dirty, self._waiters, self._scheduled = {}, Waiters(), False
         try:
             for plog in dirty.values():
                 plog.flush()
         except Exception as exc:  # a failed fsync must fail every waiter, never ack
             log.exception("fsync failed")
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_exception(exc)
+            waiters.fail(exc)
             return
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        waiters.wake()
 
     # ------------------------------------------------ in worker threads, all at once
     def sync_in_threads(self, logs: list, done: Callable[[list], None]) -> None:
