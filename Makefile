@@ -12,7 +12,7 @@ HTTP_BASE_PORT ?= 9644
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test lint venv venv-all js bench clean cluster
+.PHONY: serve test lint venv venv-all js bench clean cluster faults-tools
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,18 @@ cluster: $(VENV)/.installed-cluster
 	$(VENV)/bin/kcoord cluster up --nodes 3 --data-dir $(DATA_DIR)/cluster \
 		--base-port $(BASE_PORT) --http-base-port $(HTTP_BASE_PORT)
 
-test: venv-all js
+# the fault harness (tests/faults) needs ip, nft and tc, and libfaketime for
+# clock faults: installed from Debian when we are root and they are missing;
+# without them (not root, no apt) its tests skip and say why
+FAULT_TOOLS := $(shell command -v nft >/dev/null && command -v ip >/dev/null && command -v tc >/dev/null && command -v faketime >/dev/null || echo missing)
+faults-tools:
+ifeq ($(FAULT_TOOLS),missing)
+	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq iproute2 nftables faketime >/dev/null; \
+	else echo "fault harness tools (iproute2 nftables faketime) missing: its tests will skip"; fi
+endif
+
+test: venv-all js faults-tools
 	$(MAKE) lint
 	$(PY) -m pytest -q
 

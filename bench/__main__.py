@@ -56,6 +56,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="keep the generated load data dirs in /tmp for reuse")
     g = p.add_argument_group("cluster_chaos")
     g.add_argument("--cycles", type=int, help="kill/stop cycles (default 100, 5 with --quick)")
+    g = p.add_argument_group("faults")
+    g.add_argument("--seed", type=int, help="the first run's seed (default: from the clock)")
+    g.add_argument("--minutes", type=float, help="minutes of faults per run (default 5)")
+    g.add_argument("--mix", choices=["partitions", "process", "clock", "etcd", "all"],
+                   help="which faults (default all)")
+    g.add_argument("--runs", type=int, help="runs, one after the other (seeds N, N+1, ...)")
     args = p.parse_args(argv)
     unknown = [b for b in args.benchmarks if b not in ALL + extra]
     if unknown:

@@ -1,7 +1,7 @@
 """The share-partition simulation's long run (tests/share/share_sim.py).
 
-    python -m bench share_sim                      # 20,000 schedules, 150 steps each
-    python -m bench.share_sim --schedules 50000 --steps 300
+    python -m bench share_sim              # 20,000 schedules, 150 steps each
+    python -m bench share_sim --quick      # 2,000
 
 Runs seeded schedules of one share partition (several members, random
 ACCEPT/RELEASE/REJECT/GAP, lock expiries, members leaving and vanishing,
@@ -71,16 +71,5 @@ def run(args) -> None:
                         sections, raw))
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--schedules", type=int)
-    p.add_argument("--steps", type=int, help="steps per schedule")
-    p.add_argument("--broken-schedules", type=int)
-    p.add_argument("--seconds", type=float, help="time limit for the correct run")
-    p.add_argument("--quick", action="store_true")
-    run(p.parse_args(argv))
-
-
 if __name__ == "__main__":
-    main()
+    run(argparse.Namespace(quick="--quick" in sys.argv))

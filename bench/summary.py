@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import RESULTS, table
+from .common import RESULTS, median, table
 
 
 def _load(name: str) -> dict | None:
@@ -203,7 +203,23 @@ def _consumer_group_rows() -> list[list]:
                               for name in ("kcoord", "mock")),
                     "beside the mock (no numeric goal)", "-", rb["machine"]["date"]])
     out += _share_rows()
+    out += _testing_rows()
     return out
+
+
+def _testing_rows() -> list[list]:
+    ts = _load("testing_start")
+    if not ts:
+        return []
+    med = {name: median(v) for name, v in ts["samples_ms"].items()}
+    return [["kcoord.testing: start to first acknowledged produce (median of "
+             f"{ts['starts']})",
+             f"in process {_fmt(ts['in_process_median_ms'], ' ms', 0)}, subprocess "
+             f"{_fmt(med.get('subprocess'), ' ms', 0)}, librdkafka mock "
+             f"{_fmt(med.get('librdkafka mock'), ' ms', 0)}; orders_app suite "
+             f"{_fmt(ts['orders_app_suite']['seconds'], ' s')}",
+             f"in process <= {ts['goal_ms']:.0f} ms", "met" if ts["goal_met"] else "MISSED",
+             ts["machine"]["date"]]]
 
 
 def _share_rows() -> list[list]:
@@ -223,6 +239,23 @@ def _share_rows() -> list[list]:
                     f"{_fmt(rate[2], digits=0)} ({_fmt(mock.get('cpu_us_per_record'), digits=2)})",
                     ">= 0.5x the consumer group, ahead of the mock",
                     "met" if ok else "MISSED", sc["machine"]["date"]])
+    sg = _load("share_groups")
+    if sg and sg.get("sizes"):
+        n = max(sg["sizes"])
+        share, group, mock = (sg["runs"].get(f"{name}, {n:,}", {}) for name in (
+            "kcoord share group", "kcoord consumer group", "librdkafka mock share group"))
+        rate = [r.get("records_per_s") for r in (share, group, mock)]
+        ok = None not in rate and rate[0] >= 0.5 * rate[1] and rate[0] > rate[2]
+        out.append([f"share groups, 3 members, 3 partitions, {n:,} records "
+                    "(records/s, server CPU us/record)",
+                    f"kcoord {_fmt(rate[0], digits=0)} ({_fmt(share.get('cpu_us_per_record'), digits=2)}); "
+                    f"kcoord consumer group {_fmt(rate[1], digits=0)} "
+                    f"({_fmt(group.get('cpu_us_per_record'), digits=2)}); mock share group "
+                    f"{_fmt(rate[2], digits=0)} ({_fmt(mock.get('cpu_us_per_record'), digits=2)}"
+                    + ("" if mock.get("complete", True) else
+                       f"; read {mock.get('records', 0):,} of {n:,} in its time limit") + ")",
+                    ">= 0.5x the consumer group, ahead of the mock",
+                    "met" if ok else "MISSED", sg["machine"]["date"]])
     sim = _load("share_sim")
     if sim:
         caught = [b["failing"] for b in sim["broken"].values()]

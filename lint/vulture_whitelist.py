@@ -80,3 +80,13 @@ _.move_coordinator
 auto_offset_reset
 record_lock_duration_ms
 isolation_level
+
+# kcoord/testing/child.py: methods called by name over the child's RPC
+# (remote.py / server.py rpc("on_fault", ...))
+_.on_fault
+_.release_parked
+_.server_call
+
+# admin/http_security.py: the http.ssl.* / http.auth.* key list, unread today
+# (kept for the HTTP endpoint's settings check under way; delete if unused)
+HTTP_KEYS

@@ -11,25 +11,36 @@ import asyncio
 import json
 import logging
 import socket
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .burrow_api import CLUSTER, BurrowView, only_problems
 from .events import ServerMetrics
 from .lag import RecordTimes
 from .prometheus import CONTENT_TYPE, exposition, make_registry
-from .status_page import PAGE, status_snapshot
+from .http_security import HttpAuth, ssl_context
+from .status_page import PAGE, group_partitions, status_snapshot
 
 log = logging.getLogger("kcoord.http")
 
 MAX_HEADER_BYTES = 16384
 READ_TIMEOUT_S = 10.0
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
            500: "Internal Server Error"}
+
+
+def _header(head: bytes, name: bytes) -> str | None:
+    """One request header's value (name lower-case), or None."""
+    for line in head.split(b"\r\n")[1:]:
+        key, sep, value = line.partition(b":")
+        if sep and key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return None
 
 
 class HttpEndpoint:
     def __init__(self, runtime, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
-                 burrow_cluster: str = CLUSTER, min_distance_s: int = 1) -> None:
+                 burrow_cluster: str = CLUSTER, min_distance_s: int = 1,
+                 values: dict | None = None) -> None:
         self.runtime = runtime  # the coordinator runtime, read through read_all
         self.catalogue = catalogue
         self.metrics = metrics
@@ -37,16 +48,22 @@ class HttpEndpoint:
         self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster,
                                  min_distance_s=min_distance_s)
         self.times = RecordTimes()
+        values = values or {}
+        self.ssl = ssl_context(values)  # None: plain HTTP
+        self.auth = HttpAuth(values)
         self._server: asyncio.base_events.Server | None = None
         self.host = ""
         self.port = 0
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True,
+                                                  ssl=self.ssl)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
-        log.info("http endpoint on http://%s:%d/ (/metrics, /v3/kafka, status page)",
-                 self.host, self.port)
+        log.info("http endpoint on %s://%s:%d/ (/metrics, /v3/kafka, status page)%s",
+                 "https" if self.ssl else "http", self.host, self.port,
+                 "" if not self.auth.enabled else
+                 " (bearer token)" if self.auth.token else " (basic auth)")
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -70,6 +87,11 @@ class HttpEndpoint:
                 self._write(writer, 400, b"bad request line\n", "text/plain")
                 return
             method, target = parts[0], parts[1]
+            if self.auth.enabled and not self.auth.allows(_header(head, b"authorization")):
+                self._write(writer, 401, b"authentication required\n", "text/plain",
+                            extra=f"WWW-Authenticate: {self.auth.challenge}\r\n")
+                await writer.drain()
+                return
             if method not in ("GET", "HEAD"):
                 self._write(writer, 405, b"only GET\n", "text/plain")
                 return
@@ -86,10 +108,11 @@ class HttpEndpoint:
             writer.close()
 
     @staticmethod
-    def _write(writer, status: int, body: bytes, ctype: str, length: int | None = None) -> None:
+    def _write(writer, status: int, body: bytes, ctype: str, length: int | None = None,
+               extra: str = "") -> None:
         head = (f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\n"
                 f"Content-Type: {ctype}\r\nContent-Length: {len(body) if length is None else length}"
-                f"\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n")
+                f"\r\nCache-Control: no-store\r\nConnection: close\r\n{extra}\r\n")
         writer.write(head.encode("latin-1") + body)
 
     # ------------------------------------------------------------------ routes
@@ -99,8 +122,16 @@ class HttpEndpoint:
         if path in ("/", "/index.html"):
             return 200, PAGE.encode(), "text/html; charset=utf-8"
         if path == "/status.json":
-            return self._json(200, status_snapshot(self.runtime, self.catalogue, self.metrics,
-                                                   self.times))
+            group = parse_qs(urlsplit(url).query).get("group")
+            if group:  # one group by partition
+                return self._json(200, group_partitions(self.runtime, self.catalogue, self.times,
+                                                        group[0],
+                                                        await self.burrow.evaluate(group[0])))
+            snapshot = status_snapshot(self.runtime, self.catalogue, self.metrics, self.times)
+            for g in snapshot["groups"]:  # Burrow's verdict (None: no committed offsets)
+                verdict = await self.burrow.evaluate(g["group"])
+                g["burrow"] = verdict["status"] if verdict else None
+            return self._json(200, snapshot)
         if path.startswith("/v3/"):
             return await self._burrow([unquote(p) for p in path.strip("/").split("/")], url)
         return 404, b"not found\n", "text/plain"

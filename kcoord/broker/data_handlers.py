@@ -351,6 +351,10 @@ class DataPlane:
                 await asyncio.wait_for(waiter, remaining)
             except asyncio.TimeoutError:
                 pass
+            if self.stopping:
+                # woken by the stop: answer what was read; a poll whose client
+                # left may only run once the logs are closed, so read no more
+                return response
 
     def stop_waiting(self) -> None:
         """Answer every long-polling fetch now (the server is stopping)."""

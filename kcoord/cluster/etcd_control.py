@@ -19,8 +19,16 @@ from typing import Callable
 from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
 from .state import PartitionState, PartitionStateListener
-from .view import (ClusterView, Keys, NodeInfo, TopicRecord, encode_controller, encode_node,
-                   encode_state, encode_topic)
+from .view import (
+    ClusterView,
+    Keys,
+    NodeInfo,
+    TopicRecord,
+    encode_controller,
+    encode_node,
+    encode_state,
+    encode_topic,
+)
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -38,6 +46,7 @@ class EtcdControlPlane:
         self.session = EtcdSession(parse_endpoints(endpoints), lease_ttl_ms, tls)
         self.session.on_expired = self._reregister
         self.session.on_lapsed = self._lapsed
+        self.session.on_restored = self._restored
         self.unclean = unclean
         # Kafka's auto leader rebalance: seconds between checks (None: off), threshold %
         self.rebalance_interval_s: float | None = None
@@ -86,13 +95,20 @@ class EtcdControlPlane:
                               lease=self.session.lease_id)
 
     def _lapsed(self) -> None:
+        self._tell_listeners("on_session_lost")
+
+    def _restored(self) -> None:
+        self._tell_listeners("on_session_restored")
+
+    def _tell_listeners(self, method: str) -> None:
+        """Call the optional `method` of every listener that has it."""
         for listener in list(self.listeners):
-            lost = getattr(listener, "on_session_lost", None)
-            if lost is not None:
+            call = getattr(listener, method, None)
+            if call is not None:
                 try:
-                    lost()
+                    call()
                 except Exception:
-                    log.exception("session-lost listener failed")
+                    log.exception("%s listener failed", method)
 
     async def _reregister(self) -> None:
         await self._register()

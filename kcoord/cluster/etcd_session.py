@@ -85,6 +85,14 @@ async def _close_quietly(client: aetcd.Client) -> None:
         pass
 
 
+def _call(listener: Callable[[], None] | None, what: str) -> None:
+    if listener is not None:
+        try:
+            listener()
+        except Exception:
+            log.exception("%s listener failed", what)
+
+
 class EtcdSession:
     def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int, tls=None) -> None:
         self.endpoints = endpoints
@@ -95,6 +103,8 @@ class EtcdSession:
         self.on_expired: Callable[[], Awaitable[None]] | None = None
         # called once when no refresh was answered for a whole TTL (the lease may be gone)
         self.on_lapsed: Callable[[], None] | None = None
+        # called once when, after a lapse, etcd answers a refresh of the same lease
+        self.on_restored: Callable[[], None] | None = None
         self._last_ok = 0.0
         self._lapsed = False
         self._keepalive: asyncio.Task | None = None
@@ -117,11 +127,7 @@ class EtcdSession:
             self._lapsed = True
             log.warning("no etcd lease refresh answered for %ds: leaderships may be gone",
                         self.ttl_s)
-            if self.on_lapsed is not None:
-                try:
-                    self.on_lapsed()
-                except Exception:
-                    log.exception("lease lapse listener failed")
+            _call(self.on_lapsed, "lease lapse")
 
     async def _refresh_loop(self) -> None:
         period = self.ttl_s / 3.0
@@ -141,7 +147,11 @@ class EtcdSession:
                 continue
             if not expired:
                 self._last_ok = sent  # etcd restarted the TTL no earlier than this
-                self._lapsed = False
+                if self._lapsed:
+                    self._lapsed = False
+                    log.warning("etcd lease %x refreshed again: it never expired",
+                                self.lease_id)
+                    _call(self.on_restored, "lease restore")
             else:
                 self._check_lapse()
             if expired and not self._closed:

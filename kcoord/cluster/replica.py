@@ -170,7 +170,8 @@ class Replica:
         # leader side
         self._progress: dict[int, _Progress] = {}
         self._pending: PartitionState | None = None   # ISR proposal awaiting the store
-        self._stale = False     # the store refused our ISR change: acknowledge nothing
+        self._refused = False   # the store refused our ISR change: acknowledge nothing
+        self._lapsed = False    # our etcd lease may have lapsed: acknowledge nothing
         self._epoch_start = UNKNOWN_OFFSET
         self._waiters: list[tuple[int, int, object]] = []
         self._waiter_seq = 0
@@ -212,7 +213,7 @@ class Replica:
         self.state = state
         if self._pending is not None and state.version > self._pending.version:
             self._pending = None    # decided: its answer, if it comes, is old news
-        self._stale = False
+        self._refused = self._lapsed = False
         self._blocked = False
         out: list = []
         me = self.node_id
@@ -235,13 +236,34 @@ class Replica:
             out.append(Resigned())
         return out
 
+    @property
+    def _stale(self) -> bool:
+        """This leader cannot tell whether it still leads: it acknowledges,
+        proposes and moves its high watermark no further."""
+        return self._refused or self._lapsed
+
     def on_session_lost(self, _now: int) -> list:
         """This node's lease may have lapsed, so the controller may already
         have moved its leadership: acknowledge nothing (and keep the high
-        watermark) until a newer state arrives, as after a refused ISR change."""
+        watermark) until a newer state arrives, or until etcd confirms the
+        lease never expired (on_session_restored)."""
         if self.role is Role.LEADER:
-            self._stale = True
+            self._lapsed = True
         return []
+
+    def on_session_restored(self, _now: int) -> list:
+        """etcd answered a refresh of the same lease again: it never expired,
+        so no election moved a leadership for this node's absence, and any
+        other change reaches it through the watch as always.  Without this
+        a leader that lost etcd's answers for a TTL (etcd paused, a one-way
+        cut) but kept its lease stayed mute for good: no newer state comes
+        when nothing changed."""
+        out: list = []
+        if self._lapsed:
+            self._lapsed = False
+            if self.role is Role.LEADER:
+                self._maybe_increment_hwm(out)
+        return out
 
     def _become_leader(self, state: PartitionState, now: int, out: list) -> None:
         # Kafka's makeLeader: the new epoch starts at the log end, and every
@@ -395,7 +417,7 @@ class Replica:
         # state arrives its high watermark stays put, it acknowledges nothing
         # and proposes nothing; the refused proposal still counts as a
         # possible ISR.
-        self._stale = True
+        self._refused = True
         return []
 
     def _propose(self, isr: tuple[int, ...], out: list) -> None:

@@ -111,6 +111,10 @@ class ReplicaManager:
         for key, replica in self.replicas.items():
             self.handle(key, replica.on_session_lost(now_ms()))
 
+    def on_session_restored(self) -> None:
+        for key, replica in list(self.replicas.items()):
+            self.handle(key, replica.on_session_restored(now_ms()))
+
     def topic_changed(self) -> None:
         """The local catalogue changed: replicas of a deleted (or reopened)
         log go, their waiting writes failed; states that waited for a log

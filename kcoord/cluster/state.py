@@ -51,3 +51,6 @@ class PartitionStateListener(Protocol):
     # TTL: paused, or cut off from etcd), so the controller may already have
     # given its leaderships to others: stop acknowledging as a leader until
     # the next on_partition_state says otherwise.
+    #   on_session_restored(self) -> None
+    # After a lapse, etcd answered a refresh of the same lease: it never
+    # expired, so acknowledging may resume (no newer state may ever come).

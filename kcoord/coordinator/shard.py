@@ -463,6 +463,23 @@ class CoordinatorShard(ClassicGroupHandlers):
         """ShareGroupHeartbeat; `topics` is the current TopicMetadata."""
         return self.share.heartbeat(req, client_id or "", client_host, now, topics)
 
+    def share_alter_offsets(self, group_id: str, topics: list[dict], now: int,
+                            topic_metadata=None) -> Result:
+        """AlterShareGroupOffsets; `topic_metadata` is the current TopicMetadata."""
+        if topic_metadata is not None:
+            self.share.set_topics(topic_metadata)
+        return self.share.alter_offsets(group_id, topics, now)
+
+    def share_delete_offsets(self, group_id: str, topic_names: list[str],
+                             topic_metadata=None) -> Result:
+        """DeleteShareGroupOffsets, step 1; `topic_metadata` the current TopicMetadata."""
+        if topic_metadata is not None:
+            self.share.set_topics(topic_metadata)
+        return self.share.begin_delete_offsets(group_id, topic_names)
+
     def share_group_describe(self, group_ids: list[str],
-                             include_authorized_operations: bool = False) -> Result:
+                             include_authorized_operations: bool = False, topics=None) -> Result:
+        """ShareGroupDescribe; `topics` (the current TopicMetadata) names the assigned topics."""
+        if topics is not None:
+            self.share.set_topics(topics)
         return Result(response=self.share.describe(group_ids, include_authorized_operations))

@@ -45,16 +45,24 @@ MEMBER_ID_MAX_LENGTH = 36  # KafkaApis isMemberIdValid
 @dataclass(slots=True)
 class ShareInitialization:
     """Initialize these share partitions (InitializeShareGroupState with
-    StateEpoch = the group epoch and StartOffset -1): data the core emits."""
+    StateEpoch = the group epoch and StartOffset -1, or the offsets an
+    AlterShareGroupOffsets asked for): data the core emits."""
     group_id: str
     state_epoch: int
     partitions: dict  # topic id -> frozenset of partitions
     start_offset: int = -1
+    offsets: dict | None = None  # (topic id, partition) -> start offset, when given
+
+    def start_of(self, topic_id: bytes, partition: int) -> int:
+        if self.offsets is None:
+            return self.start_offset
+        return self.offsets.get((topic_id, partition), self.start_offset)
 
 
 @dataclass(slots=True)
 class ShareHeartbeatAnswer:
-    """A heartbeat's answer when it also asks for share partitions to be initialized."""
+    """An answer (a heartbeat's, an AlterShareGroupOffsets') that also asks for
+    share partitions to be initialized."""
     response: dict
     initialize: ShareInitialization
 
@@ -69,6 +77,29 @@ def describe_error(gid: str, code: int, message: str | None) -> dict:
     return {"error_code": int(code), "error_message": message, "group_id": gid,
             "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
             "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+
+
+def alter_offsets_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "responses": []}
+
+
+@dataclass(slots=True)
+class ShareOffsetsDeletion:
+    """DeleteShareGroupOffsets, step 1's answer: the topics refused, and the
+    share partitions (topic id -> (name, partitions)) whose state to delete."""
+    refused: list
+    partitions: dict
+
+
+def _deleted_topic(name: str, topic_id: bytes, code: int = 0, message: str | None = None) -> dict:
+    return {"topic_name": name, "topic_id": topic_id, "error_code": int(code),
+            "error_message": message}
+
+
+def delete_offsets_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "responses": []}
 
 
 def validate_heartbeat(req: dict) -> HeartbeatError | None:
@@ -395,15 +426,70 @@ class ShareGroupManager:
                     change[topic_id] = (name, missing)
         if not change:
             return None
+        records.append(self._initializing_record(group, change, now))
+        return ShareInitialization(gid, group_epoch, {t: p for t, (_, p) in change.items()})
+
+    def _initializing_record(self, group: ShareGroup, change: dict, now: int) -> Record:
+        """Kafka's addInitializingTopicsRecords: `change` (topic id -> (name,
+        partitions)) joins the initializing partitions and leaves deleting."""
+        gid = group.group_id
+        states = group.partition_states or PartitionStates()
         initializing = dict(states.initializing)
         for t, (name, parts) in change.items():
             prev = initializing.get(t)
             initializing[t] = (name, parts if prev is None else prev[1] | parts)
             self.init_since[(gid, t)] = now
         deleting = {t: n for t, n in states.deleting.items() if t not in change}
-        records.append(sg.partition_states_record(
-            gid, PartitionStates(initializing, dict(states.initialized), deleting)))
-        return ShareInitialization(gid, group_epoch, {t: p for t, (_, p) in change.items()})
+        return sg.partition_states_record(
+            gid, PartitionStates(initializing, dict(states.initialized), deleting))
+
+    def alter_offsets(self, group_id: str, topics: list[dict], now: int) -> Result:
+        """AlterShareGroupOffsets (Kafka's alterShareGroupOffsets): an empty (or
+        new) share group's named partitions are written as initializing and
+        asked to be initialized at the given start offsets (a fresh snapshot,
+        StateEpoch = the group epoch).  Result.response: the answer, or a
+        ShareHeartbeatAnswer carrying the ShareInitialization."""
+        try:
+            group = self._get_or_create(group_id, True)
+        except HeartbeatError as exc:
+            return Result(response=alter_offsets_error(exc.code, exc.message))
+        if group.members:
+            return Result(response=alter_offsets_error(
+                Err.NON_EMPTY_GROUP, "The group is not empty."))
+        unknown = {"error_code": int(Err.UNKNOWN_TOPIC_OR_PARTITION),
+                   "error_message": "This server does not host this topic-partition."}
+        responses, change, offsets = [], {}, {}
+        for t in topics:
+            name = t["topic_name"]
+            info = self.topics.get(name)
+            if info is None:
+                responses.append({"topic_name": name, "topic_id": bytes(16), "partitions": [
+                    {"partition_index": p["partition_index"], **unknown} for p in t["partitions"]]})
+                continue
+            topic_id, count = info[0], info[1]
+            entries, valid = [], set()
+            for p in t["partitions"]:
+                index = p["partition_index"]
+                if 0 <= index < count:
+                    entries.append({"partition_index": index, "error_code": 0,
+                                    "error_message": None})
+                    valid.add(index)
+                    offsets[(topic_id, index)] = p["start_offset"]
+                else:
+                    entries.append({"partition_index": index, **unknown})
+            if valid:
+                prev = change.get(topic_id)
+                change[topic_id] = (name, frozenset(valid) | (prev[1] if prev else frozenset()))
+            responses.append({"topic_name": name, "topic_id": topic_id, "partitions": entries})
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "responses": responses}
+        if not change:
+            return Result(response=response)
+        res = Result(records=[self._initializing_record(group, change, now)])
+        res.response = ShareHeartbeatAnswer(response, ShareInitialization(
+            group_id, group.group_epoch, {t: p for t, (_, p) in change.items()},
+            offsets=offsets))
+        return res
 
     def initialize_done(self, group_id: str, partitions: Mapping[bytes, frozenset],
                         succeeded: bool) -> Result:
@@ -557,6 +643,60 @@ class ShareGroupManager:
                 deleting[t] = name
         return Result(records=[sg.partition_states_record(
             group_id, PartitionStates({}, {}, deleting))], response=partitions)
+
+    def begin_delete_offsets(self, group_id: str, topic_names: list[str]) -> Result:
+        """DeleteShareGroupOffsets, step 1 (Kafka's
+        sharePartitionsEligibleForOffsetDeletion): the named topics' initialized
+        partitions move to deleting; a topic already deleting is deleted again
+        (all its partitions).  Result.response: a ShareOffsetsDeletion, or the
+        error answer."""
+        try:
+            group = self.share_group(group_id)
+        except HeartbeatError as exc:
+            return Result(response=delete_offsets_error(exc.code, exc.message))
+        if group.members:
+            return Result(response=delete_offsets_error(
+                Err.NON_EMPTY_GROUP, "The group is not empty."))
+        states = group.partition_states
+        if states is None:
+            return Result(response=ShareOffsetsDeletion([], {}))
+        initialized, deleting = dict(states.initialized), dict(states.deleting)
+        refused, partitions = [], {}
+        for name in topic_names:
+            info = self.topics.get(name)
+            if info is None:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "This server does not host this topic-partition."))
+            elif info[0] in initialized:
+                partitions[info[0]] = (name, initialized.pop(info[0])[1])
+                deleting[info[0]] = name
+            elif info[0] in deleting:
+                partitions[info[0]] = (name, frozenset(range(info[1])))
+            else:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "There is no offset information to delete."))
+        record = sg.partition_states_record(
+            group_id, PartitionStates(dict(states.initializing), initialized, deleting))
+        return Result(records=[record], response=ShareOffsetsDeletion(refused, partitions))
+
+    def complete_delete_offsets(self, group_id: str, topic_ids) -> Result:
+        """DeleteShareGroupOffsets, step 2 (completeDeleteShareGroupOffsets): the
+        topics whose share state is gone leave deleting."""
+        group = self.groups.get(group_id)
+        states = group.partition_states if group is not None else None
+        if states is None:
+            return Result(response=None)
+        deleting = {t: n for t, n in states.deleting.items() if t not in set(topic_ids)}
+        return Result(records=[sg.partition_states_record(group_id, PartitionStates(
+            dict(states.initializing), dict(states.initialized), deleting))], response=None)
+
+    def initialized_partitions(self, group_id: str) -> Result:
+        """Kafka's initializedShareGroupPartitions: topic id -> the group's
+        initialized share partitions (empty for an unknown group)."""
+        group = self.groups.get(group_id)
+        states = group.partition_states if group is not None else None
+        return Result(response={} if states is None else
+                      {t: parts for t, (_, parts) in states.initialized.items()})
 
     def share_state_partitions(self, group_id: str) -> dict[bytes, frozenset]:
         """The share partitions of the group that may have share state (initialized,

@@ -27,6 +27,19 @@ def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+# Set by the fault harness, which cuts a killed node's segments back to what
+# was fsynced (power loss): each segment fsync appends "<path> <size>" to it.
+_FSYNC_JOURNAL = os.environ.get("KCOORD_TEST_FSYNC_JOURNAL")
+
+
+def _journal_fsync(path: Path, size: int) -> None:
+    fd = os.open(_FSYNC_JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{path} {size}\n".encode())  # one write: lines never interleave
+    finally:
+        os.close(fd)
+
+
 def _pwrite_all(fd: int, data, position: int) -> None:
     view = memoryview(data)
     while view:
@@ -115,8 +128,8 @@ class Segment:
         if verify:
             log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
             os.ftruncate(self._fd, end)
-            os.fsync(self._fd)
             self.size = end
+            self._fsync()
         else:
             # Sealed data is never cut (later segments depend on it); reads
             # that reach the bad bytes will raise.
@@ -197,7 +210,7 @@ class Segment:
         timestamp in the time index and make everything durable, so that a
         reopen can trust this segment without scanning it."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        os.fsync(self._fd)
+        self._fsync()
         self.index.flush()
         self.time_index.flush()
 
@@ -221,10 +234,16 @@ class Segment:
         os.ftruncate(self._fd, position)
         self.size = position
         self._reindex(verify=False)
-        os.fsync(self._fd)
+        self._fsync()
 
     def flush(self) -> None:
+        self._fsync()
+
+    def _fsync(self) -> None:
+        size = self.size  # bytes written before the fsync are the ones it covers
         os.fsync(self._fd)
+        if _FSYNC_JOURNAL:
+            _journal_fsync(self.log_path, size)
 
     # --------------------------------------------------------------- reads
 

@@ -74,6 +74,10 @@ def _common(p) -> None:
     p.add_argument("--refresh-ms", type=int, default=10000,
                    help="Burrow's log-end sampling interval for the 'recently caught up' check")
     p.add_argument("--shuffle-partitions", type=int, default=None)
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's progress bars and WARN lines (off by default)")
+    p.add_argument("--spark-ui", action="store_true",
+                   help="start Spark's web UI (off by default)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting (repeatable)")
 
@@ -87,7 +91,8 @@ def _settings(args):
 def _session(args, app: str):
     from .session import build_session
     conf = dict(kv.split("=", 1) for kv in args.conf)
-    return build_session(args.master, app, args.shuffle_partitions, conf)
+    return build_session(args.master, app, args.shuffle_partitions, conf,
+                         verbose=args.verbose, ui=args.spark_ui)
 
 
 def main(args) -> int:

@@ -596,8 +596,12 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
                                              as_of_date(as_of))
     step("group_generations", t0)
 
-    source = f"{bootstrap_server} (over the wire)" if bootstrap_server else data_dir
-    summary = _summary(records, counts, out_dir, as_of, source, obs, table_rows)
+    summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)
+    # where the records came from: a data dir, or a bootstrap address read over the wire
+    summary["data_dir"] = None if bootstrap_server else str(data_dir)
+    summary["bootstrap_server"] = bootstrap_server
+    summary["source"] = (f"{bootstrap_server} (over the wire)" if bootstrap_server
+                         else f"{data_dir} (data dir)")
     status_rows = [r.asDict() for r in status.collect()]
     summary["statuses"] = {
         "groups": _tally(r["status"] for r in status_rows if r["scope"] == "group"),

@@ -295,7 +295,9 @@ def status_table(status_rows: list[dict]) -> str:
         if r["scope"] == "partition":
             parts_by_group.setdefault(r["group"], []).append(r)
     out = ['<table><tr><th>group</th><th>status</th><th>lag (records)</th><th>time lag</th>'
-           '<th>last commit</th><th>partitions</th><th>complete</th><th>most lag</th>'
+           '<th>last commit</th><th>partitions</th>'
+           '<th title="Burrow\'s complete: the share of partitions whose window holds a full '
+           'set of commits">window fill</th><th>most lag</th>'
            '<th>partitions not OK</th></tr>']
     for g in groups[:MAX_GROUP_ROWS]:
         bad = sorted((p for p in parts_by_group.get(g["group"], []) if p["status"] != "OK"),
@@ -311,9 +313,16 @@ def status_table(status_rows: list[dict]) -> str:
             f'<td class="n">{fmt_duration(g.get("time_lag_seconds"))}</td>'
             f'<td class="t">{fmt_utc(g.get("last_commit_timestamp"))}</td>'
             f'<td class="n">{g["partitions"]}</td><td class="n">{g["complete"]:.0%}</td>'
-            f'<td class="w">{html.escape(str(g["max_lag_topic"]))}/{g["max_lag_partition"]}</td>'
-            f'<td>{bad_txt}</td></tr>')
+            + (f'<td class="w">{html.escape(str(g["max_lag_topic"]))}/{g["max_lag_partition"]}'
+               '</td>' if (g["current_lag"] or 0) > 0 and g.get("max_lag_topic") is not None
+               else '<td class="w">-</td>')
+            + f'<td>{bad_txt}</td></tr>')
     out.append("</table>")
+    out.append('<p class="note">Window fill is Burrow\'s <code>complete</code>: the share of '
+               "the group's partitions whose window already holds the full number of commits "
+               "Burrow evaluates (<code>--window</code>, 10 by default); below 100% some "
+               "statuses rest on fewer commits. Most lag names the partition with the largest "
+               "lag, when there is any.</p>")
     if len(groups) > MAX_GROUP_ROWS:
         out.append(f"<p>{len(groups) - MAX_GROUP_ROWS:,} more groups (all OK or less severe) are "
                    f"in the status table.</p>")
@@ -331,8 +340,12 @@ def lag_section(lag: dict, status_rows: list[dict], span, live_ends: bool) -> st
     for r in status_rows:
         if r["scope"] == "partition" and r["status"] != "OK":
             why.setdefault(r["group"], set()).add(r["status"])
+    single = []
     for name in plotted:
         g = groups[name]
+        if len(lag[name]) < 2:  # one observation draws no line: listed below instead
+            single.append(name)
+            continue
         causes = "".join(" " + _badge(c) for c in sorted(why.get(name, ()))
                          if c != g["status"])
         cells.append(
@@ -341,6 +354,11 @@ def lag_section(lag: dict, status_rows: list[dict], span, live_ends: bool) -> st
             f'<span class="cs">lag {g["current_lag"] or 0:,} records, '
             f'{fmt_duration(g.get("time_lag_seconds"))}</span></div>'
             f'{lag_plot(name, lag[name], g["status"], x0, x1)}</div>')
+    if single:
+        cells.append('<div class="cell"><div class="ct">One observation only (no chart): '
+                     + ", ".join(f'{_badge(groups[n]["status"])} <b>{html.escape(n)}</b> lag '
+                                 f'{groups[n]["current_lag"] or 0:,}' for n in single)
+                     + '</div></div>')
     note = ("Lag is the sum over the group's partitions of log end minus committed offset, "
             "at each point in time" + (" (past log ends from ListOffsets by timestamp)."
                                        if live_ends else "."))
@@ -389,7 +407,7 @@ td.t, td.w, span.w {{ white-space: nowrap; }}
 <h1>Consumer lag and group health</h1>
 <table class="summary">
 <tr><td>Evaluated at</td><td><b>{html.escape(fmt_utc(as_of, seconds=True))}</b></td></tr>
-<tr><td>Source</td><td>{html.escape(str(summary.get('data_dir', '')))}</td></tr>
+<tr><td>Source</td><td>{html.escape(str(summary.get('source') or summary.get('data_dir', '')))}</td></tr>
 <tr><td>Groups</td><td>{status_counts(counts.get('groups', {}))}</td></tr>
 <tr><td>Partitions</td><td>{status_counts(counts.get('partitions', {}))}</td></tr>
 </table>

@@ -524,6 +524,82 @@ def _share_group_describe(c: Checks, ctx, req, handler):
     return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
 
 
+@rule(90)
+def _describe_share_group_offsets(c: Checks, ctx, req, handler):
+    """KafkaApis handleDescribeShareGroupOffsetsRequest: DESCRIBE on each group
+    (else that group GROUP_AUTHORIZATION_FAILED); a listed topic without
+    DESCRIBE answers StartOffset -1 / TOPIC_AUTHORIZATION_FAILED, and with all
+    topics (null) the undescribable ones are left out."""
+    def refused(group: dict, code: int) -> dict:
+        return {"group_id": group["group_id"], "topics": [], "error_code": code,
+                "error_message": None}
+    ok, denied = _split(req["groups"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g["group_id"]))
+    hidden: dict[str, list[dict]] = {}  # group -> its listed topics the client may not describe
+    asked = []
+    for g in ok:
+        if g.get("topics") is None:
+            asked.append(g)
+            continue
+        shown, secret = _split(g["topics"],
+                               lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic_name"]))
+        hidden[g["group_id"]] = [{
+            "topic_name": t["topic_name"], "topic_id": bytes(16), "partitions": [
+                {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1,
+                 "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+                for p in t["partitions"]]} for t in secret]
+        asked.append({**g, "topics": shown})
+
+    def fix(resp):
+        for g in resp.get("groups") or []:
+            if g["group_id"] in hidden:
+                g["topics"] = (g.get("topics") or []) + hidden[g["group_id"]]
+            else:
+                g["topics"] = [t for t in g.get("topics") or ()
+                               if c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic_name"])]
+        resp["groups"] = (resp.get("groups") or []) + [
+            refused(g, Err.GROUP_AUTHORIZATION_FAILED) for g in denied]
+        return resp
+    if not asked:
+        return fix({"throttle_time_ms": 0, "groups": []})
+    return then(ctx, handler(ctx, {**req, "groups": asked}), fix)
+
+
+@rule(91)
+def _alter_share_group_offsets(c: Checks, ctx, req, handler):
+    """KafkaApis handleAlterShareGroupOffsetsRequest: READ on the group (top
+    level), READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED)."""
+    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                "error_message": None, "responses": []}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
+    refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16), "partitions": [
+        {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+         "error_message": None} for p in t["partitions"]]} for t in denied]
+
+    def fix(resp):
+        resp["responses"] = (resp.get("responses") or []) + refused
+        return resp
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
+@rule(92)
+def _delete_share_group_offsets(c: Checks, ctx, req, handler):
+    """KafkaApis handleDeleteShareGroupOffsetsRequest: DELETE on the group (top
+    level), READ on each topic (that topic TOPIC_AUTHORIZATION_FAILED)."""
+    if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                "error_message": None, "responses": []}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
+    refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16),
+                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+               for t in denied]
+
+    def fix(resp):
+        resp["responses"] = (resp.get("responses") or []) + refused
+        return resp
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
 # ------------------------------------------------------- group admin APIs
 @rule(15)
 def _describe_groups(c: Checks, ctx, req, handler):

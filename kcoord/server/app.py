@@ -142,6 +142,8 @@ class Server:
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
         self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
+        # DescribeShareGroupOffsets' lag: the high watermark the share partitions see
+        self.groups.share_groups.high_watermark = self._share_high_watermark
         share_fetch = ShareFetchHandlers(self.shares)
         d.register_handlers(share_fetch)
         d.on_connection_closed.append(share_fetch.connection_closed)
@@ -155,6 +157,12 @@ class Server:
         self.replicas = None
         d.register_handlers(LeaderEpochHandlers(
             self.catalogue, self._replica_for if self.config["etcd.endpoints"] else None))
+
+    def _share_high_watermark(self, name: str, partition: int) -> int | None:
+        topic = self.catalogue.get(name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return self.shares.hw(topic, partition)
 
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
@@ -227,12 +235,22 @@ class Server:
                 await server.start_serving()
         if self.http_listen:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
-            self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
-                                     ["%s:%d" % self.config.advertised],
-                                     self.config["http.burrow.cluster.name"],
-                                     self.config["http.burrow.min-distance"])
+            from ..admin.http_security import exposed_warning
             try:
-                await self.http.start(*parse_hostport(self.http_listen, "http.listen"))
+                self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
+                                         ["%s:%d" % self.config.advertised],
+                                         self.config["http.burrow.cluster.name"],
+                                         self.config["http.burrow.min-distance"],
+                                         self.config.values)
+            except (ValueError, OSError) as exc:  # a bad http.ssl.* or http.auth.* key
+                await self.stop()
+                raise StartupError(str(exc)) from None
+            http_host, http_port = parse_hostport(self.http_listen, "http.listen")
+            warning = exposed_warning(self.config.values, self.security.listeners, http_host)
+            if warning:
+                log.warning("%s", warning)
+            try:
+                await self.http.start(http_host, http_port)
             except OSError as exc:
                 await self.stop()
                 raise StartupError(f"http.listen {self.http_listen}: cannot listen: "

@@ -32,7 +32,7 @@ SENSITIVE_PATTERN = re.compile(
     r"(^|\.)(ssl\.(keystore|key|truststore)\.password|ssl\.keystore\.key|"
     r"ssl\.keystore\.certificate\.chain|ssl\.truststore\.certificates|sasl\.jaas\.config|"
     r"sasl\.oauthbearer\.client\.credentials\.client\.secret|delegation\.token\.secret\.key|"
-    r"password\.encoder\.(old\.)?secret)$")
+    r"password\.encoder\.(old\.)?secret|http\.auth\.basic\.users|http\.auth\.bearer\.token)$")
 SENSITIVE_KEYS: set[str] = set()
 
 # broker keys of the topic synonyms that are not a topic key's primary synonym

@@ -88,6 +88,11 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
+    # TLS and authentication of http.listen (admin/http_security.py)
+    "http.ssl.keystore.location": (str, ""), "http.ssl.keystore.type": (str, "PEM"),
+    "http.ssl.key.password": (str, ""), "http.ssl.truststore.location": (str, ""),
+    "http.ssl.truststore.type": (str, "PEM"), "http.ssl.client.auth": (str, "none"),
+    "http.auth.basic.users": (str, ""), "http.auth.bearer.token": (str, ""),
     # Burrow's storage min-distance (s): a commit sooner than this after the
     # previous one takes its slot in the window, keeping the stored timestamp
     "http.burrow.min-distance": (int, 1),

@@ -698,7 +698,7 @@ class CoordinatorRuntime:
     async def _log_all_loaded(self, tasks: list, start: float) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         gc.freeze()  # the loaded state is long-lived: keep it out of later collections
-        if all(s.loaded for s in self.shards):
+        if self.shards and all(s.loaded for s in self.shards):
             log.info("all %s loaded: %d records in %.2fs", self.WHAT,
                      sum(s.records_loaded for s in self.shards), time.monotonic() - start)
 

@@ -216,6 +216,8 @@ class ShareFetchHandlers:
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = max(req["min_bytes"], 1)
         while True:
+            if self.sessions.get(group_id, member) is not session:
+                break        # the session ended meanwhile (connection closed): acquire nothing
             waiter = self.data.appended.wait()   # armed before acquiring: no wake-up is missed
             size = self._acquire_once(group_id, member, loaded, max_records, max_bytes,
                                       req.get("batch_size", 0), entries,
@@ -240,14 +242,18 @@ class ShareFetchHandlers:
         now = self.shares.clock.ms()
         size = 0
         acquired = 0
+        # MaxBytes split evenly over the partitions that can acquire now (Kafka's
+        # share fetch); each still reads at least one batch
+        ready = sum(1 for _, _, sp in loaded if sp.can_acquire())
+        share = max_bytes // max(ready, 1)
         for tp, topic, sp in loaded:
             if acquired >= max_records or size >= max_bytes:
                 break
             if self.shares.partitions.get((group_id,) + tp) is not sp:
                 continue                        # dropped meanwhile (fenced, deleted)
             got = self.shares.acquire(group_id, member, topic, tp[1], sp,
-                                      max_records - acquired, max_bytes - size, batch_size, now,
-                                      strict)
+                                      max_records - acquired, min(share, max_bytes - size),
+                                      batch_size, now, strict)
             if got is None:
                 continue
             entry = entries.get(tp) or _fetch_entry(tp[1])

@@ -1,6 +1,6 @@
 """The share partitions this node leads (Kafka's SharePartitionManager): each
 (group, topic, partition)'s SharePartition, loaded from the persister on
-first use, its acquisition-lock timers on the event loop, and its writes to
+first use, its acquisition-lock timers on the server's clock, and its writes to
 the persister, one at a time, answered before an acknowledgement is done.
 
 Reading the log for an acquisition goes through the data plane (its logs,

@@ -223,7 +223,7 @@ class Tap:
     """One node's wrapped handler table: its requests go to `log`, its faults
     come from `faults`."""
 
-    def __init__(self, dispatcher, node: int, faults: Faults, log: list) -> None:
+    def __init__(self, dispatcher, node: int, faults: Faults, log) -> None:
         self.dispatcher = dispatcher
         self.node = node
         self.faults = faults

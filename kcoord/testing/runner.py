@@ -8,16 +8,12 @@ import collections
 import concurrent.futures
 import logging
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 LOG_LINES = 500  # log lines kept per node for a failing test's report
-_LISTENING = re.compile(r"kcoord listening on ([\d.]+):(\d+)")
 
 
 class _ThreadLog(logging.Handler):
@@ -229,18 +225,21 @@ def _cancel_all(loop) -> None:
 
 
 class ProcessNode:
-    """`python -m kcoord.cli serve` in a subprocess (a crash is a SIGKILL)."""
+    """A KafkaServer in a subprocess (kcoord/testing/child.py), driven over
+    its stdin/stdout; a crash is a SIGKILL."""
 
     in_process = False
 
-    def __init__(self, node_id: int, data_dir: Path, config: dict) -> None:
+    def __init__(self, node_id: int, data_dir: Path, config: dict,
+                 virtual_time: bool = False) -> None:
         self.node_id = node_id
-        self.data_dir = Path(data_dir)
+        self.data_dir = Path(data_dir)  # the child's KafkaServer data dir (node-0 below it)
         self.config = dict(config)
+        self.virtual_time = virtual_time
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.lines: collections.deque = collections.deque(maxlen=LOG_LINES)
-        self._ready = threading.Event()
+        self._lock = threading.Lock()
 
     @property
     def bootstrap(self) -> str:
@@ -252,44 +251,71 @@ class ProcessNode:
 
     def start(self, timeout: float = 60.0,
               wait_loaded: bool = True) -> None:  # noqa: ARG002 (the in-process node's keyword)
+        import json
+        from .child import read_frame
         if self.running:
             return
-        cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
-               "--data-dir", str(self.data_dir)]
-        for item in _settings(self.config):
-            cmd += ["--set", item]
-        self._ready.clear()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        spec = json.dumps({"config": self.config, "data_dir": str(self.data_dir),
+                           "port": self.port, "virtual_time": self.virtual_time})
+        self.proc = subprocess.Popen([sys.executable, "-m", "kcoord.testing.child", spec],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.005):
-            if self.proc.poll() is not None:
-                raise RuntimeError("kcoord serve exited early:\n" + "\n".join(self.lines))
-            if time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("kcoord serve did not start:\n" + "\n".join(self.lines))
+        ready: concurrent.futures.Future = concurrent.futures.Future()
+        threading.Thread(target=lambda: ready.set_result(read_frame(self.proc.stdout)),
+                         daemon=True).start()
+        try:
+            answer = ready.result(timeout)
+        except concurrent.futures.TimeoutError:
+            self.kill()
+            raise RuntimeError("kcoord did not start:\n" + "\n".join(self.lines)) from None
+        if answer is None:
+            self.proc.wait(10)
+            raise RuntimeError("kcoord exited early:\n" + "\n".join(self.lines))
+        self.port = answer[1]
 
     def _pump(self, proc: subprocess.Popen) -> None:
         for line in proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-            m = _LISTENING.search(line)
-            if m:
-                self.port = int(m.group(2))
-                self._ready.set()
+            self.lines.append(line.decode(errors="replace").rstrip("\n"))
+
+    def rpc(self, method: str, *args, **kwargs):
+        """One call into the child's server (kcoord/testing/child.py's _Calls)."""
+        from .child import read_frame, write_frame
+        if not self.running:
+            raise RuntimeError(f"node {self.node_id} is not running")
+        with self._lock:
+            write_frame(self.proc.stdin, (method, args, kwargs))
+            answer = read_frame(self.proc.stdout)
+        if answer is None:
+            raise RuntimeError("the kcoord subprocess exited")
+        ok, value = answer
+        if not ok:
+            raise value
+        return value
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.running:
-            self.proc.send_signal(signal.SIGTERM)
             try:
+                self.proc.stdin.close()  # the child stops cleanly on EOF
                 self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
+            except (OSError, subprocess.TimeoutExpired):
                 self.kill()
+        self._close_pipes()
 
     def kill(self, timeout: float = 30.0) -> None:
         if self.running:
             self.proc.kill()
             self.proc.wait(timeout)
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        if self.proc is not None:
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
 
     def restart(self) -> None:
         self.stop()

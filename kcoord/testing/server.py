@@ -2,6 +2,8 @@
 inspection (docs/testing.md)."""
 from __future__ import annotations
 
+import collections
+import functools
 import itertools
 import shutil
 import tempfile
@@ -27,6 +29,7 @@ CLUSTER_DEFAULTS: dict[str, Any] = {
     "etcd.lease.ttl.ms": 2000,
 }
 OFFSETS_TOPIC = "__consumer_offsets"
+REQUEST_LOG_MAX = 100_000  # requests kept between resets (oldest dropped first)
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Member:
 @dataclass
 class GroupInfo:
     group_id: str
-    type: str            # "classic" or "consumer" (KIP-848); "" when the group is unknown
+    type: str            # "classic", "consumer" (KIP-848) or "share" (KIP-932); "" when unknown
     state: str           # Kafka's state names (Stable, Empty, ... / stable, empty, ...)
     epoch: int           # the generation (classic) or group epoch (consumer)
     members: list[Member] = field(default_factory=list)
@@ -59,6 +62,16 @@ class Record:
     headers: list
 
 
+def _forwarded(method):
+    """In a subprocess server (in_process=False) the child's KafkaServer answers."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if not self.in_process:
+            return self._remote(method.__name__, *args, **kwargs)
+        return method(self, *args, **kwargs)
+    return call
+
+
 class Clock:
     """kafka.clock: the server's time.  With virtual_time=True it stands
     still until advance(); the clients keep their real clocks."""
@@ -71,6 +84,8 @@ class Clock:
         return self._server.virtual_time
 
     def now_ms(self) -> int:
+        if not self._server.in_process:
+            return self._server._remote("clock.now_ms")
         node = self._server._any_node()
         return node.call(node.server.clock.ms)
 
@@ -80,6 +95,8 @@ class Clock:
         rebalance delay, offset expiry, transaction timeouts).  -> timers fired."""
         if not self.virtual:
             raise RuntimeError("clock.advance needs KafkaServer(virtual_time=True)")
+        if not self._server.in_process:
+            return self._server._remote("clock.advance", seconds)
         fired = 0
         for node in self._server._running():
             fired += node.call(node.server.clock.advance, seconds)
@@ -87,6 +104,8 @@ class Clock:
 
     def pending(self) -> list[float]:
         """Seconds from now to each armed timer (virtual time)."""
+        if not self._server.in_process:
+            return self._server._remote("clock.pending")
         node = self._server._any_node()
         clock = node.server.clock
         return node.call(lambda: [(w - clock.now_ms) / 1000.0 for w in clock.pending()])
@@ -132,8 +151,8 @@ class KafkaServer:
                  data_dir=None, virtual_time: bool = False) -> None:
         if nodes < 1:
             raise ValueError("nodes must be at least 1")
-        if not in_process and (virtual_time or nodes > 1):
-            raise ValueError("virtual_time and nodes > 1 run in process (in_process=True)")
+        if not in_process and nodes > 1:
+            raise ValueError("a cluster (nodes > 1) runs in process (in_process=True)")
         self.config = {**TEST_DEFAULTS, **(CLUSTER_DEFAULTS if nodes > 1 else {}),
                        **(config or {})}
         self.nodes = nodes
@@ -142,11 +161,16 @@ class KafkaServer:
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcoord-")) if data_dir is None \
             else Path(data_dir)
-        self.faults = Faults()
-        self.faults.caps = self._cap_versions
+        if in_process:
+            self.faults = Faults()
+            self.faults.caps = self._cap_versions
+        else:
+            from .remote import RemoteFaults
+            self.faults = RemoteFaults(self)
         self._caps: dict | None = None
         self.clock = Clock(self)
-        self._log: list[RequestRecord] = []
+        # the request log (bounded: a long-lived server must not grow without end)
+        self._log: collections.deque[RequestRecord] = collections.deque(maxlen=REQUEST_LOG_MAX)
         self._taps: dict[int, Tap] = {}
         self._names = itertools.count(1)
         self.etcd = None
@@ -174,7 +198,7 @@ class KafkaServer:
 
     def _make_nodes(self) -> list:
         if not self.in_process:
-            return [ProcessNode(0, self.data_dir / "node-0", self.config)]
+            return [ProcessNode(0, self.data_dir, self.config, self.virtual_time)]
         from ..server.clock import VirtualClock
         out = []
         extra: dict = {}
@@ -256,6 +280,7 @@ class KafkaServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    @_forwarded
     def reset(self) -> None:
         """Between tests: faults and caps removed, the request log emptied."""
         self.faults.reset()
@@ -270,6 +295,7 @@ class KafkaServer:
         """A group id no other test of this server uses."""
         return f"{prefix}-{next(self._names)}"
 
+    @_forwarded
     def create_topic(self, name: str | None = None, partitions: int = 1,
                      config: dict | None = None) -> str:
         """Create a topic (a unique name when none is given); -> its name."""
@@ -299,7 +325,6 @@ class KafkaServer:
 
     # ------------------------------------------------------------ nodes
     def _running(self) -> list:
-        self._check_in_process()
         return [n for n in self._nodes if n.running]
 
     def _any_node(self):
@@ -308,10 +333,9 @@ class KafkaServer:
             raise RuntimeError("no node is running")
         return running[0]
 
-    def _check_in_process(self) -> None:
-        if not self.in_process:
-            raise RuntimeError("faults, the clock and inspection need in_process=True "
-                               "(a subprocess server offers start/stop/kill/restart)")
+    def _remote(self, path: str, *args, **kwargs):
+        """A call into the subprocess's own KafkaServer (kcoord/testing/child.py)."""
+        return self._nodes[0].rpc("server_call", path, *args, **kwargs)
 
     def _coordinator_of(self, group: str):
         """The node whose shard of `group` is active (None when none is)."""
@@ -378,11 +402,13 @@ class KafkaServer:
                       timeout, what=f"node {node} coordinating {group}")
 
     # ------------------------------------------------------------ inspection
+    @_forwarded
     def coordinator(self, group: str) -> int | None:
         """The node id of the group's coordinator now (None while none serves it)."""
         node = self._coordinator_of(group)
         return None if node is None else node.node_id
 
+    @_forwarded
     def committed(self, group: str, topic: str, partition: int) -> int | None:
         """The group's committed offset of the partition, None if none."""
         node = self._coordinator_of(group)
@@ -395,6 +421,7 @@ class KafkaServer:
             return None if value is None else value.offset
         return node.call(read)
 
+    @_forwarded
     def group(self, group: str) -> GroupInfo:
         """The group as its coordinator holds it (type "" when unknown)."""
         node = self._coordinator_of(group)
@@ -403,6 +430,7 @@ class KafkaServer:
         rt = node.server.coordinator
         return node.call(lambda: _describe(rt.shard_for(group).core, group))
 
+    @_forwarded
     def lag(self, group: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> log end - committed offset, for each committed partition."""
         node = self._coordinator_of(group)
@@ -417,6 +445,7 @@ class KafkaServer:
                 out[(topic, partition)] = max(0, end - value.offset)
         return out
 
+    @_forwarded
     def end_offset(self, topic: str, partition: int) -> int | None:
         leader = self._leader_of(topic, partition)
         if leader is None:
@@ -425,6 +454,7 @@ class KafkaServer:
         return leader.call(lambda: getattr(cat.partition(topic, partition), "log_end_offset",
                                            None))
 
+    @_forwarded
     def records(self, topic: str, partition: int | None = None) -> list[Record]:
         """The records of the topic (or one partition) as stored, in offset
         order per partition; control records (transaction markers) left out."""
@@ -458,6 +488,7 @@ class KafkaServer:
             out += leader.call(read)
         return out
 
+    @_forwarded
     def requests(self, api=None, client_id: str | None = None) -> list[RequestRecord]:
         """The requests the server read (since the start or the last reset),
         oldest first; `api` by name or key."""
@@ -497,6 +528,7 @@ class KafkaServer:
             parts += lines
         return "\n".join(parts)
 
+    @_forwarded
     def request_log(self, n: int = 200) -> str:
         return "\n".join(str(r) for r in list(self._log)[-n:])
 
@@ -506,14 +538,14 @@ class KafkaServer:
 
 def _describe(core, group_id: str) -> GroupInfo:
     from ..protocol.messages.consumer_protocol import decode_assignment
-    cg = core.consumer.groups.get(group_id)
-    if cg is not None:
-        (desc,) = core.consumer_group_describe([group_id])
-        members = [Member(m["member_id"], m["client_id"], m["instance_id"],
-                          {t["topic_name"]: list(t["partitions"])
-                           for t in m["assignment"]["topic_partitions"]})
-                   for m in desc["members"]]
-        return GroupInfo(group_id, "consumer", desc["group_state"], desc["group_epoch"], members)
+    for kind, manager in (("consumer", core.consumer), ("share", core.share)):
+        if group_id in manager.groups:  # KIP-848 consumer and KIP-932 share groups
+            (desc,) = manager.describe([group_id])
+            members = [Member(m["member_id"], m["client_id"], m.get("instance_id"),
+                              {t["topic_name"]: list(t["partitions"])
+                               for t in m["assignment"]["topic_partitions"]})
+                       for m in desc["members"]]
+            return GroupInfo(group_id, kind, desc["group_state"], desc["group_epoch"], members)
     group = core.groups.get(group_id)
     if group is None:
         return GroupInfo(group_id, "", "Dead", -1)

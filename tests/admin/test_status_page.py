@@ -14,7 +14,7 @@ import pytest
 
 from tests.clients.wire import WireClient, create_topic
 
-from .support import http_port, http_server, wait_for, get_json
+from .support import get, get_json, http_port, http_server, wait_for
 
 HEARTBEAT = 68
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -72,6 +72,24 @@ def busy_server(tmp_path):
         yield server, port
     finally:
         server.stop()
+
+
+def test_burrow_badge_and_partition_view(busy_server):
+    server, port = busy_server
+    _, snap = get_json(port, "/status.json")
+    by_group = {g["group"]: g for g in snap["groups"]}
+    # lagging-group committed 0 on a partition with no records: caught up, OK;
+    # page-group never committed: no verdict
+    assert by_group["lagging-group"]["burrow"] == "OK"
+    assert by_group["page-group"]["burrow"] is None
+    _, detail = get_json(port, "/status.json?group=lagging-group")
+    assert detail["group"] == "lagging-group" and detail["burrow"] == "OK"
+    [row] = detail["partitions"]
+    assert (row["topic"], row["partition"], row["committed"], row["lag"], row["burrow"]) == (
+        "pages", 0, 0, 0, "OK")
+    assert row["last_commit"] <= detail["time"]
+    _, page, _ = get(port, "/")
+    assert b"toISOString" in page and b"' UTC'" in page and b'id="partitions"' in page
 
 
 def test_status_page_in_headless_chromium(busy_server, tmp_path):

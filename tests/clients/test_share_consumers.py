@@ -6,8 +6,8 @@
 - explicit acknowledgement: ACCEPT, RELEASE (delivered again with delivery
   count 2), REJECT (never again), and a record released every time is
   delivered exactly group.share.delivery.count.limit times, then archived;
-- a member SIGKILLed while it holds records: another member receives those
-  records (delivery count 2);
+- a member SIGKILLed (or SIGSTOPped: its locks run out) while it holds
+  records: another member receives those records (delivery count 2);
 - the server SIGKILLed mid-run and restarted: no record whose
   acknowledgement was confirmed is delivered again, every other one is.
 
@@ -133,8 +133,12 @@ def test_explicit_accept_release_reject_and_the_delivery_limit(server):
     assert counts[b"poison-0"] == list(range(1, LIMIT + 1))  # archived at the limit
 
 
-def test_member_killed_holding_records_others_get_them(server):
-    topic, group = "share-kill", "share-g3"
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
+def test_member_killed_holding_records_others_get_them(server, how):
+    """SIGKILL closes the member's connection (its session ends: released at
+    once); SIGSTOP keeps it open (the records come back when their lock
+    expires, group.share.record.lock.duration.ms)."""
+    topic, group = f"share-{how.lower()}", f"share-g3-{how.lower()}"
     create_topic(server.bootstrap, topic, 1)
     holder = start_holder(server.bootstrap, group, topic)
     held: list[tuple[int, int]] = []
@@ -151,9 +155,10 @@ def test_member_killed_holding_records_others_get_them(server):
         other = ShareWorker("other", server.bootstrap, group, topic, log)
         other.start()
         flowing(server.bootstrap, topic, 1, log)    # the other member is assigned and fetching
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(10)
-        held = list(held)                           # what it printed before it died
+        os.kill(holder.pid, getattr(signal, how))
+        if how == "SIGKILL":
+            holder.wait(10)
+        held = list(held)                           # what it printed before it stopped
         wait_for(lambda: all(k in log.where for k in held) or check([other]),
                  "the killed member's records at the other member", DEADLINE_S)
         other.finish()
@@ -162,7 +167,8 @@ def test_member_killed_holding_records_others_get_them(server):
             assert counts and counts[0] >= 2, (key, counts)     # delivered before, to the holder
     finally:
         if holder.poll() is None:
-            holder.kill()
+            holder.kill()               # a stopped process too
+            holder.wait(10)
 
 
 def test_server_killed_and_restarted_acknowledged_records_never_again(server):

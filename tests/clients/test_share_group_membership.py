@@ -4,8 +4,9 @@ coordinator's side (SHARE_GROUPS_REFERENCE section 2).
 - a group-level share.auto.offset.reset=earliest set with the AdminClient
   (IncrementalAlterConfigs on the GROUP) delivers what was produced before
   anyone joined; three members split the three partitions (ShareGroupDescribe
-  shows them, each partition held by one member); they close, and the group is
-  Empty and deleted with the AdminClient's DeleteGroups;
+  shows them, each partition held by one member); they close, the group is
+  Empty, DescribeShareGroupOffsets shows no lag anywhere, and the group is
+  deleted with the AdminClient's DeleteGroups;
 - a member SIGKILLed is fenced when its session (a group-level
   share.session.timeout.ms) expires, and its partitions go to the others.
 """
@@ -85,6 +86,14 @@ def test_members_split_partitions_close_and_delete(server):
         w.finish()
     g = describe(server.port, "early")
     assert g["group_state"] == "Empty" and g["members"] == []
+
+    def offsets():
+        with WireClient(server.port) as c:
+            [o] = c.request(90, 1, {"groups": [{"group_id": "early", "topics": None}]})["groups"]
+        return [(p["partition_index"], p["lag"]) for t in o["topics"] for p in t["partitions"]]
+    # everything acknowledged: nothing lags (end - start - delivery complete count)
+    wait_for(lambda: offsets() == [(0, 0), (1, 0), (2, 0)],
+             "DescribeShareGroupOffsets: lag 0 everywhere", DEADLINE_S, 0.2)
     with WireClient(server.port) as c:  # (the AdminClient lists consumer groups only)
         listed = c.request(16, 5, {"states_filter": ["Empty"], "types_filter": ["share"]})
     assert [g["group_id"] for g in listed["groups"]] == ["early"]

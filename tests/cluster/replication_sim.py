@@ -4,7 +4,10 @@ N nodes replicate one partition with Replica state machines over a fake
 network (delays, reordering, loss) under a fake clock; a controller decides
 leaders and ISRs through a compare-and-set store, as the etcd control plane
 will; nodes crash (a kill keeps the page cache, a power cut loses everything
-after the last fsync), pause (past their lease or not) and come back.
+after the last fsync), pause (past their lease or not) and come back; a
+node can also stop hearing etcd's answers for a while (a paused etcd, a
+one-way cut) while its lease lives on: its session lapses
+(on_session_lost) and is then restored (on_session_restored).
 Clients write with acks=-1 to whichever node believes it leads.
 
 After every step three invariants are checked:
@@ -122,6 +125,7 @@ class Node:
     pending_isr: list = field(default_factory=list)
     flush_scheduled: bool = False
     watch_stalled_until: int = 0
+    lapsed_until: int = 0         # hears no answer from etcd until then (its lease lives)
 
 
 class Simulation:
@@ -152,7 +156,7 @@ class Simulation:
         self.acks_after_heal = 0
         self.steps = 0
         self.trace: list[str] = []
-        self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0,
+        self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0, "lapses": 0,
                       "elections": 0, "isr_changes": 0, "truncations": 0}
         for node in self.nodes.values():
             node.replica = self.replica_class(node.id, node.log, self.rcfg)
@@ -536,6 +540,18 @@ class Simulation:
         elif what < 0.55:
             # The node's watch stalls: it learns of state changes late.
             node.watch_stalled_until = self.now + rng.randint(20, 300)
+        elif what < 0.6:
+            # etcd's answers do not reach the node for longer than its lease,
+            # but its refreshes reach etcd: the lease never expires (the
+            # leader, most often: whether it acknowledges again is the question)
+            if rng.random() < 0.7 and self.store.leader != NO_LEADER:
+                node = self.nodes[self.store.leader]
+            if node.alive and node.lapsed_until <= self.now:
+                self.stats["lapses"] += 1
+                node.lapsed_until = self.now + rng.randint(self.cfg.lease_ms,
+                                                           3 * self.cfg.lease_ms)
+                self._handle(node, node.replica.on_session_lost(self.now))
+                self.at(node.lapsed_until, "restore", node.id, node.incarnation)
         elif what < 0.8:
             if node.alive and node.paused_until <= self.now:
                 self.stats["pauses"] += 1
@@ -588,10 +604,21 @@ class Simulation:
             self._register(node)
         self._pump(node)
 
+    def _ev_restore(self, node_id: int, incarnation: int) -> None:
+        node = self.nodes[node_id]
+        if not node.alive or node.incarnation != incarnation:
+            return
+        if node.paused_until > self.now:  # it hears etcd again once it runs
+            self.at(node.paused_until, "restore", node_id, incarnation)
+            return
+        self._handle(node, node.replica.on_session_restored(self.now))
+        self._pump(node)
+
     def _heal(self) -> None:
         self.healing = True
         # Pauses run out by themselves; healing is counted from the last one.
-        self._heal_at = max([self.now] + [n.paused_until for n in self.nodes.values()])
+        self._heal_at = max([self.now] + [max(n.paused_until, n.lapsed_until)
+                                          for n in self.nodes.values()])
         for node in self.nodes.values():
             if not node.alive:
                 self.at(self.now + 1, "restart", node.id)

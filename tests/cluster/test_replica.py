@@ -270,6 +270,34 @@ def test_a_leader_whose_lease_may_have_lapsed_acknowledges_nothing():
     assert completed(outs) == [("w", Err.NONE)]
 
 
+def test_a_leader_whose_lease_lapsed_but_never_expired_acknowledges_again():
+    """Found by the fault harness (etcd paused, then the leader paused): the
+    lease survived, so no newer state ever came, and the leader stayed mute.
+    etcd answering a refresh of the same lease lets it acknowledge again."""
+    a = replica(0)
+    s = state(0, 1, (0,), (0, 1))
+    a.on_state(s, 0)
+    a.on_session_lost(1)
+    end = write(a, "x")
+    assert a.on_flushed(2) == [] and a.high_watermark == 0
+    outs = a.await_offset(end, "w")
+    assert outs == [] and a.on_state(s, 3) == []   # the same state again changes nothing
+    assert completed(a.on_session_restored(4)) == [("w", Err.NONE)]
+    assert a.high_watermark == end
+
+
+def test_a_restored_session_does_not_undo_a_refused_isr_change():
+    a = replica(0)
+    a.on_state(state(0, 1, (0, 1), (0, 1)), 0)
+    proposed = a.tick(10**6)                        # follower 1 lagging: shrink the ISR
+    assert proposed and a.on_isr_result(proposed[0].proposed, None, 10**6) == []
+    a.on_session_lost(10**6)
+    end = write(a, "x")
+    a.on_flushed(10**6)
+    assert a.await_offset(end, "w") == []
+    assert a.on_session_restored(10**6 + 1) == []   # still refused: waits for a new state
+
+
 def test_has_request_ready_says_exactly_when_next_request_would_send():
     # the fetcher asks it, without side effects, to cut short a long poll
     # for a partition that just started following its leader

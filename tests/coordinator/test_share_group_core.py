@@ -330,6 +330,35 @@ def test_random_schedules_replay_equals_live(seed):
     state replayed from the log equals the live state, members hold only
     initialized partitions of topics they subscribe to, and no member is
     ahead of its group."""
+    run_schedule(seed)
+
+
+def test_broken_variants_are_caught(monkeypatch):
+    """The schedule's checks fail on a deliberately broken core: an assignor
+    that ignores initialization, and a heartbeat that bumps a member's epoch
+    in memory without a record (live no longer equals replayed)."""
+    from kcoord.coordinator import share_protocol_handlers as sph
+    real_assign = sph.simple_assignor.assign
+    monkeypatch.setattr(sph.simple_assignor, "assign",
+                        lambda spec, partitions, assignable=None: real_assign(spec, partitions))
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+    monkeypatch.setattr(sph.simple_assignor, "assign", real_assign)
+    real_reconcile = sph.ShareGroupManager._reconcile
+
+    def unrecorded(self, member, *args):
+        group = self.groups.get(GROUP)
+        if group is not None and member.member_id in group.members:
+            group.members[member.member_id].previous_member_epoch = -7  # memory only
+        return real_reconcile(self, member, *args)
+    monkeypatch.setattr(sph.ShareGroupManager, "_reconcile", unrecorded)
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+
+
+def run_schedule(seed: int) -> None:
     rng = random.Random(seed)
     h = ShareHarness()
     members = [f"m{i}" for i in range(5)]
@@ -404,3 +433,57 @@ def test_deleted_topic_leaves_the_partition_states(h):
     assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}
     epoch = resp["member_epoch"]
     assert h.hb(epoch=epoch, names=None)["member_epoch"] == epoch  # settled
+
+
+def test_alter_offsets(h):
+    """Kafka's alterShareGroupOffsets: the group is created if new, must be
+    empty; valid partitions go initializing with their start offsets."""
+    result = h.shard.share_alter_offsets(GROUP, [
+        {"topic_name": "foo", "partitions": [{"partition_index": 1, "start_offset": 42},
+                                             {"partition_index": 9, "start_offset": 0}]}],
+        h.now, h.topics)
+    h.apply(result)
+    answer = result.response
+    assert isinstance(answer, ShareHeartbeatAnswer)
+    init = answer.initialize
+    assert (init.state_epoch, init.partitions, init.start_of(FOO, 1)) == (
+        0, {FOO: frozenset({1})}, 42)
+    assert [(p["partition_index"], p["error_code"]) for p in answer.response["responses"][0][
+        "partitions"]] == [(1, 0), (9, Err.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert h.share_group().partition_states.initializing == {FOO: ("foo", frozenset({1}))}
+    h.apply(h.shard.share.initialize_done(GROUP, init.partitions, True))
+    assert h.share_group().partition_states.initialized == {FOO: ("foo", frozenset({1}))}
+    h.hb()
+    refused = h.shard.share_alter_offsets(GROUP, [], h.now, h.topics).response
+    assert refused["error_code"] == Err.NON_EMPTY_GROUP
+    h.shard.groups["classic"] = __import__(
+        "kcoord.coordinator.classic_group", fromlist=["ClassicGroup"]).ClassicGroup("classic")
+    other = h.shard.share_alter_offsets("classic", [], h.now, h.topics).response
+    assert other["error_code"] == Err.GROUP_ID_NOT_FOUND
+    del h.shard.groups["classic"]
+
+
+def test_delete_offsets(h):
+    """Kafka's sharePartitionsEligibleForOffsetDeletion and
+    completeDeleteShareGroupOffsets, replayed."""
+    from kcoord.coordinator.share_protocol_handlers import ShareOffsetsDeletion
+    h.join("m1", names=("foo", "bar"))
+    assert h.shard.share_delete_offsets(GROUP, ["foo"], h.topics).response["error_code"] == \
+        Err.NON_EMPTY_GROUP
+    h.hb(epoch=-1, names=None)
+    result = h.shard.share_delete_offsets(GROUP, ["foo", "nope"], h.topics)
+    h.apply(result)
+    plan = result.response
+    assert isinstance(plan, ShareOffsetsDeletion)
+    assert plan.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    assert [(t["topic_name"], t["error_code"]) for t in plan.refused] == [
+        ("nope", Err.UNKNOWN_TOPIC_OR_PARTITION)]
+    states = h.share_group().partition_states
+    assert set(states.initialized) == {BAR} and states.deleting == {FOO: "foo"}
+    # deleting again (the first attempt failed): every partition of the topic
+    again = h.shard.share_delete_offsets(GROUP, ["foo"], h.topics)
+    assert again.response.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    h.apply(h.shard.share.complete_delete_offsets(GROUP, [FOO]))
+    assert h.share_group().partition_states.deleting == {}
+    assert h.shard.share_delete_offsets("none", ["foo"], h.topics).response["error_code"] == \
+        Err.GROUP_ID_NOT_FOUND

@@ -56,3 +56,76 @@ def test_describe_rule():
     assert by_id["g"]["error_code"] == 0 and len(by_id["g"]["members"]) == 1
     assert by_id["s"]["error_code"] == Err.TOPIC_AUTHORIZATION_FAILED and by_id["s"]["members"] == []
     assert by_id["denied"]["error_code"] == Err.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_offsets_rule():
+    az = Authorizer()
+    seen = []
+
+    def described(c, r):
+        seen.append(r)
+        return {"throttle_time_ms": 0, "groups": [{
+            "group_id": g["group_id"], "error_code": 0, "error_message": None,
+            "topics": [{"topic_name": n, "topic_id": b"\x01" * 16, "partitions": []}
+                       for n in ([t["topic_name"] for t in g["topics"]]
+                                 if g["topics"] is not None else ["ok", "secret"])]}
+            for g in r["groups"]]}
+    offsets = Checks(az).guard(90, described)
+    az.add(allow(R.GROUP, "g", O.DESCRIBE))
+    az.add(allow(R.TOPIC, "ok", O.DESCRIBE))
+    r = offsets(ctx(90), {"groups": [
+        {"group_id": "g", "topics": None}, {"group_id": "denied", "topics": None}]})
+    by_id = {g["group_id"]: g for g in r["groups"]}
+    assert [t["topic_name"] for t in by_id["g"]["topics"]] == ["ok"]  # the secret one left out
+    assert by_id["denied"]["error_code"] == Err.GROUP_AUTHORIZATION_FAILED
+    r = offsets(ctx(90), {"groups": [{"group_id": "g", "topics": [
+        {"topic_name": "ok", "partitions": [0]}, {"topic_name": "secret", "partitions": [0, 1]}]}]})
+    assert seen[-1]["groups"][0]["topics"] == [{"topic_name": "ok", "partitions": [0]}]
+    [g] = r["groups"]
+    secret = [t for t in g["topics"] if t["topic_name"] == "secret"][0]
+    assert [(p["partition_index"], p["start_offset"], p["error_code"])
+            for p in secret["partitions"]] == [(0, -1, Err.TOPIC_AUTHORIZATION_FAILED),
+                                               (1, -1, Err.TOPIC_AUTHORIZATION_FAILED)]
+
+
+def test_alter_offsets_rule():
+    az = Authorizer()
+    seen = []
+
+    def altered(c, r):
+        seen.append(r)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"topic_name": t["topic_name"], "topic_id": b"\x01" * 16, "partitions": []}
+            for t in r["topics"]]}
+    alter = Checks(az).guard(91, altered)
+    req = {"group_id": "g", "topics": [
+        {"topic_name": "ok", "partitions": [{"partition_index": 0, "start_offset": 1}]},
+        {"topic_name": "secret", "partitions": [{"partition_index": 0, "start_offset": 1}]}]}
+    assert alter(ctx(91), req)["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and seen == []
+    az.add(allow(R.GROUP, "g", O.READ))
+    az.add(allow(R.TOPIC, "ok", O.READ))
+    r = alter(ctx(91), req)
+    assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
+    secret = [t for t in r["responses"] if t["topic_name"] == "secret"][0]
+    assert secret["partitions"][0]["error_code"] == Err.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_delete_offsets_rule():
+    az = Authorizer()
+    seen = []
+
+    def deleted(c, r):
+        seen.append(r)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"topic_name": t["topic_name"], "topic_id": b"\x01" * 16, "error_code": 0,
+             "error_message": None} for t in r["topics"]]}
+    delete = Checks(az).guard(92, deleted)
+    req = {"group_id": "g", "topics": [{"topic_name": "ok"}, {"topic_name": "secret"}]}
+    az.add(allow(R.GROUP, "g", O.READ))  # READ is not enough: DELETE is needed
+    assert delete(ctx(92), req)["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and seen == []
+    az.add(allow(R.GROUP, "g", O.DELETE))
+    az.add(allow(R.TOPIC, "ok", O.READ))
+    r = delete(ctx(92), req)
+    assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
+    assert {t["topic_name"]: t["error_code"] for t in r["responses"]} == {
+        "ok": 0, "secret": Err.TOPIC_AUTHORIZATION_FAILED}

@@ -59,7 +59,6 @@ from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
 from kcoord.protocol.errors import Err
-from kcoord.server import coordinator_runtime
 from kcoord.server.clock import LoopClock
 from kcoord.server.consumer_group_handlers import ConsumerGroupApi
 from kcoord.server.coordinator_runtime import ACTIVE, FAILED, LOADING, NOT_OWNED, ShardRuntime
@@ -253,15 +252,11 @@ class Simulation:
         self.loop = VirtualLoop()
         self.replicated = self.rng.random() < 0.5
         asyncio.set_event_loop(self.loop)
-        # (a deliberately broken ShardRuntime, for the bench's check of the checks)
-        coordinator_runtime.ShardRuntime = shard_class
-        try:
-            # the runtime's one clock is the loop's virtual time
-            self.node = Node(data_dir, partitions=PARTITIONS,
-                             clock=LoopClock(lambda: self.loop.now_ms),
-                             **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
-        finally:
-            coordinator_runtime.ShardRuntime = ShardRuntime
+        # the runtime's one clock is the loop's virtual time; shard_class: a
+        # deliberately broken ShardRuntime, for the bench's check of the checks
+        self.node = Node(data_dir, partitions=PARTITIONS, shard_class=shard_class,
+                         clock=LoopClock(lambda: self.loop.now_ms),
+                         **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
         self.runtime = self.node.runtime
         self.durability = SimDurability(self.loop, self.replicated)
         self.runtime.commit.durability = self.durability

@@ -175,6 +175,18 @@ def test_partitions_assigned_once_initialized(client):
     [topic] = metadata(client, ["t"])["topics"]
     # initialized with StateEpoch = the group epoch of the heartbeat that asked (1)
     assert share_state(client, "init", topic["topic_id"]) == [(0, 1)] * 3
+    # DescribeShareGroupOffsets: every initialized partition (Topics null), start offset
+    # not decided yet (no fetch loaded it): -1, lag -1; a named unknown topic: zero id, -1
+    [g] = client.request(90, 1, {"groups": [{"group_id": "init", "topics": None}]})["groups"]
+    assert g["error_code"] == 0
+    assert [(t["topic_name"], t["topic_id"], [(p["partition_index"], p["start_offset"], p["lag"])
+                                              for p in t["partitions"]]) for t in g["topics"]] == [
+        ("t", topic["topic_id"], [(0, -1, -1), (1, -1, -1), (2, -1, -1)])]
+    [g] = client.request(90, 0, {"groups": [{"group_id": "init", "topics": [
+        {"topic_name": "nope", "partitions": [0]}]}]})["groups"]
+    assert g["topics"] == [{"topic_name": "nope", "topic_id": bytes(16), "partitions": [
+        {"partition_index": 0, "start_offset": -1, "leader_epoch": 0, "lag": -1,
+         "error_code": 0, "error_message": None}]}]
     for m in ("a", "b"):
         assert client.request(HEARTBEAT, 1, hb(group="init", member_id=m, epoch=-1,
                                                names=None))["error_code"] == 0
@@ -189,3 +201,105 @@ def share_state(client, group: str, topic_id: bytes) -> list[tuple[int, int]]:
     r = client.request(87, 0, {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
         {"partition": p, "leader_epoch": 0} for p in range(3)]}]})
     return [(p["error_code"], p["state_epoch"]) for res in r["results"] for p in res["partitions"]]
+
+
+def test_share_group_survives_a_server_kill(tmp_path):
+    """The share group is durable in __consumer_offsets: after a SIGKILL and a
+    restart the members, epochs and assignments are back (replayed), the
+    member heartbeats on at its epoch, and its session runs again."""
+    with ServerProcess(tmp_path / "data", {"group.share.min.session.timeout.ms": "3000",
+                                           "group.share.session.timeout.ms": "3000",
+                                           "group.share.min.heartbeat.interval.ms": "100",
+                                           "group.share.heartbeat.interval.ms": "100"}) as proc:
+        with WireClient(proc.port) as c:
+            create_topic(c, "t", 3)
+            epoch = c.request(HEARTBEAT, 1, hb(group="dur"))["member_epoch"]
+            deadline = time.monotonic() + 10
+            while True:
+                resp = c.request(HEARTBEAT, 1, hb(group="dur", epoch=epoch, names=None))
+                epoch = resp["member_epoch"]
+                if resp["assignment"] is not None and resp["assignment"]["topic_partitions"]:
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            before = c.request(DESCRIBE, 1, {"group_ids": ["dur"],
+                                             "include_authorized_operations": False})["groups"]
+        proc.kill()
+        proc.start()
+        with WireClient(proc.port) as c:
+            deadline = time.monotonic() + 10
+            while True:
+                after = c.request(DESCRIBE, 1, {"group_ids": ["dur"],
+                                                "include_authorized_operations": False})["groups"]
+                if after[0]["error_code"] != Err.COORDINATOR_LOAD_IN_PROGRESS:
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert after == before
+            resp = c.request(HEARTBEAT, 1, hb(group="dur", epoch=epoch, names=None))
+            assert resp["error_code"] == 0 and resp["member_epoch"] == epoch
+            deadline = time.monotonic() + 15
+            while c.request(DESCRIBE, 1, {"group_ids": ["dur"], "include_authorized_operations":
+                                          False})["groups"][0]["members"]:
+                assert time.monotonic() < deadline, "the session did not expire"
+                time.sleep(0.1)
+
+
+def test_alter_share_group_offsets(client):
+    """AlterShareGroupOffsets: a new (empty) group's share partitions are
+    initialized at the given start offsets (read back with
+    DescribeShareGroupOffsets); unknown topics and partitions are refused per
+    partition; a group with members is refused."""
+    r = client.request(91, 0, {"group_id": "alter", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 5},
+                                           {"partition_index": 7, "start_offset": 1}]},
+        {"topic_name": "nope", "partitions": [{"partition_index": 0, "start_offset": 1}]}]})
+    assert r["error_code"] == 0
+    by_topic = {t["topic_name"]: [(p["partition_index"], p["error_code"]) for p in t["partitions"]]
+                for t in r["responses"]}
+    assert by_topic == {"t": [(0, 0), (7, Err.UNKNOWN_TOPIC_OR_PARTITION)],
+                        "nope": [(0, Err.UNKNOWN_TOPIC_OR_PARTITION)]}
+    [g] = client.request(90, 1, {"groups": [{"group_id": "alter", "topics": None}]})["groups"]
+    assert [(p["partition_index"], p["start_offset"]) for t in g["topics"]
+            for p in t["partitions"]] == [(0, 5)]
+    [d] = client.request(DESCRIBE, 1, {"group_ids": ["alter"],
+                                       "include_authorized_operations": False})["groups"]
+    assert d["error_code"] == 0 and d["group_state"] == "Empty"  # the group exists now
+    assert client.request(HEARTBEAT, 1, hb(group="alter"))["error_code"] == 0
+    r = client.request(91, 0, {"group_id": "alter", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 1, "start_offset": 0}]}]})
+    assert r["error_code"] == Err.NON_EMPTY_GROUP
+    assert client.request(91, 0, {"group_id": "", "topics": []})["error_code"] == \
+        Err.INVALID_GROUP_ID
+
+
+def test_delete_share_group_offsets(client):
+    """DeleteShareGroupOffsets: an empty group's share state of the named
+    topics is deleted (the topic is no longer initialized); a topic with no
+    share state and an unknown topic are refused; unknown or non-empty groups."""
+    r = client.request(91, 0, {"group_id": "delo", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": p, "start_offset": 3}
+                                           for p in range(3)]}]})
+    assert r["error_code"] == 0
+    [topic] = metadata(client, ["t"])["topics"]
+    assert share_state(client, "delo", topic["topic_id"]) == [(0, 0)] * 3  # group epoch 0
+    create_topic(client, "t2", 1)
+    r = client.request(92, 0, {"group_id": "delo", "topics": [
+        {"topic_name": "t"}, {"topic_name": "t2"}, {"topic_name": "nope"}]})
+    assert r["error_code"] == 0
+    got = {t["topic_name"]: (t["error_code"], t["error_message"]) for t in r["responses"]}
+    assert got == {"t": (0, None),
+                   "t2": (Err.UNKNOWN_TOPIC_OR_PARTITION,
+                          "There is no offset information to delete."),
+                   "nope": (Err.UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.")}
+    [g] = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": None}]})["groups"]
+    assert g["topics"] == []  # nothing initialized any more
+    r = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": [
+        {"topic_name": "t", "partitions": [0]}]}]})
+    assert r["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1  # state gone
+    assert client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})[
+        "error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert client.request(HEARTBEAT, 1, hb(group="delo"))["error_code"] == 0
+    assert client.request(92, 0, {"group_id": "delo", "topics": [{"topic_name": "t"}]})[
+        "error_code"] == Err.NON_EMPTY_GROUP

@@ -82,3 +82,25 @@ def test_requests_pipelined_at_stop_are_answered_or_never_read(server):
             c.close()
     log = server.log_text()
     assert "internal error" not in log and "log is closed" not in log, log
+
+
+def test_a_long_poll_whose_client_left_does_not_run_after_the_logs_close(server):
+    """Found by the fault harness: a consumer closed while its Fetch was
+    parked leaves the request's task behind; at stop it was woken after the
+    drain (nothing waits on a closed connection) and read a closed log:
+    "Task exception was never retrieved ... log is closed", once per such
+    consumer.  A woken long poll of a stopping server reads nothing more."""
+    with WireClient(server.port) as admin:
+        assert create_topic(admin, "gone", 1)["error_code"] == 0
+    clients = [WireClient(server.port, timeout=30) for _ in range(4)]
+    for c in clients:
+        c.send_raw(encode_request(FETCH, VERSION, fetch_body("gone", 0), 1)
+                   + encode_request(FETCH, VERSION, fetch_body("gone", 60_000), 2))
+        assert decode_response(FETCH, VERSION, c.recv_frame())[0] == 1  # the poll is parked
+        c.close()
+    with WireClient(server.port) as c:  # the server has seen the clients go
+        assert c.api_versions()["error_code"] == 0
+    server.stop()
+    assert server.proc.returncode == 0, server.log_text()
+    log = server.log_text()
+    assert "never retrieved" not in log and "log is closed" not in log, log

@@ -405,3 +405,32 @@ def test_acknowledgements_waiting_when_the_partition_is_dropped_are_answered(tmp
         assert partitions(r1)[(tid, 0)]["error_code"] == 0  # its write went through
         assert partitions(r2)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
     run(scenario())
+
+
+def test_a_long_poll_whose_connection_closed_acquires_nothing(h):
+    async def scenario():
+        tid = h.topic()
+        conn = Conn("gone")
+        await h.fetch("m1", 0, [(tid, 0)], conn=conn)
+        waiting = asyncio.ensure_future(h.fetch("m1", 1, max_wait=20_000, conn=conn))
+        await asyncio.sleep(0)
+        h.handlers.connection_closed(conn)        # the session ends while it waits
+        h.produce(count=3)
+        h.data.appended.notify()
+        r = await asyncio.wait_for(waiting, 10)
+        assert acquired(r, (tid, 0)) == []
+        r = await h.fetch("m2", 0, [(tid, 0)])
+        assert acquired(r, (tid, 0)) == [(0, 2, 1)]    # nothing was locked for the dead member
+    run(scenario())
+
+
+def test_max_bytes_split_over_the_partitions(h):
+    async def scenario():
+        tid = h.topic(partitions=2)
+        for p in (0, 1):
+            h.produce(index=p, count=40, per_batch=10)      # four batches of ~200 bytes each
+        r = await h.fetch("m1", 0, [(tid, 0), (tid, 1)], max_bytes=500)
+        got = {tp: acquired(r, tp) for tp in partitions(r)}
+        assert got[(tid, 0)] and got[(tid, 1)]            # both partitions served
+        assert all(last - first < 20 for ranges in got.values() for first, last, _ in ranges)
+    run(scenario())

@@ -27,7 +27,7 @@ def clean(kafka):
 def consumer(kafka, group, client_id="app", **extra):
     return Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group,
                      "client.id": client_id, "auto.offset.reset": "earliest",
-                     "enable.auto.commit": False, "session.timeout.ms": 6000, **extra})
+                     "enable.auto.commit": False, "session.timeout.ms": 30000, **extra})
 
 
 def produce(kafka, topic, values, **extra):

@@ -106,3 +106,67 @@ def test_offset_expires_after_advance_retention(kafka):
     assert kafka.committed(group, topic, 0) == 5
     kafka.clock.advance(2)
     assert kafka.committed(group, topic, 0) is None
+
+
+def test_initial_rebalance_delay_waits_for_the_clock():
+    with KafkaServer({"group.initial.rebalance.delay.ms": 3000}, virtual_time=True) as server:
+        topic, group = server.create_topic(), server.group_name()
+        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group,
+                      "session.timeout.ms": 6000})
+        try:
+            c.subscribe([topic])
+            # the join waits in the delay: however long the wall clock runs
+            server.wait_for(lambda: c.poll(0.05) or
+                            server.group(group).state == "PreparingRebalance", 30)
+            assert server.clock.pending() and min(server.clock.pending()) <= 3.0
+            server.clock.advance(2.9)
+            assert server.group(group).state == "PreparingRebalance"
+            server.clock.advance(0.1)
+            server.wait_for(lambda: c.poll(0.05) or server.group(group).state == "Stable", 30)
+            assert server.group(group).epoch == 1
+        finally:
+            c.close()
+
+
+def test_share_group_record_lock_expires_after_advance():
+    from confluent_kafka import ShareConsumer
+    fast = {"group.share.min.heartbeat.interval.ms": 200, "group.share.heartbeat.interval.ms": 200}
+    with KafkaServer(fast, virtual_time=True) as server:
+        topic, group = server.create_topic(), server.group_name()
+        p = Producer({"bootstrap.servers": server.bootstrap})
+
+        def share_consumer():
+            c = ShareConsumer({"bootstrap.servers": server.bootstrap, "group.id": group,
+                               "share.acknowledgement.mode": "explicit"})
+            c.subscribe([topic])
+            return c
+
+        def records(c):
+            return [m for m in c.poll(0.2) or () if m.error() is None]
+
+        def produced_and_held():
+            # a share group starts at the latest offset: produce until the holder has one
+            p.produce(topic, b"job", partition=0)
+            p.flush(30)
+            return records(holder)
+        holder = share_consumer()
+        other = None
+        try:
+            held = server.wait_for(produced_and_held, 60, what="the holder's records")
+            assert {m.delivery_count() for m in held} == {1}
+            info = server.group(group)
+            assert info.type == "share" and [m.assignment for m in info.members] == [{topic: [0]}]
+            # the holder never acknowledges: another member finds nothing to take
+            other = share_consumer()
+            for _ in range(10):
+                assert records(other) == []
+            server.clock.advance(29.9)  # group.share.record.lock.duration.ms is 30 s
+            assert records(other) == []
+            server.clock.advance(0.1)   # the locks expire: the records are available again
+            again = server.wait_for(lambda: records(other), 30, what="the redelivery")
+            assert {m.delivery_count() for m in again} == {2}
+            assert {m.offset() for m in again} <= {m.offset() for m in held}
+        finally:
+            holder.close()
+            if other is not None:
+                other.close()

@@ -12,7 +12,9 @@ async def run(bootstrap: str, group: str, orders: str, totals: str, count: int,
               timeout: float = 60.0) -> int:
     consumer = AIOKafkaConsumer(orders, bootstrap_servers=bootstrap, group_id=group,
                                 client_id="orders-aiokafka", auto_offset_reset="earliest",
-                                enable_auto_commit=False)
+                                enable_auto_commit=False,
+                                # a loaded test machine may starve the heartbeats for seconds
+                                session_timeout_ms=30000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="orders-aiokafka")
     await consumer.start()
     await producer.start()

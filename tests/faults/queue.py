@@ -1,0 +1,141 @@
+"""Workload 2, the queue: an acks=all (idempotent) producer of unique
+values, and two consumer groups of real clients (confluent-kafka), one
+classic and one KIP-848, that consume and commit what they consumed
+(synchronously, offset + 1 of the last record of each partition).
+
+A delivery report with an error is an unknown outcome (librdkafka gives up
+on a record that may have been appended); a commit refused with a fencing
+error is a failure, any other error unknown."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from .checkers import FENCING_ERRORS, check_queue
+from .cluster import join_threads, start_threads
+from .history import FAIL, OK, UNKNOWN, History
+from .reads import committed_offsets, read_log
+
+TOPIC = "queue"
+PARTITIONS = 3
+GROUPS = {"q-classic": "classic", "q-848": "consumer"}
+CONSUMERS_PER_GROUP = 2
+
+
+class QueueWorkload:
+    name = "queue"
+
+    def __init__(self, history: History, bootstrap: str, addrs: dict, seed: int = 0,
+                 rate: float = 40.0) -> None:
+        self.history, self.bootstrap, self.addrs = history, bootstrap, addrs
+        self.rng = random.Random(seed)
+        self.rate = rate
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.final_log: dict = {}
+        self.final_epochs: dict = {}
+        self.final_committed: dict = {}
+
+    def start(self) -> None:
+        self.threads = start_threads([(self._producer, ())] + [
+            (self._consumer, (group, protocol, f"{group}/c{i}"))
+            for group, protocol in GROUPS.items() for i in range(CONSUMERS_PER_GROUP)])
+
+    def join(self, timeout: float = 30.0) -> None:
+        join_threads(self.threads, self.stop, timeout)
+        self.final_log = read_log(self.addrs, TOPIC, PARTITIONS, epochs=self.final_epochs)
+        for group in GROUPS:
+            for p, o in committed_offsets(self.addrs, group, TOPIC, PARTITIONS).items():
+                self.final_committed[(group, p)] = max(o, 0)
+
+    def check(self, ops) -> dict:
+        mine = [op for op in ops if op.f in ("produce", "consume", "commit")]
+        return check_queue(mine, self.final_log, self.final_committed, self.final_epochs)
+
+    # ------------------------------------------------------------ producer
+    def _producer(self) -> None:
+        from confluent_kafka import Producer
+        h = self.history
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 5,
+                             "message.timeout.ms": 120000, "logger": _Silent()})
+        n = 0
+
+        def report(op):
+            def done(err, msg):
+                if err is None:
+                    h.complete(op, OK, partition=msg.partition(), offset=msg.offset())
+                else:
+                    h.complete(op, UNKNOWN, error=str(err.code()))
+            return done
+        while not self.stop.is_set():
+            n += 1
+            value = f"q{n}"
+            p = n % PARTITIONS
+            op = h.invoke("producer", "produce", None, value, partition=p)
+            try:
+                producer.produce(TOPIC, value.encode(), partition=p, on_delivery=report(op))
+            except BufferError:
+                h.complete(op, FAIL, error="queue full")  # never handed to the client
+            producer.poll(0)
+            time.sleep(1.0 / self.rate)
+        producer.flush(30)
+
+    # ------------------------------------------------------------ consumers
+    def _consumer(self, group: str, protocol: str, name: str) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        h = self.history
+        conf = {"bootstrap.servers": self.bootstrap, "group.id": group,
+                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "group.protocol": protocol, "logger": _Silent()}  # a fault run is noisy
+        if protocol == "classic":
+            conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                         "partition.assignment.strategy": "range"})
+        consumer = Consumer(conf)
+        pending: dict[int, int] = {}
+
+        def revoked(_consumer, parts):
+            # not ours any more: what was consumed but not committed is redelivered
+            for tp in parts:
+                pending.pop(tp.partition, None)
+        consumer.subscribe([TOPIC], on_revoke=revoked, on_lost=revoked)
+        last_commit = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    now = time.monotonic()
+                    op = h.invoke(name, "consume", (group, msg.partition()),
+                                  msg.value().decode(), offset=msg.offset())
+                    op.invoke = now
+                    h.complete(op, OK)
+                    pending[msg.partition()] = msg.offset() + 1
+                if pending and (time.monotonic() - last_commit > 0.5 or len(pending) > 2):
+                    for p, offset in sorted(pending.items()):
+                        op = h.invoke(name, "commit", (group, p), offset)
+                        try:
+                            consumer.commit(offsets=[TopicPartition(TOPIC, p, offset)],
+                                            asynchronous=False)
+                            h.complete(op, OK)
+                        except KafkaException as exc:
+                            code = exc.args[0].code()
+                            h.complete(op, FAIL if code in FENCING_ERRORS else UNKNOWN,
+                                       error=code)
+                    pending.clear()
+                    last_commit = time.monotonic()
+        finally:
+            try:
+                consumer.close()
+            except Exception:  # closing during a fault: nothing left to record
+                pass
+
+
+class _Silent:
+    """A logging.Logger stand-in for librdkafka's logs."""
+
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None

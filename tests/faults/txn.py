@@ -1,0 +1,222 @@
+"""Workload 3, transactions: consume-transform-produce with
+send_offsets_to_transaction (confluent-kafka), and a read_committed reader.
+
+A feeder writes unique inputs to `txn-in`; two transactional processors in
+one classic group read them (read_committed), write "partition:offset:txn"
+to `txn-out` and commit their input offsets in the same transaction.  A
+transaction whose commit returned is ok; one aborted by
+abort_transaction() (which returned) is a failure; any other end (a fatal
+error, a commit that never returned) is unknown.  After an abort the
+processor rewinds to its group's committed offsets, as an exactly-once
+application must."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from .checkers import check_transactions
+from .cluster import join_threads, start_threads
+from .history import FAIL, OK, UNKNOWN, History
+from .queue import _Silent
+from .reads import committed_offsets
+
+IN_TOPIC, OUT_TOPIC = "txn-in", "txn-out"
+PARTITIONS = 2
+GROUP = "txn-group"
+TXN_IDS = ["kfx-txn-0", "kfx-txn-1"]
+
+
+class TxnWorkload:
+    name = "transactions"
+
+    def __init__(self, history: History, bootstrap: str, addrs: dict, seed: int = 0,
+                 rate: float = 20.0) -> None:
+        self.history, self.bootstrap, self.addrs = history, bootstrap, addrs
+        self.rng = random.Random(seed)
+        self.rate = rate
+        self.stop = threading.Event()
+        self.stop_processing = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.final_output: list[str] = []
+        self.final_committed: dict[int, int] = {}
+
+    def start(self) -> None:
+        targets = [(self._feeder, ()), (self._reader, ())] + [
+            (self._processor, (tid,)) for tid in TXN_IDS]
+        self.threads = start_threads(targets)
+
+    def join(self, timeout: float = 30.0) -> None:
+        join_threads(self.threads, self.stop, timeout)
+        if any(t.is_alive() for t in self.threads[2:]):
+            # a processor that may still commit would race the final reads
+            raise TimeoutError("a transactional processor did not stop")
+        committed = committed_offsets(self.addrs, GROUP, IN_TOPIC, PARTITIONS)
+        self.final_committed = {p: max(o, 0) for p, o in committed.items()}
+        self.final_output = self._read_all(deadline=time.monotonic() + 45)
+
+    def check(self, ops) -> dict:
+        mine = [op for op in ops if op.f in ("txn", "txn-read")]
+        return check_transactions(mine, self.final_output, self.final_committed)
+
+    def _config(self, **extra) -> dict:
+        return {"bootstrap.servers": self.bootstrap, "logger": _Silent(), **extra}
+
+    # ------------------------------------------------------------ feeder
+    def _feeder(self) -> None:
+        from confluent_kafka import Producer
+        producer = Producer(self._config(acks="all", **{"enable.idempotence": True,
+                                                        "message.timeout.ms": 20000}))
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                producer.produce(IN_TOPIC, f"i{n}".encode(), partition=n % PARTITIONS)
+            except BufferError:
+                pass
+            producer.poll(0)
+            time.sleep(1.0 / self.rate)
+        producer.flush(30)
+
+    # ------------------------------------------------------------ processors
+    def _processor(self, tid: str) -> None:
+        from confluent_kafka import Consumer, KafkaException, Producer
+        h = self.history
+        def new_consumer():
+            c = Consumer(self._config(**{
+                "group.id": GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed", "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 1000}))
+            c.subscribe([IN_TOPIC])
+            return c
+        consumer = new_consumer()
+
+        def new_producer():
+            p = Producer(self._config(**{"transactional.id": tid,
+                                         "transaction.timeout.ms": 15000}))
+            while not self.stop.is_set():
+                try:
+                    p.init_transactions(20)
+                    return p
+                except KafkaException:
+                    time.sleep(0.5)
+            return None
+        producer = new_producer()
+        seq = 0
+        try:
+            while producer is not None and not self.stop.is_set():
+                msgs = [m for m in consumer.consume(num_messages=20, timeout=0.5)
+                        if m.error() is None]
+                if not msgs:
+                    continue
+                seq += 1
+                values = [f"{m.partition()}:{m.offset()}:{tid}.{seq}" for m in msgs]
+                op = h.invoke(tid, "txn", None, values,
+                              inputs=[[m.partition(), m.offset()] for m in msgs])
+                outcome = self._one_transaction(producer, consumer, msgs, values)
+                h.complete(op, outcome[0], error=outcome[1])
+                if outcome[0] != OK and not _rewind(consumer):
+                    consumer.close()
+                    consumer = new_consumer()
+                if outcome[2]:  # the producer is unusable: a new one fences it
+                    producer = new_producer()
+        finally:
+            try:
+                consumer.close()
+            except Exception:  # closing during a fault: nothing left to record
+                pass
+
+    def _one_transaction(self, producer, consumer, msgs, values):
+        """(outcome, error, producer lost)."""
+        from confluent_kafka import KafkaException
+        try:
+            producer.begin_transaction()
+            for m, v in zip(msgs, values):
+                producer.produce(OUT_TOPIC, v.encode(), partition=m.partition())
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 10)
+            for _ in range(3):
+                try:
+                    producer.commit_transaction(10)
+                    return OK, None, False
+                except KafkaException as exc:
+                    if not exc.args[0].retriable():
+                        raise
+            return UNKNOWN, "commit kept failing", True
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                try:
+                    producer.abort_transaction(10)
+                    return FAIL, err.name(), False
+                except KafkaException as exc2:
+                    return UNKNOWN, exc2.args[0].name(), True
+            return UNKNOWN, err.name(), True
+
+    # ------------------------------------------------------------ reader
+    def _reader(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        h = self.history
+        consumer = Consumer(self._config(**{"group.id": "txn-reader",
+                                            "enable.auto.commit": False,
+                                            "isolation.level": "read_committed"}))
+        consumer.assign([TopicPartition(OUT_TOPIC, p, OFFSET_BEGINNING)
+                         for p in range(PARTITIONS)])
+        try:
+            while not self.stop.is_set():
+                for m in consumer.consume(num_messages=100, timeout=0.3):
+                    if m.error() is None:
+                        op = h.invoke("reader", "txn-read", None, m.value().decode(),
+                                      offset=[m.partition(), m.offset()])
+                        h.complete(op, OK)
+        finally:
+            consumer.close()
+
+    def _read_all(self, deadline: float) -> list[str]:
+        """Everything a read_committed reader sees in txn-out, to the end."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        consumer = Consumer(self._config(**{"group.id": "txn-final",
+                                            "enable.auto.commit": False,
+                                            "isolation.level": "read_committed"}))
+        ends = {}
+        while not ends and time.monotonic() < deadline:
+            try:
+                ends = {p: consumer.get_watermark_offsets(TopicPartition(OUT_TOPIC, p), 5)[1]
+                        for p in range(PARTITIONS)}
+            except Exception:  # a coordinator still settling: ask again
+                time.sleep(0.5)
+        consumer.assign([TopicPartition(OUT_TOPIC, p, OFFSET_BEGINNING)
+                         for p in range(PARTITIONS)])
+        out: list[str] = []
+        last = {p: -1 for p in range(PARTITIONS)}
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            got = [m for m in consumer.consume(num_messages=500, timeout=0.5)
+                   if m.error() is None]
+            for m in got:
+                out.append(m.value().decode())
+                last[m.partition()] = m.offset()
+            if got:
+                quiet_since = time.monotonic()
+            # the end: each partition read to within its trailing markers, and quiet
+            near_end = all(last[p] >= ends.get(p, 0) - 3 or ends.get(p, 0) == 0
+                           for p in range(PARTITIONS))
+            if near_end and time.monotonic() - quiet_since > 2.0:
+                break
+        consumer.close()
+        return out
+
+
+def _rewind(consumer) -> bool:
+    """Back to the group's committed offsets (what an aborted transaction
+    read is read again); False when the consumer could not seek."""
+    from confluent_kafka import OFFSET_BEGINNING
+    try:
+        parts = consumer.committed(consumer.assignment(), 10)
+        for tp in parts:
+            if tp.offset < 0:
+                tp.offset = OFFSET_BEGINNING
+            consumer.seek(tp)
+        return True
+    except Exception:  # noqa: BLE001 - any failure: start over with a new consumer
+        return False
