@@ -458,7 +458,9 @@ class ShareGroupManager:
                 Err.NON_EMPTY_GROUP, "The group is not empty."))
         unknown = {"error_code": int(Err.UNKNOWN_TOPIC_OR_PARTITION),
                    "error_message": "This server does not host this topic-partition."}
-        responses, change, offsets = [], {}, {}
+        responses: list = []
+        change: dict = {}
+        offsets: dict = {}
         for t in topics:
             name = t["topic_name"]
             info = self.topics.get(name)
