@@ -410,8 +410,10 @@ def test_share_groups_in_the_metrics(h):
     h.hb(member_id="m2")
     h.hb(group="other", member_id="m3")
     h.hb(group="other", member_id="m3", epoch=-1, names=None)
-    shard = SimpleNamespace(state="active", loaded=True, core=h.shard)
-    families = {f.name: f for f in KcoordCollector([shard], None, ServerMetrics())._groups()}
+    # the runtime's read path over this one loaded core
+    runtime = SimpleNamespace(shards=[SimpleNamespace(state="active")],
+                              read_all=lambda op: ([op(h.shard, 0)], 0))
+    families = {f.name: f for f in KcoordCollector(runtime, None, ServerMetrics())._groups()}
     samples = {(f, tuple(s.labels.items())): s.value for f, fam in families.items()
                for s in fam.samples}
     assert samples[("kcoord_group_coordinator_groups", (("protocol", "share"),))] == 2
