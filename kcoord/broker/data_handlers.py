@@ -9,13 +9,17 @@ import weakref
 from ..log import OffsetOutOfRange
 from ..log.fsync_batcher import FsyncBatcher
 from ..log.waiters import Waiters
-from ..protocol.api import serves
+from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .batch_timestamps import MaxTimestampCheck
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
 from .txn_verify import unverified
+
+PRODUCE = API_KEYS["Produce"]
+PRODUCE_MAX = APIS[PRODUCE].max_version
+PARTITION = ("topic_data", "partition_data")
 
 log = logging.getLogger("kcoord.broker")
 
@@ -162,10 +166,7 @@ class DataPlane:
                 return self._produce_verified(ctx, req, pending)
         acks = req["acks"]
         if acks not in (0, 1, -1):
-            responses = [{"name": t["name"], "partition_responses": [
-                self._part_error(p["index"], Err.INVALID_REQUIRED_ACKS) for p in t["partition_data"]]}
-                for t in req["topic_data"]]
-            return {"responses": responses, "throttle_time_ms": 0}
+            return error_response(PRODUCE, ctx.api_version, req, Err.INVALID_REQUIRED_ACKS)
         touched = []
         responses = []
         replicated = []
@@ -173,7 +174,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            acks, ctx.api_version, ctx.client_id)
+                                            acks, ctx.api_version, getattr(ctx, "client_id", None))
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -234,8 +235,8 @@ class DataPlane:
 
     @staticmethod
     def _part_error(index: int, code: int, message: str | None = None) -> dict:
-        return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-                "log_start_offset": -1, "error_message": message}
+        # every field of the newest version: the encoder drops what a version lacks
+        return error_item(PRODUCE, PRODUCE_MAX, PARTITION, {"index": index}, code, message)
 
     def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3,
                 client_id: str | None = None):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from ..log.errors import LogError
-from ..protocol.api import serves
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from .catalogue import Catalogue
 
@@ -147,7 +147,7 @@ class PartitionAdmin:
             out.append({"error_code": Err.NONE, "name": name, "topic_id": meta["topic_id"],
                         "is_internal": meta["is_internal"],
                         "partitions": [self._partition(p) for p in taken],
-                        "topic_authorized_operations": -(2**31)})
+                        "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED})
             if rest:
                 next_cursor = {"topic_name": name, "partition_index": rest[0]["partition_index"]}
                 break
@@ -156,7 +156,7 @@ class PartitionAdmin:
     @staticmethod
     def _topic_error(name: str, code: int) -> dict:
         return {"error_code": code, "name": name, "topic_id": bytes(16), "is_internal": False,
-                "partitions": [], "topic_authorized_operations": -(2**31)}
+                "partitions": [], "topic_authorized_operations": AUTH_OPS_NOT_REQUESTED}
 
     @staticmethod
     def _partition(p: dict) -> dict:

@@ -25,7 +25,7 @@ from ..broker.topic_configs import validate_topic_configs
 from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
 from ..log.meta_properties import check_or_record, new_cluster_id, read_meta
-from ..protocol.api import serves
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
@@ -34,7 +34,6 @@ from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster")
 
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored

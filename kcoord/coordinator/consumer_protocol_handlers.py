@@ -17,7 +17,7 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
+from ..protocol.api import API_KEYS, AUTH_OPS_NOT_REQUESTED, error_item, error_response
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
@@ -126,11 +126,18 @@ def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatErro
     return None
 
 
-def describe_error(gid: str, code: int, message: str | None) -> dict:
+HEARTBEAT_KEY = API_KEYS["ConsumerGroupHeartbeat"]
+DESCRIBE_KEY = API_KEYS["ConsumerGroupDescribe"]
+
+
+def heartbeat_error(code: int, message: str | None = None) -> dict:
+    """ConsumerGroupHeartbeat's error answer (the same fields in every version)."""
+    return error_response(HEARTBEAT_KEY, 1, {}, code, message)
+
+
+def describe_error(gid: str, code: int, message: str | None = None) -> dict:
     """A ConsumerGroupDescribe group entry that only carries an error."""
-    return {"error_code": int(code), "error_message": message, "group_id": gid,
-            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-            "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+    return error_item(DESCRIBE_KEY, 0, ("group_ids",), gid, code, message)
 
 
 class ConsumerGroupManager:
@@ -263,7 +270,7 @@ class ConsumerGroupManager:
                 return res
             except HeartbeatError as exc:
                 error = exc
-        return side.reply(token, self._error_response(error.code, error.message))
+        return side.reply(token, heartbeat_error(error.code, error.message))
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
                          topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
@@ -318,12 +325,6 @@ class ConsumerGroupManager:
                  "member_id": member_id, "member_epoch": epoch,
                  "heartbeat_interval_ms": interval, "assignment": None},
                 timer)
-
-    @staticmethod
-    def _error_response(code: int, message: str | None) -> dict:
-        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
-                "assignment": None}
 
     def _get_or_create_group(self, group_id: str, create: bool, res: Result, now: int,
                              side: Result) -> ConsumerGroup:

@@ -2,13 +2,12 @@
 answers them on a one-node cluster with no quotas set."""
 from __future__ import annotations
 
-from ..protocol.api import serves
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from .config import Config
 
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 # AclOperation codes a CLUSTER resource supports: CREATE 5, ALTER 7, DESCRIBE 8,
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12,
 # CREATE_TOKENS 13, DESCRIBE_TOKENS 14; with no authorizer Kafka reports all of them

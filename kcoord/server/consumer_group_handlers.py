@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 
 from ..coordinator.consumer_group import TopicInfo
-from ..coordinator.consumer_protocol_handlers import (describe_error, is_blank,
-                                                         validate_heartbeat)
+from ..coordinator.consumer_protocol_handlers import (describe_error, heartbeat_error,
+                                                         is_blank, validate_heartbeat)
 from ..coordinator.result import Result
+from ..protocol.api import error_response
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, RequestContext, serves
@@ -28,11 +29,6 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 _OWN = object()  # the token of the heartbeat's own reply (it is always answered at once)
 
 
-def _heartbeat_error(code: int, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
-
-
 def _own_reply(result: Result) -> Result:
     """The core answers a heartbeat through its token at once: that answer
     becomes the result's response, the others stay replies to parked requests."""
@@ -41,7 +37,7 @@ def _own_reply(result: Result) -> Result:
             del result.replies[i]
             result.response = response
             return result
-    result.response = _heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
+    result.response = heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
     return result
 
 
@@ -118,8 +114,8 @@ class ConsumerGroupApi:
                 # not routable: Kafka validates before it picks the shard
                 invalid = validate_heartbeat(req, ctx.api_version, ())
                 if invalid is not None:
-                    return _heartbeat_error(invalid.code, invalid.message)
-        return self.runtime.write(group_id, _heartbeat_op, _heartbeat_error, req, ctx,
+                    return heartbeat_error(invalid.code, invalid.message)
+        return self.runtime.write(group_id, _heartbeat_op, heartbeat_error, req, ctx,
                                   self.topic_metadata())
 
     # ------------------------------------------------------------ describe
@@ -128,8 +124,8 @@ class ConsumerGroupApi:
         include = bool(req.get("include_authorized_operations"))
         answers = [self.runtime.read(
             g, lambda core, _now, g=g: core.consumer_group_describe([g], include)[0],
-            lambda code, g=g: describe_error(g, code, None))
-            if g else describe_error(g, Err.INVALID_GROUP_ID, None) for g in req["group_ids"]]
+            lambda code, g=g: describe_error(g, code))
+            if g else describe_error(g, Err.INVALID_GROUP_ID) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
 
 
@@ -140,10 +136,9 @@ class ConsumerProtocolDisabled:
     @staticmethod
     @serves("ConsumerGroupHeartbeat", hidden=True)
     def heartbeat(_ctx: RequestContext, _req: dict) -> dict:
-        return _heartbeat_error(Err.UNSUPPORTED_VERSION)
+        return heartbeat_error(Err.UNSUPPORTED_VERSION)
 
     @staticmethod
     @serves("ConsumerGroupDescribe", hidden=True)
-    def describe(_ctx: RequestContext, req: dict) -> dict:
-        return {"throttle_time_ms": 0, "groups": [
-            describe_error(g, Err.UNSUPPORTED_VERSION, None) for g in req["group_ids"]]}
+    def describe(ctx: RequestContext, req: dict) -> dict:
+        return error_response(ctx.api_key, ctx.api_version, req, Err.UNSUPPORTED_VERSION)

@@ -20,7 +20,7 @@ import logging
 import time
 
 from ..coordinator.result import Result
-from ..protocol.errors import CorruptRecordError, ProtocolError
+from ..protocol.errors import CorruptRecordError, Err, ProtocolError
 from ..protocol.internal_topics import SHARE_STATE_TOPIC
 from ..protocol.records import build_batch, decode_batch, iter_batches
 from ..share.coordinator import ShareCoordinatorConfig, ShareCoordinatorShard, share_request
@@ -194,12 +194,16 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         """The core's `op` (initialize, read, write, delete, summary) on one
         key, through the runtime: -> the partition's answer dict, or a
         Reply of it (answered once its records are durable)."""
+        extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         if not self.shards:
+            if getattr(self.commit.sync, "replicated", False):
+                # a cluster's internal topics come from its control plane, not
+                # from one node's catalogue (not served in a cluster yet)
+                return _error_answer(partition, extra)(Err.COORDINATOR_NOT_AVAILABLE)
             self.open_topic()
         topic = self.catalogue.by_id.get(topic_id)
         req = share_request(group_id, topic_id, partition,
                             None if topic is None else len(topic.partitions))
-        extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         return self.write(share_key(group_id, topic_id, partition), _CORE_OPS[op],
                           _error_answer(partition, extra), req, *args)
 

@@ -101,7 +101,7 @@ def _by_topic(pairs):
 
 def partitions(resp):
     """{(topic id, partition): entry} of a response."""
-    return {(t["topic_id"], p["partition_index"]): p for t in resp["responses"]
+    return {(t["topic_id"], p["partition_index"]): p for t in resp.get("responses", ())
             for p in t["partitions"]}
 
 
