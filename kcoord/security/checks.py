@@ -892,9 +892,8 @@ def _describe_producers(c: Checks, ctx, req, handler):
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    # the other fields at their schema defaults (0, ""), as Kafka answers
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
-              for t in denied]
+    errors = error_response(ctx.api_key, ctx.api_version, {"transactional_ids": denied},
+                            Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)["transaction_states"]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
