@@ -17,7 +17,7 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
+from ..protocol.api import API_KEYS, AUTH_OPS_NOT_REQUESTED, error_item, error_response
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
@@ -28,6 +28,7 @@ from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
 from .result import Record, Result, Timer
+from .observer import CoordinatorObserver
 from .timers import Timers
 
 log = logging.getLogger("kcoord.consumer_group")
@@ -125,11 +126,18 @@ def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatErro
     return None
 
 
-def describe_error(gid: str, code: int, message: str | None) -> dict:
+HEARTBEAT_KEY = API_KEYS["ConsumerGroupHeartbeat"]
+DESCRIBE_KEY = API_KEYS["ConsumerGroupDescribe"]
+
+
+def heartbeat_error(code: int, message: str | None = None) -> dict:
+    """ConsumerGroupHeartbeat's error answer (the same fields in every version)."""
+    return error_response(HEARTBEAT_KEY, 1, {}, code, message)
+
+
+def describe_error(gid: str, code: int, message: str | None = None) -> dict:
     """A ConsumerGroupDescribe group entry that only carries an error."""
-    return {"error_code": int(code), "error_message": message, "group_id": gid,
-            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-            "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+    return error_item(DESCRIBE_KEY, 0, ("group_ids",), gid, code, message)
 
 
 class ConsumerGroupManager:
@@ -154,8 +162,8 @@ class ConsumerGroupManager:
         self.timers = timers if timers is not None else Timers()
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
-        # observer.CoordinatorObserver, or None (the default, and while loading)
-        self.observer = None
+        # None: the default, and while loading
+        self.observer: CoordinatorObserver | None = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
         # While an authorizer is on (config.topic_describable) the server sets
@@ -175,10 +183,6 @@ class ConsumerGroupManager:
     @property
     def session_timeout_ms(self) -> int:
         return self.config.consumer_group_session_timeout_ms
-
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self.config.consumer_group_heartbeat_interval_ms
 
     # a group's own values (IncrementalAlterConfigs on the group), else the broker's
     def session_timeout_for(self, group_id: str) -> int:
@@ -215,18 +219,21 @@ class ConsumerGroupManager:
 
     def _observe(self, gid: str, epoch_before: int) -> None:
         """Tell the observer when a replayed record started or ended a rebalance."""
+        observer = self.observer
+        if observer is None:
+            return
         group = self.groups.get(gid)
         members = len(group.members) if group is not None else 0
         if group is not None and group.group_epoch > epoch_before and members:
             reason = self.epoch_reasons.pop(gid, "the group epoch was bumped")
             self._rebalancing.add(gid)
-            self.observer.rebalance_started(gid, "consumer", group.group_epoch, members, reason)
+            observer.rebalance_started(gid, "consumer", group.group_epoch, members, reason)
         elif gid in self._rebalancing and (group is None or group.state in (GROUP_STABLE,
                                                                              GROUP_EMPTY)):
             self._rebalancing.discard(gid)
             self.epoch_reasons.pop(gid, None)
-            self.observer.rebalance_completed(gid, "consumer",
-                                              group.group_epoch if group else 0, members)
+            observer.rebalance_completed(gid, "consumer",
+                                         group.group_epoch if group else 0, members)
 
     def _on_group_created(self, group_id: str) -> None:
         # A simple group (created by offset commits) is replaced by the consumer group.
@@ -263,7 +270,7 @@ class ConsumerGroupManager:
                 return res
             except HeartbeatError as exc:
                 error = exc
-        return side.reply(token, self._error_response(error.code, error.message))
+        return side.reply(token, heartbeat_error(error.code, error.message))
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
                          topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
@@ -318,12 +325,6 @@ class ConsumerGroupManager:
                  "member_id": member_id, "member_epoch": epoch,
                  "heartbeat_interval_ms": interval, "assignment": None},
                 timer)
-
-    @staticmethod
-    def _error_response(code: int, message: str | None) -> dict:
-        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
-                "assignment": None}
 
     def _get_or_create_group(self, group_id: str, create: bool, res: Result, now: int,
                              side: Result) -> ConsumerGroup:
@@ -454,10 +455,11 @@ class ConsumerGroupManager:
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
                             now + self.session_timeout_for(group_id))
 
-        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                    "member_id": updated.member_id, "member_epoch": updated.member_epoch,
-                    "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
-                    "assignment": None}
+        response: dict[str, Any] = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "member_id": updated.member_id, "member_epoch": updated.member_epoch,
+            "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+            "assignment": None}
         full = epoch == 0 or (rebalance_timeout != -1 and owned is not None
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
@@ -639,8 +641,10 @@ class ConsumerGroupManager:
             subscribed = subscription_cache.get(key)
             if subscribed is None:
                 ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
-                ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)
-                        if allows is None or allows(m.subscribed_topic_regex, n)]
+                regex = m.subscribed_topic_regex
+                if regex:
+                    ids += [metadata[n][0] for n in cg.regex_matches(regex, metadata)
+                            if allows is None or allows(regex, n)]
                 subscribed = subscription_cache[key] = frozenset(ids)
             current = group.target.get(mid)
             if current is None:
@@ -738,13 +742,14 @@ class ConsumerGroupManager:
         member = group.members.get(member_id) if group is not None else None
         if kind == REBALANCE_TIMER:
             armed_epoch = self._rebalance_epochs.pop(key, None)
-            if member is None or armed_epoch is None or member.member_epoch != armed_epoch:
+            if group is None or member is None or armed_epoch is None \
+                    or member.member_epoch != armed_epoch:
                 return res
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
             return self.fence(group, member, now,
                               f"member {member_id} did not revoke its partitions in time")
-        if kind == SESSION_TIMER and member is not None:
+        if kind == SESSION_TIMER and group is not None and member is not None:
             if self.observer is not None:  # it logs the expiry
                 self.observer.member_expired(group_id, member_id, "consumer")
             else:
@@ -784,7 +789,7 @@ class ConsumerGroupManager:
                 group.metadata_refresh = True
         return changed
 
-    def on_topics_changed(self, topics: Mapping[str, Any], now: int) -> Result:
+    def on_topics_changed(self, topics: Mapping[str, Any]) -> Result:
         """Topics were created, deleted or grew: bring the affected groups' targets up to date."""
         res = Result()
         changed = self._set_topics(topics)

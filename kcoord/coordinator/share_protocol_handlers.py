@@ -84,6 +84,24 @@ def alter_offsets_error(code: int, message: str | None = None) -> dict:
             "responses": []}
 
 
+@dataclass(slots=True)
+class ShareOffsetsDeletion:
+    """DeleteShareGroupOffsets, step 1's answer: the topics refused, and the
+    share partitions (topic id -> (name, partitions)) whose state to delete."""
+    refused: list
+    partitions: dict
+
+
+def _deleted_topic(name: str, topic_id: bytes, code: int = 0, message: str | None = None) -> dict:
+    return {"topic_name": name, "topic_id": topic_id, "error_code": int(code),
+            "error_message": message}
+
+
+def delete_offsets_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "responses": []}
+
+
 def validate_heartbeat(req: dict) -> HeartbeatError | None:
     """KafkaApis' member id check, then GroupCoordinatorService's
     throwIfShareGroupHeartbeatRequestIsInvalid."""
@@ -116,7 +134,7 @@ class ShareGroupManager:
         self.topics: Mapping[str, Any] = {}  # name -> (topic id, partitions)
         self.timers = timers if timers is not None else Timers()
         # does a classic or consumer group hold this id (one namespace, no conversion)
-        self.other_group = other_group or (lambda gid: False)
+        self.other_group = other_group or (lambda _gid: False)
         # (group, topic id) -> when its partitions started initializing (in memory,
         # as Kafka's timestamp set on replay; a load restarts the clock)
         self.init_since: dict[tuple[str, bytes], int] = {}
@@ -288,7 +306,8 @@ class ShareGroupManager:
 
         self.timers.arm(res, (SESSION_TIMER, group_id, member_id),
                         now + self.session_timeout_for(group_id))
-        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        response: dict[str, Any] = {
+                    "throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": reconciled.member_id, "member_epoch": reconciled.member_epoch,
                     "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
                     "assignment": None}
@@ -439,7 +458,9 @@ class ShareGroupManager:
                 Err.NON_EMPTY_GROUP, "The group is not empty."))
         unknown = {"error_code": int(Err.UNKNOWN_TOPIC_OR_PARTITION),
                    "error_message": "This server does not host this topic-partition."}
-        responses, change, offsets = [], {}, {}
+        responses: list = []
+        change: dict = {}
+        offsets: dict = {}
         for t in topics:
             name = t["topic_name"]
             info = self.topics.get(name)
@@ -542,7 +563,7 @@ class ShareGroupManager:
         _, group_id, member_id = key
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             return res
         log.info("group %s: share member %s fenced: its session expired", group_id, member_id)
         return self.fence(group, member).merge(res)
@@ -616,12 +637,60 @@ class ShareGroupManager:
         if group is None or group.members or not partitions:
             return Result(response=None)
         states = group.partition_states
+        if states is None:  # (share_state_partitions found some: it has states)
+            return Result(response=None)
         deleting = dict(states.deleting)
         for side in (states.initialized, states.initializing):
             for t, (name, _) in side.items():
                 deleting[t] = name
         return Result(records=[sg.partition_states_record(
             group_id, PartitionStates({}, {}, deleting))], response=partitions)
+
+    def begin_delete_offsets(self, group_id: str, topic_names: list[str]) -> Result:
+        """DeleteShareGroupOffsets, step 1 (Kafka's
+        sharePartitionsEligibleForOffsetDeletion): the named topics' initialized
+        partitions move to deleting; a topic already deleting is deleted again
+        (all its partitions).  Result.response: a ShareOffsetsDeletion, or the
+        error answer."""
+        try:
+            group = self.share_group(group_id)
+        except HeartbeatError as exc:
+            return Result(response=delete_offsets_error(exc.code, exc.message))
+        if group.members:
+            return Result(response=delete_offsets_error(
+                Err.NON_EMPTY_GROUP, "The group is not empty."))
+        states = group.partition_states
+        if states is None:
+            return Result(response=ShareOffsetsDeletion([], {}))
+        initialized, deleting = dict(states.initialized), dict(states.deleting)
+        refused, partitions = [], {}
+        for name in topic_names:
+            info = self.topics.get(name)
+            if info is None:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "This server does not host this topic-partition."))
+            elif info[0] in initialized:
+                partitions[info[0]] = (name, initialized.pop(info[0])[1])
+                deleting[info[0]] = name
+            elif info[0] in deleting:
+                partitions[info[0]] = (name, frozenset(range(info[1])))
+            else:
+                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                              "There is no offset information to delete."))
+        record = sg.partition_states_record(
+            group_id, PartitionStates(dict(states.initializing), initialized, deleting))
+        return Result(records=[record], response=ShareOffsetsDeletion(refused, partitions))
+
+    def complete_delete_offsets(self, group_id: str, topic_ids) -> Result:
+        """DeleteShareGroupOffsets, step 2 (completeDeleteShareGroupOffsets): the
+        topics whose share state is gone leave deleting."""
+        group = self.groups.get(group_id)
+        states = group.partition_states if group is not None else None
+        if states is None:
+            return Result(response=None)
+        deleting = {t: n for t, n in states.deleting.items() if t not in set(topic_ids)}
+        return Result(records=[sg.partition_states_record(group_id, PartitionStates(
+            dict(states.initializing), dict(states.initialized), deleting))], response=None)
 
     def initialized_partitions(self, group_id: str) -> Result:
         """Kafka's initializedShareGroupPartitions: topic id -> the group's

@@ -23,22 +23,18 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from ..protocol.api import APIS, response_codec
+from ..protocol.api import APIS, error_response, response_codec
 from ..protocol.errors import Err
 from . import audit
 from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
 
 log = logging.getLogger("kcoord.authorizer")
 
-NOT_REQUESTED = -(2**31)
 ZERO_UUID = bytes(16)
 # APIs with no ACL check in Kafka, or that check inside their own handler
 UNCHECKED = {17, 18, 36, 29, 30, 31, 50, 51}
 RULES: dict[int, Callable] = {}
-
-
-def register_rule(key: int, rule: Callable) -> None:
-    RULES[key] = rule
+OFFSET_FETCH = 9
 
 
 def rule(key: int):
@@ -72,7 +68,7 @@ class Checks:
     def __init__(self, authorizer: Authorizer) -> None:
         self.az = authorizer
         # set by the server: topic id -> name (or None), for APIs that name topics by id
-        self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
+        self.topic_name: Callable[[bytes], str | None] = lambda _topic_id: None
 
     # --------------------------------------------------------- decisions
     def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:
@@ -122,10 +118,28 @@ class Checks:
 def _super_users_only(checks: Checks, ctx, req, handler):
     if ctx.principal in checks.az.super_users:
         return handler(ctx, req)
-    return {"error_code": Err.CLUSTER_AUTHORIZATION_FAILED}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 # ------------------------------------------------------------ helpers
+def _refused(ctx, req, code: int, message: str | None = None) -> dict:
+    """The whole request refused: Kafka's error answer to it (protocol/api)."""
+    return error_response(ctx.api_key, ctx.api_version, req, code, message)
+
+
+def _denied(ctx, req_field: str, items: list, resp_field: str, code: int,
+            message: str | None = None) -> list[dict]:
+    """The error entries answering the denied `items` of request array `req_field`."""
+    return _refused(ctx, {req_field: items}, code, message).get(resp_field, [])
+
+
+def _serve_or_deny(ctx, req, handler, req_field: str, allowed: list, denied: list,
+                   resp_field: str, code: int, **empty):
+    """_serve_allowed with the denied items answered `code`."""
+    return _serve_allowed(ctx, req, handler, req_field, allowed, resp_field,
+                          _denied(ctx, req_field, denied, resp_field, code), **empty)
+
+
 def _merge_topics(response: dict, field: str, denied: list[dict]) -> dict:
     response[field] = list(response.get(field) or []) + denied
     return response
@@ -155,27 +169,17 @@ def _produce(c: Checks, ctx, req, handler):
     tid = req.get("transactional_id")
     topics = req["topic_data"]
     if tid is not None and not c.transactional_id_allowed(ctx, Op.WRITE, tid):
-        return _produce_errors(req, topics, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, [])
+        if req["acks"] == 0:
+            raise ConnectionAbortedError("acks=0 produce without TRANSACTIONAL_ID WRITE permission")
+        return _refused(ctx, req, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ok, denied = _split(topics, lambda t: c.allowed(ctx, Op.WRITE, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"name": t["name"], "partition_responses": [
-        {"index": p["index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "base_offset": -1,
-         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
-         "error_message": None} for p in t["partition_data"]]} for t in denied]
     if req["acks"] == 0:
         # Kafka closes the connection on any acks=0 error
         raise ConnectionAbortedError("acks=0 produce to a topic without WRITE permission")
-    return _serve_allowed(ctx, req, handler, "topic_data", ok, "responses", errors)
-
-
-def _produce_errors(req, topics, code, _):
-    if req["acks"] == 0:
-        raise ConnectionAbortedError("acks=0 produce without TRANSACTIONAL_ID WRITE permission")
-    return {"throttle_time_ms": 0, "responses": [{"name": t["name"], "partition_responses": [
-        {"index": p["index"], "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-         "log_start_offset": -1, "record_errors": [], "error_message": None}
-        for p in t["partition_data"]]} for t in topics]}
+    return _serve_or_deny(ctx, req, handler, "topic_data", ok, denied, "responses",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 # ----------------------------------------------------------------- Fetch
@@ -186,8 +190,7 @@ def _fetch(c: Checks, ctx, req, handler):
     if replica >= 0 or (state and state.get("replica_id", -1) >= 0):
         if c.cluster(ctx, Op.CLUSTER_ACTION):
             return handler(ctx, req)
-        return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-                "session_id": 0, "responses": []}
+        return _refused(ctx, {}, Err.CLUSTER_AUTHORIZATION_FAILED)  # no partition answered
     by_id = ctx.api_version >= 13
 
     def name_of(t):
@@ -201,13 +204,8 @@ def _fetch(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], ok_topic)
     if not denied:
         return handler(ctx, req)
-    errors = [{"topic": t.get("topic", ""), "topic_id": t.get("topic_id"), "partitions": [
-        {"partition_index": p["partition"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-         "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-         "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
-        for p in t["partitions"]]} for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "responses", errors,
-                          error_code=Err.NONE, session_id=0)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "responses",
+                          Err.TOPIC_AUTHORIZATION_FAILED, error_code=Err.NONE, session_id=0)
 
 
 # ------------------------------------------------------------ ListOffsets
@@ -216,11 +214,8 @@ def _list_offsets(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"name": t["name"], "partitions": [
-        {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-         "timestamp": -1, "offset": -1, "leader_epoch": -1}
-        for p in t["partitions"]]} for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 # --------------------------------------------------------------- Metadata
@@ -242,17 +237,12 @@ def _metadata(c: Checks, ctx, req, handler):
                     keep.append(t)  # unknown id: the handler says UNKNOWN_TOPIC_ID
                     continue
                 if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
-                    denied.append({"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": None,
-                                   "topic_id": t["topic_id"], "is_internal": False,
-                                   "partitions": [],
-                                   "topic_authorized_operations": NOT_REQUESTED})
+                    denied.append(t)
                     continue
                 keep.append(t)
                 continue
             if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
-                denied.append({"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": name,
-                               "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
-                               "topic_authorized_operations": NOT_REQUESTED})
+                denied.append(t)
                 continue
             keep.append(t)
             if not c.allowed(ctx, Op.CREATE, R.CLUSTER, CLUSTER_NAME, audit_denial=False) \
@@ -283,7 +273,8 @@ def _metadata(c: Checks, ctx, req, handler):
             elif want_topic_ops and name is not None and t.get("error_code") == Err.NONE:
                 t = {**t, "topic_authorized_operations": c.topic_ops(ctx, name)}
             topics.append(t)
-        resp["topics"] = topics + denied
+        resp["topics"] = topics + _denied(ctx, "topics", denied, "topics",
+                                          Err.TOPIC_AUTHORIZATION_FAILED)
         if want_cluster_ops and ctx.api_version <= 10:
             resp["cluster_authorized_operations"] = (
                 c.az.authorized_operations(ctx.principal, ctx.client_host, R.CLUSTER,
@@ -303,21 +294,18 @@ def _commit_errors(topics, code):
 @rule(8)
 def _offset_commit(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return {"throttle_time_ms": 0,
-                "topics": _commit_errors(req["topics"], Err.GROUP_AUTHORIZATION_FAILED)}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)  # the hot path: the handler's own (pre-encoded) answer
-    errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 # ------------------------------------------------------------- OffsetFetch
-def _fetch_partition_errors(topics, code, version_field_names=True):
-    return [{"name": t["name"], "partitions": [
-        {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1,
-         "metadata": "", "error_code": code} for i in t["partition_indexes"]]}
-        for t in topics]
+def _fetch_partition_errors(topics, code):
+    # a denied topic's partitions: the same entry in every version (v1's error answer)
+    return error_response(OFFSET_FETCH, 1, {"topics": topics}, code)["topics"]
 
 
 def _offset_fetch_group(c: Checks, ctx, topics):
@@ -350,8 +338,8 @@ def _offset_fetch(c: Checks, ctx, req, handler):
         if not denied_groups and not any(extra for extra, _ in plan.values()) and \
                 not any(a for _, a in plan.values()):
             return handler(ctx, req)
-        denied_entries = [{"group_id": g["group_id"], "topics": [],
-                           "error_code": Err.GROUP_AUTHORIZATION_FAILED} for g in denied_groups]
+        denied_entries = _denied(ctx, "groups", denied_groups, "groups",
+                                 Err.GROUP_AUTHORIZATION_FAILED)
 
         def fix(resp):
             for g in resp.get("groups") or []:
@@ -363,11 +351,7 @@ def _offset_fetch(c: Checks, ctx, req, handler):
             return {"throttle_time_ms": 0, "groups": denied_entries}
         return then(ctx, handler(ctx, {**req, "groups": keep}), fix)
     if not c.group_allowed(ctx, Op.DESCRIBE, req["group_id"]):
-        if ctx.api_version >= 2:
-            return {"throttle_time_ms": 0, "topics": [],
-                    "error_code": Err.GROUP_AUTHORIZATION_FAILED}
-        return {"throttle_time_ms": 0, "error_code": Err.NONE, "topics": _fetch_partition_errors(
-            req["topics"] or [], Err.GROUP_AUTHORIZATION_FAILED)}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     ok, extra, all_topics = _offset_fetch_group(c, ctx, req["topics"])
     if not extra and not all_topics:
         return handler(ctx, req)
@@ -405,22 +389,19 @@ def _find_coordinator(c: Checks, ctx, req, handler):
     if ctx.api_version < 4:
         if c.allowed(ctx, Op.DESCRIBE, rtype, req["key"]):
             return handler(ctx, req)
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
-                "node_id": -1, "host": "", "port": -1}
+        return _refused(ctx, req, code)
     ok, denied = _split(req["coordinator_keys"],
                         lambda k: c.allowed(ctx, Op.DESCRIBE, rtype, k))
     if not denied:
         return handler(ctx, req)
-    errors = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
-               "error_message": None} for k in denied]
-    return _serve_allowed(ctx, req, handler, "coordinator_keys", ok, "coordinators", errors)
+    return _serve_or_deny(ctx, req, handler, "coordinator_keys", ok, denied, "coordinators", code)
 
 
 # ----------------------------------------- Join/Heartbeat/Leave/Sync (READ)
 def _group_read(c: Checks, ctx, req, handler):
     if c.group_allowed(ctx, Op.READ, req["group_id"]):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+    return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
 
 
 for _key in (11, 12, 13, 14):
@@ -430,24 +411,18 @@ for _key in (11, 12, 13, 14):
 @rule(68)
 def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "member_id": None, "member_epoch": 0,
-                "heartbeat_interval_ms": 0, "assignment": None}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     for name in req.get("subscribed_topic_names") or ():
         if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
-            return {"throttle_time_ms": 0, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-                    "error_message": f"Topic {name} is not authorized", "member_id": None,
-                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+            return _refused(ctx, req, Err.TOPIC_AUTHORIZATION_FAILED,
+                            f"Topic {name} is not authorized")
     return handler(ctx, req)
 
 
 @rule(69)
 def _consumer_group_describe(c: Checks, ctx, req, handler):
     ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
-    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-               "assignor_name": "", "members": [],
-               "authorized_operations": NOT_REQUESTED} for g in denied]
+    errors = _denied(ctx, "group_ids", denied, "groups", Err.GROUP_AUTHORIZATION_FAILED)
     want_ops = req.get("include_authorized_operations", False)
 
     def fix(resp):
@@ -462,12 +437,10 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
                 hidden = sorted(t for t in topics
                                 if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t))
                 if hidden:
-                    g = {"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-                         "error_message": f"The described group uses topics that the client "
-                                          f"is not authorized to describe: {hidden}",
-                         "group_id": g["group_id"], "group_state": "", "group_epoch": 0,
-                         "assignment_epoch": 0, "assignor_name": "", "members": [],
-                         "authorized_operations": NOT_REQUESTED}
+                    g = _denied(ctx, "group_ids", [g["group_id"]], "groups",
+                                Err.TOPIC_AUTHORIZATION_FAILED,
+                                f"The described group uses topics that the client "
+                                f"is not authorized to describe: {hidden}")[0]
                 elif want_ops:
                     g["authorized_operations"] = c.az.authorized_operations(
                         ctx.principal, ctx.client_host, R.GROUP, g["group_id"])
@@ -483,15 +456,12 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
 def _share_group_heartbeat(c: Checks, ctx, req, handler):
     """KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on every
     subscribed topic (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
-    def refused(code: int, message: str | None = None) -> dict:
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
-                "assignment": None}
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return refused(Err.GROUP_AUTHORIZATION_FAILED)
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     for name in req.get("subscribed_topic_names") or ():
         if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
-            return refused(Err.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized")
+            return _refused(ctx, req, Err.TOPIC_AUTHORIZATION_FAILED,
+                            f"Topic {name} is not authorized")
     return handler(ctx, req)
 
 
@@ -501,10 +471,7 @@ def _share_group_describe(c: Checks, ctx, req, handler):
     members hold a topic the client may not DESCRIBE is answered
     TOPIC_AUTHORIZATION_FAILED with no members."""
     ok, denied = _split(req["group_ids"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
-    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-               "group_id": g, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-               "assignor_name": "", "members": [],
-               "authorized_operations": NOT_REQUESTED} for g in denied]
+    errors = _denied(ctx, "group_ids", denied, "groups", Err.GROUP_AUTHORIZATION_FAILED)
     want_ops = req.get("include_authorized_operations", False)
 
     def fix(resp):
@@ -586,14 +553,30 @@ def _alter_share_group_offsets(c: Checks, ctx, req, handler):
     return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
 
 
+@rule(92)
+def _delete_share_group_offsets(c: Checks, ctx, req, handler):
+    """KafkaApis handleDeleteShareGroupOffsetsRequest: DELETE on the group (top
+    level), READ on each topic (that topic TOPIC_AUTHORIZATION_FAILED)."""
+    if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
+                "error_message": None, "responses": []}
+    ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
+    refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16),
+                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+               for t in denied]
+
+    def fix(resp):
+        resp["responses"] = (resp.get("responses") or []) + refused
+        return resp
+    return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
+
+
 # ------------------------------------------------------- group admin APIs
 @rule(15)
 def _describe_groups(c: Checks, ctx, req, handler):
     ok, denied = _split(req["groups"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g))
     want_ops = req.get("include_authorized_operations", False)
-    errors = [{"error_code": Err.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
-               "protocol_type": "", "protocol_data": "", "members": [],
-               "authorized_operations": NOT_REQUESTED} for g in denied]
+    errors = _denied(ctx, "groups", denied, "groups", Err.GROUP_AUTHORIZATION_FAILED)
 
     def fix(resp):
         for g in resp.get("groups") or []:
@@ -626,15 +609,14 @@ def _delete_groups(c: Checks, ctx, req, handler):
     ok, denied = _split(req["groups_names"], lambda g: c.group_allowed(ctx, Op.DELETE, g))
     if not denied:
         return handler(ctx, req)
-    errors = [{"group_id": g, "error_code": Err.GROUP_AUTHORIZATION_FAILED} for g in denied]
-    return _serve_allowed(ctx, req, handler, "groups_names", ok, "results", errors)
+    return _serve_or_deny(ctx, req, handler, "groups_names", ok, denied, "results",
+                          Err.GROUP_AUTHORIZATION_FAILED)
 
 
 @rule(47)
 def _offset_delete(c: Checks, ctx, req, handler):
     if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
-        return {"error_code": Err.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
-                "topics": []}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
@@ -700,9 +682,8 @@ def _create_partitions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.ALTER, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"name": t["name"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-               "error_message": None} for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "results", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "results",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 @rule(22)
@@ -717,7 +698,7 @@ def _init_producer_id(c: Checks, ctx, req, handler):
                 ctx.principal, ctx.client_host, Op.WRITE, R.TOPIC):
             return handler(ctx, req)
         code = Err.CLUSTER_AUTHORIZATION_FAILED
-    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    return _refused(ctx, req, code)
 
 
 # ----------------------------------------------------- config and admin APIs
@@ -753,30 +734,22 @@ def _delete_records(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DELETE, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"name": t["name"], "partitions": [
-        {"partition_index": p["partition_index"], "low_watermark": -1,
-         "error_code": Err.TOPIC_AUTHORIZATION_FAILED} for p in t["partitions"]]} for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 @rule(35)
 def _describe_log_dirs(c: Checks, ctx, req, handler):
     if c.cluster(ctx, Op.DESCRIBE):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-            "results": []}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 @rule(43)
 def _elect_leaders(c: Checks, ctx, req, handler):
     if c.cluster(ctx, Op.ALTER):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-            "replica_election_results": [
-                {"topic": t["topic"], "partition_result": [
-                    {"partition_id": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-                     "error_message": None} for p in t["partitions"]]}
-                for t in req.get("topic_partitions") or []]}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 @rule(48)
@@ -804,8 +777,7 @@ def _describe_cluster(c: Checks, ctx, req, handler):
 def _describe_topic_partitions(c: Checks, ctx, req, handler):
     asked = req["topics"]
     ok, denied = _split(asked, lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["name"]))
-    errors = [{"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": t["name"],
-               "topic_id": ZERO_UUID, "is_internal": False, "partitions": []} for t in denied]
+    errors = _denied(ctx, "topics", denied, "topics", Err.TOPIC_AUTHORIZATION_FAILED)
 
     def fix(resp):
         topics = [t for t in resp.get("topics") or []
@@ -827,10 +799,8 @@ def _offset_for_leader_epoch(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"topic": t["topic"], "partitions": [
-        {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "partition": p["partition"],
-         "leader_epoch": -1, "end_offset": -1} for p in t["partitions"]]} for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 # ------------------------------------------------------------ transactions
@@ -845,12 +815,10 @@ def _add_partitions_to_txn(c: Checks, ctx, req, handler):
     if ctx.api_version >= 4:  # broker to broker only
         if c.cluster(ctx, Op.CLUSTER_ACTION):
             return handler(ctx, req)
-        return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-                "results_by_transaction": []}
+        return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
     topics = req["v3_and_below_topics"]
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["v3_and_below_transactional_id"]):
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _txn_partition_results(
-            topics, lambda _: Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+        return _refused(ctx, req, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     denied = {t["name"] for t in topics if not c.allowed(ctx, Op.WRITE, R.TOPIC, t["name"])}
     if not denied:
         return handler(ctx, req)
@@ -863,9 +831,9 @@ def _add_partitions_to_txn(c: Checks, ctx, req, handler):
 @rule(25)
 def _add_offsets_to_txn(c: Checks, ctx, req, handler):
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
-        return {"throttle_time_ms": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return _refused(ctx, req, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     return handler(ctx, req)
 
 
@@ -873,7 +841,7 @@ def _add_offsets_to_txn(c: Checks, ctx, req, handler):
 def _end_txn(c: Checks, ctx, req, handler):
     if c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    return _refused(ctx, req, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
 
 @rule(27)
@@ -882,10 +850,7 @@ def _write_txn_markers(c: Checks, ctx, req, handler):
     cluster, else every partition answers CLUSTER_AUTHORIZATION_FAILED)."""
     if c.cluster(ctx, Op.CLUSTER_ACTION):
         return handler(ctx, req)
-    return {"markers": [{"producer_id": m["producer_id"], "topics": [
-        {"name": t["name"], "partitions": [
-            {"partition_index": p, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED}
-            for p in t["partition_indexes"]]} for t in m["topics"]]} for m in req["markers"]]}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def _share_state_rpc(c: Checks, ctx, req, handler):
@@ -894,9 +859,7 @@ def _share_state_rpc(c: Checks, ctx, req, handler):
     CLUSTER_AUTHORIZATION_FAILED)."""
     if c.cluster(ctx, Op.CLUSTER_ACTION):
         return handler(ctx, req)
-    return {"results": [{"topic_id": t["topic_id"], "partitions": [
-        {"partition": p["partition"], "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-         "error_message": None} for p in t["partitions"]]} for t in req["topics"]]}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 for _key in (83, 84, 85, 86, 87):
@@ -906,16 +869,14 @@ for _key in (83, 84, 85, 86, 87):
 @rule(28)
 def _txn_offset_commit(c: Checks, ctx, req, handler):
     if not c.transactional_id_allowed(ctx, Op.WRITE, req["transactional_id"]):
-        return {"throttle_time_ms": 0, "topics": _commit_errors(
-            req["topics"], Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+        return _refused(ctx, req, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return {"throttle_time_ms": 0,
-                "topics": _commit_errors(req["topics"], Err.GROUP_AUTHORIZATION_FAILED)}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = _commit_errors(denied, Err.TOPIC_AUTHORIZATION_FAILED)
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 @rule(61)
@@ -923,20 +884,16 @@ def _describe_producers(c: Checks, ctx, req, handler):
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["name"]))
     if not denied:
         return handler(ctx, req)
-    errors = [{"name": t["name"], "partitions": [
-        {"partition_index": p, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-         "error_message": None, "active_producers": []} for p in t["partition_indexes"]]}
-        for t in denied]
-    return _serve_allowed(ctx, req, handler, "topics", ok, "topics", errors)
+    return _serve_or_deny(ctx, req, handler, "topics", ok, denied, "topics",
+                          Err.TOPIC_AUTHORIZATION_FAILED)
 
 
 @rule(65)
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    # the other fields at their schema defaults (0, ""), as Kafka answers
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
-              for t in denied]
+    errors = error_response(ctx.api_key, ctx.api_version, {"transactional_ids": denied},
+                            Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)["transaction_states"]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
@@ -964,8 +921,7 @@ def _list_transactions(c: Checks, ctx, req, handler):
 def _list_partition_reassignments(c: Checks, ctx, req, handler):
     if c.cluster(ctx, Op.DESCRIBE):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-            "error_message": None, "topics": []}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 # ------------------------------------------ ShareFetch / ShareAcknowledge
@@ -977,9 +933,7 @@ def _share_rule(fetch: bool):
     allowed: the session epoch moves on whatever topics were denied."""
     def check(c: Checks, ctx, req, handler):
         if req.get("group_id") is None or not c.group_allowed(ctx, Op.READ, req["group_id"]):
-            return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                    "error_message": None, "acquisition_lock_timeout_ms": 0,
-                    "responses": [], "node_endpoints": []}
+            return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
 
         def ok_topic(t):
             name = c.topic_name(t["topic_id"])

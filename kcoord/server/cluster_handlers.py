@@ -2,13 +2,12 @@
 answers them on a one-node cluster with no quotas set."""
 from __future__ import annotations
 
-from ..protocol.api import serves
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from .config import Config
 
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
-AUTH_OPS_NOT_REQUESTED = -(2**31)
 # AclOperation codes a CLUSTER resource supports: CREATE 5, ALTER 7, DESCRIBE 8,
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12,
 # CREATE_TOKENS 13, DESCRIBE_TOKENS 14; with no authorizer Kafka reports all of them
@@ -22,7 +21,7 @@ class ClusterHandlers:
         self.config = config
         self.cluster = None  # cluster mode: nodes and controller from kcoord/cluster/node.py
 
-    def cluster_operations(self, ctx) -> int:
+    def cluster_operations(self, _ctx) -> int:
         """The cluster operations the caller may perform (an authorizer narrows this)."""
         return CLUSTER_OPERATIONS
 
@@ -56,7 +55,7 @@ class ClusterHandlers:
         return response
 
     @serves("DescribeClientQuotas")
-    def describe_client_quotas(self, ctx, req: dict) -> dict:
+    def describe_client_quotas(self, _ctx, req: dict) -> dict:
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
                     "entries": []}
         seen = set()

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 
 from ..coordinator.consumer_group import TopicInfo
-from ..coordinator.consumer_protocol_handlers import (describe_error, is_blank,
-                                                         validate_heartbeat)
+from ..coordinator.consumer_protocol_handlers import (describe_error, heartbeat_error,
+                                                         is_blank, validate_heartbeat)
 from ..coordinator.result import Result
+from ..protocol.api import error_response
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, RequestContext, serves
@@ -28,11 +29,6 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 _OWN = object()  # the token of the heartbeat's own reply (it is always answered at once)
 
 
-def _heartbeat_error(code: int, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
-
-
 def _own_reply(result: Result) -> Result:
     """The core answers a heartbeat through its token at once: that answer
     becomes the result's response, the others stay replies to parked requests."""
@@ -41,7 +37,7 @@ def _own_reply(result: Result) -> Result:
             del result.replies[i]
             result.response = response
             return result
-    result.response = _heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
+    result.response = heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
     return result
 
 
@@ -102,7 +98,7 @@ class ConsumerGroupApi:
             topics = self.topic_metadata()
             # written (and so replayed) now: a heartbeat handled before a task ran
             # would compute from state that misses these records
-            self.runtime.write_all(lambda core, now: core.on_topics_changed(topics, now))
+            self.runtime.write_all(lambda core, _now: core.on_topics_changed(topics))
         except RuntimeError:  # not serving (a tool or a test using the catalogue)
             return
 
@@ -118,18 +114,18 @@ class ConsumerGroupApi:
                 # not routable: Kafka validates before it picks the shard
                 invalid = validate_heartbeat(req, ctx.api_version, ())
                 if invalid is not None:
-                    return _heartbeat_error(invalid.code, invalid.message)
-        return self.runtime.write(group_id, _heartbeat_op, _heartbeat_error, req, ctx,
+                    return heartbeat_error(invalid.code, invalid.message)
+        return self.runtime.write(group_id, _heartbeat_op, heartbeat_error, req, ctx,
                                   self.topic_metadata())
 
     # ------------------------------------------------------------ describe
     @serves("ConsumerGroupDescribe")
-    def consumer_group_describe(self, ctx: RequestContext, req: dict):
+    def consumer_group_describe(self, _ctx: RequestContext, req: dict):
         include = bool(req.get("include_authorized_operations"))
         answers = [self.runtime.read(
-            g, lambda core, now, g=g: core.consumer_group_describe([g], include)[0],
-            lambda code, g=g: describe_error(g, code, None))
-            if g else describe_error(g, Err.INVALID_GROUP_ID, None) for g in req["group_ids"]]
+            g, lambda core, _now, g=g: core.consumer_group_describe([g], include)[0],
+            lambda code, g=g: describe_error(g, code))
+            if g else describe_error(g, Err.INVALID_GROUP_ID) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
 
 
@@ -139,11 +135,10 @@ class ConsumerProtocolDisabled:
 
     @staticmethod
     @serves("ConsumerGroupHeartbeat", hidden=True)
-    def heartbeat(ctx: RequestContext, req: dict) -> dict:
-        return _heartbeat_error(Err.UNSUPPORTED_VERSION)
+    def heartbeat(_ctx: RequestContext, _req: dict) -> dict:
+        return heartbeat_error(Err.UNSUPPORTED_VERSION)
 
     @staticmethod
     @serves("ConsumerGroupDescribe", hidden=True)
     def describe(ctx: RequestContext, req: dict) -> dict:
-        return {"throttle_time_ms": 0, "groups": [
-            describe_error(g, Err.UNSUPPORTED_VERSION, None) for g in req["group_ids"]]}
+        return error_response(ctx.api_key, ctx.api_version, req, Err.UNSUPPORTED_VERSION)

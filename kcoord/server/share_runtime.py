@@ -172,7 +172,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         share.coordinator.state.topic.prune.interval.ms each shard's log is
         cut below its oldest needed snapshot.  Not in a cluster yet (the
         followers' log start would have to follow)."""
-        if getattr(self.commit.sync, "replicated", False):
+        if self.commit.durability.replicated:
             return
         interval = self.config["share.coordinator.state.topic.prune.interval.ms"] / 1000.0
         self._cleanup = self.clock.call_later(interval, self._prune_all)
@@ -194,12 +194,16 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         """The core's `op` (initialize, read, write, delete, summary) on one
         key, through the runtime: -> the partition's answer dict, or a
         Reply of it (answered once its records are durable)."""
+        extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         if not self.shards:
+            if getattr(self.commit.sync, "replicated", False):
+                # a cluster's internal topics come from its control plane, not
+                # from one node's catalogue (not served in a cluster yet)
+                return _error_answer(partition, extra)(Err.COORDINATOR_NOT_AVAILABLE)
             self.open_topic()
         topic = self.catalogue.by_id.get(topic_id)
         req = share_request(group_id, topic_id, partition,
                             None if topic is None else len(topic.partitions))
-        extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         return self.write(share_key(group_id, topic_id, partition), _CORE_OPS[op],
                           _error_answer(partition, extra), req, *args)
 

@@ -240,7 +240,7 @@ def test_new_partitions_are_initialized_and_assigned(h):
     e = h.join("m1")
     e = h.hb(epoch=e, names=None)["member_epoch"]
     h.topics = {**TOPICS, "foo": TopicInfo(FOO, 5)}  # foo grows
-    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    h.apply(h.shard.on_topics_changed(h.topics))
     resp = h.hb(epoch=e, names=None)
     assert resp["member_epoch"] == e + 1  # the metadata hash changed
     [init] = h.pending
@@ -330,6 +330,35 @@ def test_random_schedules_replay_equals_live(seed):
     state replayed from the log equals the live state, members hold only
     initialized partitions of topics they subscribe to, and no member is
     ahead of its group."""
+    run_schedule(seed)
+
+
+def test_broken_variants_are_caught(monkeypatch):
+    """The schedule's checks fail on a deliberately broken core: an assignor
+    that ignores initialization, and a heartbeat that bumps a member's epoch
+    in memory without a record (live no longer equals replayed)."""
+    from kcoord.coordinator import share_protocol_handlers as sph
+    real_assign = sph.simple_assignor.assign
+    monkeypatch.setattr(sph.simple_assignor, "assign",
+                        lambda spec, partitions, assignable=None: real_assign(spec, partitions))
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+    monkeypatch.setattr(sph.simple_assignor, "assign", real_assign)
+    real_reconcile = sph.ShareGroupManager._reconcile
+
+    def unrecorded(self, member, *args):
+        group = self.groups.get(GROUP)
+        if group is not None and member.member_id in group.members:
+            group.members[member.member_id].previous_member_epoch = -7  # memory only
+        return real_reconcile(self, member, *args)
+    monkeypatch.setattr(sph.ShareGroupManager, "_reconcile", unrecorded)
+    with pytest.raises(AssertionError):
+        for seed in range(25):
+            run_schedule(seed)
+
+
+def run_schedule(seed: int) -> None:
     rng = random.Random(seed)
     h = ShareHarness()
     members = [f"m{i}" for i in range(5)]
@@ -354,7 +383,7 @@ def test_random_schedules_replay_equals_live(seed):
             name = rng.choice(["foo", "bar"])
             info = h.topics[name]
             h.topics = {**h.topics, name: TopicInfo(info.topic_id, info.partitions + 1)}
-            h.apply(h.shard.on_topics_changed(h.topics, h.now))
+            h.apply(h.shard.on_topics_changed(h.topics))
         elif op < 0.85:
             h.reload()
         h.check_replay()
@@ -381,8 +410,10 @@ def test_share_groups_in_the_metrics(h):
     h.hb(member_id="m2")
     h.hb(group="other", member_id="m3")
     h.hb(group="other", member_id="m3", epoch=-1, names=None)
-    shard = SimpleNamespace(state="active", loaded=True, core=h.shard)
-    families = {f.name: f for f in KcoordCollector([shard], None, ServerMetrics())._groups()}
+    # the runtime's read path over this one loaded core
+    runtime = SimpleNamespace(shards=[SimpleNamespace(state="active")],
+                              read_all=lambda op: ([op(h.shard, 0)], 0))
+    families = {f.name: f for f in KcoordCollector(runtime, None, ServerMetrics())._groups()}
     samples = {(f, tuple(s.labels.items())): s.value for f, fam in families.items()
                for s in fam.samples}
     assert samples[("kcoord_group_coordinator_groups", (("protocol", "share"),))] == 2
@@ -398,7 +429,7 @@ def test_deleted_topic_leaves_the_partition_states(h):
     e = h.hb(epoch=e, names=None)["member_epoch"]
     assert set(h.share_group().partition_states.initialized) == {FOO, BAR}
     h.topics = {"foo": TOPICS["foo"]}
-    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    h.apply(h.shard.on_topics_changed(h.topics))
     assert set(h.share_group().partition_states.initialized) == {FOO}
     resp = h.hb(epoch=e, names=None)
     assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}
@@ -432,3 +463,29 @@ def test_alter_offsets(h):
     other = h.shard.share_alter_offsets("classic", [], h.now, h.topics).response
     assert other["error_code"] == Err.GROUP_ID_NOT_FOUND
     del h.shard.groups["classic"]
+
+
+def test_delete_offsets(h):
+    """Kafka's sharePartitionsEligibleForOffsetDeletion and
+    completeDeleteShareGroupOffsets, replayed."""
+    from kcoord.coordinator.share_protocol_handlers import ShareOffsetsDeletion
+    h.join("m1", names=("foo", "bar"))
+    assert h.shard.share_delete_offsets(GROUP, ["foo"], h.topics).response["error_code"] == \
+        Err.NON_EMPTY_GROUP
+    h.hb(epoch=-1, names=None)
+    result = h.shard.share_delete_offsets(GROUP, ["foo", "nope"], h.topics)
+    h.apply(result)
+    plan = result.response
+    assert isinstance(plan, ShareOffsetsDeletion)
+    assert plan.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    assert [(t["topic_name"], t["error_code"]) for t in plan.refused] == [
+        ("nope", Err.UNKNOWN_TOPIC_OR_PARTITION)]
+    states = h.share_group().partition_states
+    assert set(states.initialized) == {BAR} and states.deleting == {FOO: "foo"}
+    # deleting again (the first attempt failed): every partition of the topic
+    again = h.shard.share_delete_offsets(GROUP, ["foo"], h.topics)
+    assert again.response.partitions == {FOO: ("foo", frozenset({0, 1, 2}))}
+    h.apply(h.shard.share.complete_delete_offsets(GROUP, [FOO]))
+    assert h.share_group().partition_states.deleting == {}
+    assert h.shard.share_delete_offsets("none", ["foo"], h.topics).response["error_code"] == \
+        Err.GROUP_ID_NOT_FOUND

@@ -108,3 +108,24 @@ def test_alter_offsets_rule():
     assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
     secret = [t for t in r["responses"] if t["topic_name"] == "secret"][0]
     assert secret["partitions"][0]["error_code"] == Err.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_delete_offsets_rule():
+    az = Authorizer()
+    seen = []
+
+    def deleted(c, r):
+        seen.append(r)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"topic_name": t["topic_name"], "topic_id": b"\x01" * 16, "error_code": 0,
+             "error_message": None} for t in r["topics"]]}
+    delete = Checks(az).guard(92, deleted)
+    req = {"group_id": "g", "topics": [{"topic_name": "ok"}, {"topic_name": "secret"}]}
+    az.add(allow(R.GROUP, "g", O.READ))  # READ is not enough: DELETE is needed
+    assert delete(ctx(92), req)["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and seen == []
+    az.add(allow(R.GROUP, "g", O.DELETE))
+    az.add(allow(R.TOPIC, "ok", O.READ))
+    r = delete(ctx(92), req)
+    assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
+    assert {t["topic_name"]: t["error_code"] for t in r["responses"]} == {
+        "ok": 0, "secret": Err.TOPIC_AUTHORIZATION_FAILED}

@@ -8,14 +8,14 @@ import asyncio
 from pathlib import Path
 
 from kcoord.broker.catalogue import Catalogue
-from kcoord.log.group_sync import ThreadedSync
+from kcoord.log.durability import LocalDurability
 from kcoord.server.config import Config
 from kcoord.server.coordinator_runtime import CoordinatorRuntime
 from kcoord.server.dispatch import Reply, RequestContext
 from kcoord.server.group_handlers import GroupHandlers
 
 
-class GatedSync(ThreadedSync):
+class GatedSync(LocalDurability):
     """The single-node durability (fsync in threads) with two test gates:
     `fail` reports every sync as failed; `hold` keeps the callbacks until
     `release()` (a write stays in flight)."""
@@ -47,14 +47,18 @@ class GatedSync(ThreadedSync):
 class Node:
     """One node's coordinator runtime and group handlers."""
 
-    def __init__(self, data_dir: Path, partitions: int = 1, clock=None, **settings) -> None:
+    def __init__(self, data_dir: Path, partitions: int = 1, clock=None, shard_class=None,
+                 **settings) -> None:
         self.config = Config(data_dir=data_dir)
         self.config.update({"offsets.topic.num.partitions": partitions,
                             "group.initial.rebalance.delay.ms": 0, **settings})
         self.catalogue = Catalogue(data_dir, self.config.values)
         self.sync = GatedSync()
-        self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.sync,
-                                          clock=clock)
+        runtime_class = CoordinatorRuntime
+        if shard_class is not None:  # a runtime whose shards are of that class
+            runtime_class = type("CoordinatorRuntime", (CoordinatorRuntime,), {"SHARD": shard_class})
+        self.runtime = runtime_class(self.catalogue, self.config, durability=self.sync,
+                                     clock=clock)
         self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
         if self.catalogue.get("t") is None:
             self.catalogue.create("t", 4, {})

@@ -18,3 +18,18 @@ BLOCKS = 8
 def test_runtime_simulation(block, tmp_path):
     for seed in range(block, SEEDS, BLOCKS):
         run_seed(seed, tmp_path / f"seed-{seed}", STEPS)
+
+
+def test_the_shard_class_given_is_the_one_simulated(tmp_path):
+    """bench/runtime_sim.py's broken runtimes reach the simulation (a module
+    global patched once stopped doing so when the runtime took its SHARD class)."""
+    from kcoord.server.coordinator_runtime import ShardRuntime
+    from tests.server.runtime_sim import Simulation
+
+    class Marked(ShardRuntime):
+        pass
+    sim = Simulation(0, tmp_path, 1, shard_class=Marked)
+    try:
+        assert sim.runtime.shards and all(type(s) is Marked for s in sim.runtime.shards)
+    finally:
+        sim.close()

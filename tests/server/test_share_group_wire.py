@@ -271,3 +271,35 @@ def test_alter_share_group_offsets(client):
     assert r["error_code"] == Err.NON_EMPTY_GROUP
     assert client.request(91, 0, {"group_id": "", "topics": []})["error_code"] == \
         Err.INVALID_GROUP_ID
+
+
+def test_delete_share_group_offsets(client):
+    """DeleteShareGroupOffsets: an empty group's share state of the named
+    topics is deleted (the topic is no longer initialized); a topic with no
+    share state and an unknown topic are refused; unknown or non-empty groups."""
+    r = client.request(91, 0, {"group_id": "delo", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": p, "start_offset": 3}
+                                           for p in range(3)]}]})
+    assert r["error_code"] == 0
+    [topic] = metadata(client, ["t"])["topics"]
+    assert share_state(client, "delo", topic["topic_id"]) == [(0, 0)] * 3  # group epoch 0
+    create_topic(client, "t2", 1)
+    r = client.request(92, 0, {"group_id": "delo", "topics": [
+        {"topic_name": "t"}, {"topic_name": "t2"}, {"topic_name": "nope"}]})
+    assert r["error_code"] == 0
+    got = {t["topic_name"]: (t["error_code"], t["error_message"]) for t in r["responses"]}
+    assert got == {"t": (0, None),
+                   "t2": (Err.UNKNOWN_TOPIC_OR_PARTITION,
+                          "There is no offset information to delete."),
+                   "nope": (Err.UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.")}
+    [g] = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": None}]})["groups"]
+    assert g["topics"] == []  # nothing initialized any more
+    r = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": [
+        {"topic_name": "t", "partitions": [0]}]}]})
+    assert r["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1  # state gone
+    assert client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})[
+        "error_code"] == Err.GROUP_ID_NOT_FOUND
+    assert client.request(HEARTBEAT, 1, hb(group="delo"))["error_code"] == 0
+    assert client.request(92, 0, {"group_id": "delo", "topics": [{"topic_name": "t"}]})[
+        "error_code"] == Err.NON_EMPTY_GROUP

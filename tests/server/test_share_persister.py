@@ -113,3 +113,25 @@ def test_pruning_keeps_what_a_reload_needs(tmp_path):
         node.close()
 
     asyncio.run(run())
+
+
+def test_a_cluster_node_does_not_create_the_topic_locally(tmp_path):
+    """Replicated durability (a cluster): __share_group_state is not made in
+    one node's catalogue; the persister hears COORDINATOR_NOT_AVAILABLE."""
+    class Replicated(GatedSync):
+        replicated = True
+
+    async def run() -> None:
+        config = Config(data_dir=tmp_path)
+        catalogue = Catalogue(tmp_path, config.values)
+        catalogue.create("t", 1, {})
+        runtime = ShareCoordinatorRuntime(catalogue, config, durability=Replicated())
+        runtime.start(load_all=False)
+        key = ShareKey("g", catalogue.get("t").topic_id, 0)
+        assert await LocalSharePersister(runtime).initialize(key, 0, 0) == \
+            Err.COORDINATOR_NOT_AVAILABLE
+        assert catalogue.get("__share_group_state") is None
+        runtime.stop()
+        catalogue.close()
+
+    asyncio.run(run())

@@ -1,6 +1,6 @@
 """KIP-932 share-group APIs of the group coordinator: ShareGroupHeartbeat (76),
-ShareGroupDescribe (77), DescribeShareGroupOffsets (90) and
-AlterShareGroupOffsets (91), flexible from version 0.
+ShareGroupDescribe (77) and the share-group offset APIs (90, 91, 92), flexible
+from version 0.
 
 Written from SHARE_GROUPS_REFERENCE section 1.2 (Kafka 4.2).  Version 0 of 76
 and 77 was Kafka 4.0's early-access format and is gone from 4.1 on: only v1
@@ -117,5 +117,22 @@ ALTER_SHARE_GROUP_OFFSETS = api(91, "AlterShareGroupOffsets", "0", "0+", request
             f("error_code", "int16"),
             f("error_message", "string", null="0+", default=None),
         ]),
+    ]),
+])
+
+DELETE_SHARE_GROUP_OFFSETS = api(92, "DeleteShareGroupOffsets", "0", "0+", request=[
+    f("group_id", "string"),
+    f("topics", "[]", fields=[
+        f("topic_name", "string"),
+    ]),
+], response=[
+    f("throttle_time_ms", "int32"),
+    f("error_code", "int16"),
+    f("error_message", "string", null="0+", default=None),
+    f("responses", "[]", fields=[
+        f("topic_name", "string"),
+        f("topic_id", "uuid"),
+        f("error_code", "int16"),
+        f("error_message", "string", null="0+", default=None),
     ]),
 ])
