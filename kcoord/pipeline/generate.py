@@ -52,6 +52,10 @@ from kcoord.coordinator.partitioner import partition_for  # the coordinator's ow
 from kcoord.protocol.records import build_batch
 from kcoord.protocol.internal_topics import OFFSETS_TOPIC
 
+# a record type no Kafka writes yet (types 0-15 are all known now; a newer
+# Kafka adds more, which readers skip)
+UNKNOWN_RECORD_TYPE = 999
+
 MANIFEST = "kcoord-generate.json"
 SPECIAL_KINDS = ["ok", "warn", "stall", "stop", "rewind", "mixed", "deleted", "expired",
                  "consumer", "classic", "versions", "txn"]
@@ -500,7 +504,7 @@ def _consumer_group_events(w: Workload, g: GroupSpec, ev: list) -> None:
             body["member_id"] = member
         return encode_record_key(rtype, body)
 
-    def member_meta(m):
+    def member_meta():
         return encode_record_value(5, 0, {
             "instance_id": None, "rack_id": None, "client_id": "kip848-client",
             "client_host": "/127.0.0.1", "subscribed_topic_names": g.topics,
@@ -516,7 +520,7 @@ def _consumer_group_events(w: Workload, g: GroupSpec, ev: list) -> None:
         recs = []
         if action == "join":
             members.append(m)
-            recs.append((k(5, m), member_meta(m), [], None))
+            recs.append((k(5, m), member_meta(), [], None))
         else:
             members.remove(m)
             recs += [(k(8, m), None, [], None), (k(7, m), None, [], None), (k(5, m), None, [], None)]
@@ -554,7 +558,8 @@ def _corruption_events(w: Workload, ev: list) -> None:
     ev.append((ts + 1, "batch", dict(records=[
         (key, struct.pack(">hq", 9, 12345), [], None)], bad_version=1)))
     ev.append((ts + 2, "batch", dict(records=[
-        (struct.pack(">h", 11) + b"\x00\x05share", b"\x00\x00", [], None)], bad_type=1)))
+        (struct.pack(">h", UNKNOWN_RECORD_TYPE) + b"\x00\x05newer", b"\x00\x00", [], None)],
+        bad_type=1)))
     # a torn tail: the first 30 bytes of a batch, at the very end of the log
     ev.append((1 << 62, "tail", dict(bytes=build_batch(
         [(key, _commit_value(3, ts), [], ts)], base_offset=0)[:30])))

@@ -37,10 +37,6 @@ RULES: dict[int, Callable] = {}
 OFFSET_FETCH = 9
 
 
-def register_rule(key: int, rule: Callable) -> None:
-    RULES[key] = rule
-
-
 def rule(key: int):
     def deco(fn):
         RULES[key] = fn
@@ -72,7 +68,7 @@ class Checks:
     def __init__(self, authorizer: Authorizer) -> None:
         self.az = authorizer
         # set by the server: topic id -> name (or None), for APIs that name topics by id
-        self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
+        self.topic_name: Callable[[bytes], str | None] = lambda _topic_id: None
 
     # --------------------------------------------------------- decisions
     def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:

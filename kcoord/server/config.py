@@ -88,7 +88,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
-    # TLS and authentication of http.listen (admin/http_security.py)
+    # TLS and authentication of http.listen (observe/http_security.py)
     "http.ssl.keystore.location": (str, ""), "http.ssl.keystore.type": (str, "PEM"),
     "http.ssl.key.password": (str, ""), "http.ssl.truststore.location": (str, ""),
     "http.ssl.truststore.type": (str, "PEM"), "http.ssl.client.auth": (str, "none"),
@@ -184,8 +184,6 @@ SHARE_ASSIGNORS = ("simple",)  # Kafka's built-in share assignor
 # the share coordinator's keys (share.coordinator.*), with Kafka's defaults and minimums
 DEFAULTS.update({k: (int, default) for k, (default, _) in SHARE_COORDINATOR_CONFIGS.items()})
 MINIMUMS.update({k: low for k, (_, low) in SHARE_COORDINATOR_CONFIGS.items()})
-
-KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 
