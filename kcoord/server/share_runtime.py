@@ -196,7 +196,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         Reply of it (answered once its records are durable)."""
         extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         if not self.shards:
-            if (getattr(self.commit.sync, "replicated", False)
+            if (self.commit.durability.replicated
                     and self.catalogue.get(self.TOPIC) is None):
                 # a cluster's internal topics come from its control plane (created
                 # by FindCoordinator key type 2), not from one node's catalogue
