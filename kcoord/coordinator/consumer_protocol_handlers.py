@@ -166,13 +166,12 @@ class ConsumerGroupManager:
         self.observer: CoordinatorObserver | None = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
-        # While an authorizer is on (config.topic_describable) the server sets
-        # heartbeat_principal, (principal, client host), before each heartbeat;
+        # While an authorizer is on (config.topic_describable) the server passes
+        # each heartbeat's (principal, client host) as its `principal` argument;
         # (group, regex) -> that of the latest heartbeat of a member subscribed
         # with the regex: whose DESCRIBE rights filter the regex's matches, as
         # Kafka 4.0 filters a group's regex resolution with the context of a
         # heartbeat (in memory: after a load, see regex_filter)
-        self.heartbeat_principal: tuple[str, str] | None = None
         self.regex_principals: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------- config
@@ -247,11 +246,15 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
-                  now: int, topics: Mapping[str, Any] | None = None) -> Result:
-        """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
+                  now: int, topics: Mapping[str, Any] | None = None,
+                  principal: tuple[str, str] | None = None) -> Result:
+        """ConsumerGroupHeartbeat: the reply goes to `token` once the records are
+        durable.  `principal`, (principal, client host) while an authorizer is on:
+        whose DESCRIBE rights filter the member's regex."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
-        steady = self.steady_heartbeat(req, client_id or "", client_host or "", now)
+        steady = self.steady_heartbeat(req, client_id or "", client_host or "", now,
+                                       principal=principal)
         if steady is not None:
             response, timer = steady
             return Result(replies=[(token, response)], timers=[timer] if timer else [])
@@ -264,7 +267,8 @@ class ConsumerGroupManager:
                 epoch = req["member_epoch"]
                 if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     return self._leave(token, req, now)
-                res = self._heartbeat(token, req, client_id or "", client_host or "", now, side)
+                res = self._heartbeat(token, req, client_id or "", client_host or "", now, side,
+                                      principal)
                 res.replies[:0] = side.replies
                 res.timers[:0] = side.timers
                 return res
@@ -273,7 +277,9 @@ class ConsumerGroupManager:
         return side.reply(token, heartbeat_error(error.code, error.message))
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
-                         topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
+                         topics: Mapping[str, Any] | None = None,
+                         principal: tuple[str, str] | None = None
+                         ) -> tuple[dict, Timer | None] | None:
         """The heartbeat of a member that is STABLE at the group's epoch and changes
         nothing (every optional field null, the same client id and host): no record,
         no new assignment, only the session moves.  Returns (response, session timer
@@ -302,8 +308,8 @@ class ConsumerGroupManager:
                 or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
-        if self.heartbeat_principal is not None:  # an authorizer: who filters the regex
-            self._note_regex_principal(group, member.subscribed_topic_regex)
+        if principal is not None:  # an authorizer: who filters the regex
+            self._note_regex_principal(group, member.subscribed_topic_regex, principal)
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         config = self.config
         if self._overrides_by_group.get(group_id) is None:  # group_timeouts, inlined
@@ -368,7 +374,8 @@ class ConsumerGroupManager:
                     f"abandon all its partitions and rejoin.")
 
     def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int,
-                   side: Result | None = None) -> Result:
+                   side: Result | None = None, principal: tuple[str, str] | None = None
+                   ) -> Result:
         res = Result()
         records = res.records
         group_id = req["group_id"]
@@ -436,7 +443,7 @@ class ConsumerGroupManager:
             subscription_changed = ("subscribed_topic_names" in changes
                                     or "subscribed_topic_regex" in changes)
 
-        self._note_regex_principal(group, updated.subscribed_topic_regex)
+        self._note_regex_principal(group, updated.subscribed_topic_regex, principal)
         target_epoch, target = self.refresh_target(group, updated, replaced,
                                                    subscription_changed, records)
 
@@ -575,8 +582,8 @@ class ConsumerGroupManager:
                 members[updated.member_id] = updated
         return members
 
-    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None) -> None:
-        who = self.heartbeat_principal
+    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None,
+                              who: tuple[str, str] | None) -> None:
         if who is not None and regex:
             principals = self.regex_principals
             key = (group.group_id, regex)

@@ -443,9 +443,12 @@ class CoordinatorShard(ClassicGroupHandlers):
             self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
 
     def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
-                                 client_host: str, now: int, topics=None) -> Result:
-        """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id, partitions))."""
-        return self.consumer.heartbeat(token, req, version, client_id or "", client_host, now, topics)
+                                 client_host: str, now: int, topics=None,
+                                 principal: tuple[str, str] | None = None) -> Result:
+        """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id,
+        partitions)); `principal` who filters regexes while an authorizer is on."""
+        return self.consumer.heartbeat(token, req, version, client_id or "", client_host, now,
+                                       topics, principal)
 
     def consumer_group_describe(self, group_ids: list[str],
                                 include_authorized_operations: bool = False) -> list[dict]:

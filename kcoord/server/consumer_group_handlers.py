@@ -49,15 +49,16 @@ def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Res
     client_id = ctx.client_id
     host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
     consumer = core.consumer
-    if consumer.config.topic_describable is not None:  # an authorizer: who filters regexes
-        consumer.heartbeat_principal = (ctx.principal, ctx.client_host)
-    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics)
+    # an authorizer: whose rights filter the member's regex
+    principal = ((ctx.principal, ctx.client_host)
+                 if consumer.config.topic_describable is not None else None)
+    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics, principal)
     if steady is not None:
         if steady[1] is None:
             return steady[0]
         return Result(timers=[steady[1]], response=steady[0])
     return _own_reply(core.consumer_group_heartbeat(_OWN, req, ctx.api_version, client_id, host,
-                                                    now, topics))
+                                                    now, topics, principal))
 
 
 class ConsumerGroupApi:

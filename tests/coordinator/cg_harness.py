@@ -72,9 +72,9 @@ class Harness:
         return [resp for _, resp in result.replies]
 
     def heartbeat(self, req: dict, version: int = 1, client_id: str = "client",
-                  client_host: str = "/127.0.0.1") -> dict:
+                  client_host: str = "/127.0.0.1", principal=None) -> dict:
         result = self.shard.consumer_group_heartbeat("tok", req, version, client_id, client_host,
-                                                     self.now, self.topics)
+                                                     self.now, self.topics, principal)
         replies = self.apply(result)
         assert len(replies) == 1
         return replies[0]
