@@ -531,17 +531,11 @@ class ClassicGroupHandlers:
         self._cancel(res, (SYNC, group.group_id))
 
     # ========================================================= Heartbeat
-    def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
-        res = self.heartbeat_result(req, version, now)
-        if res.__class__ is not Result:
-            return res, Result()
-        return res.response, res
-
     def _consumer_group(self, group_id: str):
         consumer = getattr(self, "consumer", None)
         return None if consumer is None else consumer.groups.get(group_id)
 
-    def heartbeat_result(self, req: dict, version: int, now: int) -> Result | dict:
+    def heartbeat(self, req: dict, version: int, now: int) -> Result | dict:
         """Heartbeat as a Result whose response is the answer, or the answer
         alone when there is nothing else to do (no timer to arm: the usual
         case, timers.py): the hot path, kept short."""
@@ -552,9 +546,7 @@ class ClassicGroupHandlers:
         if group is None:
             consumer_group = self._consumer_group(group_id)
             if consumer_group is not None:  # a classic member of a consumer group
-                response, res = self.migration.heartbeat(consumer_group, req, version, now)
-                res.response = response
-                return res
+                return self.migration.heartbeat(consumer_group, req, version, now)
             return _hb(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
             return _hb(Err.COORDINATOR_NOT_AVAILABLE)
@@ -578,7 +570,13 @@ class ClassicGroupHandlers:
         return Result(timers=[timer], response=response)
 
     # ======================================================== LeaveGroup
-    def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
+    def leave_group(self, req: dict, version: int, now: int) -> Result:
+        """LeaveGroup; the answer is the result's response."""
+        response, res = self._leave_group(req, version, now)
+        res.response = response
+        return res
+
+    def _leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         res = Result()
         group_id = req["group_id"]
         if version >= 3:

@@ -3,8 +3,9 @@
 section 2).
 
 Every entry point takes `now` and returns a Result: records to append (state
-changes only when the runtime replays them), replies addressed to the
-caller's token, and timers as data.  Timer keys start with "cg":
+changes only when the runtime replays them), the answer (`response`),
+replies to parked classic requests an upgrade answers, and timers as data.
+Timer keys start with "cg":
 
     ("cg-session", group_id, member_id)    session expiry: fence the member
     ("cg-rebalance", group_id, member_id)  revocation deadline: fence the member
@@ -129,6 +130,11 @@ HEARTBEAT_KEY = API_KEYS["ConsumerGroupHeartbeat"]
 DESCRIBE_KEY = API_KEYS["ConsumerGroupDescribe"]
 
 
+def _answered(res: Result, response: dict) -> Result:
+    res.response = response
+    return res
+
+
 def heartbeat_error(code: int, message: str | None = None) -> dict:
     """ConsumerGroupHeartbeat's error answer (the same fields in every version)."""
     return error_response(HEARTBEAT_KEY, 1, {}, code, message)
@@ -246,15 +252,15 @@ class ConsumerGroupManager:
         return validate_heartbeat(req, version, self.assignor_names)
 
     # ------------------------------------------------------------- heartbeat
-    def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
                   now: int, topics: Mapping[str, Any] | None = None) -> Result:
-        """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
+        """ConsumerGroupHeartbeat: the answer is the result's response (sent once
+        the records are durable)."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
         steady = self.steady_heartbeat(req, client_id or "", client_host or "", now)
         if steady is not None:
-            response, timer = steady
-            return Result(replies=[(token, response)], timers=[timer] if timer else [])
+            return steady if steady.__class__ is Result else Result(response=steady)
         error = self.validate_heartbeat(req, version)
         # replies to parked classic requests and timer changes of an online upgrade:
         # they stand even if the heartbeat then fails
@@ -263,25 +269,27 @@ class ConsumerGroupManager:
             try:
                 epoch = req["member_epoch"]
                 if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                    return self._leave(token, req, now)
-                res = self._heartbeat(token, req, client_id or "", client_host or "", now, side)
+                    return self._leave(req, now)
+                res = self._heartbeat(req, client_id or "", client_host or "", now, side)
                 res.replies[:0] = side.replies
                 res.timers[:0] = side.timers
                 return res
             except HeartbeatError as exc:
                 error = exc
-        return side.reply(token, heartbeat_error(error.code, error.message))
+        side.response = heartbeat_error(error.code, error.message)
+        return side
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
-                         topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
+                         topics: Mapping[str, Any] | None = None) -> Result | dict | None:
         """The heartbeat of a member that is STABLE at the group's epoch and changes
         nothing (every optional field null, the same client id and host): no record,
-        no new assignment, only the session moves.  Returns (response, session timer
-        to arm or None), or None when the heartbeat is anything else; heartbeat()
+        no new assignment, only the session moves.  Returns the answer alone (the
+        runtime's fast path) or, when its session timer must be armed, a Result
+        with the timer and the answer; None when the heartbeat is anything else: heartbeat()
         then takes it the long way (which gives the same answer for this case: no
         change of the member, no epoch bump, no target update, and a reconciled
         member is not reconciled again, so its owned partitions do not matter).
-        The server calls this first (it needs no reply token and writes nothing)."""
+        The server calls this first (it writes nothing)."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
         epoch = req["member_epoch"]
@@ -321,10 +329,12 @@ class ConsumerGroupManager:
         if armed is None or armed > deadline:
             timers.armed[key] = deadline
             timer = Timer(key, deadline)
-        return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                 "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": interval, "assignment": None},
-                timer)
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "member_id": member_id, "member_epoch": epoch,
+                    "heartbeat_interval_ms": interval, "assignment": None}
+        if timer is None:
+            return response
+        return Result(timers=[timer], response=response)
 
     def _get_or_create_group(self, group_id: str, create: bool, res: Result, now: int,
                              side: Result) -> ConsumerGroup:
@@ -367,7 +377,7 @@ class ConsumerGroupManager:
                     f"one known by the group coordinator ({member.member_epoch}). The member must "
                     f"abandon all its partitions and rejoin.")
 
-    def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int,
+    def _heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
                    side: Result | None = None) -> Result:
         res = Result()
         records = res.records
@@ -463,7 +473,8 @@ class ConsumerGroupManager:
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
             response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
-        return res.reply(token, response)
+        res.response = response
+        return res
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int, owned,
                         create: bool) -> ConsumerMember:
@@ -666,7 +677,7 @@ class ConsumerGroupManager:
         return cg.normalize(result.get(updated.member_id, EMPTY))
 
     # ------------------------------------------------------------- leave and fence
-    def _leave(self, token: Any, req: dict, now: int | None = None) -> Result:
+    def _leave(self, req: dict, now: int | None = None) -> Result:
         group_id, member_id = req["group_id"], req["member_id"]
         epoch, instance_id = req["member_epoch"], req.get("instance_id")
         group = self.groups.get(group_id)
@@ -680,7 +691,7 @@ class ConsumerGroupManager:
             if member is None:
                 raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group_id}.")
-            return self.fence(group, member, now).reply(token, response)
+            return _answered(self.fence(group, member, now), response)
         member = group.static_member(instance_id)
         if member is None:
             raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
@@ -693,8 +704,8 @@ class ConsumerGroupManager:
             leaving = member.copy(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
             res = Result(records=[cg.current_assignment_record(group_id, leaving)])
             response["member_id"] = member.member_id
-            return res.reply(token, response)
-        return self.fence(group, member, now).reply(token, response)
+            return _answered(res, response)
+        return _answered(self.fence(group, member, now), response)
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, now: int | None = None,
               reason: str | None = None) -> Result:

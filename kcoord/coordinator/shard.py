@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
@@ -217,15 +217,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.groups[group_id] = group
 
     # ================================================================ offsets
-    def offset_commit(self, req: dict, version: int, now: int) -> tuple[dict, list[Record]]:
-        """Commit the partitions the runtime found valid; returns (response, records).
-
-        The runtime uses `offset_commit_result`, which also refreshes the
-        committing member's session timer."""
-        response, result = self.offset_commit_result(req, version, now)
-        return response, result.records
-
-    def offset_commit_result(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
+    def offset_commit(self, req: dict, version: int, now: int) -> Result:
+        """Commit the partitions the runtime found valid (one record each) and
+        refresh the committing classic member's session; the answer is the
+        result's response."""
         group_id = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "") or ""
@@ -238,7 +233,8 @@ class CoordinatorShard(ClassicGroupHandlers):
         topics, result.records = commit_records(
             group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
             self.config.offset_metadata_max_bytes)
-        return {"throttle_time_ms": 0, "topics": topics}, result
+        result.response = {"throttle_time_ms": 0, "topics": topics}
+        return result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
                          generation: int, version: int) -> int:
@@ -295,7 +291,11 @@ class CoordinatorShard(ClassicGroupHandlers):
                 return Err.NONE, []
         return Err.NONE, self.offsets.fetch(group_id, topics)
 
-    def offset_delete(self, req: dict) -> tuple[dict, list[Record]]:
+    def offset_delete(self, req: dict) -> Result:
+        response, records = self._offset_deletion(req)
+        return Result(records=records, response=response)
+
+    def _offset_deletion(self, req: dict) -> tuple[dict, list[Record]]:
         group_id = req["group_id"]
         if group_id in self.share.groups:  # share groups have no committed offsets
             return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
@@ -333,7 +333,12 @@ class CoordinatorShard(ClassicGroupHandlers):
         out.extend(self.share.list_groups(wanted_states, wanted_types))
         return out
 
-    def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
+    def delete_group(self, group_id: str) -> Result:
+        """DeleteGroups for one group: the answer is its DeletableGroupResult."""
+        code, records = self._group_deletion(group_id)
+        return Result(records=records, response={"group_id": group_id, "error_code": code})
+
+    def _group_deletion(self, group_id: str) -> tuple[int, list[Record]]:
         if group_id in self.share.groups:
             return self.share.delete_group(self.share.groups[group_id])
         if group_id in self.consumer.groups:
@@ -441,10 +446,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         return ClassicGroupHandlers.on_loaded(self, now).merge(
             self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
 
-    def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
+    def consumer_group_heartbeat(self, req: dict, version: int, client_id: str | None,
                                  client_host: str, now: int, topics=None) -> Result:
         """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id, partitions))."""
-        return self.consumer.heartbeat(token, req, version, client_id or "", client_host, now, topics)
+        return self.consumer.heartbeat(req, version, client_id or "", client_host, now, topics)
 
     def consumer_group_describe(self, group_ids: list[str],
                                 include_authorized_operations: bool = False) -> list[dict]:
