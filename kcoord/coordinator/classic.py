@@ -12,7 +12,7 @@ GroupMetadata record that is replayed (loading a log, a fresh shard in a
 test) rebuilds the group from the record, exactly as Kafka's replay does.
 
 Timers are data, kept by the core's timer service (`self.timers`,
-timers.py); `on_timer(key, now)` acts only on a timer that is still pending
+timers.py); `on_classic_timer(key, now)` acts only on a timer that is still pending
 there and due, so a stale, early or cancelled firing is harmless.
 Timer keys:
 
@@ -37,6 +37,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
 SYNC = "classic-sync"
+TIMER_KINDS = (HEARTBEAT, JOIN, SYNC)
 
 
 def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> Record:
@@ -93,7 +94,7 @@ class ClassicGroupHandlers:
         group.persisted = persisted_view(record.value)
         res.records.append(AppliedRecord(*record))
 
-    def on_timer(self, key: tuple, now: int) -> Result:
+    def on_classic_timer(self, key: tuple, now: int) -> Result:
         res = Result()
         if not self.timers.fired(res, key, now):
             return res  # cancelled, or early: armed again for its deadline

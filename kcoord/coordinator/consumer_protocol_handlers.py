@@ -35,6 +35,7 @@ log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
+TIMER_KINDS = (SESSION_TIMER, REBALANCE_TIMER)
 # Kafka's group ACL operations when authorization is not restricted:
 # READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)

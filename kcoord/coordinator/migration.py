@@ -45,6 +45,7 @@ log = logging.getLogger("kcoord.migration")
 POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
+TIMER_KINDS = (JOIN_TIMER, SYNC_TIMER)
 MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
 NOT_LAST = "the leaving member is not the last one using the consumer protocol"
 WOULD_BE_EMPTY = "the group would be empty"

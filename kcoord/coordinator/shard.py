@@ -16,6 +16,7 @@ from typing import Callable
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
+from . import classic, consumer_protocol_handlers as consumer_handlers, migration
 from .classic import GROUP_METADATA, ClassicGroupHandlers
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
@@ -23,7 +24,7 @@ from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_protocol_handlers import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
 from .share_protocol_handlers import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager
-from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
+from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
 from .group_configs import GroupOverrides
@@ -110,6 +111,13 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.consumer.share_groups = self.share.groups
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
+        # a timer key's kind (its first element) -> the handler of its manager, named once
+        self.timer_handlers: dict[str, Callable[[tuple, int], Result]] = {
+            **dict.fromkeys(classic.TIMER_KINDS, self.on_classic_timer),
+            **dict.fromkeys(consumer_handlers.TIMER_KINDS, self.consumer.on_timer),
+            **dict.fromkeys(migration.TIMER_KINDS, self.migration.on_timer),
+            SHARE_SESSION_TIMER: self.share.on_timer,
+        }
 
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
         """Report rebalances and expiries to `observer` (None: to nobody).  Set
@@ -434,13 +442,9 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     # ================================================== KIP-848 consumer groups
     def on_timer(self, key: tuple, now: int) -> Result:
-        if key[0] == SHARE_SESSION_TIMER:
-            return self.share.on_timer(key, now)
-        if isinstance(key[0], str) and key[0].startswith("cg"):
-            if key[0] in (JOIN_TIMER, SYNC_TIMER):
-                return self.migration.on_timer(key, now)
-            return self.consumer.on_timer(key, now)
-        return ClassicGroupHandlers.on_timer(self, key, now)
+        """A timer fired: its kind's manager acts (a kind no manager arms: nothing)."""
+        handler = self.timer_handlers.get(key[0])
+        return Result() if handler is None else handler(key, now)
 
     def on_loaded(self, now: int) -> Result:
         return ClassicGroupHandlers.on_loaded(self, now).merge(
