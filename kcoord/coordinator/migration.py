@@ -37,7 +37,9 @@ from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, 
                             join_error, sync_response)
 from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
                              ConsumerGroup, ConsumerMember)
-from .consumer_protocol_handlers import SESSION_TIMER, HeartbeatError, compute_subscription_metadata
+from .consumer_group_manager import SESSION_TIMER
+from .consumer_requests import HeartbeatError
+from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result
 
 log = logging.getLogger("kcoord.migration")

@@ -16,12 +16,12 @@ from typing import Callable
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
-from . import classic, consumer_protocol_handlers as consumer_handlers, migration
+from . import classic, consumer_group_manager, migration
 from .classic import GROUP_METADATA, ClassicGroupHandlers
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
-from .consumer_protocol_handlers import ConsumerGroupManager
+from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
 from .share_protocol_handlers import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager
 from .migration import GroupMigration
@@ -114,7 +114,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         # a timer key's kind (its first element) -> the handler of its manager, named once
         self.timer_handlers: dict[str, Callable[[tuple, int], Result]] = {
             **dict.fromkeys(classic.TIMER_KINDS, self.on_classic_timer),
-            **dict.fromkeys(consumer_handlers.TIMER_KINDS, self.consumer.on_timer),
+            **dict.fromkeys(consumer_group_manager.TIMER_KINDS, self.consumer.on_timer),
             **dict.fromkeys(migration.TIMER_KINDS, self.migration.on_timer),
             SHARE_SESSION_TIMER: self.share.on_timer,
         }

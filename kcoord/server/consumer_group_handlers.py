@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from ..coordinator.consumer_group import TopicInfo
-from ..coordinator.consumer_protocol_handlers import (describe_error, heartbeat_error,
-                                                         is_blank, validate_heartbeat)
+from ..coordinator.consumer_requests import (describe_error, heartbeat_error, is_blank,
+                                            validate_heartbeat)
 from ..coordinator.result import Result
 from ..protocol.api import error_response
 from ..protocol.errors import Err

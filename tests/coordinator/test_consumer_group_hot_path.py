@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kcoord.coordinator.consumer_group import TopicInfo
-from kcoord.coordinator.consumer_protocol_handlers import ConsumerGroupManager
+from kcoord.coordinator.consumer_group_manager import ConsumerGroupManager
 from kcoord.protocol.errors import Err
 from tests.coordinator.cg_harness import GROUP, Harness, hb_request, join_request, owned_list, tid
 from tests.coordinator.test_consumer_group_simulation import Simulation

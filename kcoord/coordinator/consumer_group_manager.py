@@ -1,6 +1,9 @@
-"""ConsumerGroupHeartbeat and ConsumerGroupDescribe in the deterministic core
-(Kafka's GroupMetadataManager consumerGroupHeartbeat path, KAFKA_REFERENCE
-section 2).
+"""ConsumerGroupManager: the KIP-848 consumer groups of one shard in the
+deterministic core (Kafka's GroupMetadataManager consumerGroupHeartbeat path,
+KAFKA_REFERENCE section 2): heartbeat, reconciliation, target assignment,
+leave and fence, timers, topic changes, describe and admin.  What a request
+may carry and its error answers: consumer_requests.py; subscription
+metadata: consumer_subscriptions.py.
 
 Every entry point takes `now` and returns a Result: records to append (state
 changes only when the runtime replays them), the answer (`response`),
@@ -18,7 +21,7 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import API_KEYS, AUTH_OPS_NOT_REQUESTED, error_item, error_response
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
@@ -28,6 +31,9 @@ from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
+from .consumer_requests import (GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, describe_error,
+                                heartbeat_error, validate_heartbeat)
+from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result, Timer
 from .timers import Timers
 
@@ -36,16 +42,6 @@ log = logging.getLogger("kcoord.consumer_group")
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
 TIMER_KINDS = (SESSION_TIMER, REBALANCE_TIMER)
-# Kafka's group ACL operations when authorization is not restricted:
-# READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def random_member_id() -> str:
@@ -53,97 +49,9 @@ def random_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def as_topic_info(info) -> TopicInfo:
-    return info if isinstance(info, TopicInfo) else TopicInfo(info[0], info[1])
-
-
-def compute_subscription_metadata(members, topics: Mapping[str, Any],
-                                  regex_allows: Callable[[str, str], bool] | None = None
-                                  ) -> dict[str, TopicInfo]:
-    """The topics the members subscribe to (by name or regex) that exist in
-    `topics`; a regex's matches only where `regex_allows(regex, topic)` says
-    so (the authorizer's DESCRIBE filter: ConsumerGroupManager.regex_filter)."""
-    names: set[str] = set()
-    regexes: set[str] = set()
-    for m in members:
-        names.update(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            regexes.add(m.subscribed_topic_regex)
-    out: dict[str, TopicInfo] = {}
-    for n in names:
-        info = topics.get(n)
-        if info is not None:
-            out[n] = as_topic_info(info)
-    for rx in sorted(regexes):
-        for n in cg.regex_matches(rx, topics):
-            if regex_allows is None or regex_allows(rx, n):
-                out[n] = as_topic_info(topics[n])
-    return out
-
-
-_JAVA_BLANK = "".join(map(chr, range(33)))  # what Java's String.trim() strips
-
-
-def is_blank(value: str) -> bool:
-    """Empty, or only what Java's trim() strips (throwIfEmptyString)."""
-    return not value.strip(_JAVA_BLANK)
-
-
-def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatError | None:
-    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService).
-    Strings are empty when blank, as Kafka's throwIfEmptyString (value.trim().isEmpty())."""
-    epoch = req["member_epoch"]
-    if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if req["member_id"] is None or is_blank(req["member_id"]):
-            return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
-    if req["group_id"] is None or is_blank(req["group_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
-    if req.get("instance_id") is not None and is_blank(req["instance_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
-    if req.get("rack_id") is not None and is_blank(req["rack_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
-    if epoch == 0:
-        if req.get("rebalance_timeout_ms", -1) == -1:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "RebalanceTimeoutMs must be provided in first request.")
-        owned = req.get("topic_partitions")
-        if owned is None or len(owned) > 0:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "TopicPartitions must be empty when (re-)joining.")
-        if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                                  "non-null when (re-)joining.")
-    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if req.get("instance_id") is None:
-            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
-    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
-    assignor = req.get("server_assignor")
-    if assignor is not None and assignor not in assignor_names:
-        return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
-                              f"ServerAssignor {assignor} is not supported. Supported assignors: "
-                              f"{', '.join(assignor_names)}.")
-    return None
-
-
-HEARTBEAT_KEY = API_KEYS["ConsumerGroupHeartbeat"]
-DESCRIBE_KEY = API_KEYS["ConsumerGroupDescribe"]
-
-
 def _answered(res: Result, response: dict) -> Result:
     res.response = response
     return res
-
-
-def heartbeat_error(code: int, message: str | None = None) -> dict:
-    """ConsumerGroupHeartbeat's error answer (the same fields in every version)."""
-    return error_response(HEARTBEAT_KEY, 1, {}, code, message)
-
-
-def describe_error(gid: str, code: int, message: str | None = None) -> dict:
-    """A ConsumerGroupDescribe group entry that only carries an error."""
-    return error_item(DESCRIBE_KEY, 0, ("group_ids",), gid, code, message)
 
 
 class ConsumerGroupManager:
