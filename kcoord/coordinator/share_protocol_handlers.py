@@ -30,7 +30,7 @@ from . import share_group as sg
 from .assignors import AssignorError, GroupSpec, MemberSpec
 from .assignors import simple as simple_assignor
 from .consumer_group import assignment_equal, assignment_to_wire, normalize
-from .consumer_protocol_handlers import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
+from .consumer_requests import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
 from .group_configs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from .result import Record, Result
 from .share_group import EMPTY, LEAVE_GROUP_MEMBER_EPOCH, PartitionStates, ShareGroup, ShareMember

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from ..protocol.errors import Err
 from .offsets import OffsetValue, commit_records
+from .result import Result
 
 # Pseudo record types (negative: never a record key version) for the items a
 # shard's log takes besides plain records; each is a 4-tuple like Record.
@@ -128,8 +129,9 @@ class PendingTxnOffsets:
                 for pid, groups in self.pending.items()}
 
 
-def txn_offset_commit(shard, req: dict, version: int, now: int) -> tuple[dict, list]:
-    """TxnOffsetCommit on `shard` (a CoordinatorShard): -> (response, records).
+def txn_offset_commit(shard, req: dict, version: int, now: int) -> Result:
+    """TxnOffsetCommit on `shard` (a CoordinatorShard): the answer is the
+    result's response.
     v3+ validates member and generation like OffsetCommit (KIP-447), with no
     REBALANCE_IN_PROGRESS; v0-2 are accepted whatever the group's state.  The
     runtime has already checked that the group's partition is in the
@@ -145,8 +147,9 @@ def txn_offset_commit(shard, req: dict, version: int, now: int) -> tuple[dict, l
                                      shard.config.offset_metadata_max_bytes)
     response = {"throttle_time_ms": 0, "topics": topics}
     if not records:
-        return response, []
-    return response, [txn_offset_batch(req["producer_id"], req["producer_epoch"], records)]
+        return Result(response=response)
+    return Result(records=[txn_offset_batch(req["producer_id"], req["producer_epoch"], records)],
+                  response=response)
 
 
 def _validate(shard, group_id: str, member_id: str, instance_id, generation: int) -> int:

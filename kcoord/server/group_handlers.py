@@ -165,8 +165,8 @@ class GroupHandlers:
                                   req, ctx.api_version)
 
     def _commit_op(self, core, now: int, req: dict, version: int) -> Result:
-        response, result = core.offset_commit_result(req, version, now)
-        records = result.records
+        result = core.offset_commit(req, version, now)
+        response, records = result.response, result.records
         metrics = self.runtime.metrics  # admin.events.ServerMetrics or None
         if metrics is not None:
             metrics.offsets_committed(len(records))
@@ -248,10 +248,7 @@ class GroupHandlers:
             return error(Err.INVALID_GROUP_ID)
         self.mark_unknown_partitions(req["topics"])
 
-        def op(core, now):
-            response, records = core.offset_delete(req)
-            return Result(records=records, response=response)
-        return self.runtime.write(group_id, op, error)
+        return self.runtime.write(group_id, lambda core, now: core.offset_delete(req), error)
 
     # ------------------------------------------------------------ group admin
     @serves("ListGroups")
@@ -277,8 +274,7 @@ class GroupHandlers:
             return {"group_id": group_id, "error_code": code}
 
         def op(core, now):
-            code, records = core.delete_group(group_id)
-            return Result(records=records, response=error(code))
+            return core.delete_group(group_id)
 
         if self.share_groups is None:
             return self.runtime.write(group_id, op, error)
@@ -348,7 +344,7 @@ class GroupHandlers:
             return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
         version = ctx.api_version
         return self.runtime.write(
-            group_id, lambda core, now: core.heartbeat_result(req, version, now), _heartbeat_error)
+            group_id, lambda core, now: core.heartbeat(req, version, now), _heartbeat_error)
 
     @serves("LeaveGroup")
     def leave_group(self, ctx: RequestContext, req: dict):
@@ -360,8 +356,5 @@ class GroupHandlers:
         if not group_id:
             return error(Err.INVALID_GROUP_ID)
 
-        def op(core, now):
-            response, result = core.leave_group(req, version, now)
-            result.response = response
-            return result
-        return self.runtime.write(group_id, op, error)
+        return self.runtime.write(
+            group_id, lambda core, now: core.leave_group(req, version, now), error)

@@ -8,7 +8,6 @@ group's shard loaded) are made here; the transaction core decides the rest.
 from __future__ import annotations
 
 from ..coordinator.partitioner import partition_for
-from ..coordinator.result import Result
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, Reply, RequestContext, serves
@@ -192,10 +191,8 @@ class TxnHandlers:
             return every(code)
         self.groups.mark_unknown_partitions(req["topics"])
 
-        def op(core, now):
-            response, records = txn_offset_commit(core, req, version, now)
-            return Result(records=records, response=response)
-        answer = self.groups.runtime.write(req["group_id"], op, every)
+        answer = self.groups.runtime.write(
+            req["group_id"], lambda core, now: txn_offset_commit(core, req, version, now), every)
         # the producer waits on this before EndTxn: no group-commit linger
         self.groups.runtime.commit.hurry()
         return answer

@@ -19,11 +19,10 @@ def req(offset: int, pid: int = 9, epoch: int = 0, group: str = "g", **extra) ->
 
 
 def plain(shard: CoordinatorShard, offset: int, now: int = 1) -> list:
-    _, records = shard.offset_commit({"group_id": "g", "generation_id_or_member_epoch": -1,
-                                      "member_id": "", "topics": [{"name": "in", "partitions": [
-                                          {"partition_index": 0, "committed_offset": offset,
-                                           "committed_metadata": ""}]}]}, 8, now)
-    return records
+    return shard.offset_commit({"group_id": "g", "generation_id_or_member_epoch": -1,
+                                "member_id": "", "topics": [{"name": "in", "partitions": [
+                                    {"partition_index": 0, "committed_offset": offset,
+                                     "committed_metadata": ""}]}]}, 8, now).records
 
 
 def committed(shard: CoordinatorShard):
@@ -64,8 +63,7 @@ def reload(items) -> CoordinatorShard:
 
 def test_pending_until_commit_marker_and_reload_agrees():
     log = Log()
-    _, records = txn_offset_commit(log.shard, req(5), 2, 1)
-    log.write(records)
+    log.write(txn_offset_commit(log.shard, req(5), 2, 1).records)
     assert committed(log.shard) is None and log.shard.txn_offsets.is_pending("g", ("in", 0))
     log.write([txn_marker(9, 0, True)])
     assert committed(log.shard) == 5 and not log.shard.txn_offsets.has_open("g")
@@ -76,7 +74,7 @@ def test_pending_until_commit_marker_and_reload_agrees():
 def test_abort_drops_and_reload_keeps_pending_open():
     log = Log()
     log.write(plain(log.shard, 3))
-    log.write(txn_offset_commit(log.shard, req(7), 2, 1)[1])
+    log.write(txn_offset_commit(log.shard, req(7), 2, 1).records)
     back = reload(log.items)  # crash before the marker: still pending after load
     assert back.txn_offsets.is_pending("g", ("in", 0)) and committed(back) == 3
     log.write([txn_marker(9, 0, False)])
@@ -86,21 +84,21 @@ def test_abort_drops_and_reload_keeps_pending_open():
 
 def test_the_later_record_wins():
     log = Log()
-    log.write(txn_offset_commit(log.shard, req(7), 2, 1)[1])
+    log.write(txn_offset_commit(log.shard, req(7), 2, 1).records)
     log.write(plain(log.shard, 8))  # written after the txn record: wins
     log.write([txn_marker(9, 0, True)])
     assert committed(log.shard) == 8
     assert committed(reload(log.items)) == 8
     log2 = Log()
     log2.write(plain(log2.shard, 8))  # written before: the txn commit wins
-    log2.write(txn_offset_commit(log2.shard, req(7), 2, 1)[1])
+    log2.write(txn_offset_commit(log2.shard, req(7), 2, 1).records)
     log2.write([txn_marker(9, 0, True)])
     assert committed(log2.shard) == 7 and committed(reload(log2.items)) == 7
 
 
 def test_batches_carry_producer_and_transactional_attribute():
     log = Log()
-    log.write(txn_offset_commit(log.shard, req(7, pid=77, epoch=3), 2, 1)[1])
+    log.write(txn_offset_commit(log.shard, req(7, pid=77, epoch=3), 2, 1).records)
     log.write([txn_marker(77, 3, True)])
     data = bytes(build_shard_batches(log.items, 1000))
     headers = [h for _, h in iter_batches(data)]
@@ -110,7 +108,7 @@ def test_batches_carry_producer_and_transactional_attribute():
 
 def test_require_stable_marks_pending_partitions():
     log = Log()
-    log.write(txn_offset_commit(log.shard, req(7), 2, 1)[1])
+    log.write(txn_offset_commit(log.shard, req(7), 2, 1).records)
     _, out = log.shard.offset_fetch("g", [{"name": "in", "partition_indexes": [0, 1]}])
     mark_unstable(log.shard.txn_offsets, "g", out)
     codes = [p["error_code"] for p in out[0]["partitions"]]
@@ -120,12 +118,12 @@ def test_require_stable_marks_pending_partitions():
 def test_expiry_skips_pending_and_delete_tombstones_them():
     log = Log()
     log.write(plain(log.shard, 3, now=0))
-    log.write(txn_offset_commit(log.shard, req(7), 2, 0)[1])
+    log.write(txn_offset_commit(log.shard, req(7), 2, 0).records)
     far = 10**12
     assert log.shard.cleanup(far) == []  # the pending partition keeps its offset
-    error, records = log.shard.delete_group("g")
-    assert error == Err.NONE
-    log.write(records)
+    deleted = log.shard.delete_group("g")
+    assert deleted.response["error_code"] == Err.NONE
+    log.write(deleted.records)
     assert not log.shard.txn_offsets.has_open("g") and committed(log.shard) is None
     log.write([txn_marker(9, 0, True)])  # a late marker installs nothing
     assert committed(log.shard) is None
@@ -133,8 +131,10 @@ def test_expiry_skips_pending_and_delete_tombstones_them():
 
 def test_v3_validates_member_and_generation():
     shard = CoordinatorShard(0)
-    resp, records = txn_offset_commit(shard, req(5, generation_id=4, member_id="m"), 3, 1)
+    result = txn_offset_commit(shard, req(5, generation_id=4, member_id="m"), 3, 1)
+    resp, records = result.response, result.records
     assert resp["topics"][0]["partitions"][0]["error_code"] == Err.ILLEGAL_GENERATION
     assert records == []
-    resp, records = txn_offset_commit(shard, req(5, generation_id=4, member_id="m"), 2, 1)
+    result = txn_offset_commit(shard, req(5, generation_id=4, member_id="m"), 2, 1)
+    resp, records = result.response, result.records
     assert resp["topics"][0]["partitions"][0]["error_code"] == Err.NONE and records
