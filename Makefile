@@ -12,7 +12,7 @@ HTTP_BASE_PORT ?= 9644
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test venv venv-all js bench clean cluster faults-tools
+.PHONY: serve test lint venv venv-all js bench clean cluster faults-tools
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,7 +61,20 @@ ifeq ($(FAULT_TOOLS),missing)
 endif
 
 test: venv-all js faults-tools
+	$(MAKE) lint
 	$(PY) -m pytest -q
+
+# ruff, vulture and mypy as configured in pyproject.toml; any finding fails.
+# vulture also reads tests/ and bench/ (as users of kcoord's code) but only
+# kcoord's dead code is reported, less protocol/messages/ (its definitions are
+# collected by scanning the modules' globals, never by name).  No install step: `make test` installs first.
+lint:
+	$(PY) -m ruff check kcoord
+	@dead=$$($(PY) -m vulture | grep '^kcoord/' | grep -v '^kcoord/protocol/messages/'); \
+	  if [ -n "$$dead" ]; then echo "$$dead"; \
+	    echo "vulture: dead code (delete it, or add it to lint/vulture_whitelist.py with why)"; \
+	    exit 1; fi
+	$(PY) -m mypy
 
 bench: venv-all
 	$(PY) -m bench

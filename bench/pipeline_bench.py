@@ -76,16 +76,16 @@ def generate_log(records: int, workdir: Path, workers: int, log) -> tuple[Path, 
 
 def decode_rate(data: Path, max_records: int = 2_000_000) -> dict:
     """Single-process decoder throughput over whole partitions (no Spark)."""
-    from kcoord.pipeline import decode
+    from kcoord.pipeline import segments
     import pyarrow as pa
     pa.array([1]).take(pa.array([0]))  # pyarrow's first-use setup is not decoding
     n = 0
     nbytes = 0
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    for p, d in decode.partition_dirs(data):
-        for rb in decode.read_partition(d, p):
+    for p, d in segments.partition_dirs(data):
+        for rb in segments.read_partition(d, p):
             n += rb.num_rows
-        nbytes += sum(path.stat().st_size for _, path in decode.segment_files(d))
+        nbytes += sum(path.stat().st_size for _, path in segments.segment_files(d))
         if n >= max_records:
             break
     wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0

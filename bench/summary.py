@@ -224,21 +224,6 @@ def _testing_rows() -> list[list]:
 
 def _share_rows() -> list[list]:
     out = []
-    sc = _load("share_consume")
-    if sc:
-        share = sc.get("kcoord share group", {})
-        group = sc.get("kcoord consumer group", {})
-        mock = sc.get("librdkafka mock share group", {})
-        rate = [r.get("records_per_s") for r in (share, group, mock)]
-        ok = None not in rate and rate[0] >= 0.5 * rate[1] and rate[0] > rate[2]
-        out.append(["share group consumption, 1 ShareConsumer, 3 partitions "
-                    "(records/s, server CPU us/record)",
-                    f"kcoord {_fmt(rate[0], digits=0)} ({_fmt(share.get('cpu_us_per_record'), digits=2)}); "
-                    f"kcoord consumer group {_fmt(rate[1], digits=0)} "
-                    f"({_fmt(group.get('cpu_us_per_record'), digits=2)}); mock share group "
-                    f"{_fmt(rate[2], digits=0)} ({_fmt(mock.get('cpu_us_per_record'), digits=2)})",
-                    ">= 0.5x the consumer group, ahead of the mock",
-                    "met" if ok else "MISSED", sc["machine"]["date"]])
     sg = _load("share_groups")
     if sg and sg.get("sizes"):
         n = max(sg["sizes"])

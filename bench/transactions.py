@@ -19,7 +19,7 @@ import time
 from .common import CpuMeter, median, start_all, stop_all, table, timed, write_results
 
 PER_TXN = 10
-NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. The TxnOffsetCommit and the marker on __consumer_offsets start their group-commit round at once (GroupCommit.hurry) rather than after `group.coordinator.append.linger.ms` (default 10): without it (git 6612190, same machine and load, one run before this one) kcoord ran 39.8 transactions/s here, 3.67 ms server CPU each; the "linger 0" row runs with the linger off for every write.')
+NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. The TxnOffsetCommit and the marker on __consumer_offsets start their group-commit round at once (FsyncRounds.hurry) rather than after `group.coordinator.append.linger.ms` (default 10): without it (git 6612190, same machine and load, one run before this one) kcoord ran 39.8 transactions/s here, 3.67 ms server CPU each; the "linger 0" row runs with the linger off for every write.')
 TIME_LIMIT_S = 60.0
 
 

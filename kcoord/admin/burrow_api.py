@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..pipeline import burrow
-from ..protocol.messages.consumer_protocol import decode_assignment
+from ..coordinator import partition_owners
 from ..protocol.messages.coordinator_records import decode_record_key, decode_record_value
 from ..protocol.records import decode_batch, iter_batches
 
@@ -74,12 +74,12 @@ class BurrowView:
     """Burrow's view of the server: commit windows per (group, topic,
     partition) from the shard logs, evaluated on request."""
 
-    def __init__(self, shards, catalogue, servers: list[str], intervals: int =
+    def __init__(self, runtime, catalogue, servers: list[str], intervals: int =
                  burrow.DEFAULT_INTERVALS, refresh_ms: int = burrow.DEFAULT_REFRESH_MS,
                  allowed_lag: int = 0, cluster: str = CLUSTER,
                  min_distance_s: int = burrow.DEFAULT_MIN_DISTANCE_S) -> None:
         self.cluster = cluster  # the one cluster name the /v3/kafka routes answer to
-        self.shards = shards
+        self.runtime = runtime  # the coordinator runtime: its shards' logs, and read_all
         self.catalogue = catalogue
         self.servers = servers
         self.intervals = intervals
@@ -102,7 +102,7 @@ class BurrowView:
             await self._refresh()
 
     async def _refresh(self) -> None:
-        for shard in self.shards:
+        for shard in self.runtime.shards:
             plog = shard.plog
             pos = self._positions.get(shard.index, plog.log_start_offset)
             pos = max(pos, plog.log_start_offset)
@@ -176,29 +176,9 @@ class BurrowView:
     def _owners(self, group: str) -> dict[tuple[str, int], tuple[str, str]]:
         """(topic, partition) -> (owner host, client id) from the live group."""
         out: dict[tuple[str, int], tuple[str, str]] = {}
-        for shard in self.shards:
-            core = shard.core
-            if not shard.loaded or core is None:  # loading, failed or given up
-                continue
-            cgroup = core.consumer.groups.get(group)
-            if cgroup is not None:
-                names = {info[0]: n for n, info in cgroup.subscription_metadata.items()}
-                for m in cgroup.members.values():
-                    for tid, parts in m.assigned.items():
-                        for p in parts:
-                            out[(names.get(tid, ""), p)] = (m.client_host, m.client_id)
-            classic = core.groups.get(group)
-            if classic is not None and classic.protocol_type == "consumer":
-                for m in classic.members.values():
-                    if not m.assignment:
-                        continue
-                    try:
-                        _, a = decode_assignment(m.assignment)
-                    except Exception:
-                        continue
-                    for tp in a.get("assigned_partitions") or []:
-                        for p in tp["partitions"]:
-                            out[(tp["topic"], p)] = (m.client_host, m.client_id)
+        answers, _ = self.runtime.read_all(lambda core, _now: partition_owners(core, group))
+        for owners in answers:
+            out.update(owners)
         return out
 
     async def evaluate(self, group: str, now_ms: int | None = None) -> dict | None:

@@ -18,21 +18,18 @@ version negotiation (a SASL handshake, say).  PLAINTEXT is built in.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from typing import Any, Callable
 
 from ..protocol import client_config
-from ..protocol.api import APIS, request_codec, response_codec
+from ..protocol.api import APIS
 from ..protocol.client_config import ClientConfigError
 from ..protocol.errors import Err
-from ..protocol.headers import decode_response_header, encode_request_header
-from ..protocol.sock_io import recv_exact
+from ..protocol.client import BlockingExchange, OutOfOrder
 
 API_VERSIONS = 18
 RETRIABLE_COORDINATOR = {Err.COORDINATOR_LOAD_IN_PROGRESS, Err.COORDINATOR_NOT_AVAILABLE,
                          Err.NOT_COORDINATOR}
-_SIZE = struct.Struct(">i")
 
 
 class AdminError(Exception):
@@ -60,7 +57,7 @@ def read_properties(path: str | None) -> dict[str, str]:
         raise AdminError(str(exc)) from None
 
 
-def plaintext_connect(host: str, port: int, properties: dict, timeout: float):
+def plaintext_connect(host: str, port: int, _properties: dict, timeout: float):
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -85,7 +82,7 @@ class KafkaConnection:
             self.sock = connect(host, port, properties, timeout)
         except OSError as exc:
             raise AdminError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self._next_id = 1
+        self._exchange = BlockingExchange(self.sock, client_id)
         self.versions = self._negotiate()
         authenticate = AUTHENTICATORS.get(protocol)
         if authenticate is not None:
@@ -123,21 +120,12 @@ class KafkaConnection:
         return version, self.send(api_key, version, body)
 
     def send(self, api_key: int, version: int, body: dict) -> dict:
-        correlation_id, self._next_id = self._next_id, self._next_id + 1
-        flexible = APIS[api_key].request.is_flexible(version)
-        header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
-        payload = header + bytes(request_codec(api_key, version)[0](body))
         try:
-            self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            size, = _SIZE.unpack(recv_exact(self.sock, 4))
-            frame = recv_exact(self.sock, max(size, 0))  # negative: header decode reports it
+            return self._exchange.call(api_key, version, body)
+        except OutOfOrder:
+            raise AdminError(f"{self.host}:{self.port} answered out of order") from None
         except (OSError, EOFError) as exc:
             raise AdminError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-        got, pos = decode_response_header(frame, flexible and api_key != API_VERSIONS)
-        if got != correlation_id:
-            raise AdminError(f"{self.host}:{self.port} answered out of order")
-        response, _ = response_codec(api_key, version)[1](frame, pos)
-        return response
 
     def close(self) -> None:
         try:
@@ -155,7 +143,6 @@ class AdminClient:
             self.bootstrap = client_config.parse_bootstrap(bootstrap)
         except ClientConfigError as exc:
             raise AdminError(f"--bootstrap-server: {exc}") from None
-        self._by_node: dict[int, KafkaConnection] = {}
         self._by_address: dict[tuple[str, int], KafkaConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
 

@@ -2,8 +2,6 @@
 `configs`) on the `kcoord` parser; each sets `run` to its entry point."""
 from __future__ import annotations
 
-COMMANDS = ("consumer-groups", "topics", "configs", "acls", "transactions")
-
 
 def add_parsers(sub) -> None:
     from . import configs, consumer_groups, topics, transactions
@@ -12,10 +10,9 @@ def add_parsers(sub) -> None:
     configs.add_parser(sub)
     transactions.add_parser(sub)
     # security: TLS/SASL connections, the users entity of configs, `kcoord acls`
-    from . import client
-    from ..security import admin_cli
-    admin_cli.install(client, configs)
-    admin_cli.add_parser(sub)
+    from . import client, security_commands
+    security_commands.install(client, configs)
+    security_commands.add_parser(sub)
 
 
 def version() -> str:

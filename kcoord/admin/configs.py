@@ -84,7 +84,7 @@ class ConfigResourceType:
                       f"{'true' if c['is_sensitive'] else 'false'} synonyms={{{synonyms}}}")
 
     def alter(self, admin: AdminClient, name: str | None, to_set: dict[str, str],
-              to_delete: list[str], args) -> None:
+              to_delete: list[str], _args) -> None:
         if name is None:
             raise UsageError(f"an entity name must be specified with --alter of {self.label}s")
         if to_delete:

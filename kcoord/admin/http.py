@@ -38,14 +38,14 @@ def _header(head: bytes, name: bytes) -> str | None:
 
 
 class HttpEndpoint:
-    def __init__(self, shards, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
+    def __init__(self, runtime, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
                  burrow_cluster: str = CLUSTER, min_distance_s: int = 1,
                  values: dict | None = None) -> None:
-        self.shards = shards
+        self.runtime = runtime  # the coordinator runtime, read through read_all
         self.catalogue = catalogue
         self.metrics = metrics
-        self.registry = make_registry(shards, catalogue, metrics)
-        self.burrow = BurrowView(shards, catalogue, kafka_servers, cluster=burrow_cluster,
+        self.registry = make_registry(runtime, catalogue, metrics)
+        self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster,
                                  min_distance_s=min_distance_s)
         self.times = RecordTimes()
         values = values or {}
@@ -124,10 +124,10 @@ class HttpEndpoint:
         if path == "/status.json":
             group = parse_qs(urlsplit(url).query).get("group")
             if group:  # one group by partition
-                return self._json(200, group_partitions(self.shards, self.catalogue, self.times,
+                return self._json(200, group_partitions(self.runtime, self.catalogue, self.times,
                                                         group[0],
                                                         await self.burrow.evaluate(group[0])))
-            snapshot = status_snapshot(self.shards, self.catalogue, self.metrics, self.times)
+            snapshot = status_snapshot(self.runtime, self.catalogue, self.metrics, self.times)
             for g in snapshot["groups"]:  # Burrow's verdict (None: no committed offsets)
                 verdict = await self.burrow.evaluate(g["group"])
                 g["burrow"] = verdict["status"] if verdict else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol.records import decode_batch
+from ..coordinator import committed_offsets
 
 TIMESTAMP_CACHE_MAX = 100_000
 
@@ -69,26 +70,28 @@ def _timestamp_at(plog, offset: int) -> int | None:
     return None
 
 
-def group_lags(shards, catalogue, now_ms: int, times: RecordTimes) -> list[PartitionLag]:
-    """Every committed offset of every loaded shard, with its lag."""
+def group_lags(runtime, catalogue, now_ms: int, times: RecordTimes) -> list[PartitionLag]:
+    """Every committed offset of every loaded shard (asked through the
+    coordinator runtime's read path), with its lag."""
     out = []
-    for shard in shards:
-        if not shard.loaded:
-            continue
-        for group, offsets in list(shard.core.offsets.by_group.items()):
-            for (topic, partition), value in sorted(offsets.items()):
-                plog = catalogue.partition(topic, partition)
-                if plog is None:
-                    out.append(PartitionLag(group, topic, partition, value.offset, -1, -1, -1, None))
-                    continue
-                start, end = plog.log_start_offset, plog.log_end_offset
-                committed = value.offset
-                lag = end - committed
-                if committed >= end:
-                    seconds = 0.0
-                else:
-                    ts = times.at(plog, topic, partition, max(committed, start))
-                    seconds = None if ts is None else max(0.0, (now_ms - ts) / 1000.0)
-                out.append(PartitionLag(group, topic, partition, committed, start, end, lag,
-                                        seconds))
+    answers, _ = runtime.read_all(_committed)
+    for offsets in answers:
+        for group, topic, partition, committed in offsets:
+            plog = catalogue.partition(topic, partition)
+            if plog is None:
+                out.append(PartitionLag(group, topic, partition, committed, -1, -1, -1, None))
+                continue
+            start, end = plog.log_start_offset, plog.log_end_offset
+            lag = end - committed
+            if committed >= end:
+                seconds = 0.0
+            else:
+                ts = times.at(plog, topic, partition, max(committed, start))
+                seconds = None if ts is None else max(0.0, (now_ms - ts) / 1000.0)
+            out.append(PartitionLag(group, topic, partition, committed, start, end, lag,
+                                    seconds))
     return out
+
+
+def _committed(core, _now: int):
+    return committed_offsets(core)

@@ -14,16 +14,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
+from ..coordinator import group_overviews, offset_count, share_group_overviews
 from ..coordinator.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE,
                                          STABLE)
-from ..coordinator.consumer_group import (GROUP_ASSIGNING, GROUP_EMPTY, GROUP_RECONCILING,
-                                          GROUP_STABLE)
+from ..coordinator.consumer_group import (GROUP_ASSIGNING, GROUP_DEAD, GROUP_EMPTY,
+                                          GROUP_RECONCILING, GROUP_STABLE)
 from ..protocol.api import APIS
 from .events import Histogram, ServerMetrics
 from .lag import RecordTimes, group_lags
 
 CLASSIC_STATES = (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD, EMPTY)
-CONSUMER_STATES = (GROUP_EMPTY, GROUP_ASSIGNING, GROUP_RECONCILING, GROUP_STABLE, "Dead")
+CONSUMER_STATES = (GROUP_EMPTY, GROUP_ASSIGNING, GROUP_RECONCILING, GROUP_STABLE, GROUP_DEAD)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -38,8 +39,8 @@ class KcoordCollector:
     """A prometheus_client collector over the live server (duck-typed: the
     runtime's shards, the topic catalogue, and ServerMetrics)."""
 
-    def __init__(self, shards, catalogue, metrics: ServerMetrics) -> None:
-        self.shards = shards
+    def __init__(self, runtime, catalogue, metrics: ServerMetrics) -> None:
+        self.runtime = runtime
         self.catalogue = catalogue
         self.metrics = metrics
         self.times = RecordTimes()
@@ -63,27 +64,22 @@ class KcoordCollector:
         group_members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the consumer group",
             labels=["consumergroup"])
-        for shard in self.shards:
-            state = getattr(shard, "state", "active" if shard.loaded else "loading")
-            if state in states:
-                states[state] += 1
-            if not shard.loaded:
-                continue
-            core = shard.core
-            for gid, g in list(core.groups.items()):
-                classic[g.state] = classic.get(g.state, 0) + 1
-                members["classic"] += len(g.members)
+        for shard in self.runtime.shards:
+            if shard.state in states:
+                states[shard.state] += 1
+        answers, _ = self.runtime.read_all(_overview)
+        for overviews, shares, count in answers:
+            for g in overviews:
+                kind = "consumer" if g.protocol == "consumer" else "classic"
+                by_state = consumer if kind == "consumer" else classic
+                by_state[g.state] = by_state.get(g.state, 0) + 1
+                members[kind] += g.members
                 if g.members:
-                    group_members.add_metric([gid], len(g.members))
-            for gid, g in list(core.consumer.groups.items()):
-                consumer[g.state] = consumer.get(g.state, 0) + 1
-                members["consumer"] += len(g.members)
-                if g.members:
-                    group_members.add_metric([gid], len(g.members))
-            for g in list(core.share.groups.values()):
+                    group_members.add_metric([g.group_id], g.members)
+            for g in shares:
                 share[g.state] = share.get(g.state, 0) + 1
-                members["share"] += len(g.members)
-            offsets += sum(len(o) for o in core.offsets.by_group.values())
+                members["share"] += g.members
+            offsets += count
         fam = GaugeMetricFamily("kcoord_group_coordinator_groups",
                                 "Groups per protocol (Kafka's group-count)", labels=["protocol"])
         fam.add_metric(["classic"], sum(classic.values()))
@@ -219,7 +215,7 @@ class KcoordCollector:
                                     labels=["consumergroup", "topic"])
         sums: dict[tuple[str, str], list[int]] = {}
         committed: dict[tuple[str, str], set[int]] = {}
-        for row in group_lags(self.shards, self.catalogue, now_ms, self.times):
+        for row in group_lags(self.runtime, self.catalogue, now_ms, self.times):
             if row.log_end < 0:
                 continue  # the topic or partition is gone
             values = [row.group, row.topic, str(row.partition)]
@@ -249,9 +245,13 @@ class KcoordCollector:
         yield lag_sum
 
 
-def make_registry(shards, catalogue, metrics: ServerMetrics) -> CollectorRegistry:
+def _overview(core, _now: int):
+    return group_overviews(core), share_group_overviews(core), offset_count(core)
+
+
+def make_registry(runtime, catalogue, metrics: ServerMetrics) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KcoordCollector(shards, catalogue, metrics))
+    registry.register(KcoordCollector(runtime, catalogue, metrics))
     return registry
 
 

@@ -11,13 +11,14 @@ import time
 
 from .events import ServerMetrics
 from .lag import RecordTimes, group_lags
+from ..coordinator import group_overviews
 
 
-def status_snapshot(shards, catalogue, metrics: ServerMetrics, times: RecordTimes) -> dict:
+def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTimes) -> dict:
     """What the page shows, as JSON-ready data."""
     now_ms = int(time.time() * 1000)
     lag: dict[str, list] = {}
-    for row in group_lags(shards, catalogue, now_ms, times):
+    for row in group_lags(runtime, catalogue, now_ms, times):
         if row.log_end < 0:
             continue
         acc = lag.setdefault(row.group, [0, 0.0, 0])
@@ -25,14 +26,8 @@ def status_snapshot(shards, catalogue, metrics: ServerMetrics, times: RecordTime
         acc[1] = max(acc[1], row.lag_seconds or 0.0)
         acc[2] += 1
     groups = []
-    for shard in shards:
-        if not shard.loaded:
-            continue
-        core = shard.core
-        entries = [(gid, "classic" if g.protocol_type is not None else "simple", g.state,
-                    len(g.members), g.generation_id) for gid, g in list(core.groups.items())]
-        entries += [(gid, "consumer", g.state, len(g.members), g.group_epoch)
-                    for gid, g in list(core.consumer.groups.items())]
+    answers, _ = runtime.read_all(lambda core, _now: group_overviews(core))
+    for entries in answers:
         for gid, protocol, state, members, epoch in entries:
             total, seconds, partitions = lag.get(gid, (0, 0.0, 0))
             groups.append({"group": gid, "protocol": protocol, "state": state,
@@ -47,7 +42,7 @@ def status_snapshot(shards, catalogue, metrics: ServerMetrics, times: RecordTime
             "rebalances_completed": sum(metrics.rebalances_completed.values())}
 
 
-def group_partitions(shards, catalogue, times: RecordTimes, group: str,
+def group_partitions(runtime, catalogue, times: RecordTimes, group: str,
                      burrow_status: dict | None) -> dict:
     """The per-partition view of one group: committed offset, log end, lag and
     lag in seconds from the logs, Burrow's verdict and window from its view."""
@@ -55,7 +50,7 @@ def group_partitions(shards, catalogue, times: RecordTimes, group: str,
     verdicts = {(p["topic"], p["partition"]): p
                 for p in (burrow_status or {}).get("partitions", [])}
     rows = []
-    for row in group_lags(shards, catalogue, now_ms, times):
+    for row in group_lags(runtime, catalogue, now_ms, times):
         if row.group != group:
             continue
         v = verdicts.get((row.topic, row.partition), {})

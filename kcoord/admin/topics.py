@@ -41,7 +41,7 @@ def run(args) -> int:
               "--alter or --delete", file=sys.stderr)
         return 1
     if actions[0] in ("create", "delete", "alter") and not args.topic:
-        print(f"Missing required argument \"[topic]\"", file=sys.stderr)
+        print("Missing required argument \"[topic]\"", file=sys.stderr)
         return 1
     try:
         with AdminClient(args.bootstrap_server, read_properties(args.command_config),

@@ -159,9 +159,9 @@ class Catalogue:
             configs = canonical(configs or {})
             self.log_config(configs)
         except ConfigError as exc:
-            raise TopicError(exc.code, exc.message)  # INVALID_CONFIG
+            raise TopicError(exc.code, exc.message) from exc  # INVALID_CONFIG
         except (ValueError, TypeError) as exc:
-            raise TopicError(40, f"invalid config: {exc}")  # INVALID_CONFIG
+            raise TopicError(40, f"invalid config: {exc}") from exc  # INVALID_CONFIG
         if validate_only:
             return None
         topic = self._open(name, topic_id or uuid.uuid4().bytes, partitions, configs)

@@ -7,7 +7,8 @@ import time
 import weakref
 
 from ..log import OffsetOutOfRange
-from ..log.group_sync import GroupSync
+from ..log.fsync_batcher import FsyncBatcher
+from ..log.waiters import Waiters
 from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
@@ -52,26 +53,21 @@ class AppendNotifier:
     """Wakes long-polling fetches when any partition grows."""
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future] = set()
+        self._waiters = Waiters()
 
     def wait(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.add(fut)
-        fut.add_done_callback(self._waiters.discard)
-        return fut
+        return self._waiters.wait()
 
     def notify(self) -> None:
         if self._waiters:
-            for fut in list(self._waiters):
-                if not fut.done():
-                    fut.set_result(None)
+            self._waiters.wake()
 
 
 class DataPlane:
-    def __init__(self, catalogue: Catalogue, config, group_sync: GroupSync) -> None:
+    def __init__(self, catalogue: Catalogue, config, fsync: FsyncBatcher) -> None:
         self.catalogue = catalogue
         self.config = config
-        self.sync = group_sync
+        self.sync = fsync
         self.appended = AppendNotifier()
         self.max_timestamps = MaxTimestampCheck()  # Kafka's maxTimestamp rewrite on append
         self.stopping = False  # the server is stopping: long polls answer now
@@ -178,7 +174,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            acks, ctx.api_version, ctx.client_id)
+                                            acks, ctx.api_version, getattr(ctx, "client_id", None))
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -500,12 +496,8 @@ class DataPlane:
         replica = self.replication.replica(topic.name, index)
         current = preq.get("current_leader_epoch", -1)
         if follower >= 0:
-            if replica is None:
-                entry["error_code"] = Err.NOT_LEADER_OR_FOLLOWER
-                return None, None
-            served, outs = replica.serve_follower_fetch(follower, preq["fetch_offset"], current,
-                                                        now_ms())
-            self.replication.handle((topic.name, index), outs)
+            served = self.replication.serve_follower_fetch(topic.name, index, follower,
+                                                           preq["fetch_offset"], current)
             if served.error != Err.NONE:
                 entry["error_code"] = served.error
                 return None, None
@@ -522,7 +514,7 @@ class DataPlane:
 
     # ---------------------------------------------------------- ListOffsets
     @serves("ListOffsets")
-    def list_offsets(self, ctx, req: dict) -> dict:
+    def list_offsets(self, _ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
             topic = self.catalogue.get(treq["name"])

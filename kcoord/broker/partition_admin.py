@@ -22,7 +22,7 @@ class PartitionAdmin:
 
     # ------------------------------------------------------- DeleteRecords
     @serves("DeleteRecords")
-    def delete_records(self, ctx, req: dict) -> dict:
+    def delete_records(self, _ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
             topic = self.catalogue.get(treq["name"])
@@ -55,7 +55,7 @@ class PartitionAdmin:
 
     # ----------------------------------------------------- DescribeLogDirs
     @serves("DescribeLogDirs")
-    def describe_log_dirs(self, ctx, req: dict) -> dict:
+    def describe_log_dirs(self, _ctx, req: dict) -> dict:
         wanted = None
         if req["topics"] is not None:
             wanted = {}
@@ -83,7 +83,7 @@ class PartitionAdmin:
 
     # -------------------------------------------------------- ElectLeaders
     @serves("ElectLeaders")
-    def elect_leaders(self, ctx, req: dict) -> dict:
+    def elect_leaders(self, _ctx, req: dict) -> dict:
         """One replica per partition: the leader is always the preferred one
         and no other can be elected, so every named partition is
         ELECTION_NOT_NEEDED; with null (all partitions) those entries are
@@ -110,7 +110,7 @@ class PartitionAdmin:
 
     # ------------------------------------------ ListPartitionReassignments
     @serves("ListPartitionReassignments")
-    def list_partition_reassignments(self, ctx, req: dict) -> dict:
+    def list_partition_reassignments(self, _ctx, _req: dict) -> dict:
         """No reassignment is ever in progress (kcoord does not move replicas):
         NONE with no topics, as Kafka answers when none is ongoing."""
         return {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
@@ -118,7 +118,7 @@ class PartitionAdmin:
 
     # --------------------------------------------- DescribeTopicPartitions
     @serves("DescribeTopicPartitions")
-    def describe_topic_partitions(self, ctx, req: dict) -> dict:
+    def describe_topic_partitions(self, _ctx, req: dict) -> dict:
         names = sorted({t["name"] for t in req["topics"]}) if req["topics"] \
             else sorted(self.catalogue.topics)
         cursor = req.get("cursor")

@@ -24,7 +24,7 @@ class ProducerIds:
             return (pid << NODE_BITS) | self._node  # fits int64 until about 2250
         return pid
 
-    def init_producer_id(self, ctx, req: dict) -> dict:
+    def init_producer_id(self, _ctx, req: dict) -> dict:
         if req["transactional_id"] is not None:
             # answered by the transaction coordinator (server/txn_handlers.py)
             return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,

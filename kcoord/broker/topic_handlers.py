@@ -51,7 +51,7 @@ class TopicAdmin:
         return {"throttle_time_ms": 0, "topics": results}
 
     @serves("DeleteTopics")
-    def delete_topics(self, ctx, req: dict) -> dict:
+    def delete_topics(self, _ctx, req: dict) -> dict:
         def name_of_id(topic_id: bytes) -> str | None:
             topic = self.catalogue.by_id.get(topic_id)
             return topic.name if topic else None
@@ -68,7 +68,7 @@ class TopicAdmin:
         return {"throttle_time_ms": 0, "responses": results}
 
     @serves("CreatePartitions")
-    def create_partitions(self, ctx, req: dict) -> dict:
+    def create_partitions(self, _ctx, req: dict) -> dict:
         results = []
         for t in req["topics"]:
             result = {"name": t["name"], "error_code": Err.NONE, "error_message": None}

@@ -45,7 +45,6 @@ class ProducerEntry:
     coordinator_epoch: int = -1
     last_sequence: int = -1
     last_timestamp: int = -1
-    txn_first_offset: int = -1  # -1: no open transaction
     # (first sequence, last sequence, base offset) of its last batches at this epoch
     batches: list = field(default_factory=list)
 
@@ -164,7 +163,6 @@ class PartitionTxnState:
             del entry.batches[:-BATCHES_KEPT]
         if header.is_transactional and pid not in self.ongoing:
             self.ongoing[pid] = base_offset
-            entry.txn_first_offset = base_offset
 
     def on_marker(self, pid: int, epoch: int, kind: int, coordinator_epoch: int,
                   offset: int, timestamp: int) -> AbortedTxn | None:
@@ -176,7 +174,6 @@ class PartitionTxnState:
         entry.new_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
-        entry.txn_first_offset = -1
         first = self.ongoing.pop(pid, None)
         if first is None or kind != ABORT:
             return None

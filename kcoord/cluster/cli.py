@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -95,7 +94,7 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
         return 1
     stop = {"now": False}
 
-    def on_signal(signum, frame):
+    def on_signal(_signum, _frame):
         stop["now"] = True
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -176,25 +175,12 @@ def _stop_nodes(procs) -> None:
 
 # --------------------------------------------------------------- status
 def _request(host: str, port: int, api_key: int, version: int, body: dict) -> dict:
-    from ..protocol.api import APIS, request_codec, response_codec
-    from ..protocol.headers import decode_response_header, encode_request_header
-    flexible = APIS[api_key].request.is_flexible(version)
-    payload = encode_request_header(api_key, version, 1, "kcoord-cluster-status", flexible) \
-        + bytes(request_codec(api_key, version)[0](body))
+    from ..protocol.client import BlockingExchange
     with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-
-        def exact(n: int) -> bytes:
-            out = bytearray()
-            while len(out) < n:
-                chunk = sock.recv(n - len(out))
-                if not chunk:
-                    raise ConnectionError("connection closed by the server")
-                out += chunk
-            return bytes(out)
-        frame = exact(struct.unpack(">i", exact(4))[0])
-    _, pos = decode_response_header(frame, flexible)
-    return response_codec(api_key, version)[1](frame, pos)[0]
+        try:
+            return BlockingExchange(sock, "kcoord-cluster-status").call(api_key, version, body)
+        except EOFError:
+            raise ConnectionError("connection closed by the server") from None
 
 
 def cluster_status(bootstrap: str, only_under_replicated: bool = False,

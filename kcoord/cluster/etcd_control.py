@@ -342,9 +342,6 @@ class EtcdControlPlane:
         return ok
 
     # -------------------------------------------------- controlled shutdown
-    def leaderships(self) -> list[PartitionState]:
-        return [s for s in self.view.partitions.values() if s.leader == self.node_id]
-
     async def controlled_shutdown(self, timeout: float) -> None:
         """Mark this node stopping, wait (bounded) until the controller moved
         every leadership it can move (another in-sync replica is live)."""

@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import struct
 import time
 
-from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err
-from ..protocol.headers import decode_response_header, encode_request_header
+from ..protocol.client import AsyncExchange
 from ..protocol.records import LOG_OVERHEAD, iter_batches
 from ..security.client import SaslLoginError, open_connection
 from .aio import bounded, cancel_and_wait
@@ -28,7 +26,6 @@ log = logging.getLogger("kcoord.cluster.fetcher")
 
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4       # by topic name, replica id in the body
-_SIZE = struct.Struct(">i")
 _AUTHORIZATION_ERRORS = {Err.TOPIC_AUTHORIZATION_FAILED, Err.CLUSTER_AUTHORIZATION_FAILED}
 
 
@@ -50,30 +47,21 @@ class LeaderConnection:
     def __init__(self, host: str, port: int, client_id: str, props: dict | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self.props = props or {"security.protocol": "PLAINTEXT"}
-        self._reader = self._writer = None
-        self._corr = 0
+        self._writer = None
+        self._exchange: AsyncExchange | None = None
 
     async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
-        if self._writer is None:
-            self._reader, self._writer = await bounded(open_connection(
+        if self._exchange is None:
+            reader, self._writer = await bounded(open_connection(
                 self.host, self.port, self.props, timeout, self.client_id), timeout)
-        self._corr += 1
-        flexible = APIS[api_key].request.is_flexible(version)
-        payload = (encode_request_header(api_key, version, self._corr, self.client_id, flexible)
-                   + bytes(request_codec(api_key, version)[0](body)))
-        self._writer.write(_SIZE.pack(len(payload)) + payload)
-        await self._writer.drain()
-        size, = _SIZE.unpack(await bounded(self._reader.readexactly(4), timeout))
-        frame = await bounded(self._reader.readexactly(size), timeout)
-        corr, pos = decode_response_header(frame, flexible)
-        if corr != self._corr:
-            raise ConnectionError(f"correlation id {corr}, expected {self._corr}")
-        return response_codec(api_key, version)[1](frame, pos)[0]
+            self._exchange = AsyncExchange(reader, self._writer, self.client_id, bounded)
+        return await self._exchange.call(api_key, version, body, timeout)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-        self._reader = self._writer = None
+        self._writer = None
+        self._exchange = None
 
 
 def batches_from(data, offset: int) -> bytes:

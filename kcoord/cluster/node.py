@@ -29,7 +29,7 @@ from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
 from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
-from .state import NO_LEADER
+from .state import NO_LEADER, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster")
@@ -58,6 +58,15 @@ class ClusterNode:
         from ..security.inter_broker import inter_broker_properties
         listener, self.peer_properties = inter_broker_properties(config.values)
         self.inter_broker_listener = listener.name
+
+    def client_endpoint(self, node_id: int, listener: str):
+        """A node's endpoint on a client's listener (KIP-951 node_endpoints)."""
+        info = self.plane.view.nodes.get(node_id)
+        return None if info is None else info.endpoint(listener)
+
+    async def alter_isr(self, proposed: PartitionState) -> PartitionState | None:
+        """The replica manager's state store: an ISR change by compare-and-set."""
+        return await self.plane.alter_isr(proposed)
 
     def peer_address(self, node_id: int) -> tuple[str, int] | None:
         """Where another node's inter-broker listener is, as it registered it."""
@@ -234,11 +243,6 @@ class ClusterNode:
         return {"key": key, "node_id": state.leader, "host": row[0], "port": row[1],
                 "error_code": Err.NONE, "error_message": None}
 
-    def leads_shard(self, index: int) -> bool:
-        """Whether this node leads __consumer_offsets partition `index`."""
-        state = self.plane.view.state(OFFSETS_TOPIC, index)
-        return state is not None and state.leader == self.node_id
-
     def _ensure_offsets_topic(self) -> None:
         if self._offsets_task is not None and not self._offsets_task.done():
             return
@@ -298,7 +302,7 @@ class ClusterNode:
         return rows
 
     def metadata_topics(self, names: list[str] | None, allow_auto_create: bool,
-                        version: int) -> list[dict]:
+                        _version: int) -> list[dict]:
         view = self.plane.view
         chosen = list(view.topics) if names is None else names
         out = []
@@ -341,7 +345,7 @@ class ClusterNode:
         return await self.plane.wait_for(done, timeout)
 
     @serves("CreateTopics")
-    async def create_topics(self, ctx, req: dict) -> dict:
+    async def create_topics(self, _ctx, req: dict) -> dict:
         results = []
         timeout = max(0.0, min(req.get("timeout_ms", 30000) / 1000.0, CREATE_WAIT_S))
         for t in req["topics"]:
@@ -349,7 +353,7 @@ class ClusterNode:
             result = create_topic_answer(name)
             results.append(result)
 
-            def fail(code: int, message: str) -> None:
+            def fail(code: int, message: str, result: dict = result) -> None:
                 result["error_code"], result["error_message"] = code, message
             problem = topic_name_problem(name)
             if problem:
@@ -399,7 +403,7 @@ class ClusterNode:
         return {"throttle_time_ms": 0, "topics": results}
 
     @serves("DeleteTopics")
-    async def delete_topics(self, ctx, req: dict) -> dict:
+    async def delete_topics(self, _ctx, req: dict) -> dict:
         view = self.plane.view
 
         def name_of_id(topic_id: bytes) -> str | None:
@@ -418,7 +422,7 @@ class ClusterNode:
         return {"throttle_time_ms": 0, "responses": results}
 
     @serves("ElectLeaders")
-    async def elect_leaders(self, ctx, req: dict) -> dict:
+    async def elect_leaders(self, _ctx, req: dict) -> dict:
         """ElectLeaders (43): preferred (0) moves leadership to the first
         replica when it is live and in sync; unclean (1) elects any live
         replica for a partition whose leader is gone.  Written by
@@ -464,7 +468,7 @@ class ClusterNode:
                                              for t, r in results.items()]}
 
     @serves("CreatePartitions")
-    async def create_partitions(self, ctx, req: dict) -> dict:
+    async def create_partitions(self, _ctx, req: dict) -> dict:
         results = []
         for t in req["topics"]:
             name, total = t["name"], t["count"]

@@ -203,10 +203,6 @@ class Replica:
             isr |= frozenset(self._pending.isr)
         return isr
 
-    def follower_end_offset(self, replica_id: int) -> int:
-        p = self._progress.get(replica_id)
-        return p.log_end_offset if p is not None else UNKNOWN_OFFSET
-
     # ------------------------------------------------------- partition state
 
     def on_state(self, state: PartitionState, now: int) -> list:
@@ -246,7 +242,7 @@ class Replica:
         proposes and moves its high watermark no further."""
         return self._refused or self._lapsed
 
-    def on_session_lost(self, now: int) -> list:
+    def on_session_lost(self, _now: int) -> list:
         """This node's lease may have lapsed, so the controller may already
         have moved its leadership: acknowledge nothing (and keep the high
         watermark) until a newer state arrives, or until etcd confirms the
@@ -255,7 +251,7 @@ class Replica:
             self._lapsed = True
         return []
 
-    def on_session_restored(self, now: int) -> list:
+    def on_session_restored(self, _now: int) -> list:
         """etcd answered a refresh of the same lease again: it never expired,
         so no election moved a leadership for this node's absence, and any
         other change reaches it through the watch as always.  Without this
@@ -336,7 +332,7 @@ class Replica:
         self._complete_waiters(out)
         return out
 
-    def on_flushed(self, now: int) -> list:
+    def on_flushed(self, _now: int) -> list:
         """The local log's fsynced end moved (after an append's fsync)."""
         out: list = []
         if self.role is Role.LEADER:
@@ -503,14 +499,14 @@ class Replica:
         self._inflight = FetchQuery(state.leader, state.leader_epoch, log.log_end_offset)
         return self._inflight
 
-    def on_request_failed(self, request, now: int) -> list:
+    def on_request_failed(self, request, _now: int) -> list:
         """The request or its answer was lost (timeout, connection error)."""
         if request is self._inflight:
             self._inflight = None
         return []
 
     def on_epoch_answer(self, request: EpochQuery, error: int, epoch: int, end_offset: int,
-                        now: int) -> list:
+                        _now: int) -> list:
         if request is not self._inflight:
             return []
         self._inflight = None
@@ -544,7 +540,7 @@ class Replica:
         return (request is self._inflight and self._stage == _FETCHING
                 and request.fetch_offset == self.log.log_end_offset)
 
-    def on_fetch_answer(self, request: FetchQuery, served: FetchServed, now: int) -> list:
+    def on_fetch_answer(self, request: FetchQuery, served: FetchServed, _now: int) -> list:
         """After the driver appended (accepts_fetched) and fsynced the records."""
         if request is not self._inflight:
             return []

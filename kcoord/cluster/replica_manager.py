@@ -11,7 +11,8 @@ watermark are futures completed from the replicas' outputs.
 With a coordinator runtime, `__consumer_offsets` is replicated too (its
 shards load and unload with leadership in shard_ownership.py), and the
 runtime's group commit answers a write once the high watermark has passed
-it (`ReplicatedDurability`); its batches carry the leader epoch.
+it (`cluster/durability.py`, built from this manager); its batches carry
+the leader epoch.
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
+from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
-    BecameLeader, Completed, HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Role,
+    BecameLeader, Completed, FetchServed, HighWatermarkMoved, ProposeIsr, Replica,
+    ReplicationConfig, Role,
 )
 from .state import NO_LEADER, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
@@ -46,16 +49,10 @@ class FetcherConfig:
     retry_backoff_ms: int = 100         # replica.fetch.backoff.ms
 
 
-class NotLeader(Exception):
-    def __init__(self, error: int) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 class ReplicaManager:
     def __init__(self, node_id: int, catalogue, store, address_of, *,
                  replication: ReplicationConfig, fetcher: FetcherConfig | None = None,
-                 syncer=None, on_high_watermark=None, coordinator=None) -> None:
+                 syncer=None, on_high_watermark=None, coordinated: bool = False) -> None:
         self.node_id = node_id
         self.catalogue = catalogue
         self.store = store                  # PartitionStateStore (alter_isr)
@@ -64,7 +61,9 @@ class ReplicaManager:
         self.config = fetcher or FetcherConfig()
         self.syncer = syncer                # async callable(list of logs): fsync them
         self.on_high_watermark = on_high_watermark   # wakes long-polling consumers
-        self.coordinator = coordinator      # CoordinatorRuntime: shards follow leadership
+        # the coordinators run here: __consumer_offsets and __transaction_state
+        # are replicated too (their shards follow leadership)
+        self.coordinated = coordinated
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._pending_states: dict[tuple[str, int], PartitionState] = {}
@@ -80,7 +79,7 @@ class ReplicaManager:
     def start(self) -> None:
         self._running = True
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
-        for key, state in list(self._pending_states.items()):
+        for state in list(self._pending_states.values()):
             self._apply(state)
 
     async def stop(self) -> None:
@@ -104,7 +103,7 @@ class ReplicaManager:
         """User topics, and __consumer_offsets and __transaction_state when
         the coordinators follow leadership."""
         if name in COORDINATED_TOPICS:
-            return self.coordinator is not None
+            return self.coordinated
         topic = self.catalogue.get(name)
         return topic is None or not topic.internal
 
@@ -270,12 +269,26 @@ class ReplicaManager:
             return None
         return state.leader, state.leader_epoch, self.address_of(state.leader)
 
-    def leader(self, topic: str, partition: int) -> Replica:
-        """The leader replica here, or NotLeader(NOT_LEADER_OR_FOLLOWER)."""
+    def serve_follower_fetch(self, topic: str, partition: int, follower: int,
+                             fetch_offset: int, current_leader_epoch: int) -> FetchServed:
+        """A follower's Fetch of a partition led here (Kafka's
+        ReplicaManager.fetchMessages for a replica): records its position
+        (which may move the high watermark, expand the ISR, complete
+        writes), handled here; -> how far it may read, or the error."""
         replica = self.replicas.get((topic, partition))
-        if replica is None or replica.role is not Role.LEADER:
-            raise NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
-        return replica
+        if replica is None:
+            return FetchServed(Err.NOT_LEADER_OR_FOLLOWER, -1, -1)
+        served, outs = replica.serve_follower_fetch(follower, fetch_offset, current_leader_epoch,
+                                                    now_ms())
+        self.handle((topic, partition), outs)
+        return served
+
+    def replica_of_log(self, plog) -> tuple[tuple[str, int], Replica] | None:
+        """((topic, partition), replica) of a local log, None if not replicated here."""
+        for key, replica in self.replicas.items():
+            if replica.log is plog:
+                return key, replica
+        return None
 
     def on_flushed(self, logs) -> None:
         now = now_ms()
@@ -298,13 +311,12 @@ class ReplicaManager:
         return fut
 
 
-def start_replication(config, catalogue, cluster, data_plane, group_sync,
-                      coordinator=None, durability=None) -> ReplicaManager:
-    """Wire a ReplicaManager to a started ClusterNode and the data plane."""
-    plane = cluster.plane
+def build_replica_manager(config, catalogue, cluster, data_plane,
+                          fsync: FsyncBatcher) -> ReplicaManager:
+    """This node's ReplicaManager, built before the ClusterNode starts (the
+    coordinator runtimes' durability is built from it); started by
+    start_replication once the control plane runs."""
     default_min_isr = config["min.insync.replicas"]
-
-    address_of = cluster.peer_address  # the leader's inter-broker listener
 
     def min_isr_for(name: str) -> int:
         topic = catalogue.get(name)
@@ -312,26 +324,27 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
         return int(configs.get("min.insync.replicas", default_min_isr))
 
     async def syncer(logs):
-        await group_sync.sync(logs)
+        await fsync.sync(logs)
 
+    # the state store is the node (alter_isr by compare-and-set in etcd), and
+    # the leader's inter-broker listener is where its registration says
     manager = ReplicaManager(
-        config["node.id"], catalogue, plane, address_of,
+        config["node.id"], catalogue, cluster, cluster.peer_address,
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
         fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
-        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinator=coordinator)
+        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
-
-    def endpoint_of(node_id: int, listener: str):
-        """A node's endpoint on a client's listener (KIP-951 node_endpoints)."""
-        info = plane.view.nodes.get(node_id)
-        return None if info is None else info.endpoint(listener)
-    manager.endpoint_of = endpoint_of
-    if durability is not None:
-        durability.manager = manager
-        manager.role_listeners.append(durability.roles_changed)
+    manager.endpoint_of = cluster.client_endpoint
     manager.min_isr_for = min_isr_for
     manager.on_log_role_change = data_plane.forget_txn_state
+    return manager
+
+
+def start_replication(manager: ReplicaManager, cluster, data_plane) -> None:
+    """Start the manager on a started ClusterNode: it follows the control
+    plane's partition states, and the data plane asks it from now on."""
+    plane = cluster.plane
     data_plane.replication = manager
     plane.listeners.append(manager)
     plane.view_listeners.append(
@@ -339,96 +352,3 @@ def start_replication(config, catalogue, cluster, data_plane, group_sync,
     manager.start()
     for state in list(plane.view.partitions.values()):
         manager.on_partition_state(state)
-    return manager
-
-
-class ReplicatedDurability:
-    """The coordinator runtime's durability seam in a cluster: a group-commit
-    round is durable once each shard log is fsynced here and its high
-    watermark has passed what was appended (every in-sync replica has it on
-    disk).  A shard this node no longer leads reports an error, which fails
-    the round's writes of that shard (the runtime answers them)."""
-
-    replicated = True  # the runtime enforces offsets.commit.timeout.ms on its rounds
-
-    def __init__(self) -> None:
-        self.manager: ReplicaManager | None = None
-        self.closed = False
-        self._role_waiters: list[asyncio.Future] = []
-
-    async def replayed(self, plog, end_offset: int, epoch: int) -> None:
-        """The takeover fence, awaited by a shard that has replayed its log
-        up to `end_offset` before it serves: returns once this node leads the
-        log in leader epoch `epoch` (or a newer one) and the high watermark
-        has reached `end_offset`.  A new leader's log may end with records
-        that were never acknowledged and that a truncation may still remove;
-        Kafka's runtime serves a shard at its last committed offset, here
-        the shard stays COORDINATOR_LOAD_IN_PROGRESS until everything it
-        replayed is committed.  Waits (an unload cancels it) while this
-        node is not, or not yet, that leader."""
-        while True:
-            manager = self.manager
-            found = None
-            if manager is not None:
-                for key, replica in manager.replicas.items():
-                    if replica.log is plog:
-                        found = key, replica
-                        break
-            if found is not None:
-                key, replica = found
-                if replica.is_leader and replica.leader_epoch >= epoch:
-                    code = await manager.await_high_watermark(key[0], key[1], end_offset)
-                    if code != Err.NOT_LEADER_OR_FOLLOWER:
-                        # reached (NOT_ENOUGH_REPLICAS_AFTER_APPEND: reached with
-                        # an ISR below min.insync.replicas, committed all the same)
-                        return
-                    continue
-            fut = asyncio.get_running_loop().create_future()
-            self._role_waiters.append(fut)
-            await fut
-
-    def roles_changed(self) -> None:
-        """A replica here became leader, follower or neither (the manager's
-        role listener): fences waiting for leadership look again."""
-        waiters, self._role_waiters = self._role_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def sync(self, logs: list, done) -> None:
-        ends = [plog.log_end_offset for plog in logs]
-        asyncio.get_running_loop().create_task(self._sync(logs, ends, done))
-
-    async def _sync(self, logs, ends, done) -> None:
-        errors: list = [None] * len(logs)
-
-        def flush(plog):
-            try:
-                plog.flush()
-                return None
-            except BaseException as exc:
-                return exc
-        results = await asyncio.gather(*(asyncio.to_thread(flush, plog) for plog in logs))
-        for i, exc in enumerate(results):
-            errors[i] = exc
-        manager = self.manager
-        waits = []
-        if manager is not None:
-            manager.on_flushed([plog for plog, e in zip(logs, errors) if e is None])
-            if manager.on_high_watermark is not None:
-                manager.on_high_watermark()     # followers' long polls: new records to read
-            keys = {id(r.log): k for k, r in manager.replicas.items()}
-            for i, plog in enumerate(logs):
-                key = keys.get(id(plog))
-                if errors[i] is None and key is not None:
-                    waits.append((i, manager.await_high_watermark(key[0], key[1], ends[i])))
-                elif errors[i] is None:
-                    errors[i] = NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
-        for i, fut in waits:
-            code = await fut
-            if code != Err.NONE:
-                errors[i] = NotLeader(code)
-        done(errors)
-
-    def close(self) -> None:
-        self.closed = True

@@ -23,7 +23,7 @@ Timer keys:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
@@ -32,6 +32,11 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALAN
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
+from .timers import Timers
+
+if TYPE_CHECKING:  # the shard mixes these handlers in and builds both
+    from .migration import GroupMigration
+    from .shard import CoordinatorConfig
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
@@ -75,6 +80,10 @@ class ClassicGroupHandlers:
     """Mixin: needs self.groups, self.config, self.timers, self.new_uuid."""
 
     groups: dict[str, ClassicGroup]
+    config: CoordinatorConfig
+    timers: Timers
+    migration: GroupMigration
+    new_uuid: Callable[[], str]
     observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
 
     # ============================================================ timers
@@ -91,6 +100,7 @@ class ClassicGroupHandlers:
     def _emit(self, res: Result, group: ClassicGroup, record: Record) -> None:
         """Append a record the live group already reflects (see the module doc):
         the runtime appends it without replaying it."""
+        assert record.value is not None  # a GroupMetadata value, never a tombstone
         group.persisted = persisted_view(record.value)
         res.records.append(AppliedRecord(*record))
 
@@ -488,6 +498,7 @@ class ClassicGroupHandlers:
         if group is None or group.state == EMPTY:
             return res.reply(token, sync_response(Err.UNKNOWN_MEMBER_ID))
         instance_id = req.get("group_instance_id") if version >= 3 else None
+        error: int
         if group.state == DEAD:
             error = Err.COORDINATOR_NOT_AVAILABLE
         else:
@@ -558,6 +569,7 @@ class ClassicGroupHandlers:
             error = group.validate_member(member_id, instance_id)
             if error:
                 return _hb(error)
+        assert member is not None  # validate_member refused an unknown member
         if req["generation_id"] != group.generation_id:
             return _hb(Err.ILLEGAL_GENERATION)
         if group.state == EMPTY:
@@ -590,7 +602,7 @@ class ClassicGroupHandlers:
         group = self.groups.get(group_id)
         if group is None and self._consumer_group(group_id) is not None:
             responses, res = self.migration.leave(
-                self._consumer_group(group_id), [(m, i) for m, i, _ in identities], now)
+                self._consumer_group(group_id), [(m, i) for m, i, _ in identities])
             return _leave(version, Err.NONE, responses), res
         if group is None:
             return _leave(version, Err.NONE, [

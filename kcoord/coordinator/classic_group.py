@@ -81,7 +81,7 @@ class ClassicMember:
     def is_static(self) -> bool:
         return self.group_instance_id is not None
 
-    def metadata_for(self, protocol: str) -> bytes:
+    def metadata_for(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
             if name == protocol:
                 return meta
@@ -235,7 +235,7 @@ class ClassicGroup:
         old = self.members.get(old_id)
         if old is None:
             raise ValueError(f"cannot replace unknown member {old_id}")
-        fenced_join = {"throttle_time_ms": 0, "error_code": Err.FENCED_INSTANCE_ID,
+        fenced_join: dict[str, Any] = {"throttle_time_ms": 0, "error_code": Err.FENCED_INSTANCE_ID,
                        "generation_id": -1, "protocol_type": None, "protocol_name": None,
                        "leader": "", "skip_assignment": False, "member_id": old_id, "members": []}
         self.complete_join(old, fenced_join, res)

@@ -26,8 +26,6 @@ STABLE = 0
 UNREVOKED_PARTITIONS = 1
 UNRELEASED_PARTITIONS = 2
 UNKNOWN = 127
-MEMBER_STATE_NAMES = {STABLE: "STABLE", UNREVOKED_PARTITIONS: "UNREVOKED_PARTITIONS",
-                      UNRELEASED_PARTITIONS: "UNRELEASED_PARTITIONS", UNKNOWN: "UNKNOWN"}
 
 # group states (ConsumerGroup.ConsumerGroupState)
 GROUP_EMPTY = "Empty"
@@ -186,22 +184,20 @@ class ConsumerMember:
     def copy(self, **changes) -> "ConsumerMember":
         return replace(self, **changes)
 
+    @property
+    def classic(self) -> dict:
+        """The ClassicMemberMetadata of a member that joined with the classic protocol."""
+        meta = self.classic_member_metadata
+        if meta is None:
+            raise ValueError(f"member {self.member_id} did not join with the classic protocol")
+        return meta
+
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state == STABLE and self.member_epoch == epoch
 
     def subscription_equal(self, other: "ConsumerMember") -> bool:
         return (self.subscribed_topic_names == other.subscribed_topic_names
                 and self.subscribed_topic_regex == other.subscribed_topic_regex)
-
-    def metadata_equal(self, other: "ConsumerMember") -> bool:
-        """Equal in every field of the ConsumerGroupMemberMetadata record."""
-        return (self.instance_id == other.instance_id and self.rack_id == other.rack_id
-                and self.client_id == other.client_id and self.client_host == other.client_host
-                and self.subscribed_topic_names == other.subscribed_topic_names
-                and self.subscribed_topic_regex == other.subscribed_topic_regex
-                and self.rebalance_timeout_ms == other.rebalance_timeout_ms
-                and self.server_assignor == other.server_assignor
-                and self.classic_member_metadata == other.classic_member_metadata)
 
     def assignment_state_equal(self, other: "ConsumerMember") -> bool:
         """Equal in every field of the ConsumerGroupCurrentMemberAssignment record."""

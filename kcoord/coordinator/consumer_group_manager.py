@@ -35,6 +35,7 @@ from .consumer_requests import (GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, des
                                 heartbeat_error, validate_heartbeat)
 from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result, Timer
+from .observer import CoordinatorObserver
 from .timers import Timers
 
 log = logging.getLogger("kcoord.consumer_group")
@@ -76,8 +77,8 @@ class ConsumerGroupManager:
         self.timers = timers if timers is not None else Timers()
         # rebalance timer key -> the member epoch it was armed for (in memory, like Kafka's timer)
         self._rebalance_epochs: dict[tuple, int] = {}
-        # observer.CoordinatorObserver, or None (the default, and while loading)
-        self.observer = None
+        # None: the default, and while loading
+        self.observer: CoordinatorObserver | None = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
         # While an authorizer is on (config.topic_describable) the server sets
@@ -97,10 +98,6 @@ class ConsumerGroupManager:
     @property
     def session_timeout_ms(self) -> int:
         return self.config.consumer_group_session_timeout_ms
-
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self.config.consumer_group_heartbeat_interval_ms
 
     # a group's own values (IncrementalAlterConfigs on the group), else the broker's
     def session_timeout_for(self, group_id: str) -> int:
@@ -137,18 +134,21 @@ class ConsumerGroupManager:
 
     def _observe(self, gid: str, epoch_before: int) -> None:
         """Tell the observer when a replayed record started or ended a rebalance."""
+        observer = self.observer
+        if observer is None:
+            return
         group = self.groups.get(gid)
         members = len(group.members) if group is not None else 0
         if group is not None and group.group_epoch > epoch_before and members:
             reason = self.epoch_reasons.pop(gid, "the group epoch was bumped")
             self._rebalancing.add(gid)
-            self.observer.rebalance_started(gid, "consumer", group.group_epoch, members, reason)
+            observer.rebalance_started(gid, "consumer", group.group_epoch, members, reason)
         elif gid in self._rebalancing and (group is None or group.state in (GROUP_STABLE,
                                                                              GROUP_EMPTY)):
             self._rebalancing.discard(gid)
             self.epoch_reasons.pop(gid, None)
-            self.observer.rebalance_completed(gid, "consumer",
-                                              group.group_epoch if group else 0, members)
+            observer.rebalance_completed(gid, "consumer",
+                                         group.group_epoch if group else 0, members)
 
     def _on_group_created(self, group_id: str) -> None:
         # A simple group (created by offset commits) is replaced by the consumer group.
@@ -374,10 +374,11 @@ class ConsumerGroupManager:
         self._touch_session(res, (SESSION_TIMER, group_id, member_id),
                             now + self.session_timeout_for(group_id))
 
-        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                    "member_id": updated.member_id, "member_epoch": updated.member_epoch,
-                    "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
-                    "assignment": None}
+        response: dict[str, Any] = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "member_id": updated.member_id, "member_epoch": updated.member_epoch,
+            "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
+            "assignment": None}
         full = epoch == 0 or (rebalance_timeout != -1 and owned is not None
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
@@ -560,8 +561,10 @@ class ConsumerGroupManager:
             subscribed = subscription_cache.get(key)
             if subscribed is None:
                 ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
-                ids += [metadata[n][0] for n in cg.regex_matches(m.subscribed_topic_regex, metadata)
-                        if allows is None or allows(m.subscribed_topic_regex, n)]
+                regex = m.subscribed_topic_regex
+                if regex:
+                    ids += [metadata[n][0] for n in cg.regex_matches(regex, metadata)
+                            if allows is None or allows(regex, n)]
                 subscribed = subscription_cache[key] = frozenset(ids)
             current = group.target.get(mid)
             if current is None:
@@ -659,13 +662,14 @@ class ConsumerGroupManager:
         member = group.members.get(member_id) if group is not None else None
         if kind == REBALANCE_TIMER:
             armed_epoch = self._rebalance_epochs.pop(key, None)
-            if member is None or armed_epoch is None or member.member_epoch != armed_epoch:
+            if group is None or member is None or armed_epoch is None \
+                    or member.member_epoch != armed_epoch:
                 return res
             log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
                      group_id, member_id, member.rebalance_timeout_ms)
             return self.fence(group, member, now,
                               f"member {member_id} did not revoke its partitions in time")
-        if kind == SESSION_TIMER and member is not None:
+        if kind == SESSION_TIMER and group is not None and member is not None:
             if self.observer is not None:  # it logs the expiry
                 self.observer.member_expired(group_id, member_id, "consumer")
             else:
@@ -705,7 +709,7 @@ class ConsumerGroupManager:
                 group.metadata_refresh = True
         return changed
 
-    def on_topics_changed(self, topics: Mapping[str, Any], now: int) -> Result:
+    def on_topics_changed(self, topics: Mapping[str, Any]) -> Result:
         """Topics were created, deleted or grew: bring the affected groups' targets up to date."""
         res = Result()
         changed = self._set_topics(topics)

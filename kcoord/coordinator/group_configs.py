@@ -124,7 +124,7 @@ def validate_group_configs(configs: Mapping[str, str | None],
             raise ConfigError(f"Unknown group config name: {name}")
         key, _, low_key, high_key = entry
         value = _normalized(key, key.parse(raw))
-        if low_key is not None:
+        if low_key is not None and high_key is not None:
             low, high = broker[low_key], broker[high_key]
             if not low <= value <= high:
                 raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be "
@@ -154,7 +154,7 @@ def clamp_group_configs(configs: Mapping[str, str],
             value = _normalized(key, key.parse(raw))
         except ConfigError:
             continue
-        if low_key is not None:
+        if low_key is not None and high_key is not None:
             value = min(max(value, broker[low_key]), broker[high_key])
         out[name] = value
     return out

@@ -44,7 +44,6 @@ from .result import Record, Result
 
 log = logging.getLogger("kcoord.migration")
 
-POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
 TIMER_KINDS = (JOIN_TIMER, SYNC_TIMER)
@@ -61,7 +60,7 @@ def classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]]
 
 def classic_protocols(member: ConsumerMember) -> list[tuple[str, bytes]]:
     return [(p["name"], bytes(p["metadata"]))
-            for p in member.classic_member_metadata["supported_protocols"]]
+            for p in member.classic["supported_protocols"]]
 
 
 def _hb(code: int) -> dict:
@@ -148,7 +147,7 @@ class GroupMigration:
         return self.consumer.fence(group, member, now)
 
     def _touch_session(self, res: Result, group_id: str, member: ConsumerMember, now: int) -> None:
-        timeout = member.classic_member_metadata["session_timeout_ms"]
+        timeout = member.classic["session_timeout_ms"]
         self.consumer._touch_session(res, (SESSION_TIMER, group_id, member.member_id), now + timeout)
 
     # ============================================================ upgrade
@@ -318,7 +317,7 @@ class GroupMigration:
         for m, _ in members:
             classic.add(ClassicMember(
                 m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                m.classic_member_metadata["session_timeout_ms"], CONSUMER_PROTOCOL_TYPE,
+                m.classic["session_timeout_ms"], CONSUMER_PROTOCOL_TYPE,
                 classic_protocols(m)))
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
@@ -343,7 +342,7 @@ class GroupMigration:
         if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
             return False
         classic = [m for m in group.members.values() if m.classic_member_metadata is not None]
-        return any(all(any(p["name"] == n for p in m.classic_member_metadata["supported_protocols"])
+        return any(all(any(p["name"] == n for p in m.classic["supported_protocols"])
                        for m in classic) for n in names)
 
     def _join(self, group: ConsumerGroup, join: dict, member_id: str, now: int,
@@ -483,7 +482,7 @@ class GroupMigration:
             member = self._classic_member(group, req["member_id"], instance_id)
             if req["generation_id"] != member.member_epoch:
                 raise HeartbeatError(Err.ILLEGAL_GENERATION)
-            protocols = member.classic_member_metadata["supported_protocols"]
+            protocols = member.classic["supported_protocols"]
             if (ptype is not None and ptype != CONSUMER_PROTOCOL_TYPE) or \
                     (pname is not None and pname != protocols[0]["name"]):
                 raise HeartbeatError(Err.INCONSISTENT_GROUP_PROTOCOL)
@@ -533,7 +532,7 @@ class GroupMigration:
         return False
 
     # ============================================================ LeaveGroup
-    def leave(self, group: ConsumerGroup, identities: list[tuple], now: int
+    def leave(self, group: ConsumerGroup, identities: list[tuple]
               ) -> tuple[list[dict], Result]:
         """Kafka's classicGroupLeaveToConsumerGroup: per-member results and the records
         (tombstones, new subscription metadata, an epoch bump).  No downgrade here:

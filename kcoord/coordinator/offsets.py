@@ -56,7 +56,7 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
     out = []
     for t in topics:
         name = t["name"]
-        parts = []
+        parts: list[dict] = []
         part = parts.append
         for p in t["partitions"]:
             index = p["partition_index"]

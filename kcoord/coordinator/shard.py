@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
@@ -30,9 +30,8 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, d
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
-from .txn_offsets import TXN_MARKER, TXN_OFFSET_BATCH, PendingTxnOffsets
+from .txn_offsets import PendingTxnOffsets
 from .timers import Timers
-
 
 
 @dataclass
@@ -128,9 +127,6 @@ class CoordinatorShard(ClassicGroupHandlers):
     # ================================================================ replay
     def replay(self, record: Record) -> None:
         rtype, key, value, version = record
-        if rtype < 0:
-            self._replay_txn(record)
-            return
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             if self.txn_offsets.by_group:
                 tp = (key["topic"], key["partition"])
@@ -152,16 +148,20 @@ class CoordinatorShard(ClassicGroupHandlers):
         elif record.type in SHARE_GROUP_RECORDS:
             self.share.replay(record)
 
-    def _replay_txn(self, item) -> None:
-        """A transactional offset batch or a marker (txn_offsets.py)."""
-        if item.type == TXN_OFFSET_BATCH:
-            self.txn_offsets.replay_batch(item)
-            for group_id in {r.key["group"] for r in item.records if r.value is not None}:
-                # pending offsets of an unknown group create a simple group, as commits do
-                if group_id not in self.groups and group_id not in self.consumer.groups:
-                    self.groups[group_id] = ClassicGroup(group_id)
-        elif item.type == TXN_MARKER:
-            self.txn_offsets.replay_marker(item, self.offsets)
+    def replay_txn_offsets(self, producer_id: int, _producer_epoch: int,
+                           records: list[Record]) -> None:
+        """OffsetCommit records of a producer's transactional batch: pending
+        until its marker (txn_offsets.py)."""
+        self.txn_offsets.replay_batch(producer_id, records)
+        for group_id in {r.key["group"] for r in records if r.value is not None}:
+            # pending offsets of an unknown group create a simple group, as commits do
+            if group_id not in self.groups and group_id not in self.consumer.groups:
+                self.groups[group_id] = ClassicGroup(group_id)
+
+    def replay_txn_marker(self, producer_id: int, _producer_epoch: int, commit: bool) -> None:
+        """The producer's transaction ended on this partition: its pending
+        offsets are installed (COMMIT) or dropped (ABORT)."""
+        self.txn_offsets.replay_marker(producer_id, commit, self.offsets)
 
     def replay_all(self, records: list[Record]) -> None:
         """replay() of every record, in order (loading a log)."""
@@ -372,7 +372,7 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     def describe_group(self, group_id: str) -> dict:
         group = self.groups.get(group_id)
-        base = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
+        base: dict[str, Any] = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
                 "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": AUTH_OPS_NOT_REQUESTED}
         if not group_id:
@@ -460,10 +460,10 @@ class CoordinatorShard(ClassicGroupHandlers):
                                 include_authorized_operations: bool = False) -> list[dict]:
         return self.consumer.describe(group_ids, include_authorized_operations)
 
-    def on_topics_changed(self, topics, now: int) -> Result:
+    def on_topics_changed(self, topics) -> Result:
         """Topics were created, deleted or grew: update consumer group targets
         (share groups bump their epoch on their next heartbeat, as Kafka's)."""
-        return self.consumer.on_topics_changed(topics, now).merge(
+        return self.consumer.on_topics_changed(topics).merge(
             self.share.on_topics_changed(topics))
 
     # ================================================== KIP-932 share groups

@@ -134,7 +134,7 @@ class ShareGroupManager:
         self.topics: Mapping[str, Any] = {}  # name -> (topic id, partitions)
         self.timers = timers if timers is not None else Timers()
         # does a classic or consumer group hold this id (one namespace, no conversion)
-        self.other_group = other_group or (lambda gid: False)
+        self.other_group = other_group or (lambda _gid: False)
         # (group, topic id) -> when its partitions started initializing (in memory,
         # as Kafka's timestamp set on replay; a load restarts the clock)
         self.init_since: dict[tuple[str, bytes], int] = {}
@@ -306,7 +306,8 @@ class ShareGroupManager:
 
         self.timers.arm(res, (SESSION_TIMER, group_id, member_id),
                         now + self.session_timeout_for(group_id))
-        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        response: dict[str, Any] = {
+                    "throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": reconciled.member_id, "member_epoch": reconciled.member_epoch,
                     "heartbeat_interval_ms": self.heartbeat_interval_for(group_id),
                     "assignment": None}
@@ -457,7 +458,9 @@ class ShareGroupManager:
                 Err.NON_EMPTY_GROUP, "The group is not empty."))
         unknown = {"error_code": int(Err.UNKNOWN_TOPIC_OR_PARTITION),
                    "error_message": "This server does not host this topic-partition."}
-        responses, change, offsets = [], {}, {}
+        responses: list = []
+        change: dict = {}
+        offsets: dict = {}
         for t in topics:
             name = t["topic_name"]
             info = self.topics.get(name)
@@ -560,7 +563,7 @@ class ShareGroupManager:
         _, group_id, member_id = key
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             return res
         log.info("group %s: share member %s fenced: its session expired", group_id, member_id)
         return self.fence(group, member).merge(res)
@@ -634,6 +637,8 @@ class ShareGroupManager:
         if group is None or group.members or not partitions:
             return Result(response=None)
         states = group.partition_states
+        if states is None:  # (share_state_partitions found some: it has states)
+            return Result(response=None)
         deleting = dict(states.deleting)
         for side in (states.initialized, states.initializing):
             for t, (name, _) in side.items():

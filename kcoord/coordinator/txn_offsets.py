@@ -2,50 +2,20 @@
 pendingTransactionalOffsets / openTransactionsByGroup).
 
 TxnOffsetCommit writes the same OffsetCommit records as OffsetCommit, in a
-transactional batch of the producer (TxnOffsetBatch here); they stay
-pending, invisible to OffsetFetch, until the transaction's marker reaches
-this shard's __consumer_offsets partition (TxnMarker): COMMIT installs
-each pending offset unless a plain commit of the same partition was
-replayed after it (the later record wins), ABORT drops them.  Both are
-replayed like any record, so a reload gives the state the live shard had.
+transactional batch of the producer (the runtime's write_txn: producer id
+and epoch are the batch's metadata); they stay pending, invisible to
+OffsetFetch, until the transaction's marker reaches this shard's
+__consumer_offsets partition (complete_txn): COMMIT installs each pending
+offset unless a plain commit of the same partition was replayed after it
+(the later record wins), ABORT drops them.  Both are replayed (the shard's
+replay_txn_offsets and replay_txn_marker), live and when loading, so a
+reload gives the state the live shard had.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..protocol.errors import Err
 from .offsets import OffsetValue, commit_records
-from .result import Result
-
-# Pseudo record types (negative: never a record key version) for the items a
-# shard's log takes besides plain records; each is a 4-tuple like Record.
-TXN_OFFSET_BATCH = -1
-TXN_MARKER = -2
-
-
-class TxnOffsetBatch(NamedTuple):
-    """OffsetCommit records written in one transactional batch of a producer."""
-    type: int
-    producer_id: int
-    producer_epoch: int
-    records: tuple
-
-
-class TxnMarker(NamedTuple):
-    """An end-transaction control batch on this __consumer_offsets partition."""
-    type: int
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-
-
-def txn_offset_batch(producer_id: int, epoch: int, records) -> TxnOffsetBatch:
-    return TxnOffsetBatch(TXN_OFFSET_BATCH, producer_id, epoch, tuple(records))
-
-
-def txn_marker(producer_id: int, epoch: int, commit: bool) -> TxnMarker:
-    return TxnMarker(TXN_MARKER, producer_id, epoch, commit)
-
+from .result import Record, Result
 
 class PendingTxnOffsets:
     def __init__(self) -> None:
@@ -54,9 +24,8 @@ class PendingTxnOffsets:
         self.by_group: dict[str, set[int]] = {}  # group -> producers with pending offsets
 
     # -------------------------------------------------------------- replay
-    def replay_batch(self, batch: TxnOffsetBatch) -> None:
-        pid = batch.producer_id
-        for rtype, key, value, version in batch.records:
+    def replay_batch(self, pid: int, records: list[Record]) -> None:
+        for _rtype, key, value, _version in records:
             group, tp = key["group"], (key["topic"], key["partition"])
             if value is None:
                 self.on_tombstone(group, tp)
@@ -66,17 +35,17 @@ class PendingTxnOffsets:
             self.pending.setdefault(pid, {}).setdefault(group, {})[tp] = [entry, False]
             self.by_group.setdefault(group, set()).add(pid)
 
-    def replay_marker(self, marker: TxnMarker, offsets) -> list[str]:
+    def replay_marker(self, pid: int, commit: bool, offsets) -> list[str]:
         """Install (COMMIT) or drop (ABORT) the producer's pending offsets;
         -> the groups whose offsets were installed."""
-        groups = self.pending.pop(marker.producer_id, {})
+        groups = self.pending.pop(pid, {})
         for group in groups:
             pids = self.by_group.get(group)
             if pids is not None:
-                pids.discard(marker.producer_id)
+                pids.discard(pid)
                 if not pids:
                     del self.by_group[group]
-        if not marker.commit:
+        if not commit:
             return []
         installed = []
         for group, parts in groups.items():
@@ -130,14 +99,14 @@ class PendingTxnOffsets:
 
 
 def txn_offset_commit(shard, req: dict, version: int, now: int) -> Result:
-    """TxnOffsetCommit on `shard` (a CoordinatorShard): the answer is the
-    result's response.
+    """TxnOffsetCommit on `shard` (a CoordinatorShard): -> the response and the
+    records, which the runtime writes in the producer's transactional batch.
     v3+ validates member and generation like OffsetCommit (KIP-447), with no
     REBALANCE_IN_PROGRESS; v0-2 are accepted whatever the group's state.  The
     runtime has already checked that the group's partition is in the
     producer's transaction and marked unknown partitions."""
     group_id = req["group_id"]
-    error = Err.NONE
+    error: int = Err.NONE
     if not group_id:
         error = Err.INVALID_GROUP_ID
     elif version >= 3:
@@ -145,11 +114,7 @@ def txn_offset_commit(shard, req: dict, version: int, now: int) -> Result:
                           req.get("group_instance_id"), req.get("generation_id", -1))
     topics, records = commit_records(group_id, req["topics"], error, now, None,
                                      shard.config.offset_metadata_max_bytes)
-    response = {"throttle_time_ms": 0, "topics": topics}
-    if not records:
-        return Result(response=response)
-    return Result(records=[txn_offset_batch(req["producer_id"], req["producer_epoch"], records)],
-                  response=response)
+    return Result(records=records, response={"throttle_time_ms": 0, "topics": topics})
 
 
 def _validate(shard, group_id: str, member_id: str, instance_id, generation: int) -> int:

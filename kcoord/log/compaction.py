@@ -21,7 +21,6 @@ READ_CHUNK = 4 << 20
 @dataclass
 class CompactionStats:
     segments_rewritten: int = 0
-    records_kept: int = 0
     records_removed: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
@@ -84,7 +83,6 @@ def compact(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Compac
         plog.replace_sealed(seg.base_offset, bytes(out))
         stats.bytes_after += len(out)
         stats.segments_rewritten += 1
-        stats.records_kept += len(kept)
         stats.records_removed += removed
     if stats.segments_rewritten:
         log.info("%s: compacted %d segments, removed %d records (%d -> %d bytes)", plog.path,

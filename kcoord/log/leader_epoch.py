@@ -39,12 +39,6 @@ class EpochCache:
         """The newest epoch, UNDEFINED_EPOCH when the cache is empty."""
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def start_offset_of(self, epoch: int) -> int | None:
-        i = bisect.bisect_left(self._epochs, epoch)
-        if i < len(self._epochs) and self._epochs[i] == epoch:
-            return self._starts[i]
-        return None
-
     def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch, Kafka's rules: the
         largest epoch <= `requested` and the start of the first epoch after

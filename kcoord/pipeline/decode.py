@@ -1,4 +1,7 @@
-"""Decoding __consumer_offsets segment files straight into Arrow batches.
+"""Decoding __consumer_offsets record batches straight into Arrow batches
+(RecordBatchBuilder).  Beside it, by job: segments.py walks the segment
+files and feeds it, key_table.py is its numpy key lookup, group_rows.py
+turns group records into rows.
 
 No Spark here: the data source's readers call this in executors, and the
 benchmark and tests call it directly.
@@ -15,7 +18,7 @@ that do not change a result:
 * keys repeat (one group commits the same partitions over and over), so a
   key is decoded once with the codec and then recognised by its raw bytes:
   the column-wise parse looks keys up in a numpy hash table whose hits are
-  confirmed byte for byte (`_KeyTable`);
+  confirmed byte for byte (`KeyTable`);
 * an OffsetCommitValue v3 with empty metadata (what Kafka and kcoord write
   for almost every commit) has a fixed 24-byte layout, so those values are
   collected and unpacked together with numpy; any other value goes through
@@ -41,12 +44,8 @@ Bad input never raises.  It becomes a row with `error` set:
 """
 from __future__ import annotations
 
-import base64
 from array import array
-import os
-import re
 import struct
-from pathlib import Path
 
 import crc32c as _crc32c_mod
 import numpy as np
@@ -66,12 +65,10 @@ from kcoord.protocol.records import (BATCH_HEADER, BATCH_HEADER_FIELDS, COMPRESS
                                      TRANSACTIONAL, ZIGZAG1, header_struct, read_records,
                                      read_varint, read_varlong)
 
-from kcoord.log.scan import segment_headers
 
+from .group_rows import (_metadata_array, _sparse, consumer_group_row, group_metadata_row)
+from .key_table import KeyTable
 from .schema import RECORD_FIELDS, arrow_schema
-from kcoord.protocol.internal_topics import OFFSETS_TOPIC
-
-SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 
 _crc32c = _crc32c_mod.crc32c
 _NO_PID = -(1 << 63)  # producer id of an error row (a real batch's is -1 or more)
@@ -93,139 +90,7 @@ _FAST, _PLAIN, _GENERAL, _BAD_CRC = 0, 1, 2, 3
 # parse takes one numpy step per record index.
 _FAST_MAX_COUNT = 64
 
-DEFAULT_CHUNK_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 1 << 17
-
-
-# ------------------------------------------------------------------ files
-
-
-def partition_dirs(data_dir, topic: str = OFFSETS_TOPIC) -> list[tuple[int, Path]]:
-    """(partition, directory) of every partition of `topic` in data_dir, by partition."""
-    out = []
-    prefix = topic + "-"
-    try:
-        entries = list(os.scandir(data_dir))
-    except FileNotFoundError:
-        return []
-    for entry in entries:
-        name = entry.name
-        if entry.is_dir() and name.startswith(prefix) and name[len(prefix):].isdigit():
-            out.append((int(name[len(prefix):]), Path(entry.path)))
-    return sorted(out)
-
-
-def segment_files(partition_dir) -> list[tuple[int, Path]]:
-    """(base offset, path) of each segment file, in offset order."""
-    out = []
-    for entry in os.scandir(partition_dir):
-        m = SEGMENT_RE.match(entry.name)
-        if m and entry.is_file():
-            out.append((int(m.group(1)), Path(entry.path)))
-    return sorted(out)
-
-
-def uuid_str(raw) -> str | None:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
-    if raw is None:
-        return None
-    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
-
-
-# ------------------------------------------------------------ key table
-
-_MIX1 = np.uint64(0x9E3779B97F4A7C15)
-_MIX2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_KEY_WORDS = 32  # keys of up to 256 bytes (length prefix included) go in the table
-_WORD_MIX = np.random.default_rng(0x6B636F6F7264).integers(
-    1 << 62, size=_KEY_WORDS, dtype=np.uint64) * np.uint64(2) + np.uint64(1)  # odd
-# _WORD_MASKS[n, j]: the bytes of word j that belong to a key of n bytes
-_WORD_MASKS = np.array([[(1 << (8 * max(0, min(8, n - 8 * j)))) - 1 for j in range(_KEY_WORDS)]
-                        for n in range(8 * _KEY_WORDS + 1)], dtype=np.uint64)
-
-
-class _KeyTable:
-    """Raw keys -> key ids, looked up for many records at once with numpy.
-
-    A key's bytes are read as little-endian 64-bit words, zero past its end;
-    words and length hash to 64 bits, looked up in a sorted array.  A hit is
-    confirmed by comparing the length and every word with the key stored
-    under that hash, so a collision can only make a miss (the caller then
-    takes its dict), never a wrong id."""
-
-    def __init__(self) -> None:
-        self.hashes = np.empty(0, dtype=np.uint64)  # sorted
-        self.slots = np.empty(0, dtype=np.int64)    # slot of each sorted hash
-        self.kids = np.empty(0, dtype=np.int64)     # per slot: key id, length, words
-        self.lens = np.empty(0, dtype=np.int64)
-        self.words = np.zeros((0, 1), dtype=np.uint64)
-
-    @staticmethod
-    def words_of(buf: bytes, kpos, klen):
-        """-> (hash, words (n x w), usable): the keys buf[kpos:kpos + klen]."""
-        n = len(kpos)
-        top = int(klen.max()) if n else 0
-        w = max(1, min(_KEY_WORDS, (top + 7) // 8))
-        usable = (klen > 0) & (klen <= 8 * w) & (kpos + 8 * w <= len(buf))
-        if len(buf) < 8 * w or not usable.any():
-            return np.zeros(n, dtype=np.uint64), np.zeros((n, w), dtype=np.uint64), \
-                np.zeros(n, dtype=bool)
-        items = np.ndarray(shape=(len(buf) - 8 * w + 1,), dtype=np.dtype((np.void, 8 * w)),
-                           buffer=buf, strides=(1,))
-        words = items[np.where(usable, kpos, 0)].view("<u8").reshape(n, w)
-        lens = np.minimum(klen, 8 * w)
-        if int(klen.min()) == top:
-            words &= _WORD_MASKS[top, :w]
-        else:
-            words &= _WORD_MASKS[lens, :w]
-        # words past a key are zero and add nothing: the hash does not depend on w
-        h = lens.astype(np.uint64) * _MIX1
-        for j in range(w):
-            h += words[:, j] * _WORD_MIX[j]
-        h ^= h >> np.uint64(29)
-        h *= _MIX2
-        return h, words, usable
-
-    def lookup(self, h, words, klen, usable):
-        """Key id per key, -1 where the table does not hold it."""
-        n = len(h)
-        if not len(self.hashes):
-            return np.full(n, -1, dtype=np.int64)
-        i = np.searchsorted(self.hashes, h)
-        np.minimum(i, len(self.hashes) - 1, out=i)
-        slot = self.slots[i]
-        w = words.shape[1]
-        if w > self.words.shape[1]:
-            self._widen(w)
-        same = usable & (self.hashes[i] == h) & (self.lens[slot] == klen) \
-            & (self.words[slot, :w] == words).all(axis=1)
-        return np.where(same, self.kids[slot], -1)
-
-    def _widen(self, w: int) -> None:
-        words = np.zeros((len(self.words), w), dtype=np.uint64)
-        words[:, :self.words.shape[1]] = self.words
-        self.words = words
-
-    def add(self, h, words, klen, kids) -> None:
-        """Add keys (distinct); one whose hash is already taken stays out."""
-        h, first = np.unique(h, return_index=True)
-        keep = ~np.isin(h, self.hashes)
-        first = first[keep]
-        if not first.size:
-            return
-        w = max(words.shape[1], self.words.shape[1])
-        if w > self.words.shape[1]:
-            self._widen(w)
-        new = np.zeros((first.size, w), dtype=np.uint64)
-        new[:, :words.shape[1]] = words[first]
-        base = len(self.kids)
-        self.kids = np.concatenate([self.kids, kids[first]])
-        self.lens = np.concatenate([self.lens, klen[first]])
-        self.words = np.concatenate([self.words, new])
-        hashes = np.concatenate([self.hashes, h[keep]])
-        slots = np.concatenate([self.slots, base + np.arange(first.size, dtype=np.int64)])
-        order = np.argsort(hashes, kind="stable")
-        self.hashes, self.slots = hashes[order], slots[order]
 
 
 # ------------------------------------------------------------ the builder
@@ -262,7 +127,7 @@ class RecordBatchBuilder:
         self._k_partition: list = []
         self._k_member: list = []
         self._k_arrays = None  # Arrow versions of the key tables, rebuilt when they grow
-        self._table = _KeyTable()  # offset-commit keys for the column-wise parse
+        self._table = KeyTable()  # offset-commit keys for the column-wise parse
         self.topic_names = topic_names if topic_names is not None else {}  # topic id -> name
         self.log_partition = 0
         self.segment = 0
@@ -376,7 +241,7 @@ class RecordBatchBuilder:
             self.batches.pop()
 
     def _control_records(self, data: bytes, h, row: int) -> None:
-        for i, (off_delta, ts_delta, key, value) in enumerate(_walk(data, h)):
+        for i, (off_delta, ts_delta, key, _value) in enumerate(_walk(data, h)):
             if off_delta != i:
                 self.off_exc.append((row, off_delta - i))
             if ts_delta:
@@ -981,92 +846,6 @@ class RecordBatchBuilder:
         return consumer_group_row(rtype, msg, self.topic_names)
 
 
-def consumer_group_row(rtype: int, msg: dict, names: dict) -> dict:
-    """The `consumer_group` column of a KIP-848 record (types 3-8).
-
-    `names` maps topic ids to names; a partition-metadata record (type 4) adds to it."""
-    def tps(items):
-        return [{"topic_id": uuid_str(tp["topic_id"]),
-                 "topic": names.get(uuid_str(tp["topic_id"])),
-                 "partitions": list(tp["partitions"])} for tp in items or []]
-
-    if rtype == 3:
-        return {"epoch": msg["epoch"]}
-    if rtype == 4:
-        out = []
-        for t in msg["topics"]:
-            tid = uuid_str(t["topic_id"])
-            names.setdefault(tid, t["topic_name"])
-            out.append({"topic_id": tid, "topic": t["topic_name"],
-                        "num_partitions": t["num_partitions"]})
-        return {"topics": out}
-    if rtype == 5:
-        classic = msg.get("classic_member_metadata")
-        return {"instance_id": msg["instance_id"], "rack_id": msg["rack_id"],
-                "client_id": msg["client_id"], "client_host": msg["client_host"],
-                "subscribed_topic_names": list(msg["subscribed_topic_names"]),
-                "subscribed_topic_regex": msg["subscribed_topic_regex"],
-                "rebalance_timeout_ms": msg["rebalance_timeout_ms"],
-                "server_assignor": msg["server_assignor"],
-                "classic_session_timeout_ms": classic["session_timeout_ms"] if classic else None}
-    if rtype == 6:
-        return {"assignment_epoch": msg["assignment_epoch"]}
-    if rtype == 7:
-        return {"assigned": tps(msg["topic_partitions"])}
-    if rtype == 8:
-        return {"member_epoch": msg["member_epoch"],
-                "previous_member_epoch": msg["previous_member_epoch"],
-                "state": msg["state"],
-                "assigned": tps(msg["assigned_partitions"]),
-                "pending_revocation": tps(msg["partitions_pending_revocation"])}
-    return {}
-
-
-def _sparse(rows: dict | None, n: int, typ, convert=None):
-    """A column of n rows, null except at the rows of `rows` (row -> value)."""
-    if not rows:
-        return pa.nulls(n, typ)
-    at = sorted(rows)
-    items = [rows[r] for r in at] if convert is None else [convert(rows[r]) for r in at]
-    index = np.zeros(n, dtype=np.int32)
-    index[at] = np.arange(len(at), dtype=np.int32)
-    unset = np.ones(n, dtype=bool)
-    unset[at] = False
-    return pa.array(items, typ).take(pa.array(index, mask=unset))
-
-
-def _metadata_array(metadata: dict | None, has_value, n: int):
-    """Metadata strings: "" for every commit unless a row says otherwise."""
-    validity = pa.array(has_value).buffers()[1]
-    lengths = np.zeros(n + 1, dtype=np.int64)
-    data = b""
-    if metadata:
-        at = sorted(metadata)
-        texts = [metadata[r].encode() for r in at]
-        lengths[np.array(at) + 1] = [len(t) for t in texts]
-        data = b"".join(texts)
-    if len(data) >= 1 << 31:
-        raise ValueError("metadata too large for one batch")
-    offsets = np.cumsum(lengths).astype(np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
-
-
-def group_metadata_row(msg: dict) -> dict:
-    """The `group_metadata` column of a GroupMetadata value."""
-    return {
-        "protocol_type": msg["protocol_type"], "generation": msg["generation"],
-        "protocol": msg["protocol"], "leader": msg["leader"],
-        "current_state_timestamp": msg.get("current_state_timestamp", -1),
-        "members": [{
-            "member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
-            "client_id": m["client_id"], "client_host": m["client_host"],
-            "rebalance_timeout": m.get("rebalance_timeout", -1),
-            "session_timeout": m["session_timeout"],
-            "subscription": bytes(m["subscription"]), "assignment": bytes(m["assignment"]),
-        } for m in msg["members"]],
-    }
-
-
 def _items24(buf: bytes):
     """A numpy view of buf with one 24-byte item starting at every byte position."""
     return np.ndarray(shape=(max(0, len(buf) - 23),), dtype=np.dtype("V24"), buffer=buf,
@@ -1119,98 +898,3 @@ def _walk(data: bytes, h):
     records = read_records(data, h[12])
     log_append = h[5] & TIMESTAMP_TYPE_LOG_APPEND
     return [(r[0], 0 if log_append else r[1], r[2], r[3]) for r in records]
-
-
-# --------------------------------------------------------------- segments
-
-
-def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = None, *,
-                 start_position: int = 0, min_offset: int = -1, max_offset: int = 1 << 62,
-                 verify_crc: bool = True, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 batch_rows: int = DEFAULT_BATCH_ROWS):
-    """Yield Arrow RecordBatches of the records in one segment file.
-
-    Records with offsets outside [min_offset, max_offset] are left out
-    (streaming reads a range); batches wholly past max_offset end the walk.
-    """
-    path = Path(path)
-    base = int(path.stem)
-    if builder is None:
-        builder = RecordBatchBuilder()
-    builder.log_partition = log_partition
-    builder.segment = base
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        fpos = start_position      # file position of buf[0]
-        fh.seek(fpos)
-        buf = b""
-        pos = 0
-        while True:
-            left = size - fpos - pos  # bytes from pos to the end of the file
-            if left <= 0:
-                break
-            avail = len(buf) - pos
-            need = HEADER_SIZE
-            if avail >= LOG_OVERHEAD:
-                length = _peek_len(buf, pos)
-                if length < MIN_BATCH_LENGTH:
-                    builder.add_error("corrupt_batch",
-                                      f"{path.name}: batch length {length} at file position "
-                                      f"{fpos + pos}; {left} bytes not read")
-                    break
-                if LOG_OVERHEAD + length > left:
-                    builder.add_error("truncated_tail",
-                                      f"{path.name}: partial batch of {left} bytes at file "
-                                      f"position {fpos + pos} (batch length {length})")
-                    break
-                need = max(need, LOG_OVERHEAD + length)
-            if avail < need:
-                more = fh.read(max(chunk_bytes, need - avail))
-                if not more:
-                    builder.add_error("truncated_tail",
-                                      f"{path.name}: {left} bytes of a partial batch at "
-                                      f"file position {fpos + pos}")
-                    break
-                buf = buf[pos:] + more
-                fpos += pos
-                pos = 0
-                continue
-            pos, why = builder.add_chunk(buf, pos, verify_crc, min_offset, max_offset)
-            if why == "done":
-                break
-            if why == "corrupt":
-                h = BATCH_HEADER.unpack_from(buf, pos)
-                builder.add_error("corrupt_batch",
-                                  f"{path.name}: bad batch header (length {h[1]}, magic {h[3]}, "
-                                  f"last offset delta {h[6]}) at file position {fpos + pos}; "
-                                  f"{size - fpos - pos} bytes not read", offset=h[0])
-                break
-            if len(builder) >= batch_rows:
-                out = builder.flush()
-                if out is not None:
-                    yield out
-    out = builder.flush()
-    if out is not None:
-        yield out
-
-
-def _peek_len(buf, pos: int) -> int:
-    if len(buf) - pos < LOG_OVERHEAD:
-        return 0
-    return struct.unpack_from(">i", buf, pos + 8)[0]
-
-
-def segment_end(path, start_position: int = 0, start_offset: int | None = None):
-    """Walk batch headers only: -> (next offset, file position after the last whole batch)."""
-    next_offset = start_offset if start_offset is not None else int(Path(path).stem)
-    end = start_position
-    for pos, h in segment_headers(path, start_position):
-        next_offset, end = h.next_offset, pos + h.size
-    return next_offset, end
-
-
-def read_partition(partition_dir, log_partition: int, **kw):
-    """Every segment of one partition, in order."""
-    builder = RecordBatchBuilder(kw.pop("topic_names", None))
-    for _, path in segment_files(partition_dir):
-        yield from read_segment(path, log_partition, builder, **kw)

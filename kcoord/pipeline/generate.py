@@ -500,7 +500,7 @@ def _consumer_group_events(w: Workload, g: GroupSpec, ev: list) -> None:
             body["member_id"] = member
         return encode_record_key(rtype, body)
 
-    def member_meta(m):
+    def member_meta():
         return encode_record_value(5, 0, {
             "instance_id": None, "rack_id": None, "client_id": "kip848-client",
             "client_host": "/127.0.0.1", "subscribed_topic_names": g.topics,
@@ -516,7 +516,7 @@ def _consumer_group_events(w: Workload, g: GroupSpec, ev: list) -> None:
         recs = []
         if action == "join":
             members.append(m)
-            recs.append((k(5, m), member_meta(m), [], None))
+            recs.append((k(5, m), member_meta(), [], None))
         else:
             members.remove(m)
             recs += [(k(8, m), None, [], None), (k(7, m), None, [], None), (k(5, m), None, [], None)]

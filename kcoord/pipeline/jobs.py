@@ -89,23 +89,6 @@ MAIN_COLUMNS = ["log_partition", "segment", "offset", "timestamp", "record_type"
                 "raw_value"]
 
 
-def load_records(spark, data_dir, split: str = "partition", verify_crc: bool = True,
-                 columns: list[str] | None = None, record_types: str | None = None):
-    """The kcoord_offsets source; `columns` projects (only those are decoded into
-    Arrow), `record_types` ("2-8", "0,1") keeps only records of those types."""
-    from pyspark.sql.types import StructType
-
-    from .schema import spark_schema
-    reader = spark.read.format("kcoord_offsets").option("split", split) \
-        .option("verifyCrc", str(verify_crc).lower())
-    if columns:
-        full = spark_schema("records+")
-        reader = reader.schema(StructType([full[c] for c in columns]))
-    if record_types:
-        reader = reader.option("recordTypes", record_types)
-    return reader.load(str(data_dir))
-
-
 SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
 
 
@@ -214,13 +197,6 @@ def _merge_counts(into: dict, more: dict) -> None:
         have["max_ts"] = pick(max, have["max_ts"], v["max_ts"])
 
 
-def load_log_ends(spark, data_dir=None, bootstrap: str | None = None):
-    reader = spark.read.format("kcoord_log_ends")
-    if bootstrap:
-        return reader.option("bootstrap", bootstrap).load()
-    return reader.load(str(data_dir))
-
-
 def log_end_observations(log_ends_df, current_only: bool = False
                          ) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """{(topic, partition): [(log end, timestamp)]}, collected to the driver.
@@ -319,7 +295,6 @@ def window_events(events, intervals: int):
 
 def evaluate(window_df, observations_bc, as_of: int, settings: Settings, partitions: int):
     """Burrow per partition and per group, from the window rows (mapInArrow, by group)."""
-    from pyspark.sql import functions as F
     schema = ddl(EVAL_FIELDS)
     arrow_fields = EVAL_FIELDS
 
@@ -507,7 +482,7 @@ def generations(records, partitions: int, topic_names: dict | None = None):
     def run(batches):
         from kcoord.protocol.messages.coordinator_records import decode_record_value
 
-        from .decode import consumer_group_row, group_metadata_row
+        from .group_rows import consumer_group_row, group_metadata_row
         names = dict(names0)
 
         def rows():

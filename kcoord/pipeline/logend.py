@@ -21,7 +21,9 @@ from pathlib import Path
 
 from kcoord.log.scan import segment_headers
 
-from .decode import OFFSETS_TOPIC, segment_files
+from kcoord.protocol.internal_topics import OFFSETS_TOPIC
+
+from .segments import segment_files
 
 CATALOGUE_FILE = "kcoord-topics.json"
 INTERNAL_TOPICS = {OFFSETS_TOPIC, "__transaction_state", "__share_group_state"}

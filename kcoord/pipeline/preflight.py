@@ -8,7 +8,9 @@ from pathlib import Path
 
 from kcoord.protocol.client_config import ClientConfigError, read_properties
 
-from .decode import OFFSETS_TOPIC, partition_dirs, segment_files
+from kcoord.protocol.internal_topics import OFFSETS_TOPIC
+
+from .segments import partition_dirs, segment_files
 
 
 class InputError(Exception):

@@ -11,8 +11,6 @@ from pathlib import Path
 from . import burrow
 
 SEVERITY = {"OK": 0, "WARN": 1, "ERR": 2, "STOP": 3, "STALL": 3, "REWIND": 3}
-COLORS = ["#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f"]
 STATUS_COLORS = {"OK": "#2ca02c", "WARN": "#ff7f0e", "ERR": "#d62728", "STOP": "#d62728",
                  "STALL": "#d62728", "REWIND": "#9467bd"}
 MAX_GROUP_ROWS = 500

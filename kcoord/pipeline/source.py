@@ -81,7 +81,8 @@ def _options(options) -> tuple[str, str, bool, str]:
 
 def _read(partition: OffsetsPartition, verify: bool, columns: list[str] | None,
           types: frozenset | None = None):
-    from .decode import RecordBatchBuilder, read_segment
+    from .decode import RecordBatchBuilder
+    from .segments import read_segment
     builder = RecordBatchBuilder(dict(partition.topic_names), columns, types)
     for i, seg in enumerate(partition.segments):
         yield from read_segment(seg, partition.log_partition, builder,
@@ -125,7 +126,7 @@ class OffsetsReader(DataSourceReader):
         self.types = parse_types(options.get("recordTypes"))
 
     def partitions(self):
-        from .decode import partition_dirs, segment_files
+        from .segments import partition_dirs, segment_files
         from .logend import topic_id_names
         names = topic_id_names(self.path)
         parts = []
@@ -160,7 +161,7 @@ class OffsetsStreamReader(DataSourceStreamReader):
 
     def _scan(self) -> dict[int, int]:
         """Log end of every partition, walking only bytes not seen before."""
-        from .decode import partition_dirs, segment_end, segment_files
+        from .segments import partition_dirs, segment_end, segment_files
         ends = {}
         for p, directory in partition_dirs(self.path, self.topic):
             known = self._scanned.setdefault(p, {})
@@ -183,11 +184,11 @@ class OffsetsStreamReader(DataSourceStreamReader):
                 ends[p] = end
         return ends
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, _start: dict | None = None, _limit=None) -> dict:
         return {str(p): end for p, end in self._scan().items()}
 
     def partitions(self, start: dict, end: dict):
-        from .decode import segment_files
+        from .segments import segment_files
         from .logend import topic_id_names
         names = topic_id_names(self.path)
         parts = []
@@ -239,7 +240,7 @@ class LogEndsDataSource(DataSource):
     def schema(self):
         return spark_schema("log_ends")
 
-    def reader(self, schema) -> "LogEndsReader":
+    def reader(self, _schema) -> "LogEndsReader":
         return LogEndsReader(self.options)
 
 

@@ -118,7 +118,7 @@ class _PartitionIndex:
     """Batch headers of one partition's segments: last offsets, files, positions."""
 
     def __init__(self, directory: Path) -> None:
-        from .decode import segment_files
+        from .segments import segment_files
         self.lasts: list[int] = []
         self.where: list[tuple[str, int, int]] = []  # (path, position, size)
         for _, path in segment_files(directory):

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import base64
 import socket
-import struct
 import time
 from typing import Callable
 
 from kcoord.protocol import client_config
-from kcoord.protocol.api import APIS, request_codec, response_codec
-from kcoord.protocol.headers import decode_response_header, encode_request_header
-from kcoord.protocol.sock_io import recv_exact
+from kcoord.protocol.api import APIS
+from kcoord.protocol.client import BlockingExchange, OutOfOrder
 
 CLIENT_ID = "kcoord-pipeline"
-_SIZE = struct.Struct(">i")
 
 # api key -> (lowest, highest) version the pipeline's requests are written for
 WANTED = {18: (0, 3), 3: (1, 12), 2: (1, 9), 1: (4, 12)}
@@ -56,7 +53,7 @@ class WireError(Exception):
 SOCKET_FACTORIES: dict[str, Callable] = {}
 
 
-def _plain_socket(host: str, port: int, props: dict, timeout: float) -> socket.socket:
+def _plain_socket(host: str, port: int, _props: dict, timeout: float) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -135,7 +132,7 @@ class Connection:
             self.sock = open_socket(host, port, props, timeout)
         except OSError as exc:
             raise WireError(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
-        self.corr = 0
+        self._exchange = BlockingExchange(self.sock, CLIENT_ID)
         self.versions: dict[int, int] = {}
         self._negotiate()
         protocol = str((props or {}).get("security.protocol", "PLAINTEXT")).upper()
@@ -180,23 +177,14 @@ class Connection:
         return self._call(api_key, v, body), v
 
     def _call(self, api_key: int, version: int, body: dict) -> dict:
-        self.corr += 1
-        flexible = APIS[api_key].request.is_flexible(version)
-        header = encode_request_header(api_key, version, self.corr, CLIENT_ID, flexible)
-        payload = header + bytes(request_codec(api_key, version)[0](body))
         try:
-            self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            size, = _SIZE.unpack(recv_exact(self.sock, 4))
-            frame = recv_exact(self.sock, size)
+            return self._exchange.call(api_key, version, body)
+        except OutOfOrder as exc:
+            raise WireError(f"{self.address}: {exc}") from None
         except OSError as exc:
             raise WireError(f"{self.address}: {exc.strerror or exc}") from None
         except EOFError:
             raise WireError(f"{self.address}: connection closed by the server") from None
-        # ApiVersions answers with response header v0 whatever its version
-        corr, pos = decode_response_header(frame, flexible and api_key != 18)
-        if corr != self.corr:
-            raise WireError(f"{self.address}: correlation id {corr}, expected {self.corr}")
-        return response_codec(api_key, version)[1](frame, pos)[0]
 
     def close(self) -> None:
         try:
@@ -275,13 +263,6 @@ class Cluster:
 
     def describe(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-
-    def leader_address(self, topic: str, partition: int) -> str:
-        _, leader, _ = self.partitions(topic)[partition]
-        if leader not in self.brokers:
-            raise WireError(f"{topic}-{partition} has no leader (leader id {leader})")
-        host, port = self.brokers[leader]
-        return f"{host}:{port}"
 
     def connection(self, node_id: int) -> Connection:
         conn = self._conns.get(node_id)

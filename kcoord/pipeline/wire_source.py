@@ -189,7 +189,7 @@ class WireOffsetsStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {}
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, _start: dict | None = None, _limit=None) -> dict:
         from .wire import LATEST
         cluster = self.o.cluster()
         try:

@@ -11,7 +11,6 @@ from typing import Callable
 from .codegen import build_codec
 from .error_response import error_item, error_response
 from .messages import APIS, SCHEMAS
-from .schema import ApiDef, Schema
 
 __all__ = ["APIS", "SCHEMAS", "API_KEYS", "AUTH_OPS_NOT_REQUESTED", "request_codec",
            "response_codec", "schema_codec", "error_response", "error_item", "warm_up",

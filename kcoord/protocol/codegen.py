@@ -109,7 +109,7 @@ class _Gen:
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {}
         self.counter = 0
-        self._arrays: dict[str, tuple[str, str]] = {}
+        self._arrays: dict[str, tuple[str, str, str]] = {}
 
     def const(self, value: Any, prefix: str = "_c") -> str:
         self.counter += 1
@@ -136,7 +136,7 @@ class _Gen:
         present = [fd for fd in fields if self.v in fd.versions]
         plain = [fd for fd in present if fd.tag is None or not self.flex]
         tagged = sorted((fd for fd in present if fd.tag is not None and self.flex),
-                        key=lambda fd: fd.tag)
+                        key=lambda fd: fd.tag or 0)
         return present, plain, tagged
 
     # ---------------------------------------------------------------- encode
@@ -215,7 +215,8 @@ class _Gen:
                 cond = var
             elif fd.type == "{}":
                 # Kafka compares with a default-built struct: all-default means absent
-                defs = self.const({x.name: x.default for x in fd.fields if self.v in x.versions})
+                defs = self.const({x.name: x.default for x in fd.fields or ()
+                                   if self.v in x.versions})
                 cond = (f"{var} is not None and any({var}.get(k, dv) != dv "
                         f"for k, dv in {defs}.items())")
             else:
@@ -255,7 +256,7 @@ class _Gen:
         if t in FIXED_FORMATS:  # only reached for tagged fields
             return [f"b += {self.packer(FIXED_FORMATS[t])}({var})"]
         if t == "{}":
-            inner = self.encode_body(fd.fields, var, d + 1)
+            inner = self.encode_body(fd.fields or [], var, d + 1)
             if nullable:
                 out.append(f"if {var} is None: b.append(255)")
                 out.append("else:")
@@ -265,7 +266,7 @@ class _Gen:
                 out.append(f"if {var} is None: {var} = {{}}")
                 out.extend(inner)
             return out
-        inner: list[str] = []
+        inner = []
         if t == "string":
             inner.append(f"{var} = {var}.encode()")
             if self.flex:
@@ -307,7 +308,7 @@ class _Gen:
             if et is None:
                 e = f"e{d + 1}"
                 inner.append(f"for {e} in {var}:")
-                inner.extend(_indent(self.encode_body(fd.fields, e, d + 1) or ["pass"]))
+                inner.extend(_indent(self.encode_body(fd.fields or [], e, d + 1) or ["pass"]))
             elif et in FIXED_FORMATS:  # multi-char formats like 16s take no count prefix
                 inner.append(f"b += struct.pack('>' + '{FIXED_FORMATS[et]}' * len({var}), *{var})")
             elif et == "string":
@@ -391,7 +392,7 @@ class _Gen:
     def decode_tagged(self, tagged: list[Field], local: dict[str, str], d: int,
                       count_read: bool = False) -> list[str]:
         tag, tend = f"tag{d}", f"tend{d}"
-        loop = [f"for _ in range(ntag):",
+        loop = ["for _ in range(ntag):",
                 f"    {tag}, pos = _ruv(buf, pos)",
                 "    size, pos = _ruv(buf, pos)",
                 f"    {tend} = pos + size",
@@ -433,7 +434,7 @@ class _Gen:
             return [f"{var}, = {self.unpacker(fmt)}(buf, pos)",
                     f"pos += {struct.calcsize('>' + fmt)}"]
         if t == "{}":
-            inner, expr = self.decode_body(fd.fields, d + 1)
+            inner, expr = self.decode_body(fd.fields or [], d + 1)
             if nullable:
                 out.append("flag = buf[pos]; pos += 1")
                 out.append(f"if flag == 255: {var} = None")
@@ -483,7 +484,7 @@ class _Gen:
             et = fd.element_type
             if et is None:
                 app = f"app{d}"
-                inner, expr = self.decode_body(fd.fields, d + 1)
+                inner, expr = self.decode_body(fd.fields or [], d + 1)
                 out.append(f"    {var} = []")
                 out.append(f"    {app} = {var}.append")
                 out.append("    for _ in range(n):")
@@ -541,12 +542,13 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
     dec = gen.decoder("dec_" + sch.name, sch.fields)
     source = "\n".join(gen.lines)
     enc_fn, dec_fn = _compile(gen, sch, version, enc, dec)
-    view_fn = None
+    view_fn: Callable | None = None
     # The strict encoder reads every non-tagged field as m[name], which is
     # faster than m.get(name, default); a message that leaves a field out
     # raises KeyError there and is encoded again by the lenient encoder.  A
     # codec whose messages keep leaving fields out stops trying.
     sgen = _Gen(version, flexible, strict=True)
+    strict_fn: Callable | None
     strict_fn, = _compile(sgen, sch, version, sgen.encoder(enc, sch.fields))
     misses = 0
 
@@ -584,5 +586,6 @@ def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
 
     encode.__name__ = f"encode_{sch.name}_v{version}"
     decode.__name__ = f"decode_{sch.name}_v{version}"
-    encode.source = decode.source = source  # handy when debugging generated code
+    # handy when debugging generated code
+    encode.source = decode.source = source  # type: ignore[attr-defined]
     return encode, decode

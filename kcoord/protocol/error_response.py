@@ -140,7 +140,7 @@ def error_response(key: int, version: int, request: dict, code: int,
     return out
 
 
-def error_item(key: int, version: int, path: tuple[str, ...], item: dict, code: int,
+def error_item(key: int, version: int, path: tuple[str, ...], item: Any, code: int,
                message: str | None = None) -> dict:
     """The answer to one item of a request that otherwise succeeds (a Produce
     partition the broker refuses): `path` names the request arrays down to the

@@ -69,6 +69,7 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
     if value is None:
         return Record(rtype, key_msg, None)
     version, value_msg = decode_record_value(rtype, value)
+    assert version is not None  # only a tombstone has none
     return Record(rtype, key_msg, value_msg, version)
 
 

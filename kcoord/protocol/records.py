@@ -412,8 +412,7 @@ def build_batch(
     if max_ts is None:  # empty batch: Kafka writes the same time in both fields
         max_ts = base_timestamp
 
-    if compression:
-        body = compress(compression, body)
+    payload = compress(compression, body) if compression else body
     attributes = compression & COMPRESSION_MASK
     if timestamp_type_log_append:
         attributes |= TIMESTAMP_TYPE_LOG_APPEND
@@ -423,7 +422,7 @@ def build_batch(
         attributes |= CONTROL
 
     out = bytearray(HEADER_SIZE)
-    out += body
+    out += payload
     seal_batch(out, base_offset, attributes, count, base_timestamp, max_ts,
                partition_leader_epoch, producer_id, producer_epoch, base_sequence)
     return bytes(out)
@@ -481,7 +480,7 @@ def read_records(data, count: int, base_offset: int = 0, base_ts: int = 0,
     slow = _read_varint_slow
     new = _tuple_new
     rec_cls = Record
-    out = []
+    out: list[Record] = []
     append = out.append
     # Varints are read inline: one byte is the common case (small lengths and
     # deltas), two bytes the next (values up to 8 KB, deltas up to 8191);
@@ -609,7 +608,7 @@ def read_record_spans(data, count: int, pos: int = 0, end: int | None = None) ->
         raise CorruptRecordError(f"record count {count} impossible for {dlen - pos} bytes")
     zz1 = ZIGZAG1
     slow = _read_varint_slow
-    out = []
+    out: list = []
     append = out.append
     try:
         for _ in range(count):

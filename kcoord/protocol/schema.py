@@ -63,14 +63,6 @@ class Field:
     fields: list["Field"] | None
 
     @property
-    def is_struct_array(self) -> bool:
-        return self.type == "[]"
-
-    @property
-    def is_struct(self) -> bool:
-        return self.type == "{}"
-
-    @property
     def element_type(self) -> str | None:
         if self.type.startswith("[]") and self.type != "[]":
             return self.type[2:]

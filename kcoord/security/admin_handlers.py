@@ -40,12 +40,12 @@ class SecurityAdmin:
     # ------------------------------------------------------------- SASL
     @staticmethod
     @serves("SaslHandshake")
-    def sasl_handshake(ctx, req: dict) -> dict:
+    def sasl_handshake(_ctx, _req: dict) -> dict:
         return {"error_code": Err.ILLEGAL_SASL_STATE, "mechanisms": []}
 
     @staticmethod
     @serves("SaslAuthenticate")
-    def sasl_authenticate(ctx, req: dict) -> dict:
+    def sasl_authenticate(_ctx, _req: dict) -> dict:
         return {"error_code": Err.ILLEGAL_SASL_STATE,
                 "error_message": "SaslAuthenticate on a listener without SASL, or after "
                                  "authentication", "auth_bytes": b"", "session_lifetime_ms": 0}

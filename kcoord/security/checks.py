@@ -37,10 +37,6 @@ RULES: dict[int, Callable] = {}
 OFFSET_FETCH = 9
 
 
-def register_rule(key: int, rule: Callable) -> None:
-    RULES[key] = rule
-
-
 def rule(key: int):
     def deco(fn):
         RULES[key] = fn
@@ -72,7 +68,7 @@ class Checks:
     def __init__(self, authorizer: Authorizer) -> None:
         self.az = authorizer
         # set by the server: topic id -> name (or None), for APIs that name topics by id
-        self.topic_name: Callable[[bytes], str | None] = lambda topic_id: None
+        self.topic_name: Callable[[bytes], str | None] = lambda _topic_id: None
 
     # --------------------------------------------------------- decisions
     def allowed(self, ctx, op: int, rtype: int, name: str, audit_denial: bool = True) -> bool:
@@ -896,9 +892,8 @@ def _describe_producers(c: Checks, ctx, req, handler):
 def _describe_transactions(c: Checks, ctx, req, handler):
     ok, denied = _split(req["transactional_ids"],
                         lambda t: c.transactional_id_allowed(ctx, Op.DESCRIBE, t))
-    # the other fields at their schema defaults (0, ""), as Kafka answers
-    errors = [{"error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": t}
-              for t in denied]
+    errors = error_response(ctx.api_key, ctx.api_version, {"transactional_ids": denied},
+                            Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)["transaction_states"]
 
     def fix(resp):
         for s in resp.get("transaction_states") or []:
@@ -938,9 +933,7 @@ def _share_rule(fetch: bool):
     allowed: the session epoch moves on whatever topics were denied."""
     def check(c: Checks, ctx, req, handler):
         if req.get("group_id") is None or not c.group_allowed(ctx, Op.READ, req["group_id"]):
-            return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                    "error_message": None, "acquisition_lock_timeout_ms": 0,
-                    "responses": [], "node_endpoints": []}
+            return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
 
         def ok_topic(t):
             name = c.topic_name(t["topic_id"])

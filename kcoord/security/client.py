@@ -164,26 +164,17 @@ async def open_connection(host: str, port: int, props: dict, timeout: float,
     asyncio.open_connection.  Build `props` with client_properties_from_config."""
     import asyncio
 
-    from ..protocol.api import APIS, request_codec, response_codec
-    from ..protocol.headers import decode_response_header, encode_request_header
+    from ..protocol.client import AsyncExchange
 
     protocol = str(props.get("security.protocol", "PLAINTEXT")).upper()
     ctx = client_context(props) if protocol in ("SSL", "SASL_SSL") else None
     reader, writer = await asyncio.wait_for(asyncio.open_connection(
         host, port, ssl=ctx, server_hostname=host if ctx is not None else None), timeout)
     if protocol.startswith("SASL_"):
-        corr = [0]
+        exchange = AsyncExchange(reader, writer, client_id)
 
         async def call(key, version, body):
-            corr[0] += 1
-            flexible = APIS[key].request.is_flexible(version)
-            payload = (encode_request_header(key, version, corr[0], client_id, flexible)
-                       + bytes(request_codec(key, version)[0](body)))
-            writer.write(len(payload).to_bytes(4, "big") + payload)
-            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout), "big")
-            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
-            _, pos = decode_response_header(frame, flexible and key != 18)
-            return response_codec(key, version)[1](frame, pos)[0]
+            return await exchange.call(key, version, body, timeout)
 
         await call(18, 3, {"client_software_name": "kcoord", "client_software_version": "1"})
         try:

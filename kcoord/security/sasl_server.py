@@ -118,7 +118,6 @@ class SaslGate:
         self.state = START
         self.mechanism: str | None = None
         self.exchange = None
-        self.handshake_version = 1
         self.expiry: float | None = None   # monotonic seconds; None: no expiry
         self.reauthenticating = False
         self.last_auth_start = 0.0
@@ -157,7 +156,7 @@ class SaslGate:
             self._token(conn, frame, None)
             return True
         try:
-            key, version, corr, _client, pos = conn._header(frame)
+            key, version, corr, _client, pos = conn.peek_header(frame)
         except ProtocolError as exc:
             conn.close(f"malformed request header before authentication: {exc}")
             return True
@@ -213,7 +212,6 @@ class SaslGate:
             return
         conn.respond(key, version, corr, {"error_code": Err.NONE,
                                           "mechanisms": self.cfg.mechanisms})
-        self.handshake_version = version
         self.reauthenticating = reauth
         self.previous_mechanism = self.mechanism
         self.mechanism = mech
@@ -268,7 +266,7 @@ class SaslGate:
 
     def _after_auth(self, conn, frame, key) -> bool:
         try:
-            key, version, corr, _client, pos = conn._header(frame)
+            key, version, corr, _client, pos = conn.peek_header(frame)
         except ProtocolError as exc:
             conn.close(f"malformed request header: {exc}")
             return True

@@ -13,7 +13,6 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # the ZooKeeper-era class evaluates ACLs the same way; its ACLs live in kcoord's store too
 AUTHORIZERS = (STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 
 # keys that take a listener.name.<l>. (and for SASL keys a mechanism) prefix
 PER_LISTENER = {

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from .acl import Authorizer
-from .listeners import Listener, inter_broker_listener, listener_value, parse_listeners
+from .listeners import Listener, listener_value, parse_listeners
 from .sasl_server import SaslGate, SaslListenerConfig
 from .settings import AUTHORIZERS, enabled_mechanisms
 from .store import SecurityStore
@@ -76,10 +76,6 @@ class SecuritySetup:
             dispatcher.guard = self.checks.guard
         dispatcher.register_handlers(SecurityAdmin(self.store, self.authorizer is not None))
 
-    @property
-    def inter_broker(self) -> Listener:
-        return inter_broker_listener(self.values, self.listeners)
-
     def protocol_factory(self, listener: Listener, make_connection):
         """A protocol factory for create_server: make_connection(listener name,
         gate, tls principal function) -> the Kafka connection protocol."""
@@ -100,4 +96,3 @@ class SecuritySetup:
 
 
 __all__ = ["SecuritySetup", "NoMatchingRule", "ANONYMOUS"]
-

@@ -274,7 +274,7 @@ class PrincipalMapper:
             if regex.fullmatch(dn) is None:
                 continue
 
-            def expand(m: re.Match) -> str:
+            def expand(m: re.Match, regex=regex, replacement=replacement) -> str:
                 def group(g: re.Match) -> str:
                     n = int(g.group(1))
                     return m.group(n) or "" if n <= (regex.groups or 0) else g.group(0)

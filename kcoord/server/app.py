@@ -12,8 +12,9 @@ from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
+from ..log.durability import Durability, LocalDurability
+from ..log.fsync_batcher import FsyncBatcher
 from ..log.meta_properties import local_cluster_id
-from ..log.group_sync import GroupSync
 from ..security.setup import SecuritySetup
 from .clock import WallClock
 from .config import Config, parse_hostport
@@ -69,8 +70,8 @@ class Server:
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values)
         self.security.use_catalogue(self.catalogue)
-        self.group_sync = GroupSync()
-        self.data = DataPlane(self.catalogue, config, self.group_sync)
+        self.fsync = FsyncBatcher()  # the one fsync batcher: data plane and coordinators
+        self.data = DataPlane(self.catalogue, config, self.fsync)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         # /metrics counts only when the HTTP endpoint is on; the log lines are always there
@@ -81,10 +82,17 @@ class Server:
         self.http = None
         # In a cluster a shard write is durable once replicated (its high
         # watermark passed it), and shards load as this node becomes leader.
-        self.durability = None
+        self.cluster = None
+        self.replica_manager = None
+        self.durability: Durability = LocalDurability(self.fsync)
         if config["etcd.endpoints"]:
-            from ..cluster.replica_manager import ReplicatedDurability
-            self.durability = ReplicatedDurability()
+            from ..cluster.durability import ReplicatedDurability
+            from ..cluster.node import ClusterNode
+            from ..cluster.replica_manager import build_replica_manager
+            self.cluster = ClusterNode(config, self.catalogue)
+            self.replica_manager = build_replica_manager(config, self.catalogue, self.cluster,
+                                                         self.data, self.fsync)
+            self.durability = ReplicatedDurability(self.replica_manager, self.fsync)
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
                                               durability=self.durability, clock=self.clock)
         self.security.use_coordinator_config(self.coordinator.core_config)
@@ -103,15 +111,14 @@ class Server:
         # a cluster's nodes allocate producer ids apart (node.id in the low bits)
         self.producer_ids = ProducerIds(config["node.id"] if config["etcd.endpoints"] else None)
         self.txn = TxnRuntime(self.catalogue, config, self.data, self.coordinator,
-                              self.group_sync, self.producer_ids, durability=self.durability,
+                              self.fsync, self.producer_ids, self.durability,
                               clock=self.clock)
         self.marker_writer = MarkerWriter(self.data, self.coordinator)
         self.configs = build_config_handlers(config, self.catalogue,
                                              self.coordinator.core_config.group_overrides,
                                              self.topic_admin)
         self._register()
-        self.cluster = None
-        if config["etcd.endpoints"]:
+        if self.cluster is not None:
             self._join_cluster()
         self._servers: list = []
         self.connections: set = set()  # open client connections (network.py)
@@ -160,8 +167,6 @@ class Server:
     def _join_cluster(self) -> None:
         """Cluster mode (etcd.endpoints set): routing and the topic catalogue
         come from the control plane (kcoord/cluster/node.py)."""
-        from ..cluster.node import ClusterNode
-        self.cluster = ClusterNode(self.config, self.catalogue)
         self.meta.cluster = self.groups.cluster = self.topic_admin.cluster = self.cluster
         self.cluster_handlers.cluster = self.cluster
         self.configs.join_cluster(self.cluster)  # topic configs through etcd
@@ -232,7 +237,7 @@ class Server:
             from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
             from ..admin.http_security import exposed_warning
             try:
-                self.http = HttpEndpoint(self.coordinator.shards, self.catalogue, self.events,
+                self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
                                          ["%s:%d" % self.config.advertised],
                                          self.config["http.burrow.cluster.name"],
                                          self.config["http.burrow.min-distance"],
@@ -257,10 +262,8 @@ class Server:
         """Replicas of the user topics' partitions (kcoord/cluster/replica_manager.py),
         fed by the control plane's partition states."""
         from ..cluster.replica_manager import start_replication
-        self.replicas = start_replication(self.config, self.catalogue, self.cluster,
-                                          self.data, self.group_sync,
-                                          coordinator=self.coordinator,
-                                          durability=self.durability)
+        start_replication(self.replica_manager, self.cluster, self.data)
+        self.replicas = self.replica_manager
 
     def _replica_for(self, topic: str, partition: int):
         return self.replicas.replica(topic, partition) if self.replicas is not None else None

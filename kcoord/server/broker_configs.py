@@ -251,7 +251,7 @@ class BrokerConfigs:
     def current(self, resource_name: str) -> dict[str, str]:
         return self.store.get("broker", resource_name)
 
-    def validate(self, resource_name: str, configs: dict[str, str | None]) -> dict[str, str]:
+    def validate(self, _resource_name: str, configs: dict[str, str | None]) -> dict[str, str]:
         """Check a complete dynamic set; failures are INVALID_REQUEST, as in Kafka."""
         out = {}
         for name, raw in configs.items():

@@ -21,7 +21,7 @@ class ClusterHandlers:
         self.config = config
         self.cluster = None  # cluster mode: nodes and controller from kcoord/cluster/node.py
 
-    def cluster_operations(self, ctx) -> int:
+    def cluster_operations(self, _ctx) -> int:
         """The cluster operations the caller may perform (an authorizer narrows this)."""
         return CLUSTER_OPERATIONS
 
@@ -55,7 +55,7 @@ class ClusterHandlers:
         return response
 
     @serves("DescribeClientQuotas")
-    def describe_client_quotas(self, ctx, req: dict) -> dict:
+    def describe_client_quotas(self, _ctx, req: dict) -> dict:
         response = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
                     "entries": []}
         seen = set()

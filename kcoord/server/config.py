@@ -184,8 +184,6 @@ SHARE_ASSIGNORS = ("simple",)  # Kafka's built-in share assignor
 # the share coordinator's keys (share.coordinator.*), with Kafka's defaults and minimums
 DEFAULTS.update({k: (int, default) for k, (default, _) in SHARE_COORDINATOR_CONFIGS.items()})
 MINIMUMS.update({k: low for k, (_, low) in SHARE_COORDINATOR_CONFIGS.items()})
-
-KNOWN_ASSIGNORS = tuple(ASSIGNORS)  # the server-side assignors kcoord has
 KNOWN_REBALANCE_PROTOCOLS = ("classic", "consumer")
 
 

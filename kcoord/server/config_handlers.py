@@ -70,7 +70,7 @@ class TopicResource:
     def current(self, name: str) -> dict[str, str]:
         return dict(self.catalogue.get(name).configs)
 
-    def key_type(self, name: str, key: str) -> int | None:
+    def key_type(self, _name: str, key: str) -> int | None:
         entry = TOPIC_CONFIGS.get(key)
         return entry[0].type if entry else None
 
@@ -114,7 +114,7 @@ class TopicResource:
                               definition.type, definition.doc))
         return out
 
-    def validate(self, name: str, configs: dict) -> dict[str, str]:
+    def validate(self, _name: str, configs: dict) -> dict[str, str]:
         parsed = validate_topic_configs(configs)
         return {k: TOPIC_CONFIGS[k][0].render(v) for k, v in parsed.items()}
 
@@ -157,18 +157,19 @@ class GroupResource(_EntityOverrides):
                             "clamped", group_id, stored, exc.message)
                 overrides.set(group_id, clamp_group_configs(stored, config.values))
 
-    def check_name(self, name: str, altering: bool = False) -> None:
+    def check_name(self, name: str,
+                   altering: bool = False) -> None:  # noqa: ARG002 (the interface's keyword)
         if name == "":
             raise ConfigError("Group name must not be empty", Err.INVALID_REQUEST)
 
     def current(self, name: str) -> dict[str, str]:
         return self.store.get("group", name)
 
-    def key_type(self, name: str, key: str) -> int | None:
+    def key_type(self, _name: str, key: str) -> int | None:
         entry = GROUP_CONFIGS.get(key)
         return entry[0].type if entry else None
 
-    def effective_list(self, name: str, key: str) -> list[str]:
+    def effective_list(self, _name: str, _key: str) -> list[str]:
         return []
 
     def entries(self, name: str) -> list[dict]:
@@ -185,7 +186,7 @@ class GroupResource(_EntityOverrides):
             out.append(_entry(key, value, source, chain, definition.type, definition.doc))
         return out
 
-    def validate(self, name: str, configs: dict) -> dict[str, str]:
+    def validate(self, _name: str, configs: dict) -> dict[str, str]:
         for key, raw in configs.items():
             if raw is None:
                 raise ConfigError(f"Null value not supported for {key}", Err.INVALID_REQUEST)
@@ -207,17 +208,18 @@ class BrokerResource(_EntityOverrides):
     def __init__(self, brokers: BrokerConfigs) -> None:
         self.brokers = brokers
 
-    def check_name(self, name: str, altering: bool = False) -> None:
+    def check_name(self, name: str,
+                   altering: bool = False) -> None:  # noqa: ARG002 (the interface's keyword)
         self.brokers.check_name(name)
 
     def current(self, name: str) -> dict[str, str]:
         return self.brokers.current(name)
 
-    def key_type(self, name: str, key: str) -> int | None:
+    def key_type(self, _name: str, key: str) -> int | None:
         definition = BROKER_KEYS.get(key)
         return definition.type if definition else None
 
-    def effective_list(self, name: str, key: str) -> list[str]:
+    def effective_list(self, _name: str, key: str) -> list[str]:
         value = self.brokers.effective((key,))
         return list(value or [])
 
@@ -266,7 +268,7 @@ class ConfigHandlers:
 
     # ----------------------------------------------------------- describe
     @serves("DescribeConfigs")
-    def describe_configs(self, ctx, req: dict) -> dict:
+    def describe_configs(self, _ctx, req: dict) -> dict:
         results = []
         for res in req["resources"]:
             rtype, name = res["resource_type"], res["resource_name"]
@@ -298,9 +300,9 @@ class ConfigHandlers:
 
     # -------------------------------------------------------------- alter
     @serves("AlterConfigs")
-    def alter_configs(self, ctx, req: dict) -> dict:
+    def alter_configs(self, _ctx, req: dict) -> dict:
         """Legacy: the request is the resource's complete override set."""
-        def new_set(adapter, name, configs):
+        def new_set(adapter, _name, configs):
             if getattr(adapter, "incremental_only", False):
                 raise ConfigError(f"Unknown resource type {BROKER_LOGGER}", Err.INVALID_REQUEST)
             out = {}
@@ -313,7 +315,7 @@ class ConfigHandlers:
         return self._alter(req, new_set)
 
     @serves("IncrementalAlterConfigs")
-    def incremental_alter_configs(self, ctx, req: dict) -> dict:
+    def incremental_alter_configs(self, _ctx, req: dict) -> dict:
         def new_set(adapter, name, configs):
             merged = adapter.current(name)
             for c in configs:

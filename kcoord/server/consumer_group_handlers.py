@@ -82,7 +82,7 @@ class ConsumerGroupApi:
             topics = self.topic_metadata()
             # written (and so replayed) now: a heartbeat handled before a task ran
             # would compute from state that misses these records
-            self.runtime.write_all(lambda core, now: core.on_topics_changed(topics, now))
+            self.runtime.write_all(lambda core, _now: core.on_topics_changed(topics))
         except RuntimeError:  # not serving (a tool or a test using the catalogue)
             return
 
@@ -104,10 +104,10 @@ class ConsumerGroupApi:
 
     # ------------------------------------------------------------ describe
     @serves("ConsumerGroupDescribe")
-    def consumer_group_describe(self, ctx: RequestContext, req: dict):
+    def consumer_group_describe(self, _ctx: RequestContext, req: dict):
         include = bool(req.get("include_authorized_operations"))
         answers = [self.runtime.read(
-            g, lambda core, now, g=g: core.consumer_group_describe([g], include)[0],
+            g, lambda core, _now, g=g: core.consumer_group_describe([g], include)[0],
             lambda code, g=g: describe_error(g, code))
             if g else describe_error(g, Err.INVALID_GROUP_ID) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
@@ -119,7 +119,7 @@ class ConsumerProtocolDisabled:
 
     @staticmethod
     @serves("ConsumerGroupHeartbeat", hidden=True)
-    def heartbeat(ctx: RequestContext, req: dict) -> dict:
+    def heartbeat(_ctx: RequestContext, _req: dict) -> dict:
         return heartbeat_error(Err.UNSUPPORTED_VERSION)
 
     @staticmethod

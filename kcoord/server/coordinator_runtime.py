@@ -13,15 +13,16 @@ As Kafka's CoordinatorRuntime:
 - `load(partition, epoch)` / `unload(partition, epoch)` are onElection /
   onResignation.  Unload cancels the shard's timers, answers its parked and
   queued requests NOT_COORDINATOR at once, and drops its state.
-- Durability is pluggable (`durability`, default: fsync in worker threads,
-  log/group_sync.ThreadedSync).  A write is answered when
-  `durability.sync(logs, done)` calls back: in a cluster, when the high
-  watermark passes what was appended.
+- Durability is a declared seam (`log/durability.Durability`; default
+  `LocalDurability`: fsync in worker threads).  A write is answered when
+  `durability.sync(logs, done)` calls back: in a cluster
+  (`cluster/durability.ReplicatedDurability`), when the high watermark
+  passes what was appended.
 
 Per shard, records are replayed at once (all but the AppliedRecords, whose
 change the handler already made: Kafka's replayRecords=false; loading the
 log replays every record) and queued for the group commit
-(group_commit.py): one round appends every waiting shard's records as one
+(fsync_rounds.py): one round appends every waiting shard's records as one
 batch per shard and has them made durable together; only then are the
 answers released.  An answer never shows state that is not yet durable: an
 op without records is answered after the writes queued before it.
@@ -42,9 +43,11 @@ from ..log.compaction import compact
 from ..admin.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
+from ..log.durability import Durability, LocalDurability, NotReplicated
 from .clock import WallClock
-from .group_commit import GroupCommit
-from .txn_batches import build_shard_batches
+from .fsync_rounds import FsyncRounds
+from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
+from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
 from .shard_loader import ShardLoader
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -52,30 +55,30 @@ log = logging.getLogger("kcoord.coordinator")
 
 PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
 
-# Shard states (Kafka's CoordinatorState, INITIAL and CLOSED folded into NOT_OWNED)
-NOT_OWNED = "not-owned"   # not this node's: NOT_COORDINATOR
-LOADING = "loading"       # replaying its log: COORDINATOR_LOAD_IN_PROGRESS
-ACTIVE = "active"         # serving
-FAILED = "failed"         # its load failed: NOT_COORDINATOR until loaded again
+# the shard states are coordinator_state.py's (one state machine for every coordinator)
+__all__ = ["NOT_OWNED", "LOADING", "ACTIVE", "FAILED", "CoordinatorRuntime", "ShardRuntime"]
 
 _PARKED = object()  # an entry's answer: the request answers through its token
 
-# Kafka error codes a durability error may carry (as `.error`) that mean this
-# node no longer leads the shard's log
-LOST_LEADERSHIP = frozenset({Err.NOT_LEADER_OR_FOLLOWER, Err.NOT_COORDINATOR,
-                             Err.FENCED_LEADER_EPOCH})
-
 ErrorFn = Callable[[int], Any]
+
+
+def _not_durable(_code: int) -> int:
+    """A marker's answer when its write failed: the sender retries it."""
+    return Err.NOT_LEADER_OR_FOLLOWER
 
 
 class _Batch:
     """Records of one shard waiting to be appended, then to be durable, and
     the requests answered once they are: entries of (reply, answer, error,
     replies to other parked requests)."""
-    __slots__ = ("records", "waiters", "dropped", "timeout")
+    __slots__ = ("records", "runs", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
         self.records: list[Record] | None = []  # None once appended (take)
+        # runs written before `records` with their own batch metadata
+        # (shard_batches.py: a transaction's records, its marker), or None
+        self.runs: list[tuple] | None = None
         self.waiters: list[tuple] = []
         self.dropped = False
         self.timeout: asyncio.TimerHandle | None = None  # offsets.commit.timeout.ms
@@ -88,7 +91,7 @@ class _Batch:
             self.timeout = None
 
 
-class ShardRuntime(ShardLoader):
+class ShardRuntime(CoordinatorState, ShardLoader):
     """One __consumer_offsets partition on this node: its state, core, log,
     timers, parked requests and writes in flight.  Another coordinator on
     the same runtime (the share coordinator, share_runtime.py) subclasses it
@@ -96,7 +99,7 @@ class ShardRuntime(ShardLoader):
     replay (`replay_log`)."""
 
     def __init__(self, index: int, plog: PartitionLog, config: CoordinatorConfig,
-                 linger_ms: int = 0, commit: GroupCommit | None = None,
+                 linger_ms: int = 0, commit: FsyncRounds | None = None,
                  events: GroupEventLog | None = None) -> None:
         self.index = index
         # logs rebalances, expiries and loads; a ServerMetrics also counts them
@@ -104,28 +107,19 @@ class ShardRuntime(ShardLoader):
         self.metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.plog = plog
         self.config = config
-        self.commit = commit if commit is not None else GroupCommit(linger_ms)
+        self.commit = commit if commit is not None else FsyncRounds(linger_ms)
+        CoordinatorState.__init__(self)
         self.clock = self.commit.clock  # the server's one clock (clock.py)
-        self.state = NOT_OWNED
-        self.epoch = -1
         self.core: CoordinatorShard | None = None
         self.parked: dict[Any, ErrorFn] = {}  # token -> its request's error answer
         self._pending: _Batch | None = None   # records not appended yet
         self._batches: list[_Batch] = []      # not yet released, oldest first
         self._queued = False                  # in the group commit's queue
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
-        self._load_task: asyncio.Task | None = None
         self.records_loaded = 0
         self.load_errors = 0
         self.replayed_end = -1    # the log end the last load replayed up to
         self.compacted_upto = -1  # active segment base at the last compaction
-
-    @property
-    def loaded(self) -> bool:
-        return self.state is ACTIVE
-
-    def state_error(self) -> int:
-        return Err.COORDINATOR_LOAD_IN_PROGRESS if self.state is LOADING else Err.NOT_COORDINATOR
 
     # ------------------------------------------------------------ lifecycle
     def load(self, epoch: int = 0) -> asyncio.Task | None:
@@ -133,20 +127,17 @@ class ShardRuntime(ShardLoader):
         log into a fresh core, then serve.  A lower epoch than the current one
         is ignored; an owned shard only takes the newer epoch.  -> the load
         task (None if nothing is loaded)."""
-        if epoch < self.epoch:
+        if not self.take_epoch(epoch):
             log.info("shard %d: load for epoch %d ignored (at epoch %d)",
                      self.index, epoch, self.epoch)
             return None
-        self.epoch = epoch
         if self.state is LOADING:
             return self._load_task
         if self.state is ACTIVE:
             return None
-        self.state = LOADING
         self.core = self.new_core()
         self.records_loaded = self.load_errors = 0
-        self._load_task = asyncio.get_running_loop().create_task(self._load())
-        return self._load_task
+        return self.start_load(self._load)
 
     def new_core(self):
         """A fresh core for this shard, which loading fills from the log."""
@@ -168,19 +159,15 @@ class ShardRuntime(ShardLoader):
             # acknowledged, possibly truncated later): serve nothing until
             # they are committed (Kafka serves reads at the last committed
             # offset); single node: no such wait.
-            committed = getattr(self.commit.sync, "replayed", None)
-            if committed is not None:
-                await committed(self.plog, self.replayed_end, self.epoch)
+            await self.commit.durability.replayed(self.plog, self.replayed_end, self.epoch)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("shard %d: loading failed", self.index)
-            self.state = FAILED
             self.core = None
-            self._load_task = None  # (wait_loaded waits for tasks under way only)
+            self.finish_load(False)
             return
-        self.state = ACTIVE
-        self._load_task = None
+        self.finish_load(True)
         # from now on the core reports rebalances and expiries (not while replaying)
         self.core.set_observer(self.events)
         # restart the sessions of loaded members (their timers are not durable)
@@ -191,20 +178,14 @@ class ShardRuntime(ShardLoader):
         answer its parked and queued requests NOT_COORDINATOR, drop its
         state.  With an epoch, only if it is newer than the loaded one.
         -> True if the shard was unloaded."""
-        if epoch is not None and epoch <= self.epoch:
-            return False
-        if epoch is not None:
-            self.epoch = epoch
-        if self.state is NOT_OWNED:
+        if not self.take_resignation(epoch):
             return False
         self._drop(Err.NOT_COORDINATOR)
-        self.state = NOT_OWNED
         return True
 
     def _drop(self, code: int) -> None:
-        if self._load_task is not None:
-            self._load_task.cancel()
-            self._load_task = None
+        """-> NOT_OWNED: a load under way cancelled, every request it holds answered."""
+        self.stop()
         self.cancel_all_timers()
         batches, self._batches, self._pending = self._batches, [], None
         for batch in batches:
@@ -219,7 +200,6 @@ class ShardRuntime(ShardLoader):
         if self.state is NOT_OWNED:
             return
         self._drop(Err.NOT_COORDINATOR)
-        self.state = NOT_OWNED
         self.load(self.epoch)
 
     # ------------------------------------------------------------ operations
@@ -322,6 +302,56 @@ class ShardRuntime(ShardLoader):
             self.commit.add(self)
         return batch
 
+    def _queue_run(self, meta, records: list) -> _Batch:
+        """Queue records that take their own batch (`meta`: shard_batches.py)."""
+        batch = self._queue([])
+        runs = batch.runs
+        if runs is None:
+            runs = batch.runs = []
+        if batch.records:
+            runs.append((None, batch.records))
+            batch.records = []
+        runs.append((meta, records))
+        return batch
+
+    # ------------------------------------------------------------ transactions
+    def write_txn(self, producer_id: int, producer_epoch: int, op: Callable, error: ErrorFn):
+        """Kafka's scheduleTransactionalWriteOperation: op(core, now) -> Result
+        whose records are written in one transactional batch of the producer
+        (pending until its marker); answered once durable."""
+        if self.state is not ACTIVE:
+            return error(self.state_error())
+        result = op(self.core, self.clock.ms())
+        if not result.records:
+            answer = self.finish(result, error, None)
+        else:
+            self.core.replay_txn_offsets(producer_id, producer_epoch, result.records)
+            answer = Reply()
+            self._queue_run(TxnWrite(producer_id, producer_epoch), result.records).waiters.append(
+                (answer, result.response, error, None))
+        self.commit.hurry()  # the producer waits on it before EndTxn: no linger
+        return answer
+
+    async def complete_txn(self, producer_id: int, producer_epoch: int, commit: bool,
+                           load_wait: float | None = None) -> int:
+        """Kafka's scheduleTransactionCompletion: the transaction's marker on
+        this partition, replayed and written, once a load under way is done
+        (its replay must see every batch before the marker; at most
+        `load_wait` seconds).  -> NONE once durable, else
+        NOT_LEADER_OR_FOLLOWER (not coordinated here, or the write failed:
+        the sender retries)."""
+        task = self._load_task
+        if self.state is LOADING and task is not None:
+            await asyncio.wait([task], timeout=load_wait)
+        if self.state is not ACTIVE:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        self.core.replay_txn_marker(producer_id, producer_epoch, commit)
+        reply = Reply()
+        self._queue_run(TxnEnd(producer_id, producer_epoch, commit), []).waiters.append(
+            (reply, Err.NONE, _not_durable, None))
+        self.commit.hurry()  # the transaction waits on it: no linger
+        return await reply
+
     def _deliver(self, replies) -> None:
         parked = self.parked
         for token, response in replies:
@@ -341,12 +371,15 @@ class ShardRuntime(ShardLoader):
         # when the batch is released after its fsync (an OffsetCommit's ten
         # records of two dicts each, freed cold, cost about 5% of its CPU).
         records, batch.records = batch.records, None
+        runs, batch.runs = batch.runs, None
         try:
             if self.metrics is None:
-                first, _ = self.plog.append(self.encode_batch(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now) if runs is None
+                                            else build_shard_batches(records, now, runs))
             else:
                 started = time.perf_counter()
-                first, _ = self.plog.append(self.encode_batch(records, now))
+                first, _ = self.plog.append(self.encode_batch(records, now) if runs is None
+                                            else build_shard_batches(records, now, runs))
                 self.metrics.appended(time.perf_counter() - started)
             self.appended(records, first)
         except Exception:
@@ -360,7 +393,7 @@ class ShardRuntime(ShardLoader):
         if batch.dropped:  # the shard was unloaded meanwhile: already answered
             return
         if error is not None:
-            if getattr(error, "error", None) in LOST_LEADERSHIP:
+            if isinstance(error, NotReplicated) and error.lost_leadership:
                 # the durability seam says another node leads the shard now:
                 # everything waiting is answered NOT_COORDINATOR and the shard
                 # unloads (the control plane loads it again if it leads it again)
@@ -502,7 +535,7 @@ class CoordinatorRuntime:
     WHAT = "shards"  # in the log lines
 
     def __init__(self, catalogue, config, events: GroupEventLog | None = None,
-                 durability=None, clock: WallClock | None = None) -> None:
+                 durability: Durability | None = None, clock: WallClock | None = None) -> None:
         self.catalogue = catalogue
         # the one clock of the server (clock.py): wall time unless injected
         self.clock = clock if clock is not None else WallClock()
@@ -515,8 +548,9 @@ class CoordinatorRuntime:
         # an adaptive linger (-1, the share coordinator's default) appends at once
         self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
-        self.commit = GroupCommit(self.linger, durability, metrics=metrics, clock=self.clock)
-        if getattr(durability, "replicated", False):
+        self.commit = FsyncRounds(self.linger, durability or LocalDurability(), metrics=metrics,
+                                  clock=self.clock)
+        if self.commit.durability.replicated:
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
         self.shards: list = []
         self._partitions: dict[str, int] = {}  # group id -> partition (partition_for hashes in Python)
@@ -601,6 +635,20 @@ class CoordinatorRuntime:
     def read(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now) -> the answer, sent once the writes before it are durable."""
         return self.shard_for(group_id).read(op, error)
+
+    def write_txn(self, group_id: str, producer_id: int, producer_epoch: int, op: Callable,
+                  error: ErrorFn):
+        """A transactional write to the group's shard (ShardRuntime.write_txn)."""
+        return self.shard_for(group_id).write_txn(producer_id, producer_epoch, op, error)
+
+    async def complete_txn(self, partition: int, producer_id: int, producer_epoch: int,
+                           commit: bool, load_wait: float | None = None) -> int:
+        """A transaction's marker on __consumer_offsets partition `partition`
+        (ShardRuntime.complete_txn); UNKNOWN_TOPIC_OR_PARTITION past its end."""
+        if not 0 <= partition < len(self.shards):
+            return Err.UNKNOWN_TOPIC_OR_PARTITION
+        return await self.shards[partition].complete_txn(producer_id, producer_epoch, commit,
+                                                         load_wait)
 
     def read_all(self, op: Callable) -> tuple[list, int]:
         """op(core, now) on every shard this node serves: (answers, the error

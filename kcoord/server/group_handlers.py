@@ -202,7 +202,7 @@ class GroupHandlers:
         if not group_id:
             return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
 
-        def op(core, now):
+        def op(core, _now):
             code, out = core.offset_fetch(group_id, topics, member_id, member_epoch)
             if require_stable and not code and core.txn_offsets.has_open(group_id):
                 mark_unstable(core.txn_offsets, group_id, out)
@@ -239,7 +239,7 @@ class GroupHandlers:
 
     # --------------------------------------------------------- OffsetDelete
     @serves("OffsetDelete")
-    def offset_delete(self, ctx: RequestContext, req: dict):
+    def offset_delete(self, _ctx: RequestContext, req: dict):
         group_id = req["group_id"]
 
         def error(code: int) -> dict:
@@ -252,14 +252,14 @@ class GroupHandlers:
 
     # ------------------------------------------------------------ group admin
     @serves("ListGroups")
-    def list_groups(self, ctx: RequestContext, req: dict) -> dict:
+    def list_groups(self, _ctx: RequestContext, req: dict) -> dict:
         states, types = req.get("states_filter") or [], req.get("types_filter") or []
-        answers, error = self.runtime.read_all(lambda core, now: core.list_groups(states, types))
+        answers, error = self.runtime.read_all(lambda core, _now: core.list_groups(states, types))
         return {"throttle_time_ms": 0, "error_code": error,
                 "groups": [g for groups in answers for g in groups]}
 
     @serves("DeleteGroups")
-    def delete_groups(self, ctx: RequestContext, req: dict):
+    def delete_groups(self, _ctx: RequestContext, req: dict):
         answers = []
         for group_id in req["groups_names"]:
             if not group_id:
@@ -280,7 +280,7 @@ class GroupHandlers:
             return self.runtime.write(group_id, op, error)
         # a share group's share state goes first (SVC deleteGroups); its
         # partitions are written as deleting, so nothing assigns them meanwhile
-        partitions = self.runtime.write(group_id, lambda core, now: core.share.begin_delete(
+        partitions = self.runtime.write(group_id, lambda core, _now: core.share.begin_delete(
             group_id), error)
         if partitions is None:
             return self.runtime.write(group_id, op, error)
@@ -302,8 +302,9 @@ class GroupHandlers:
         return reply
 
     @serves("DescribeGroups")
-    def describe_groups(self, ctx: RequestContext, req: dict):
-        answers = [self.runtime.read(group_id, lambda core, now, g=group_id: core.describe_group(g),
+    def describe_groups(self, _ctx: RequestContext, req: dict):
+        answers = [self.runtime.read(group_id,
+                                     lambda core, _now, g=group_id: core.describe_group(g),
                                      lambda code, g=group_id: _describe_error(g, code))
                    if group_id else _describe_error(group_id, Err.INVALID_GROUP_ID)
                    for group_id in req["groups"]]

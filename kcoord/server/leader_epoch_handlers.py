@@ -27,7 +27,7 @@ class LeaderEpochHandlers:
         self.replica_for = replica_for
 
     @serves("OffsetForLeaderEpoch")
-    def offset_for_leader_epoch(self, ctx, req: dict) -> dict:
+    def offset_for_leader_epoch(self, _ctx, req: dict) -> dict:
         topics = []
         for treq in req["topics"]:
             parts = []

@@ -39,12 +39,13 @@ class BrokerLoggerResource:
         self.node_id = str(node_id)
         self.explicit: dict[str, str] = {}  # loggers whose level was set through the API
 
-    def check_name(self, name: str, altering: bool = False) -> None:
+    def check_name(self, name: str,
+                   altering: bool = False) -> None:  # noqa: ARG002 (the interface's keyword)
         if name != self.node_id:
             raise ConfigError(f"Unexpected broker id, expected {self.node_id} but received "
                               f"{name!r}", Err.INVALID_REQUEST)
 
-    def entries(self, name: str) -> list[dict]:
+    def entries(self, _name: str) -> list[dict]:
         out = []
         for logger in _known():
             level = _level_name(_logger(logger).getEffectiveLevel())
@@ -53,17 +54,17 @@ class BrokerLoggerResource:
                         "synonyms": [], "config_type": STRING, "documentation": None})
         return out
 
-    def current(self, name: str) -> dict[str, str]:
+    def current(self, _name: str) -> dict[str, str]:
         return dict(self.explicit)
 
-    def key_type(self, name: str, key: str) -> int | None:
+    def key_type(self, _name: str, _key: str) -> int | None:
         raise ConfigError("APPEND and SUBTRACT are not supported for broker loggers",
                           Err.INVALID_REQUEST)
 
-    def effective_list(self, name: str, key: str) -> list[str]:
+    def effective_list(self, _name: str, _key: str) -> list[str]:
         return []
 
-    def validate(self, name: str, configs: dict) -> dict[str, str]:
+    def validate(self, _name: str, configs: dict) -> dict[str, str]:
         known = set(_known())
         if ROOT in self.explicit and ROOT not in configs:
             raise ConfigError("Removing the log level of the root logger is not allowed",
@@ -79,7 +80,7 @@ class BrokerLoggerResource:
             out[logger] = level.strip().upper()
         return out
 
-    def replace(self, name: str, configs: dict[str, str]) -> None:
+    def replace(self, _name: str, configs: dict[str, str]) -> None:
         for logger in set(self.explicit) - set(configs):
             _logger(logger).setLevel(logging.NOTSET)  # back to its parent's level
         for logger, level in configs.items():

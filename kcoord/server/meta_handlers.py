@@ -9,7 +9,6 @@ from .config import Config
 from .dispatch import Dispatcher, RequestContext, serves
 
 
-
 class TopicSource(Protocol):
     """What Metadata needs from the topic catalogue (the data plane)."""
 
@@ -30,7 +29,7 @@ class MetaHandlers:
         self.dispatcher.register_handlers(self)
 
     @serves("ApiVersions", pure=True)
-    def api_versions(self, ctx: RequestContext, req: dict) -> bytes:
+    def api_versions(self, ctx: RequestContext, _req: dict) -> bytes:
         """The body is the same for every request of a version: encode it once."""
         cached = self._api_versions_bodies.get(ctx.api_version)
         if cached is None or cached[0] is not self.dispatcher.handlers_version:

@@ -130,7 +130,7 @@ class KafkaConnection(asyncio.Protocol):
                 audit.failed_authentication(self.host, self.listener, f"SSL principal: {exc}")
                 self.close(f"TLS principal: {exc}")
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, _exc) -> None:
         self.closed = True
         if self.registry is not None:
             self.registry.discard(self)
@@ -265,7 +265,7 @@ class KafkaConnection(asyncio.Protocol):
             self.need = 4 + _SIZE.unpack_from(data, pos)[0] if end - pos >= 4 else 4
         self.flush()
 
-    def _header(self, frame: bytes):
+    def peek_header(self, frame: bytes):
         """(api key, version, correlation id, client id, position after the
         client id), decoding the client id only when it changes."""
         try:
@@ -287,7 +287,7 @@ class KafkaConnection(asyncio.Protocol):
         if gate is not None and gate.intercept(self, frame):
             return
         try:
-            key, version, correlation_id, client_id, pos = self._header(frame)
+            key, version, correlation_id, client_id, pos = self.peek_header(frame)
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
@@ -366,7 +366,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._update_reading()
             return
         if isinstance(result, dict):
-            self._fill(slot, ctx, flexible, result)
+            self._fill(slot, ctx, result)
             return
         if inspect.isawaitable(result):
             fut = asyncio.ensure_future(result)
@@ -389,7 +389,7 @@ class KafkaConnection(asyncio.Protocol):
         _SIZE_CORR.pack_into(frame, 0, len(frame) - 4, correlation_id)
         return frame
 
-    def _fill(self, slot: _Slot, ctx: RequestContext, flexible: bool, response: dict) -> None:
+    def _fill(self, slot: _Slot, ctx: RequestContext, response: dict) -> None:
         _, tagged_header, _, encode = _route(ctx.api_key, ctx.api_version)
         slot.data = self._frame(encode, ctx.correlation_id, tagged_header, response)
         slot.done = True

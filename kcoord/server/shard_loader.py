@@ -22,7 +22,6 @@ from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, bat
                                 decode_batch, iter_batches, read_record_spans, records_section,
                                 uniform_records)
 from ..broker.txn_state import COMMIT, control_type
-from ..coordinator.txn_offsets import txn_marker, txn_offset_batch
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 
 log = logging.getLogger("kcoord.coordinator")
@@ -279,7 +278,7 @@ class ShardLoader:
         a transactional batch of OffsetCommit records."""
         pid, epoch, what = op
         if what.__class__ is bool:
-            self.core.replay(txn_marker(pid, epoch, what))
+            self.core.replay_txn_marker(pid, epoch, what)
             self.records_loaded += 1
             return
         records = []
@@ -287,7 +286,7 @@ class ShardLoader:
             record = self._decode(key, value)
             if record is not None and record.type in (0, 1):
                 records.append(record)
-        self.core.replay(txn_offset_batch(pid, epoch, records))
+        self.core.replay_txn_offsets(pid, epoch, records)
         self.records_loaded += len(records)
 
     def _replay_latest(self, latest: dict) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..protocol.api import serves
+from ..protocol.api import error_response, serves
 from ..protocol.errors import Err
 from ..share.partition import REJECT, RENEW, check_ack_batches
 from ..share.sessions import ShareSessionCache
@@ -143,20 +143,20 @@ class ShareFetchHandlers:
         top = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
         if not _member_ok(req):
-            return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "member id must be 1 to 36 characters"}
+            return error_response(ctx.api_key, ctx.api_version, req, Err.INVALID_REQUEST,
+                                  "member id must be 1 to 36 characters")
         group_id, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
         lock_ms = self.shares.lock_ms(group_id)
         top["acquisition_lock_timeout_ms"] = lock_ms
         renew = version >= 2 and req.get("is_renew_ack")
         if renew and (req["max_bytes"] or req["min_bytes"] or req["max_records"]
                       or req["max_wait_ms"]):
-            return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "a renewing ShareFetch must not fetch (zero limits)"}
+            return error_response(ctx.api_key, ctx.api_version, req, Err.INVALID_REQUEST,
+                                  "a renewing ShareFetch must not fetch (zero limits)")
         acks = _acks_by_partition(req)
         if epoch == 0 and acks:
-            return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "acknowledgements in a request opening a share session"}
+            return error_response(ctx.api_key, ctx.api_version, req, Err.INVALID_REQUEST,
+                                  "acknowledgements in a request opening a share session")
         requested = list(dict.fromkeys((t["topic_id"], p["partition_index"])
                                        for t in req["topics"] for p in t["partitions"]))
         forgotten = [(t["topic_id"], p) for t in req.get("forgotten_topics_data") or ()
@@ -166,7 +166,7 @@ class ShareFetchHandlers:
         if sctx.error_code == Err.SHARE_SESSION_LIMIT_REACHED:
             await self._wait(req["max_wait_ms"])     # Kafka holds it for MaxWaitMs first
         if sctx.error_code:
-            return {**top, "error_code": sctx.error_code}
+            return error_response(ctx.api_key, ctx.api_version, req, sctx.error_code)
         session = sctx.session
         # acknowledgements applied first (their records are not acquirable until
         # durable), the fetch meanwhile, the answer once both are done (Kafka's order)
@@ -272,14 +272,14 @@ class ShareFetchHandlers:
         top = {"throttle_time_ms": 0, "error_code": Err.NONE, "error_message": None,
                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
         if not _member_ok(req):
-            return {**top, "error_code": Err.INVALID_REQUEST,
-                    "error_message": "member id must be 1 to 36 characters"}
+            return error_response(ctx.api_key, ctx.api_version, req, Err.INVALID_REQUEST,
+                                  "member id must be 1 to 36 characters")
         group_id, member = req["group_id"], req["member_id"]
         top["acquisition_lock_timeout_ms"] = self.shares.lock_ms(group_id)
         renew = ctx.api_version >= 2 and req.get("is_renew_ack")
         sctx = self.sessions.for_acknowledge(group_id, member, req["share_session_epoch"])
         if sctx.error_code:
-            return {**top, "error_code": sctx.error_code}
+            return error_response(ctx.api_key, ctx.api_version, req, sctx.error_code)
         acks = {}
         for t in req["topics"]:
             for p in t["partitions"]:

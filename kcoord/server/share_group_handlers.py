@@ -48,7 +48,7 @@ class ShareGroupApi:
         self.persister = persister            # the share coordinator's persister (or None)
         # (topic name, partition) -> its high watermark, None if unknown here;
         # the server points it at the share partitions' (a replica's in a cluster)
-        self.high_watermark: Callable[[str, int], int | None] = lambda name, p: None
+        self.high_watermark: Callable[[str, int], int | None] = lambda _name, _p: None
         self._tasks: set[asyncio.Task] = set()
 
     def register(self, d: Dispatcher) -> None:
@@ -104,8 +104,8 @@ class ShareGroupApi:
                         "(%s); retried on a later heartbeat", init.group_id, len(failed),
                         len(keys), Err(failed[0][1]).name)
         gid = init.group_id
-        done = self.runtime.write(gid, lambda core, now: core.share.initialize_done(
-            gid, init.partitions, not failed), lambda code: None)
+        done = self.runtime.write(gid, lambda core, _now: core.share.initialize_done(
+            gid, init.partitions, not failed), lambda _code: None)
         if done.__class__ is Reply:
             try:
                 await done
@@ -115,7 +115,7 @@ class ShareGroupApi:
 
     # ------------------------------------------------------------ alter offsets
     @serves("AlterShareGroupOffsets")
-    def alter_share_group_offsets(self, ctx: RequestContext, req: dict):
+    def alter_share_group_offsets(self, _ctx: RequestContext, req: dict):
         """SVC alterShareGroupOffsets: the group's record written, then the share
         coordinator asked; a partition it refused carries its error."""
         group_id = req["group_id"]
@@ -141,7 +141,7 @@ class ShareGroupApi:
 
     # ------------------------------------------------------------ delete offsets
     @serves("DeleteShareGroupOffsets")
-    def delete_share_group_offsets(self, ctx: RequestContext, req: dict):
+    def delete_share_group_offsets(self, _ctx: RequestContext, req: dict):
         """SVC deleteShareGroupOffsets: the topics' share partitions written as
         deleting, their share state deleted, then the topics that went away
         leave deleting (a topic whose deletion failed carries the error)."""
@@ -150,7 +150,7 @@ class ShareGroupApi:
             return delete_offsets_error(Err.INVALID_GROUP_ID)
         topics = self.topic_metadata()
         names = [t["topic_name"] for t in req["topics"]]
-        begun = self.runtime.write(group_id, lambda core, now: core.share_delete_offsets(
+        begun = self.runtime.write(group_id, lambda core, _now: core.share_delete_offsets(
             group_id, names, topics), delete_offsets_error)
 
         async def answered():
@@ -166,9 +166,9 @@ class ShareGroupApi:
                 responses.append({"topic_name": name, "topic_id": topic_id,
                                   "error_code": int(code), "error_message": None})
             if gone:
-                done = self.runtime.write(group_id, lambda core, now: core.share.
+                done = self.runtime.write(group_id, lambda core, _now: core.share.
                                           complete_delete_offsets(group_id, gone),
-                                          lambda code: None)
+                                          lambda _code: None)
                 if done.__class__ is Reply:
                     await done
             return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
@@ -177,18 +177,18 @@ class ShareGroupApi:
 
     # ------------------------------------------------------------ describe
     @serves("ShareGroupDescribe")
-    def share_group_describe(self, ctx: RequestContext, req: dict):
+    def share_group_describe(self, _ctx: RequestContext, req: dict):
         include = bool(req.get("include_authorized_operations"))
         topics = self.topic_metadata()
         answers = [self.runtime.read(
-            g, lambda core, now, g=g: core.share_group_describe([g], include, topics).response[0],
+            g, lambda core, _now, g=g: core.share_group_describe([g], include, topics).response[0],
             lambda code, g=g: describe_error(g, code, None))
             if g else describe_error(g, Err.INVALID_GROUP_ID, None) for g in req["group_ids"]]
         return gather(answers, lambda groups: {"throttle_time_ms": 0, "groups": groups})
 
     # ------------------------------------------------------------ offsets
     @serves("DescribeShareGroupOffsets")
-    def describe_share_group_offsets(self, ctx: RequestContext, req: dict):
+    def describe_share_group_offsets(self, _ctx: RequestContext, req: dict):
         """SVC describeShareGroupOffsets / describeShareGroupAllOffsets: the
         share coordinator's summary of each share partition (start offset,
         leader epoch) and, from v1, Lag = high watermark - start offset -
@@ -203,7 +203,7 @@ class ShareGroupApi:
         topics = self.topic_metadata()
         out: list[dict] = []
         if wanted is None:
-            parts = self.runtime.read(gid, lambda core, now: core.share.initialized_partitions(
+            parts = self.runtime.read(gid, lambda core, _now: core.share.initialized_partitions(
                 gid).response, lambda code: code)
             parts = (await parts) if parts.__class__ is Reply else parts
             if isinstance(parts, int):  # the shard did not answer (moved, loading)

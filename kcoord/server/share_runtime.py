@@ -172,7 +172,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         share.coordinator.state.topic.prune.interval.ms each shard's log is
         cut below its oldest needed snapshot.  Not in a cluster yet (the
         followers' log start would have to follow)."""
-        if getattr(self.commit.sync, "replicated", False):
+        if self.commit.durability.replicated:
             return
         interval = self.config["share.coordinator.state.topic.prune.interval.ms"] / 1000.0
         self._cleanup = self.clock.call_later(interval, self._prune_all)

@@ -40,23 +40,23 @@ class ShareStateHandlers:
         return gather(answers, build)
 
     @serves("InitializeShareGroupState")
-    def initialize(self, ctx: RequestContext, req: dict):
+    def initialize(self, _ctx: RequestContext, req: dict):
         return self._each(req, "initialize", lambda p: (p["state_epoch"], p["start_offset"]))
 
     @serves("ReadShareGroupState")
-    def read(self, ctx: RequestContext, req: dict):
+    def read(self, _ctx: RequestContext, req: dict):
         return self._each(req, "read", lambda p: (p["leader_epoch"],))
 
     @serves("WriteShareGroupState")
-    def write(self, ctx: RequestContext, req: dict):
+    def write(self, _ctx: RequestContext, req: dict):
         return self._each(req, "write", lambda p: (
             p["state_epoch"], p["leader_epoch"], p["start_offset"],
             p.get("delivery_complete_count", -1), batches_from_rows(p["state_batches"])))
 
     @serves("DeleteShareGroupState")
-    def delete(self, ctx: RequestContext, req: dict):
-        return self._each(req, "delete", lambda p: ())
+    def delete(self, _ctx: RequestContext, req: dict):
+        return self._each(req, "delete", lambda _p: ())
 
     @serves("ReadShareGroupStateSummary")
-    def summary(self, ctx: RequestContext, req: dict):
+    def summary(self, _ctx: RequestContext, req: dict):
         return self._each(req, "summary", lambda p: (p["leader_epoch"],))

@@ -11,7 +11,7 @@ from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .txn_runtime import OFFSETS_TOPIC, PART_LOADING, TxnRuntime
+from .txn_runtime import OFFSETS_TOPIC, TxnRuntime
 
 # PRODUCER_FENCED (KIP-588) is sent as INVALID_PRODUCER_EPOCH below these versions
 FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
@@ -82,12 +82,12 @@ class TxnHandlers:
                        verify_only: bool) -> list[dict]:
         code = self._not_ready(tid)
         if code:
-            return self._results(topics, lambda tp: code)
+            return self._results(topics, lambda _tp: code)
         pairs = [(t["name"], p) for t in topics for p in t["partitions"]]
         if verify_only:
             res = self.core.verify_partitions(tid, pid, epoch, pairs)
             if res.error:
-                return self._results(topics, lambda tp: res.error)
+                return self._results(topics, lambda _tp: res.error)
             return self._results(topics, lambda tp: res.partition_errors[tp])
         unknown = self._unknown(topics)
         if unknown:
@@ -95,7 +95,7 @@ class TxnHandlers:
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
         res = self.core.add_partitions(tid, pid, epoch, pairs, self.runtime.clock.ms())
         error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
-        return self._results(topics, lambda tp: error)
+        return self._results(topics, lambda _tp: error)
 
     @serves("AddPartitionsToTxn")
     async def add_partitions_to_txn(self, ctx: RequestContext, req: dict) -> dict:
@@ -191,15 +191,13 @@ class TxnHandlers:
             return every(code)
         self.groups.mark_unknown_partitions(req["topics"])
 
-        answer = self.groups.runtime.write(
-            req["group_id"], lambda core, now: txn_offset_commit(core, req, version, now), every)
-        # the producer waits on this before EndTxn: no group-commit linger
-        self.groups.runtime.commit.hurry()
-        return answer
+        return self.groups.runtime.write_txn(
+            req["group_id"], req["producer_id"], req["producer_epoch"],
+            lambda core, now: txn_offset_commit(core, req, version, now), every)
 
     # ----------------------------------------------------- describing state
     @serves("DescribeTransactions")
-    async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
+    async def describe_transactions(self, _ctx: RequestContext, req: dict) -> dict:
         states = []
         for tid in req["transactional_ids"]:
             code = self._not_ready(tid)
@@ -211,10 +209,9 @@ class TxnHandlers:
         return {"throttle_time_ms": 0, "transaction_states": states}
 
     @serves("ListTransactions")
-    async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
+    async def list_transactions(self, _ctx: RequestContext, req: dict) -> dict:
         # this node's partitions (an admin client asks every node and merges)
-        code = (Err.COORDINATOR_LOAD_IN_PROGRESS if PART_LOADING in self.runtime.states
-                else Err.NONE)
+        code = Err.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading else Err.NONE
         if code:
             return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
                     "transaction_states": []}
@@ -222,7 +219,7 @@ class TxnHandlers:
                                            req.get("duration_filter", -1), self.runtime.clock.ms())
 
     @serves("DescribeProducers")
-    def describe_producers(self, ctx: RequestContext, req: dict) -> dict:
+    def describe_producers(self, _ctx: RequestContext, req: dict) -> dict:
         topics = []
         for t in req["topics"]:
             topic = self.runtime.catalogue.get(t["name"])

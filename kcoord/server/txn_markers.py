@@ -24,10 +24,8 @@ import asyncio
 import logging
 
 from ..coordinator.partitioner import partition_for
-from ..coordinator.txn_offsets import txn_marker
 from ..protocol.api import serves
 from ..protocol.errors import Err
-from .coordinator_runtime import LOADING
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn.markers")
@@ -52,24 +50,9 @@ class MarkerWriter:
         if topic != OFFSETS_TOPIC:
             return await self.data.write_marker_durable(topic, partition, producer_id, epoch,
                                                         commit, coordinator_epoch)
-        shards = self.coordinator.shards
-        if not 0 <= partition < len(shards):
-            return Err.UNKNOWN_TOPIC_OR_PARTITION
-        shard = shards[partition]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SHARD_LOAD_WAIT_S
-        # its replay must see every batch before the marker
-        while shard.state is LOADING and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        if not shard.loaded:
-            return Err.NOT_LEADER_OR_FOLLOWER  # retriable: the sender asks again
-        reply = shard.write_records([txn_marker(producer_id, epoch, commit)])
-        self.coordinator.commit.hurry()  # the transaction waits on it: no linger
-        try:
-            await reply
-        except Exception:
-            return Err.NOT_LEADER_OR_FOLLOWER
-        return Err.NONE
+        # NOT_LEADER_OR_FOLLOWER when not coordinated here: the sender asks again
+        return await self.coordinator.complete_txn(partition, producer_id, epoch, commit,
+                                                   load_wait=SHARD_LOAD_WAIT_S)
 
 
 class WriteTxnMarkersHandler:
@@ -80,7 +63,7 @@ class WriteTxnMarkersHandler:
         self.writer = writer
 
     @serves("WriteTxnMarkers")
-    async def write_txn_markers(self, ctx, req: dict) -> dict:
+    async def write_txn_markers(self, _ctx, req: dict) -> dict:
         out = []
         for m in req["markers"]:
             jobs = []

@@ -26,34 +26,33 @@ import asyncio
 import logging
 import time
 
-from ..coordinator.txn_offsets import txn_marker
+from ..log.durability import Durability, NotReplicated
+from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
 from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
-from .coordinator_runtime import LOADING
-from .txn_batches import COORDINATOR_EPOCH
+from .coordinator_state import ACTIVE, LOADING, CoordinatorState
+from .shard_batches import COORDINATOR_EPOCH
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn")
 
 LOAD_CHUNK = 4 << 20
-SHARD_WAIT_S = 0.05
 COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest an EndTxn waits for its markers before answering
-NOT_OWNED, PART_LOADING, ACTIVE = "not owned", "loading", "active"
 
 
 class TxnRuntime:
-    def __init__(self, catalogue, config, data_plane, coordinator, group_sync,
-                 producer_ids, durability=None, clock=None) -> None:
+    def __init__(self, catalogue, config, data_plane, coordinator, fsync: FsyncBatcher,
+                 producer_ids, durability: Durability, clock=None) -> None:
         self.catalogue = catalogue
         # the server's one clock (clock.py), shared with the group runtime
         self.clock = clock if clock is not None else coordinator.clock
         self.config = config
         self.data = data_plane
         self.coordinator = coordinator  # the group coordinator runtime (__consumer_offsets)
-        self.sync = group_sync
+        self.fsync = fsync  # the data partitions' markers
         self.core = TxnCoordinator(TxnConfig.from_values(config.values), producer_ids.next_id)
         wanted = self.core.config.num_partitions
         topic = catalogue.get(TXN_TOPIC)
@@ -66,12 +65,11 @@ class TxnRuntime:
             raise ValueError(f"transaction.state.log.num.partitions={wanted} but {TXN_TOPIC} "
                              f"has {len(topic.partitions)} partitions")
         self.logs = topic.partitions
-        # per __transaction_state partition: NOT_OWNED, PART_LOADING or ACTIVE,
-        # and the leader epoch it was loaded for (the coordinator epoch)
-        self.states = [NOT_OWNED] * wanted
-        self.epochs = [-1] * wanted
-        self._load_tasks: dict[int, asyncio.Task] = {}
-        # a cluster's durability seam (ReplicatedDurability): None = fsync here
+        # per __transaction_state partition: whether it is coordinated here, and
+        # the leader epoch it was loaded for (the coordinator epoch); the same
+        # state machine as the group shards' (coordinator_state.py)
+        self.partitions = [CoordinatorState() for _ in range(wanted)]
+        # fsync here (LocalDurability), or in a cluster once replicated
         self.durability = durability
         self.markers = None  # txn_markers.MarkerSender in a cluster: markers to any leader
         self._swept = False
@@ -86,7 +84,12 @@ class TxnRuntime:
     @property
     def loaded(self) -> bool:
         """Every partition is served here (a single node, once loaded)."""
-        return all(st is ACTIVE for st in self.states)
+        return all(p.state is ACTIVE for p in self.partitions)
+
+    @property
+    def loading(self) -> bool:
+        """Some partition is still loading here."""
+        return any(p.state is LOADING for p in self.partitions)
 
     def start(self, load_all: bool = True) -> None:
         """Single node: coordinate every partition (epoch 0).  A cluster loads
@@ -103,47 +106,37 @@ class TxnRuntime:
 
     def state_error(self, transactional_id: str) -> int:
         """NONE when this node coordinates the id now, else the Kafka error."""
-        state = self.states[self.core.partition_of(transactional_id)]
-        if state is ACTIVE:
-            return Err.NONE
-        return Err.COORDINATOR_LOAD_IN_PROGRESS if state is PART_LOADING else Err.NOT_COORDINATOR
+        return self.partitions[self.core.partition_of(transactional_id)].state_error()
 
     def owns(self, partition: int, epoch: int) -> bool:
-        return self.states[partition] is ACTIVE and self.epochs[partition] == epoch
+        p = self.partitions[partition]
+        return p.state is ACTIVE and p.epoch == epoch
 
     def load(self, partition: int, epoch: int) -> None:
         """Coordinate `partition` from leader epoch `epoch` on (onElection):
         replay its log into the core, then finish every Prepare* in it."""
-        if epoch < self.epochs[partition]:
+        p = self.partitions[partition]
+        newer = epoch > p.epoch
+        if not p.take_epoch(epoch):
             return
-        newer = epoch > self.epochs[partition]
-        self.epochs[partition] = epoch
-        if self.states[partition] is ACTIVE:
+        if p.state is ACTIVE:
             if newer:  # still led here, in a newer epoch: completions go on with it
                 self._complete_pending(partition)
             return
-        if self.states[partition] is PART_LOADING:
+        if p.state is LOADING:
             return
-        self.states[partition] = PART_LOADING
         self.core.drop_partition(partition)
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
-        self._load_tasks[partition] = task
+        task = p.start_load(lambda: self._load(partition, epoch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def unload(self, partition: int, epoch: int | None = None) -> bool:
         """Stop coordinating `partition` (onResignation; with an epoch, only for
         a newer one): its ids leave the core, its writes answer NOT_COORDINATOR."""
-        if epoch is not None:
-            if epoch <= self.epochs[partition]:
-                return False
-            self.epochs[partition] = epoch
-        if self.states[partition] is NOT_OWNED:
+        p = self.partitions[partition]
+        if not p.take_resignation(epoch):
             return False
-        task = self._load_tasks.pop(partition, None)
-        if task is not None:
-            task.cancel()
-        self.states[partition] = NOT_OWNED
+        p.stop()
         self.core.drop_partition(partition)
         return True
 
@@ -166,16 +159,14 @@ class TxnRuntime:
                 for rec in records:
                     self._load_record(rec)
             await asyncio.sleep(0)
-        fence = getattr(self.durability, "replayed", None)
-        if fence is not None:
-            # a new leader's log may end with records never acknowledged (a
-            # truncation could still remove them): serve once they are committed
-            await fence(plog, offset, epoch)
-        if self.states[partition] is not PART_LOADING or self.epochs[partition] != epoch:
+        # a new leader's log may end with records never acknowledged (a
+        # truncation could still remove them): serve once they are committed
+        await self.durability.replayed(plog, offset, epoch)
+        p = self.partitions[partition]
+        if p.state is not LOADING or p.epoch != epoch:
             return
-        self._load_tasks.pop(partition, None)
-        self.states[partition] = ACTIVE
-        if self.durability is not None:
+        p.finish_load(True)
+        if self.durability.replicated:
             log.info("transaction state partition %d loaded (epoch %d): %d records in %.2fs",
                      partition, epoch, self.records_loaded - count, time.monotonic() - start)
         elif self.loaded:
@@ -206,7 +197,7 @@ class TxnRuntime:
         """Replay now and append (not yet durable): -> the logs to make
         durable, or None when a partition is not coordinated here."""
         parts = {r.partition for r in records}
-        if any(self.states[p] is not ACTIVE for p in parts):
+        if any(self.partitions[p].state is not ACTIVE for p in parts):
             return None
         self.core.replay_all(records)
         now = self.clock.ms()
@@ -224,9 +215,6 @@ class TxnRuntime:
     async def _durable(self, logs) -> int:
         """NONE once the appended records are durable (a cluster: once the
         high watermark passed them), else NOT_COORDINATOR."""
-        if self.durability is None:
-            await self.sync.sync([plog for _, plog in logs])
-            return Err.NONE
         fut = asyncio.get_running_loop().create_future()
 
         def done(errors) -> None:
@@ -239,11 +227,11 @@ class TxnRuntime:
             if error is None:
                 continue
             code = Err.NOT_COORDINATOR
-            if getattr(error, "error", None) is None and self.states[partition] is ACTIVE:
+            if not isinstance(error, NotReplicated) and self.partitions[partition].loaded:
                 # not a lost leadership (a failed fsync): memory may be ahead of the log
                 log.warning("transaction state partition %d: write failed (%s); reloading",
                             partition, error)
-                epoch = self.epochs[partition]
+                epoch = self.partitions[partition].epoch
                 self.unload(partition)
                 self.load(partition, epoch)
         return code
@@ -281,7 +269,7 @@ class TxnRuntime:
         """Markers to every partition of the transaction, durable, then Complete*."""
         tid = c.transactional_id
         partition = self.core.partition_of(tid)
-        epoch = self.epochs[partition]
+        epoch = self.partitions[partition].epoch
         if self._completing.get(tid) == epoch:
             return  # under way (one of an older epoch stops by itself)
         self._completing[tid] = epoch
@@ -317,15 +305,11 @@ class TxnRuntime:
         shard_writes = []
         for topic, index in c.partitions:
             if topic == OFFSETS_TOPIC:
-                if not 0 <= index < len(self.coordinator.shards):
-                    continue
-                shard = self.coordinator.shards[index]
-                while shard.state is LOADING:  # its replay must see every batch before the marker
-                    await asyncio.sleep(SHARD_WAIT_S)
-                if not shard.loaded:
-                    raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
-                shard_writes.append(shard.write_records(
-                    [txn_marker(c.producer_id, c.producer_epoch, c.commit)]))
+                if 0 <= index < len(self.coordinator.shards):
+                    # under way at once, beside the data partitions' markers
+                    marker = self.coordinator.complete_txn(index, c.producer_id,
+                                                           c.producer_epoch, c.commit)
+                    shard_writes.append((index, asyncio.ensure_future(marker)))
                 continue
             code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
                                                 c.commit, COORDINATOR_EPOCH)
@@ -335,12 +319,11 @@ class TxnRuntime:
                 # a newer epoch already wrote there: this transaction is superseded
                 log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
                             index, code)
-        if shard_writes:
-            self.coordinator.commit.hurry()  # the transaction waits on it: no linger
         if data_logs:
-            await self.sync.sync(data_logs)
-        for fut in shard_writes:
-            await fut
+            await self.fsync.sync(data_logs)
+        for index, write in shard_writes:
+            if await write != Err.NONE:
+                raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:
@@ -352,7 +335,7 @@ class TxnRuntime:
         self._timers.append(handle_box[0])
 
     def _served(self, records: list[TxnRecord]) -> list[TxnRecord]:
-        return [r for r in records if self.states[r.partition] is ACTIVE]
+        return [r for r in records if self.partitions[r.partition].loaded]
 
     async def _abort_timed_out(self) -> None:
         records = self._served(self.core.abort_timed_out(self.clock.ms()))
@@ -401,12 +384,12 @@ class TxnRuntime:
     def verify_append(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         tid = self.core.by_producer.get(producer_id)
         if tid is None:
-            if self.durability is not None:
+            if self.durability.replicated:
                 # a cluster: the coordinator is another node, asked before the
                 # produce ran (broker/txn_verify.py); no transactional id to ask with
                 return Err.INVALID_TXN_STATE
             if not self.loaded:
                 return Err.NOT_LEADER_OR_FOLLOWER  # retriable: the producer tries again
-        elif self.states[self.core.partition_of(tid)] is not ACTIVE:
+        elif not self.partitions[self.core.partition_of(tid)].loaded:
             return Err.NOT_LEADER_OR_FOLLOWER
         return self.core.in_transaction(producer_id, epoch, topic, partition)

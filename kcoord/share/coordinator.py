@@ -201,7 +201,7 @@ class ShareCoordinatorShard:
         result.arm(COLD_SNAPSHOT_TIMER, now + self.config.cold_partition_snapshot_interval_ms)
         return result
 
-    def cleanup(self, now: int) -> list[Record]:
+    def cleanup(self, _now: int) -> list[Record]:
         return []
 
     # ================================================================ checks
@@ -292,7 +292,7 @@ class ShareCoordinatorShard:
                                     delivery_complete_count, batches)
         return Result(records=[record], response=_answer(k[2]))
 
-    def delete(self, now: int, req: _Request) -> Result:
+    def delete(self, _now: int, req: _Request) -> Result:
         """DeleteShareGroupState: a tombstone (nothing for an unknown key)."""
         k = req.key
         error = self._invalid(req) or self._unknown_topic(req)
@@ -303,7 +303,7 @@ class ShareCoordinatorShard:
         return Result(records=[Record(SHARE_SNAPSHOT, _key_fields(k), None)],
                       response=_answer(k[2]))
 
-    def summary(self, now: int, req: _Request, leader_epoch: int) -> Result:
+    def summary(self, _now: int, req: _Request, _leader_epoch: int) -> Result:
         """ReadShareGroupStateSummary: nothing written; an unknown key
         answers start -1, delivery complete count -1, epochs 0."""
         k = req.key

@@ -119,7 +119,7 @@ def kafka_server_factory(request, pytestconfig):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(item, call):  # noqa: ARG001 (pytest matches hook arguments by name)
     outcome = yield
     report = outcome.get_result()
     if not report.failed:

@@ -249,7 +249,8 @@ class ProcessNode:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = 60.0, wait_loaded: bool = True) -> None:
+    def start(self, timeout: float = 60.0,
+              wait_loaded: bool = True) -> None:  # noqa: ARG002 (the in-process node's keyword)
         import json
         from .child import read_frame
         if self.running:

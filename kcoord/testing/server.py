@@ -342,7 +342,7 @@ class KafkaServer:
         from ..server.coordinator_runtime import ACTIVE
         for node in self._running():
             rt = node.server.coordinator
-            if node.call(lambda: rt.shard_for(group).state is ACTIVE):
+            if node.call(lambda rt=rt: rt.shard_for(group).state is ACTIVE):
                 return node
         return None
 
@@ -351,7 +351,8 @@ class KafkaServer:
             server = node.server
             if self.nodes == 1:
                 return node
-            state = node.call(lambda: server.cluster.plane.view.state(topic, partition))
+            state = node.call(lambda server=server: server.cluster.plane.view.state(topic,
+                                                                                   partition))
             if state is not None and state.leader >= 0:
                 for n in self._running():
                     if n.node_id == state.leader:
@@ -468,7 +469,7 @@ class KafkaServer:
                 continue
             lcat = leader.server.catalogue
 
-            def read(p=p):
+            def read(p=p, lcat=lcat):
                 plog = lcat.partition(topic, p)
                 if plog is None:
                     return []

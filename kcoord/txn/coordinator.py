@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..coordinator.partitioner import partition_for
+from ..protocol.api import error_response
+from ..protocol.messages.transactions import DESCRIBE_TRANSACTIONS
 from ..protocol.errors import Err
 from .records import (ALL_STATE_NAMES, COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING,
                       PREPARE_ABORT, PREPARE_COMMIT, STATE_NAMES, TxnRecord, TxnValue)
@@ -288,14 +290,10 @@ class TxnCoordinator:
     # ============================================================ describing
     def describe(self, tid: str) -> dict:
         meta = self.txns.get(tid) if tid else None
-        # an error leaves the other fields at their schema defaults (0, ""), as in Kafka
-        base = {"transactional_id": tid, "transaction_state": "", "transaction_timeout_ms": 0,
-                "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0,
-                "topics": []}
-        if not tid:
-            return {**base, "error_code": Err.INVALID_REQUEST}
-        if meta is None:
-            return {**base, "error_code": Err.TRANSACTIONAL_ID_NOT_FOUND}
+        if not tid or meta is None:  # the other fields at the schema's defaults, as Kafka
+            code = Err.INVALID_REQUEST if not tid else Err.TRANSACTIONAL_ID_NOT_FOUND
+            return error_response(DESCRIBE_TRANSACTIONS.key, 0, {"transactional_ids": [tid]},
+                                  code)["transaction_states"][0]
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(p)

@@ -35,8 +35,9 @@ def open_txn(tmp_path_factory):
     try:
         with WireClient(server.port) as c:
             assert create_topic(c, "t")["error_code"] == Err.NONE
+        # the longest timeout: a loaded machine must not see the coordinator abort it
         producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "h-1",
-                             "linger.ms": 1})
+                             "linger.ms": 1, "transaction.timeout.ms": 900000})
         producer.init_transactions(30)
         producer.begin_transaction()
         for i in range(5):

@@ -8,7 +8,7 @@ import pytest
 
 from kcoord.broker.catalogue import Catalogue
 from kcoord.broker.data_handlers import DataPlane, below
-from kcoord.log.group_sync import GroupSync
+from kcoord.log.fsync_batcher import FsyncBatcher
 from kcoord.protocol.errors import Err
 from kcoord.protocol.messages.coordinator_records import decode_record_key
 from kcoord.protocol.records import build_batch, decode_all
@@ -38,7 +38,7 @@ def test_internal_topic_shows_only_durable_records(tmp_path):
     try:
         catalogue.create(OFFSETS, 1)
         catalogue.create("orders", 1)
-        plane = DataPlane(catalogue, cfg, GroupSync())
+        plane = DataPlane(catalogue, cfg, FsyncBatcher())
         for name in (OFFSETS, "orders"):
             plog = catalogue.partition(name, 0)
             plog.append(_batch(3))
@@ -85,7 +85,7 @@ def test_produce_to_internal_topic_is_refused(tmp_path):
     catalogue = Catalogue(tmp_path, cfg.values)
     try:
         catalogue.create(OFFSETS, 2)
-        plane = DataPlane(catalogue, cfg, GroupSync())
+        plane = DataPlane(catalogue, cfg, FsyncBatcher())
         resp = asyncio.run(_produce(plane, OFFSETS))
         part = resp["responses"][0]["partition_responses"][0]
         assert part["error_code"] == Err.INVALID_TOPIC_EXCEPTION

@@ -17,7 +17,9 @@ import pytest
 
 from kcoord.broker.catalogue import Catalogue
 from kcoord.cluster.replica import ReplicationConfig
-from kcoord.cluster.replica_manager import ReplicaManager, ReplicatedDurability
+from kcoord.cluster.durability import ReplicatedDurability
+from kcoord.cluster.replica_manager import ReplicaManager
+from kcoord.log.fsync_batcher import FsyncBatcher
 from kcoord.cluster.shard_ownership import shard_ownership
 from kcoord.cluster.state import PartitionState
 from kcoord.coordinator.shard import CoordinatorShard
@@ -25,7 +27,7 @@ from kcoord.protocol.errors import Err
 from kcoord.server.config import Config
 from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED, CoordinatorRuntime
 from kcoord.server.group_handlers import GroupHandlers
-from kcoord.server.txn_batches import build_shard_batches
+from kcoord.server.shard_batches import build_shard_batches
 
 from tests.server.runtime_harness import answer, ctx
 
@@ -44,7 +46,7 @@ class Store:
 
 class ClusterNode:
     """Node ME's coordinator runtime and replica manager, wired as
-    replica_manager.start_replication wires them (ownership first)."""
+    the server builds and starts them (ownership first)."""
 
     def __init__(self, data_dir) -> None:
         self.config = Config(data_dir=data_dir)
@@ -53,14 +55,12 @@ class ClusterNode:
         self.catalogue = Catalogue(data_dir, self.config.values)
         if self.catalogue.get("t") is None:
             self.catalogue.create("t", 1, {})  # (the commits' topic; never replicated here)
-        self.durability = ReplicatedDurability()
-        self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
-        self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
         self.manager = ReplicaManager(ME, self.catalogue, Store(), lambda node: None,
                                       replication=ReplicationConfig(30000, 1),
-                                      coordinator=self.runtime)
-        self.durability.manager = self.manager
-        self.manager.role_listeners.append(self.durability.roles_changed)
+                                      coordinated=True)
+        self.durability = ReplicatedDurability(self.manager, FsyncBatcher())
+        self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
+        self.groups = GroupHandlers(self.runtime, self.catalogue, self.config)
         self.ownership = shard_ownership(self.runtime, ME)
         self.shard = self.runtime.shards[0]
         self.plog = self.shard.plog
@@ -212,7 +212,7 @@ def test_single_node_durability_has_no_fence(tmp_path):
     from tests.server.runtime_harness import Node
     n = Node(tmp_path)
     try:
-        assert getattr(n.runtime.commit.sync, "replayed", None) is None
+        assert not n.runtime.commit.durability.replicated  # LocalDurability: fence is a no-op
 
         async def scenario():
             n.shard().plog.append(build_shard_batches(commit_records("g", 3), 1000))
@@ -283,7 +283,10 @@ def test_the_commit_timeout_is_read_from_the_config(tmp_path):
     config.update({"offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 1234})
     catalogue = Catalogue(tmp_path, config.values)
     try:
-        replicated = CoordinatorRuntime(catalogue, config, durability=ReplicatedDurability())
+        manager = ReplicaManager(ME, catalogue, Store(), lambda node: None,
+                                 replication=ReplicationConfig(30000, 1), coordinated=True)
+        replicated = CoordinatorRuntime(
+            catalogue, config, durability=ReplicatedDurability(manager, FsyncBatcher()))
         assert replicated.commit.write_timeout == 1.234
         single = CoordinatorRuntime(catalogue, config)
         assert single.commit.write_timeout is None  # single node: fsync, no timeout

@@ -95,7 +95,7 @@ class Harness:
 
     def set_topics(self, topics: dict) -> None:
         self.topics = dict(topics)
-        self.apply(self.shard.on_topics_changed(self.topics, self.now))
+        self.apply(self.shard.on_topics_changed(self.topics))
 
     def replayed(self) -> CoordinatorShard:
         fresh = CoordinatorShard(0, self.config)

@@ -43,11 +43,11 @@ class Harness(ClassicHarness):
                         consumer_group_migration_policy=policy)
         defaults.update(overrides)
         super().__init__(CoordinatorConfig(**defaults))
-        self.apply(self.shard.on_topics_changed(dict(TOPICS), self.now))
+        self.apply(self.shard.on_topics_changed(dict(TOPICS)))
 
     def restart(self) -> None:
         super().restart()
-        self.apply(self.shard.on_topics_changed(dict(TOPICS), self.now))
+        self.apply(self.shard.on_topics_changed(dict(TOPICS)))
 
     # ---------------------------------------------------------- KIP-848 member
     def cg(self, member_id="kip848", epoch=0, owned=(), names=("t",), group="g",

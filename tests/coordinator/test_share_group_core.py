@@ -240,7 +240,7 @@ def test_new_partitions_are_initialized_and_assigned(h):
     e = h.join("m1")
     e = h.hb(epoch=e, names=None)["member_epoch"]
     h.topics = {**TOPICS, "foo": TopicInfo(FOO, 5)}  # foo grows
-    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    h.apply(h.shard.on_topics_changed(h.topics))
     resp = h.hb(epoch=e, names=None)
     assert resp["member_epoch"] == e + 1  # the metadata hash changed
     [init] = h.pending
@@ -384,7 +384,7 @@ def run_schedule(seed: int) -> None:
             name = rng.choice(["foo", "bar"])
             info = h.topics[name]
             h.topics = {**h.topics, name: TopicInfo(info.topic_id, info.partitions + 1)}
-            h.apply(h.shard.on_topics_changed(h.topics, h.now))
+            h.apply(h.shard.on_topics_changed(h.topics))
         elif op < 0.85:
             h.reload()
         h.check_replay()
@@ -411,8 +411,10 @@ def test_share_groups_in_the_metrics(h):
     h.hb(member_id="m2")
     h.hb(group="other", member_id="m3")
     h.hb(group="other", member_id="m3", epoch=-1, names=None)
-    shard = SimpleNamespace(state="active", loaded=True, core=h.shard)
-    families = {f.name: f for f in KcoordCollector([shard], None, ServerMetrics())._groups()}
+    # the runtime's read path over this one loaded core
+    runtime = SimpleNamespace(shards=[SimpleNamespace(state="active")],
+                              read_all=lambda op: ([op(h.shard, 0)], 0))
+    families = {f.name: f for f in KcoordCollector(runtime, None, ServerMetrics())._groups()}
     samples = {(f, tuple(s.labels.items())): s.value for f, fam in families.items()
                for s in fam.samples}
     assert samples[("kcoord_group_coordinator_groups", (("protocol", "share"),))] == 2
@@ -428,7 +430,7 @@ def test_deleted_topic_leaves_the_partition_states(h):
     e = h.hb(epoch=e, names=None)["member_epoch"]
     assert set(h.share_group().partition_states.initialized) == {FOO, BAR}
     h.topics = {"foo": TOPICS["foo"]}
-    h.apply(h.shard.on_topics_changed(h.topics, h.now))
+    h.apply(h.shard.on_topics_changed(h.topics))
     assert set(h.share_group().partition_states.initialized) == {FOO}
     resp = h.hb(epoch=e, names=None)
     assert resp["member_epoch"] == e + 1 and parts(resp) == {FOO: [0, 1, 2]}

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from kcoord.pipeline import decode
+from kcoord.pipeline import decode, key_table, segments
 from kcoord.pipeline.generate import generate
 from kcoord.pipeline.logend import partition_history, user_partitions
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
@@ -25,8 +25,8 @@ def small(tmp_path_factory):
 
 def _rows(data):
     out = []
-    for p, d in decode.partition_dirs(data):
-        for rb in decode.read_partition(d, p):
+    for p, d in segments.partition_dirs(data):
+        for rb in segments.read_partition(d, p):
             out.extend(rb.to_pylist())
     return out
 
@@ -107,7 +107,7 @@ def _segment(tmp_path, batches):
 
 def _read(path):
     out = []
-    for rb in decode.read_segment(path, 0):
+    for rb in segments.read_segment(path, 0):
         out.extend(rb.to_pylist())
     return out
 
@@ -160,9 +160,9 @@ def test_offset_range_reads_whole_batches_only(tmp_path):
     batches = [build_batch([_commit("g", 10 * i + j) for j in range(3)], base_offset=3 * i)
                for i in range(4)]
     path = _segment(tmp_path, batches)
-    assert decode.segment_end(path) == (12, sum(len(b) for b in batches))
+    assert segments.segment_end(path) == (12, sum(len(b) for b in batches))
     rows = []
-    for rb in decode.read_segment(path, 0, min_offset=3, max_offset=8):
+    for rb in segments.read_segment(path, 0, min_offset=3, max_offset=8):
         rows.extend(rb.to_pylist())
     assert [r["offset"] for r in rows] == [3, 4, 5, 6, 7, 8]
 
@@ -185,10 +185,10 @@ def test_projection_raw_group_values_and_type_filter(small):
     from kcoord.protocol.messages.coordinator_records import decode_record_value
     cols = ["offset", "record_type", "group", "raw_value"]
     rows = []
-    for p, d in decode.partition_dirs(small):
+    for p, d in segments.partition_dirs(small):
         builder = RecordBatchBuilder(columns=cols, record_types=frozenset(range(2, 9)))
-        for _, path in decode.segment_files(d):
-            for rb in decode.read_segment(path, p, builder):
+        for _, path in segments.segment_files(d):
+            for rb in segments.read_segment(path, p, builder):
                 assert rb.schema.names == cols
                 rows.extend(rb.to_pylist())
     want, _ = ref.read_log(small)
@@ -322,14 +322,14 @@ def _both_ways(paths, monkeypatch, **kw):
         rows = []
         for p, path in paths:
             builder = decode.RecordBatchBuilder(vectorized=vectorized)
-            for rb in decode.read_segment(path, p, builder, **kw):
+            for rb in segments.read_segment(path, p, builder, **kw):
                 rows.extend(rb.to_pylist())
         out.append((rows, calls["plain"]))
     (fast, fast_plain), (slow, slow_plain) = out
     return fast, slow, fast_plain, slow_plain
 
 
-@pytest.mark.parametrize("chunk_bytes", [decode.DEFAULT_CHUNK_BYTES, 700])
+@pytest.mark.parametrize("chunk_bytes", [segments.DEFAULT_CHUNK_BYTES, 700])
 def test_column_wise_parse_equals_the_per_record_loop(tmp_path, monkeypatch, chunk_bytes):
     path = _segment(tmp_path, _odd_batches())
     fast, slow, fast_plain, slow_plain = _both_ways([(0, path)], monkeypatch,
@@ -346,7 +346,7 @@ def test_column_wise_parse_equals_the_per_record_loop(tmp_path, monkeypatch, chu
 
 
 def test_column_wise_parse_on_a_generated_log_and_offset_ranges(small, tmp_path, monkeypatch):
-    paths = [(p, seg) for p, d in decode.partition_dirs(small) for _, seg in decode.segment_files(d)]
+    paths = [(p, seg) for p, d in segments.partition_dirs(small) for _, seg in segments.segment_files(d)]
     fast, slow, fast_plain, slow_plain = _both_ways(paths, monkeypatch)
     assert fast == slow and fast_plain < slow_plain
     path = _segment(tmp_path, _odd_batches())
@@ -357,7 +357,7 @@ def test_column_wise_parse_on_a_generated_log_and_offset_ranges(small, tmp_path,
 
 def test_key_table_collision_is_a_miss():
     buf = b"\x0aabcdefghij" + b"\x0azyxwvutsrq" + bytes(16)
-    table = decode._KeyTable()
+    table = key_table.KeyTable()
     kpos, klen = np.array([0, 11]), np.array([11, 11])
     h, words, usable = table.words_of(buf, kpos, klen)
     assert usable.all() and h[0] != h[1]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 
-from kcoord.pipeline import decode
+from kcoord.pipeline import segments
 
 from .conftest import read_table
 
@@ -14,10 +14,10 @@ def _copy_first_half(src, dst) -> list:
     -> [(source segment, destination)] still to copy in full."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__consumer_offsets-*"))
     rest = []
-    for p, d in decode.partition_dirs(src):
+    for p, d in segments.partition_dirs(src):
         out = dst / d.name
         out.mkdir()
-        segs = decode.segment_files(d)
+        segs = segments.segment_files(d)
         half = len(segs) // 2
         for i, (base, path) in enumerate(segs):
             target = out / path.name
@@ -25,7 +25,7 @@ def _copy_first_half(src, dst) -> list:
                 shutil.copyfile(path, target)
             elif i == half:
                 # the first half of its whole batches
-                _, end = decode.segment_end(path)
+                _, end = segments.segment_end(path)
                 cut, pos = 0, 0
                 with open(path, "rb") as fh:
                     data = fh.read()

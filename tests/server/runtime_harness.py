@@ -8,14 +8,14 @@ import asyncio
 from pathlib import Path
 
 from kcoord.broker.catalogue import Catalogue
-from kcoord.log.group_sync import ThreadedSync
+from kcoord.log.durability import LocalDurability
 from kcoord.server.config import Config
 from kcoord.server.coordinator_runtime import CoordinatorRuntime
 from kcoord.server.dispatch import Reply, RequestContext
 from kcoord.server.group_handlers import GroupHandlers
 
 
-class GatedSync(ThreadedSync):
+class GatedSync(LocalDurability):
     """The single-node durability (fsync in threads) with two test gates:
     `fail` reports every sync as failed; `hold` keeps the callbacks until
     `release()` (a write stays in flight)."""

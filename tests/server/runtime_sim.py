@@ -56,6 +56,7 @@ import uuid
 from pathlib import Path
 
 from kcoord.coordinator.shard import CoordinatorShard
+from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
 from kcoord.protocol.errors import Err
 from kcoord.server.clock import LoopClock
@@ -120,12 +121,6 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         self.run_idle()
 
 
-class LostLeadership(Exception):
-    def __init__(self, error: int) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 class SimDurability:
     """The runtime's durability seam under the schedule's control (see the
     module doc).  `hw` is each log's committed end (id(log) -> offset)."""
@@ -138,14 +133,12 @@ class SimDurability:
         self.rounds: list[list] = []     # [logs, ends, done], oldest first
         self.hw: dict[int, int] = {}
         self.fences: list[tuple] = []    # (log, end, future) of loading shards
-        if replicated:
-            self.replayed = self._replayed
 
     def sync(self, logs, done) -> None:
         self.rounds.append([list(logs), [p.log_end_offset for p in logs], done])
 
-    async def _replayed(self, plog, end: int, epoch: int) -> None:
-        if self.hw.get(id(plog), 0) >= end:
+    async def replayed(self, plog, end: int, epoch: int) -> None:
+        if not self.replicated or self.hw.get(id(plog), 0) >= end:
             return
         fut = self.loop.create_future()
         self.fences.append((plog, end, fut))
@@ -190,7 +183,7 @@ class SimDurability:
         logs, _, done = self.rounds.pop(0)
         errors: list = [None] * len(logs)
         i = rng.randrange(len(logs))
-        errors[i] = (LostLeadership(Err.NOT_LEADER_OR_FOLLOWER) if rng.random() < 0.5
+        errors[i] = (NotReplicated(Err.NOT_LEADER_OR_FOLLOWER) if rng.random() < 0.5
                      else OSError("fsync failed (simulated)"))
         done(errors)
 
@@ -266,7 +259,7 @@ class Simulation:
                          **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
         self.runtime = self.node.runtime
         self.durability = SimDurability(self.loop, self.replicated)
-        self.runtime.commit.sync = self.durability
+        self.runtime.commit.durability = self.durability
         if self.replicated:  # offsets.commit.timeout.ms, as with ReplicatedDurability
             self.runtime.commit.write_timeout = 5.0
         self.groups = self.node.groups

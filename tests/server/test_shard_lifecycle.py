@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
 from kcoord.protocol.errors import Err
 from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED
@@ -168,14 +169,6 @@ def test_blank_consumer_group_id_is_invalid_whichever_shard(node):
     assert resp["error_message"] == "GroupId can't be empty."
 
 
-class NotLeader(Exception):
-    """What a replicated durability reports when another node leads the log."""
-
-    def __init__(self, error: int) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 def test_lost_leadership_at_the_durability_seam_unloads_the_shard(node):
     """A write the durability seam cannot complete because this node no longer
     leads the log: NOT_COORDINATOR for it and the parked requests, and the
@@ -185,7 +178,7 @@ def test_lost_leadership_at_the_durability_seam_unloads_the_shard(node):
         await runtime.load(0, 3)
         member, generation = await stable_group(h)
         parked = await parked_join(h)
-        node.sync.fail = NotLeader(Err.NOT_LEADER_OR_FOLLOWER)
+        node.sync.fail = NotReplicated(Err.NOT_LEADER_OR_FOLLOWER)
         commit = await answer(h.offset_commit(ctx(8, 8), commit_req(member, generation)))
         assert commit_code(commit) == Err.NOT_COORDINATOR
         assert (await answer(parked))["error_code"] == Err.NOT_COORDINATOR
@@ -200,6 +193,7 @@ def test_lost_leadership_at_the_durability_seam_unloads_the_shard(node):
 class FailingFence:
     """A durability whose takeover fence fails (as a log that cannot be read)."""
     closed = False
+    replicated = False
 
     def __init__(self, sync) -> None:
         self.inner = sync
@@ -222,7 +216,7 @@ def test_a_failed_load_answers_not_coordinator_and_wait_loaded_returns(node):
     load task, so wait_loaded() never returned.  It answers NOT_COORDINATOR
     and loads again when told."""
     async def scenario():
-        fence = node.runtime.commit.sync = FailingFence(node.sync)
+        fence = node.runtime.commit.durability = FailingFence(node.sync)
         node.runtime.load(0, 1)
         await asyncio.wait_for(node.runtime.wait_loaded(), 10)
         assert node.shard().state == "failed" and not node.runtime.owns(0)

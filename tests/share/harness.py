@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kcoord.broker.catalogue import Catalogue
 from kcoord.broker.data_handlers import DataPlane
-from kcoord.log.group_sync import GroupSync
+from kcoord.log.fsync_batcher import FsyncBatcher
 from kcoord.protocol.records import build_batch
 from kcoord.server.config import build_config
 from kcoord.server.dispatch import RequestContext
@@ -27,7 +27,7 @@ class Harness:
         self.config = build_config("127.0.0.1:0", str(tmp_path / "data"), None, list(settings))
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.catalogue = Catalogue(self.config.data_dir, self.config.values)
-        self.data = DataPlane(self.catalogue, self.config, GroupSync())
+        self.data = DataPlane(self.catalogue, self.config, FsyncBatcher())
         self.data.txn_verifier = lambda *_args: 0    # every transaction may write anywhere
         self.persister = persister or MemoryPersister()
         self.group = {"share.auto.offset.reset": reset, **group}
@@ -101,7 +101,7 @@ def _by_topic(pairs):
 
 def partitions(resp):
     """{(topic id, partition): entry} of a response."""
-    return {(t["topic_id"], p["partition_index"]): p for t in resp["responses"]
+    return {(t["topic_id"], p["partition_index"]): p for t in resp.get("responses", ())
             for p in t["partitions"]}
 
 

@@ -46,7 +46,7 @@ def test_share_rules(tmp_path):
                                                           "acknowledgement_batches": []}]}
                           for t in (ok, secret)], "forgotten_topics_data": []}
         r = await call(fetch, 78, req)
-        assert r["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and r["responses"] == []
+        assert r["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and not r.get("responses")
         az.add(allow(R.GROUP, "g", O.READ))
         az.add(allow(R.TOPIC, "ok", O.READ))
         r = await call(fetch, 78, req)

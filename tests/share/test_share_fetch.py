@@ -56,7 +56,7 @@ def test_top_level_errors(h, member, epoch, acks, code):
         tid = h.topic()
         r = await h.fetch(member, epoch, [(tid, 0)],
                           acks={(tid, 0): [(0, 0, [ACCEPT])]} if acks else None)
-        assert r["error_code"] == code and r["responses"] == []
+        assert r["error_code"] == code and not r.get("responses")
     run(scenario())
 
 

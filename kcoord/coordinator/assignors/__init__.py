@@ -13,7 +13,7 @@ from . import roundrobin, uniform
 from .spec import (EMPTY_ASSIGNMENT, Assignment, AssignorError, GroupSpec, MemberSpec, TopicId,
                    assignment_size, is_homogeneous)
 
-AssignFn = Callable[[GroupSpec, Mapping[TopicId, int]], dict[str, Assignment]]
+AssignFn = Callable[[GroupSpec, Mapping[TopicId, int]], Mapping[str, Assignment]]
 
 #: every assignor kcoord knows, by the name clients use in ServerAssignor
 ASSIGNORS: dict[str, AssignFn] = {

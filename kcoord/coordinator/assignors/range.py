@@ -24,7 +24,7 @@ def _sort_key(item: tuple[str, MemberSpec]):
     return (1, "", member_id)
 
 
-def assign(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> dict[str, Assignment]:
+def assign(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> Mapping[str, Assignment]:
     if not spec.members:
         return {}
     ordered = [m for m, _ in sorted(spec.members.items(), key=_sort_key)]

@@ -18,7 +18,7 @@ A member whose assignment did not change keeps the very same object.
 from __future__ import annotations
 
 import math
-from typing import AbstractSet, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 from .spec import Assignment, AssignorError, GroupSpec, TopicId
 
@@ -34,7 +34,7 @@ def assign(spec: GroupSpec, partitions: Mapping[TopicId, int],
     assigned (a share group: is its share state initialized)."""
     if not spec.members:
         return {}
-    ok = assignable or (lambda t, p: True)
+    ok = assignable or (lambda _t, _p: True)
     if spec.homogeneous:
         return _Homogeneous(spec, partitions, ok).build()
     return _Heterogeneous(spec, partitions, ok).build()
@@ -59,7 +59,7 @@ def _copy(assignment: Assignment) -> dict[TopicId, set[int]]:
 
 
 def _fill(by_partition: dict, order, unfilled: list[int], sharing: int, held: Callable[[int], int],
-          desired: Callable[[int], int], give: Callable[[int, tuple], None]) -> None:
+          desired: Callable[[int], int], give: Callable[[int, Any], None]) -> None:
     """Kafka's assignRemainingPartitions: one pass over the partitions, cycling
     over the under-filled members (ascending) for each partition that has
     fewer than `sharing` holders.  As in Kafka, a member given the partition

@@ -48,7 +48,3 @@ def is_homogeneous(members: Mapping[str, MemberSpec]) -> bool:
 
 def assignment_size(assignment: Assignment) -> int:
     return sum(len(p) for p in assignment.values())
-
-
-def copy_assignment(assignment: Assignment) -> dict[TopicId, set[int]]:
-    return {t: set(p) for t, p in assignment.items()}

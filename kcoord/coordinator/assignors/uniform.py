@@ -21,9 +21,9 @@ hash set never decides anything.
 from __future__ import annotations
 
 import heapq
-from typing import Mapping
+from typing import AbstractSet, Mapping, cast
 
-from .spec import Assignment, AssignorError, GroupSpec, TopicId, assignment_size
+from .spec import Assignment, AssignorError, GroupSpec, TopicId
 
 NAME = "uniform"
 MAX_BALANCE_PASSES = 16
@@ -108,11 +108,11 @@ def assign_homogeneous(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> di
         for t in sorted(a):
             if room <= 0:
                 break
-            n = counts.get(t)
-            if n is None:
+            count = counts.get(t)
+            if count is None:
                 continue
             mine = owned[t]
-            keep = sorted(p for p in a[t] if p < n and p not in mine)[:room]
+            keep = sorted(p for p in a[t] if p < count and p not in mine)[:room]
             if keep:
                 ks = set(keep)
                 new[t] = ks
@@ -135,18 +135,19 @@ def assign_homogeneous(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> di
     ti = 0
     pos = 0
     for mid, room in unfilled:
-        a = result[mid]
-        if a is members[mid].assignment:
-            a = {t: set(p) for t, p in a.items()}
-            result[mid] = a
+        # the member's own assignment (copied before it grows) or `new` above
+        grown = cast("dict[TopicId, set[int]]", result[mid])
+        if grown is members[mid].assignment:
+            grown = {t: set(p) for t, p in grown.items()}
+            result[mid] = grown
         while room > 0 and ti < len(pool):
             t, free = pool[ti]
             take = free[pos:pos + room]
             pos += len(take)
             room -= len(take)
-            cur = a.get(t)
+            cur = grown.get(t)
             if cur is None:
-                a[t] = set(take)
+                grown[t] = set(take)
             else:
                 cur.update(take)
             if pos >= len(free):
@@ -237,7 +238,7 @@ class HeterogeneousBuilder:
         self.counts: dict[TopicId, int] = {}
         # Members with identical subscriptions form a bucket; a topic's subscribers are
         # the members of the buckets that subscribe to it (lists shared between topics).
-        buckets: dict[frozenset, list[int]] = {}
+        buckets: dict[AbstractSet[TopicId], list[int]] = {}
         for i, mid in enumerate(self.member_ids):
             subscribed = spec.members[mid].subscribed_topic_ids
             bucket = buckets.get(subscribed)
@@ -417,7 +418,3 @@ class HeterogeneousBuilder:
         a.setdefault(t, set()).add(p)
         owners[p] = member
         self.sizes[member] += 1
-
-
-def total_assigned(result: Mapping[str, Assignment]) -> int:
-    return sum(assignment_size(a) for a in result.values())

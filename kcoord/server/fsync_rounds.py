@@ -5,17 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from ..log.group_sync import ThreadedSync
+from ..log import PartitionLog
+from ..log.durability import Durability, LocalDurability
 from .clock import WallClock
 
-if TYPE_CHECKING:
-    from .coordinator_runtime import ShardRuntime
+
+class Committable(Protocol):
+    """What the group commit asks of a shard (ShardRuntime is the one)."""
+
+    plog: PartitionLog
+
+    def take(self, now: int) -> Any:
+        """Append the pending records as one batch: -> the batch to release
+        once durable, or None (nothing pending, or the append failed and
+        the shard already failed its writes)."""
+
+    def release(self, batch: Any, error: BaseException | None) -> None:
+        """The batch is durable (error None) or will not be: answer its writes."""
 
 
-class GroupCommit:
-    """Group commit across every shard of the runtime.
+class FsyncRounds:
+    """Group commit across every shard of the runtime: rounds of appends made
+    durable together (fsync batching; not consumer groups' commits).
 
     A shard with records to write joins the next round.  A round starts
     `group.coordinator.append.linger.ms` after its first write (at once when
@@ -28,29 +41,24 @@ class GroupCommit:
     writes and reloads).  Everything written during a round joins the next
     one.
 
-    `durability` is the seam a cluster replaces: `sync(logs, done)` calls
-    `done(errors)` (one entry per log, None when it is durable) once what
-    was appended to each log is durable; `closed` and `close()` stop it.
-    Single node: fsync in worker threads (ThreadedSync).  Replicated: the
-    high watermark passing each log's end at the time of the call.  An error
-    carrying a Kafka error code `.error` of lost leadership
-    (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH) unloads
-    the shard (its requests get NOT_COORDINATOR); any other error fails the
-    waiting requests (COORDINATOR_NOT_AVAILABLE) and reloads the shard.
-    Optional: `async replayed(log, end_offset, epoch)`, awaited by a shard
-    after replaying its log and before it serves (the takeover fence:
-    replicated, until the high watermark reaches what was replayed)."""
+    `durability` is the declared seam (log/durability.py): single node,
+    fsync in worker threads (LocalDurability); replicated, the high
+    watermark passing each log's end at the time of the call
+    (cluster/durability.py).  A NotReplicated error of lost leadership
+    unloads the shard (its requests get NOT_COORDINATOR); any other error
+    fails the waiting requests (COORDINATOR_NOT_AVAILABLE) and reloads the
+    shard.  The shards are Committable (take, release)."""
 
-    def __init__(self, linger_ms: float, durability=None, metrics=None,
-                 clock: WallClock | None = None) -> None:
+    def __init__(self, linger_ms: float, durability: Durability | None = None,
+                 metrics=None, clock: WallClock | None = None) -> None:
         self.linger = linger_ms / 1000.0
         # the server's clock (clock.py): the batches' timestamps; the linger
         # is I/O batching and stays on the event loop
         self.clock = clock if clock is not None else WallClock()
         self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
         self._sync_started = 0.0
-        self.sync = durability if durability is not None else ThreadedSync()
-        self._queue: list["ShardRuntime"] = []
+        self.durability = durability if durability is not None else LocalDurability()
+        self._queue: list[Committable] = []
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight = False
@@ -60,7 +68,7 @@ class GroupCommit:
         self.write_timeout: float | None = None
         self.rounds = 0  # rounds begun (metrics and tests)
 
-    def add(self, shard: "ShardRuntime") -> None:
+    def add(self, shard: Committable) -> None:
         self._queue.append(shard)
         if not self._scheduled and not self._in_flight:
             self._scheduled = True
@@ -87,7 +95,7 @@ class GroupCommit:
             self._timer = None
         if self._in_flight or not self._queue:
             return
-        if self.sync.closed:  # stopping: write and fsync right here
+        if self.durability.closed:  # stopping: write and fsync right here
             self.flush_now()
             return
         shards, self._queue = self._queue, []
@@ -103,7 +111,8 @@ class GroupCommit:
         self.rounds += 1
         if self.metrics is not None:
             self._sync_started = time.perf_counter()
-        self.sync.sync([job[0].plog for job in jobs], lambda errors: self._synced(jobs, errors))
+        self.durability.sync([job[0].plog for job in jobs],
+                             lambda errors: self._synced(jobs, errors))
 
     def _synced(self, jobs: list, errors: list) -> None:
         self._in_flight = False
@@ -143,5 +152,5 @@ class GroupCommit:
 
     def close(self) -> None:
         """Wait for the fsyncs under way, then write what is pending."""
-        self.sync.close()
+        self.durability.close()
         self.flush_now()

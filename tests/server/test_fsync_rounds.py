@@ -1,4 +1,4 @@
-"""The coordinator's group commit across shards (GroupCommit): one round
+"""The coordinator's group commit across shards (FsyncRounds): one round
 appends a batch per shard and fsyncs them together off the loop; a write
 is released only after its shard's fsync; writes made during a round join
 the next one; a failed fsync fails that shard's writes and reloads it."""
@@ -13,7 +13,7 @@ from kcoord.coordinator.shard import CoordinatorConfig
 from kcoord.log import PartitionLog
 from kcoord.protocol.records import iter_batches, decode_batch
 from kcoord.server.coordinator_runtime import ShardRuntime
-from kcoord.server.group_commit import GroupCommit
+from kcoord.server.fsync_rounds import FsyncRounds
 from kcoord.protocol.record_codec import decode_record
 
 
@@ -49,12 +49,12 @@ class FlakyLog:
 
 @pytest.fixture
 def shards(tmp_path):
-    commit_ = GroupCommit(0)
+    commit_ = FsyncRounds(0)
     logs = [FlakyLog(PartitionLog(tmp_path / f"__consumer_offsets-{i}")) for i in range(3)]
     runtimes = [ShardRuntime(i, plog, CoordinatorConfig(), 0, commit_)
                 for i, plog in enumerate(logs)]
     yield commit_, runtimes, logs
-    commit_.sync.close()
+    commit_.durability.close()
     for plog in logs:
         plog.plog.close()
 

@@ -15,11 +15,11 @@ import secrets
 import sys
 
 from ..protocol.errors import Err
-from .acl import (CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
-                  SUPPORTED_OPERATIONS)
-from .client import SaslLoginError, connect, sasl_login
-from .sasl_mechanisms import salted_password
-from .store import SCRAM_CODES, SCRAM_MECHANISM_CODES
+from ..security.acl import (CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
+                           SUPPORTED_OPERATIONS)
+from ..security.client import SaslLoginError, connect, sasl_login
+from ..security.sasl_mechanisms import salted_password
+from ..security.store import SCRAM_CODES, SCRAM_MECHANISM_CODES
 
 
 def install(admin_client_module, configs_module) -> None:
@@ -52,7 +52,7 @@ class ScramUsers:
         raise self.client_mod.AdminError(
             f"{self.client_mod.error_name(code)}: {message or name}")
 
-    def describe(self, admin, name, args) -> None:
+    def describe(self, admin, name, _args) -> None:
         conn = admin.any()
         users = None if name is None else [{"name": name}]
         _, resp = conn.call(50, {"users": users})
@@ -67,7 +67,7 @@ class ScramUsers:
                              f"iterations={c['iterations']}" for c in r["credential_infos"])
             print(f"SCRAM credential configs for user-principal '{r['user']}' are {creds}")
 
-    def alter(self, admin, name, to_set, to_delete, args) -> None:
+    def alter(self, admin, name, to_set, to_delete, _args) -> None:
         usage = self.configs_mod.UsageError
         if not name:
             raise usage("an entity name must be specified with --alter of users")

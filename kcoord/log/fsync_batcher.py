@@ -1,11 +1,18 @@
-"""Group commit of fsyncs on an asyncio loop.
+"""The one fsync batcher: many logs made durable together, many waiters
+released by one fsync per log.
 
-Every log that asks for durability during one loop iteration is flushed
-once, after all the requests read in that iteration were appended; their
-waiters are then released together.  One fsync serves many requests.
-
-ThreadedSync runs the fsyncs of many logs in worker threads at once (the
-coordinator's group commit across its shards).
+Two ways in, for two kinds of writer:
+- `sync(logs) -> future`: every log asked for during one loop iteration
+  is fsynced once, on the loop, after all the requests read in that
+  iteration were appended; the futures are then released together (the
+  data plane's acks=-1 Produce and transaction markers).
+- `sync_in_threads(logs, done)`: each log fsynced in a worker thread, all
+  at once, off the loop: concurrent fsyncs of different files overlap (the
+  filesystem merges them into few journal commits), so a round of many
+  logs costs about one fsync of wall time and the loop keeps serving;
+  `done(errors)` runs on the loop once every flush has finished, errors[i]
+  None or what flushing logs[i] raised (the coordinators' group-commit
+  rounds, through their Durability).
 """
 from __future__ import annotations
 
@@ -15,24 +22,28 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-log = logging.getLogger("kcoord.group_sync")
+from .waiters import Waiters
+
+log = logging.getLogger("kcoord.fsync")
 
 
-class GroupSync:
-    def __init__(self, linger_ms: float = 0.0) -> None:
+class FsyncBatcher:
+    def __init__(self, linger_ms: float = 0.0, threads: int = 16) -> None:
         self.linger = linger_ms / 1000.0
+        self.threads = threads
         self._dirty: dict[int, object] = {}
-        self._waiters: list[asyncio.Future] = []
+        self._waiters = Waiters()
         self._scheduled = False
-        self.flushes = 0  # fsync rounds so far (exposed for metrics and tests)
+        self._executor: ThreadPoolExecutor | None = None
+        self.closed = False
 
+    # ------------------------------------------------ on the loop, per iteration
     def sync(self, logs) -> asyncio.Future:
         """A future that completes once every log in `logs` is on disk."""
         loop = asyncio.get_running_loop()
         for plog in logs:
             self._dirty[id(plog)] = plog
-        fut = loop.create_future()
-        self._waiters.append(fut)
+        fut = self._waiters.wait()
         if not self._scheduled:
             self._scheduled = True
             if self.linger > 0:
@@ -43,37 +54,18 @@ class GroupSync:
 
     def _run(self) -> None:
         dirty, waiters = self._dirty, self._waiters
-        self._dirty, self._waiters, self._scheduled = {}, [], False
-        self.flushes += 1
+        self._dirty, self._waiters, self._scheduled = {}, Waiters(), False
         try:
             for plog in dirty.values():
                 plog.flush()
         except Exception as exc:  # a failed fsync must fail every waiter, never ack
             log.exception("fsync failed")
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_exception(exc)
+            waiters.fail(exc)
             return
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        waiters.wake()
 
-
-class ThreadedSync:
-    """fsync many logs at once, each flush in a worker thread, off the event
-    loop: concurrent fsyncs of different files overlap (the filesystem
-    merges them into few journal commits), so syncing every shard of a
-    round costs about one fsync of wall time instead of one per shard, and
-    the loop keeps serving meanwhile.  `done(errors)` runs on the loop once
-    every flush has finished; errors[i] is None or what flushing logs[i]
-    raised."""
-
-    def __init__(self, threads: int = 16) -> None:
-        self.threads = threads
-        self._executor: ThreadPoolExecutor | None = None
-        self.closed = False
-
-    def sync(self, logs: list, done: Callable[[list], None]) -> None:
+    # ------------------------------------------------ in worker threads, all at once
+    def sync_in_threads(self, logs: list, done: Callable[[list], None]) -> None:
         loop = asyncio.get_running_loop()
         errors: list = [None] * len(logs)
         remaining = [len(logs)]
@@ -101,7 +93,7 @@ class ThreadedSync:
             executor.submit(run, i, plog)
 
     def close(self) -> None:
-        """Wait for the flushes under way; later syncs are the caller's to do."""
+        """Wait for the threaded flushes under way; later syncs are the caller's to do."""
         self.closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)

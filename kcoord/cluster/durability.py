@@ -1,0 +1,91 @@
+"""The coordinator runtimes' durability in a cluster (log/durability.py's
+Durability): a write is durable once every in-sync replica has it on disk."""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from ..log.durability import NotReplicated
+from ..log.fsync_batcher import FsyncBatcher
+from ..log.waiters import Waiters
+from ..protocol.errors import Err
+from .replica_manager import ReplicaManager
+
+
+class ReplicatedDurability:
+    """A group-commit round is durable once each shard log is fsynced here
+    and its high watermark has passed what was appended.  A shard this node
+    no longer leads reports NotReplicated, which fails the round's writes
+    of that shard (the runtime answers them)."""
+
+    replicated = True  # the runtime enforces offsets.commit.timeout.ms on its rounds
+
+    def __init__(self, manager: ReplicaManager, fsync: FsyncBatcher) -> None:
+        self.manager = manager
+        self.fsync = fsync
+        self.closed = False
+        self._role_waiters = Waiters()
+        manager.role_listeners.append(self.roles_changed)
+
+    async def replayed(self, plog, end_offset: int, epoch: int) -> None:
+        """The takeover fence, awaited by a shard that has replayed its log
+        up to `end_offset` before it serves: returns once this node leads the
+        log in leader epoch `epoch` (or a newer one) and the high watermark
+        has reached `end_offset`.  A new leader's log may end with records
+        that were never acknowledged and that a truncation may still remove;
+        Kafka's runtime serves a shard at its last committed offset, here
+        the shard stays COORDINATOR_LOAD_IN_PROGRESS until everything it
+        replayed is committed.  Waits (an unload cancels it) while this
+        node is not, or not yet, that leader."""
+        manager = self.manager
+        while True:
+            found = manager.replica_of_log(plog)
+            if found is not None:
+                key, replica = found
+                if replica.is_leader and replica.leader_epoch >= epoch:
+                    code = await manager.await_high_watermark(key[0], key[1], end_offset)
+                    if code != Err.NOT_LEADER_OR_FOLLOWER:
+                        # reached (NOT_ENOUGH_REPLICAS_AFTER_APPEND: reached with
+                        # an ISR below min.insync.replicas, committed all the same)
+                        return
+                    continue
+            await self._role_waiters.wait()
+
+    def roles_changed(self) -> None:
+        """A replica here became leader, follower or neither (the manager's
+        role listener): fences waiting for leadership look again."""
+        self._role_waiters.wake()
+
+    def sync(self, logs: list, done: Callable[[list], None]) -> None:
+        ends = [plog.log_end_offset for plog in logs]
+        self.fsync.sync_in_threads(logs, lambda errors: self._flushed(logs, ends, errors, done))
+
+    def _flushed(self, logs: list, ends: list, errors: list, done) -> None:
+        manager = self.manager
+        manager.on_flushed([plog for plog, e in zip(logs, errors) if e is None])
+        if manager.on_high_watermark is not None:
+            manager.on_high_watermark()     # followers' long polls: new records to read
+        keys = {id(r.log): k for k, r in manager.replicas.items()}
+        waits = []
+        for i, plog in enumerate(logs):
+            if errors[i] is not None:
+                continue
+            key = keys.get(id(plog))
+            if key is None:
+                errors[i] = NotReplicated(Err.NOT_LEADER_OR_FOLLOWER)
+            else:
+                waits.append((i, manager.await_high_watermark(key[0], key[1], ends[i])))
+        if not waits:
+            done(errors)
+            return
+        asyncio.get_running_loop().create_task(self._replicated(waits, errors, done))
+
+    async def _replicated(self, waits: list, errors: list, done) -> None:
+        for i, fut in waits:
+            code = await fut
+            if code != Err.NONE:
+                errors[i] = NotReplicated(code)
+        done(errors)
+
+    def close(self) -> None:
+        self.closed = True
