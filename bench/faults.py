@@ -47,7 +47,15 @@ BUGS: list[tuple[str, str]] = [
      "after_the_logs_close"),
 ]
 # Found and not fixed yet.
-OPEN: list[str] = []
+OPEN: list[str] = [
+    "LOST ACKNOWLEDGED WRITES (seed 106, mix all): 32 acks=all records of the idempotent "
+    "producer acknowledged at queue-2 offsets 3039-3070 are in no node's log (every replica "
+    "ends at 3038, leader epoch 27). Faults around the acknowledgement: a slow link on node 2, "
+    "before it a pause of node 1 (the transaction coordinator), after it loss on node 1, etcd "
+    "killed, then a clock jump and node 3 cut off; the partition's ISR went down to a single "
+    "node several times (min.insync.replicas 2). Not diagnosed yet; replay with "
+    "`python -m bench faults --seed 106 --mix all --minutes 5`.",
+]
 # Seen, and not kcoord's: what the figures above count apart.
 NOT_OURS: list[str] = [
     "an idempotent librdkafka producer writes a batch twice when a message timeout makes it "

@@ -190,7 +190,7 @@ def hook_cost(n: int = 200_000, reps: int = 5) -> dict:
     ApiVersions-sized frames through KafkaConnection.handle_frame with a
     handler answering a fixed dict, metrics off (None) and on, in this
     process (best of `reps`)."""
-    from kcoord.admin.events import ServerMetrics
+    from kcoord.observe.events import ServerMetrics
     from kcoord.server.dispatch import Dispatcher
     from kcoord.server.network import KafkaConnection
     from tests.clients.wire import encode_request

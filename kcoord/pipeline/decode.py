@@ -38,7 +38,7 @@ Bad input never raises.  It becomes a row with `error` set:
     corrupt_batch           a header or record structure that cannot be right; a bad
                             header ends the segment (the next batch cannot be found)
     truncated_tail          a partial batch at the end of a segment (a torn write)
-    unknown_record_type     a key type this codec does not know (share groups, 9+)
+    unknown_record_type     a key type this codec does not know (a newer Kafka's)
     unknown_record_version  a value version outside its record's known range
     undecodable_key / undecodable_value
 """

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import burrow
+from ..observe import burrow_rules as burrow
 from .generations import GENERATION_FIELDS, generation_rows
 from .schema import ddl
 

@@ -8,7 +8,7 @@ import math
 import time
 from pathlib import Path
 
-from . import burrow
+from ..observe import burrow_rules as burrow
 
 SEVERITY = {"OK": 0, "WARN": 1, "ERR": 2, "STOP": 3, "STALL": 3, "REWIND": 3}
 STATUS_COLORS = {"OK": "#2ca02c", "WARN": "#ff7f0e", "ERR": "#d62728", "STOP": "#d62728",

@@ -10,7 +10,7 @@ from ..broker.data_handlers import DataPlane
 from ..broker.partition_admin import PartitionAdmin
 from ..broker.producer_ids import ProducerIds
 from ..broker.topic_handlers import TopicAdmin
-from ..admin.events import GroupEventLog, ServerMetrics
+from ..observe.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.durability import Durability, LocalDurability
 from ..log.fsync_batcher import FsyncBatcher
@@ -234,8 +234,8 @@ class Server:
             for server in self._servers:
                 await server.start_serving()
         if self.http_listen:
-            from ..admin.http import HttpEndpoint  # prometheus_client only when it is on
-            from ..admin.http_security import exposed_warning
+            from ..observe.http import HttpEndpoint  # prometheus_client only when it is on
+            from ..observe.http_security import exposed_warning
             try:
                 self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
                                          ["%s:%d" % self.config.advertised],

@@ -88,7 +88,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "http.listen": (str, ""),
     # the cluster name Burrow's /v3/kafka routes answer to (one per kcoord cluster)
     "http.burrow.cluster.name": (str, "local"),
-    # TLS and authentication of http.listen (admin/http_security.py)
+    # TLS and authentication of http.listen (observe/http_security.py)
     "http.ssl.keystore.location": (str, ""), "http.ssl.keystore.type": (str, "PEM"),
     "http.ssl.key.password": (str, ""), "http.ssl.truststore.location": (str, ""),
     "http.ssl.truststore.type": (str, "PEM"), "http.ssl.client.auth": (str, "none"),

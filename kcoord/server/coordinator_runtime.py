@@ -40,7 +40,7 @@ from ..coordinator.result import Record, Result
 from ..coordinator.shard import CoordinatorConfig, CoordinatorShard
 from ..log import PartitionLog
 from ..log.compaction import compact
-from ..admin.events import GroupEventLog, ServerMetrics
+from ..observe.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated

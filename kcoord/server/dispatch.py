@@ -146,7 +146,7 @@ class Dispatcher:
         # wraps each handler as it is registered (kcoord.security.checks:
         # authorization when an authorizer is configured)
         self.guard: Callable[[int, Handler], Handler] | None = None
-        # admin.events.ServerMetrics when the HTTP endpoint is on: network.py
+        # observe.events.ServerMetrics when the HTTP endpoint is on: network.py
         # reports each request's API and seconds to its request_done
         self.metrics = None
         # called with a connection when it closes (share sessions release records)

@@ -55,7 +55,7 @@ class FsyncRounds:
         # the server's clock (clock.py): the batches' timestamps; the linger
         # is I/O batching and stays on the event loop
         self.clock = clock if clock is not None else WallClock()
-        self.metrics = metrics  # admin.events.ServerMetrics (sync latency) or None
+        self.metrics = metrics  # observe.events.ServerMetrics (sync latency) or None
         self._sync_started = 0.0
         self.durability = durability if durability is not None else LocalDurability()
         self._queue: list[Committable] = []

@@ -167,7 +167,7 @@ class GroupHandlers:
     def _commit_op(self, core, now: int, req: dict, version: int) -> Result:
         result = core.offset_commit(req, version, now)
         response, records = result.response, result.records
-        metrics = self.runtime.metrics  # admin.events.ServerMetrics or None
+        metrics = self.runtime.metrics  # observe.events.ServerMetrics or None
         if metrics is not None:
             metrics.offsets_committed(len(records))
         result.response = (self._commit_body(version, req, response, len(records))

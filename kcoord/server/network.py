@@ -314,7 +314,7 @@ class KafkaConnection(asyncio.Protocol):
         ctx = RequestContext(key, version, correlation_id, client_id, self.host,
                              self.principal, self.listener, self)
         dispatcher.calls += 1
-        # metrics (admin.events.ServerMetrics, None when off): every request
+        # metrics (observe.events.ServerMetrics, None when off): every request
         # counted per API, one in TIMING_SAMPLE timed from here to its answer
         metrics = dispatcher.metrics
         timed = False

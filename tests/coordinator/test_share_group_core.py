@@ -405,8 +405,8 @@ def test_share_groups_in_the_metrics(h):
     group-count{protocol=share} and share-group-count{state})."""
     from types import SimpleNamespace
 
-    from kcoord.admin.events import ServerMetrics
-    from kcoord.admin.prometheus import KcoordCollector
+    from kcoord.observe.events import ServerMetrics
+    from kcoord.observe.prometheus import KcoordCollector
     h.hb(member_id="m1")
     h.hb(member_id="m2")
     h.hb(group="other", member_id="m3")

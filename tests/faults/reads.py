@@ -20,7 +20,7 @@ def read_log(addrs: dict, topic: str, partitions: int, timeout: float = 60.0,
         deadline = time.monotonic() + timeout
         while True:
             try:
-                out[p] = _read_partition(addrs, topic, p, (epochs or {}).setdefault(p, {}))
+                out[p] = _read_partition(addrs, topic, p, {} if epochs is None else epochs.setdefault(p, {}))
                 break
             except (OSError, ConnectionError, KeyError, AssertionError):
                 if time.monotonic() > deadline:

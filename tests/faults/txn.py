@@ -46,7 +46,8 @@ class TxnWorkload:
             (self._processor, (tid,)) for tid in TXN_IDS]
         self.threads = start_threads(targets)
 
-    def join(self, timeout: float = 30.0) -> None:
+    def join(self, timeout: float = 75.0) -> None:
+        # a transaction under way may take its calls' bounds: 10 + 3 x 10 + 10 s
         join_threads(self.threads, self.stop, timeout)
         if any(t.is_alive() for t in self.threads[2:]):
             # a processor that may still commit would race the final reads

@@ -1,8 +1,8 @@
 """Burrow's rules, case by case (the cases of Burrow's caching_test.go, restated)."""
 from __future__ import annotations
 
-from kcoord.pipeline import burrow
-from kcoord.pipeline.burrow import (
+from kcoord.observe import burrow_rules as burrow
+from kcoord.observe.burrow_rules import (
     OK, REWIND, STALL, STOP, WARN, Commit, LogEndHistory, commit_window, evaluate_partition,
     group_status, lag_seconds, partition_status,
 )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kcoord.pipeline import decode, key_table, segments
-from kcoord.pipeline.generate import generate
+from kcoord.pipeline.generate import UNKNOWN_RECORD_TYPE, generate
 from kcoord.pipeline.logend import partition_history, user_partitions
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, encode_varint
@@ -86,7 +86,7 @@ def test_bad_input_rows(small):
     by = {r["error"]: r for r in errors}
     assert by["unknown_record_version"]["value_version"] == 9
     assert by["unknown_record_version"]["record_type"] == 1
-    assert by["unknown_record_type"]["record_type"] == 11
+    assert by["unknown_record_type"]["record_type"] == UNKNOWN_RECORD_TYPE
     assert "CRC" in by["crc_mismatch"]["error_detail"]
 
 
@@ -277,7 +277,7 @@ def _odd_batches() -> list[bytes]:
                      (encode_record_key(2, {"group": "g0"}), gm, [], 1700)],
                     base_offset=off), 2)
     add(build_batch([(_ckey("g0"), _cval(2), [], 1701),
-                     (struct.pack(">h", 11) + b"\x00\x01x", b"\x00\x00", [], 1701)],
+                     (struct.pack(">h", 999) + b"\x00\x01x", b"\x00\x00", [], 1701)],
                     base_offset=off), 2)
     bad_version = bytearray(_cval(3))
     struct.pack_into(">h", bad_version, 0, 9)

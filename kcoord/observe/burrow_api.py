@@ -7,7 +7,7 @@ tailing each shard's log (incrementally: only what was appended since the
 last request is read), and the log-end history from the partition's batch
 headers (the log end at each batch's max timestamp, one observation per
 second, as the pipeline's logend.partition_history reads it).  The rules
-are the pipeline's (kcoord/pipeline/burrow.py, pure Python), so /status
+are burrow_rules.py (pure Python, which the pipeline uses too), so /status
 agrees with the pipeline's status table over the same log; `current_lag`
 is computed at request time.
 """
@@ -17,7 +17,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from ..pipeline import burrow
+from . import burrow_rules as burrow
 from ..coordinator import partition_owners
 from ..protocol.messages.coordinator_records import decode_record_key, decode_record_value
 from ..protocol.records import decode_batch, iter_batches
