@@ -248,7 +248,7 @@ class GroupHandlers:
             return error(Err.INVALID_GROUP_ID)
         self.mark_unknown_partitions(req["topics"])
 
-        return self.runtime.write(group_id, lambda core, now: core.offset_delete(req), error)
+        return self.runtime.write(group_id, lambda core, _now: core.offset_delete(req), error)
 
     # ------------------------------------------------------------ group admin
     @serves("ListGroups")
@@ -273,7 +273,7 @@ class GroupHandlers:
         def error(code: int) -> dict:
             return {"group_id": group_id, "error_code": code}
 
-        def op(core, now):
+        def op(core, _now):
             return core.delete_group(group_id)
 
         if self.share_groups is None:
