@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED, response_codec
+from ..protocol.api import API_KEYS, error_item, error_response, response_codec
 from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
@@ -27,6 +27,8 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
 KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime.py)
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
+
+HEARTBEAT, DESCRIBE_GROUPS = API_KEYS["Heartbeat"], API_KEYS["DescribeGroups"]
 
 log = logging.getLogger("kcoord.groups")
 
@@ -61,12 +63,11 @@ def _heartbeat_error(code: int) -> dict:
     # Kafka answers a heartbeat to a loading coordinator with NONE
     if code == Err.COORDINATOR_LOAD_IN_PROGRESS:
         code = Err.NONE
-    return {"throttle_time_ms": 0, "error_code": code}
+    return error_response(HEARTBEAT, 0, {}, code)  # the same fields in every version
 
 
 def _describe_error(group_id: str, code: int) -> dict:
-    return {"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
-            "protocol_data": "", "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+    return error_item(DESCRIBE_GROUPS, 0, ("groups",), group_id, code)
 
 
 class GroupHandlers:
@@ -239,11 +240,11 @@ class GroupHandlers:
 
     # --------------------------------------------------------- OffsetDelete
     @serves("OffsetDelete")
-    def offset_delete(self, _ctx: RequestContext, req: dict):
+    def offset_delete(self, ctx: RequestContext, req: dict):
         group_id = req["group_id"]
 
         def error(code: int) -> dict:
-            return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+            return error_response(ctx.api_key, ctx.api_version, req, code)
         if not group_id:
             return error(Err.INVALID_GROUP_ID)
         self.mark_unknown_partitions(req["topics"])
@@ -353,7 +354,7 @@ class GroupHandlers:
         version = ctx.api_version
 
         def error(code: int) -> dict:
-            return {"throttle_time_ms": 0, "error_code": code, "members": []}
+            return error_response(ctx.api_key, version, req, code)
         if not group_id:
             return error(Err.INVALID_GROUP_ID)
 
