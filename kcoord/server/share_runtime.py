@@ -196,7 +196,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         Reply of it (answered once its records are durable)."""
         extra = READ_DEFAULTS if op == "read" else SUMMARY_DEFAULTS if op == "summary" else {}
         if not self.shards:
-            if getattr(self.commit.sync, "replicated", False):
+            if self.commit.durability.replicated:
                 # a cluster's internal topics come from its control plane, not
                 # from one node's catalogue (not served in a cluster yet)
                 return _error_answer(partition, extra)(Err.COORDINATOR_NOT_AVAILABLE)
