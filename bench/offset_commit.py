@@ -93,8 +93,8 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
     core = CoordinatorShard(0)
     now = int(time.time() * 1000)
     req = dec(body, 0)[0]
-    response, result = core.offset_commit_result(req, 8, now)
-    records = result.records
+    result = core.offset_commit(req, 8, now)
+    response, records = result.response, result.records
     encode_response = response_codec(8, 8)[0]
     per_round = 80  # commits of one shard in a round: build one batch of their records
     round_records = records * per_round
@@ -162,7 +162,7 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
     stages = {
         "decode the request": best(lambda: dec(body, 0), n),
         "core: validate, build response and records": best(
-            lambda: core.offset_commit_result(req, 8, now), n),
+            lambda: core.offset_commit(req, 8, now), n),
         "replay the records": best(replay, n),
         "encode the records into a batch (one CRC)": best(
             lambda: build_records_batch(round_records, now), max(n // per_round, 20)) / per_round,

@@ -12,7 +12,7 @@ GroupMetadata record that is replayed (loading a log, a fresh shard in a
 test) rebuilds the group from the record, exactly as Kafka's replay does.
 
 Timers are data, kept by the core's timer service (`self.timers`,
-timers.py); `on_timer(key, now)` acts only on a timer that is still pending
+timers.py); `on_classic_timer(key, now)` acts only on a timer that is still pending
 there and due, so a stale, early or cancelled firing is harmless.
 Timer keys:
 
@@ -42,6 +42,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
 SYNC = "classic-sync"
+TIMER_KINDS = (HEARTBEAT, JOIN, SYNC)
 
 
 def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> Record:
@@ -103,7 +104,7 @@ class ClassicGroupHandlers:
         group.persisted = persisted_view(record.value)
         res.records.append(AppliedRecord(*record))
 
-    def on_timer(self, key: tuple, now: int) -> Result:
+    def on_classic_timer(self, key: tuple, now: int) -> Result:
         res = Result()
         if not self.timers.fired(res, key, now):
             return res  # cancelled, or early: armed again for its deadline
@@ -542,17 +543,11 @@ class ClassicGroupHandlers:
         self._cancel(res, (SYNC, group.group_id))
 
     # ========================================================= Heartbeat
-    def heartbeat(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
-        res = self.heartbeat_result(req, version, now)
-        if not isinstance(res, Result):
-            return res, Result()
-        return res.response, res
-
     def _consumer_group(self, group_id: str):
         consumer = getattr(self, "consumer", None)
         return None if consumer is None else consumer.groups.get(group_id)
 
-    def heartbeat_result(self, req: dict, version: int, now: int) -> Result | dict:
+    def heartbeat(self, req: dict, version: int, now: int) -> Result | dict:
         """Heartbeat as a Result whose response is the answer, or the answer
         alone when there is nothing else to do (no timer to arm: the usual
         case, timers.py): the hot path, kept short."""
@@ -563,9 +558,7 @@ class ClassicGroupHandlers:
         if group is None:
             consumer_group = self._consumer_group(group_id)
             if consumer_group is not None:  # a classic member of a consumer group
-                response, res = self.migration.heartbeat(consumer_group, req, version, now)
-                res.response = response
-                return res
+                return self.migration.heartbeat(consumer_group, req, version, now)
             return _hb(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
             return _hb(Err.COORDINATOR_NOT_AVAILABLE)
@@ -590,7 +583,13 @@ class ClassicGroupHandlers:
         return Result(timers=[timer], response=response)
 
     # ======================================================== LeaveGroup
-    def leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
+    def leave_group(self, req: dict, version: int, now: int) -> Result:
+        """LeaveGroup; the answer is the result's response."""
+        response, res = self._leave_group(req, version, now)
+        res.response = response
+        return res
+
+    def _leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         res = Result()
         group_id = req["group_id"]
         if version >= 3:

@@ -37,13 +37,16 @@ from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, 
                             join_error, sync_response)
 from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
                              ConsumerGroup, ConsumerMember)
-from .consumer_protocol_handlers import SESSION_TIMER, HeartbeatError, compute_subscription_metadata
+from .consumer_group_manager import SESSION_TIMER
+from .consumer_requests import HeartbeatError
+from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result
 
 log = logging.getLogger("kcoord.migration")
 
 JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
+TIMER_KINDS = (JOIN_TIMER, SYNC_TIMER)
 MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
 NOT_LAST = "the leaving member is not the last one using the consumer protocol"
 WOULD_BE_EMPTY = "the group would be empty"
@@ -494,8 +497,7 @@ class GroupMigration:
         return res.reply(token, sync_response(Err.NONE, assignment, ptype, pname))
 
     # ============================================================ Heartbeat
-    def heartbeat(self, group: ConsumerGroup, req: dict, version: int, now: int
-                  ) -> tuple[dict, Result]:
+    def heartbeat(self, group: ConsumerGroup, req: dict, version: int, now: int) -> Result:
         """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS when the
         member must rejoin (epoch behind the group, partitions to revoke, or partitions
         it waited for are free)."""
@@ -504,16 +506,20 @@ class GroupMigration:
         try:
             member = self._classic_member(group, req["member_id"], instance_id)
         except HeartbeatError as exc:
-            return _hb(exc.code), res
+            res.response = _hb(exc.code)
+            return res
         if req["generation_id"] != member.member_epoch:
-            return _hb(Err.ILLEGAL_GENERATION), res
+            res.response = _hb(Err.ILLEGAL_GENERATION)
+            return res
         self._touch_session(res, group.group_id, member, now)
         if (member.member_epoch < group.group_epoch or member.state == UNREVOKED_PARTITIONS
                 or (member.state == UNRELEASED_PARTITIONS
                     and not self._waiting_on_unreleased(group, member))):
             self._must_rejoin(res, group, member, now)
-            return _hb(Err.REBALANCE_IN_PROGRESS), res
-        return _hb(Err.NONE), res
+            res.response = _hb(Err.REBALANCE_IN_PROGRESS)
+        else:
+            res.response = _hb(Err.NONE)
+        return res
 
     @staticmethod
     def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerMember) -> bool:

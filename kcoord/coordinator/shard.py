@@ -16,14 +16,15 @@ from typing import Any, Callable
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
+from . import classic, consumer_group_manager, migration
 from .classic import GROUP_METADATA, ClassicGroupHandlers
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
                             ClassicMember, persisted_view)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
-from .consumer_protocol_handlers import ConsumerGroupManager
+from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
 from .share_protocol_handlers import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager
-from .migration import JOIN_TIMER, SYNC_TIMER, GroupMigration
+from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
 from .group_configs import GroupOverrides
@@ -109,6 +110,13 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.consumer.share_groups = self.share.groups
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
+        # a timer key's kind (its first element) -> the handler of its manager, named once
+        self.timer_handlers: dict[str, Callable[[tuple, int], Result]] = {
+            **dict.fromkeys(classic.TIMER_KINDS, self.on_classic_timer),
+            **dict.fromkeys(consumer_group_manager.TIMER_KINDS, self.consumer.on_timer),
+            **dict.fromkeys(migration.TIMER_KINDS, self.migration.on_timer),
+            SHARE_SESSION_TIMER: self.share.on_timer,
+        }
 
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
         """Report rebalances and expiries to `observer` (None: to nobody).  Set
@@ -217,15 +225,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.groups[group_id] = group
 
     # ================================================================ offsets
-    def offset_commit(self, req: dict, version: int, now: int) -> tuple[dict, list[Record]]:
-        """Commit the partitions the runtime found valid; returns (response, records).
-
-        The runtime uses `offset_commit_result`, which also refreshes the
-        committing member's session timer."""
-        response, result = self.offset_commit_result(req, version, now)
-        return response, result.records
-
-    def offset_commit_result(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
+    def offset_commit(self, req: dict, version: int, now: int) -> Result:
+        """Commit the partitions the runtime found valid (one record each) and
+        refresh the committing classic member's session; the answer is the
+        result's response."""
         group_id = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "") or ""
@@ -238,7 +241,8 @@ class CoordinatorShard(ClassicGroupHandlers):
         topics, result.records = commit_records(
             group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
             self.config.offset_metadata_max_bytes)
-        return {"throttle_time_ms": 0, "topics": topics}, result
+        result.response = {"throttle_time_ms": 0, "topics": topics}
+        return result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
                          generation: int, version: int) -> int:
@@ -295,7 +299,11 @@ class CoordinatorShard(ClassicGroupHandlers):
                 return Err.NONE, []
         return Err.NONE, self.offsets.fetch(group_id, topics)
 
-    def offset_delete(self, req: dict) -> tuple[dict, list[Record]]:
+    def offset_delete(self, req: dict) -> Result:
+        response, records = self._offset_deletion(req)
+        return Result(records=records, response=response)
+
+    def _offset_deletion(self, req: dict) -> tuple[dict, list[Record]]:
         group_id = req["group_id"]
         if group_id in self.share.groups:  # share groups have no committed offsets
             return {"error_code": Err.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}, []
@@ -333,7 +341,12 @@ class CoordinatorShard(ClassicGroupHandlers):
         out.extend(self.share.list_groups(wanted_states, wanted_types))
         return out
 
-    def delete_group(self, group_id: str) -> tuple[int, list[Record]]:
+    def delete_group(self, group_id: str) -> Result:
+        """DeleteGroups for one group: the answer is its DeletableGroupResult."""
+        code, records = self._group_deletion(group_id)
+        return Result(records=records, response={"group_id": group_id, "error_code": code})
+
+    def _group_deletion(self, group_id: str) -> tuple[int, list[Record]]:
         if group_id in self.share.groups:
             result = self.share.delete_group(self.share.groups[group_id])
             return result.response, result.records
@@ -430,22 +443,21 @@ class CoordinatorShard(ClassicGroupHandlers):
 
     # ================================================== KIP-848 consumer groups
     def on_timer(self, key: tuple, now: int) -> Result:
-        if key[0] == SHARE_SESSION_TIMER:
-            return self.share.on_timer(key, now)
-        if isinstance(key[0], str) and key[0].startswith("cg"):
-            if key[0] in (JOIN_TIMER, SYNC_TIMER):
-                return self.migration.on_timer(key, now)
-            return self.consumer.on_timer(key, now)
-        return ClassicGroupHandlers.on_timer(self, key, now)
+        """A timer fired: its kind's manager acts (a kind no manager arms: nothing)."""
+        handler = self.timer_handlers.get(key[0])
+        return Result() if handler is None else handler(key, now)
 
     def on_loaded(self, now: int) -> Result:
         return ClassicGroupHandlers.on_loaded(self, now).merge(
             self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
 
-    def consumer_group_heartbeat(self, token: Any, req: dict, version: int, client_id: str | None,
-                                 client_host: str, now: int, topics=None) -> Result:
-        """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id, partitions))."""
-        return self.consumer.heartbeat(token, req, version, client_id or "", client_host, now, topics)
+    def consumer_group_heartbeat(self, req: dict, version: int, client_id: str | None,
+                                 client_host: str, now: int, topics=None,
+                                 principal: tuple[str, str] | None = None) -> Result:
+        """ConsumerGroupHeartbeat; `topics` is the current TopicMetadata (name -> (id,
+        partitions)); `principal` who filters regexes while an authorizer is on."""
+        return self.consumer.heartbeat(req, version, client_id or "", client_host, now, topics,
+                                       principal)
 
     def consumer_group_describe(self, group_ids: list[str],
                                 include_authorized_operations: bool = False) -> list[dict]:

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
+from ..protocol.error_response import error_item, error_response
 from ..protocol.errors import Err
 from . import share_group as sg
 from .assignors import AssignorError, GroupSpec, MemberSpec
 from .assignors import simple as simple_assignor
 from .consumer_group import assignment_equal, assignment_to_wire, normalize
-from .consumer_protocol_handlers import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
+from .consumer_requests import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
 from .group_configs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from .result import Record, Result
 from .share_group import EMPTY, LEAVE_GROUP_MEMBER_EPOCH, PartitionStates, ShareGroup, ShareMember
@@ -68,20 +69,16 @@ class ShareHeartbeatAnswer:
 
 
 def heartbeat_error(code: int, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+    return error_response(76, 1, {}, int(code), message)
 
 
 def describe_error(gid: str, code: int, message: str | None) -> dict:
     """A ShareGroupDescribe group entry that only carries an error."""
-    return {"error_code": int(code), "error_message": message, "group_id": gid,
-            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-            "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+    return error_item(77, 1, ("group_ids",), gid, int(code), message)
 
 
 def alter_offsets_error(code: int, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "responses": []}
+    return error_response(91, 0, {}, int(code), message)
 
 
 @dataclass(slots=True)
@@ -98,8 +95,7 @@ def _deleted_topic(name: str, topic_id: bytes, code: int = 0, message: str | Non
 
 
 def delete_offsets_error(code: int, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "responses": []}
+    return error_response(92, 0, {}, int(code), message)
 
 
 def validate_heartbeat(req: dict) -> HeartbeatError | None:

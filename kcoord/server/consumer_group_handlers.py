@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from ..coordinator.consumer_group import TopicInfo
-from ..coordinator.consumer_protocol_handlers import (describe_error, heartbeat_error,
-                                                         is_blank, validate_heartbeat)
+from ..coordinator.consumer_requests import (describe_error, heartbeat_error, is_blank,
+                                            validate_heartbeat)
 from ..coordinator.result import Result
 from ..protocol.api import error_response
 from ..protocol.errors import Err
@@ -26,38 +26,24 @@ from .group_handlers import gather
 log = logging.getLogger("kcoord.consumer_groups")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-_OWN = object()  # the token of the heartbeat's own reply (it is always answered at once)
-
-
-def _own_reply(result: Result) -> Result:
-    """The core answers a heartbeat through its token at once: that answer
-    becomes the result's response, the others stay replies to parked requests."""
-    for i, (token, response) in enumerate(result.replies):
-        if token is _OWN:
-            del result.replies[i]
-            result.response = response
-            return result
-    result.response = heartbeat_error(Err.UNKNOWN_SERVER_ERROR)
-    return result
 
 
 def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Result | dict:
     """ConsumerGroupHeartbeat on the group's core: a steady heartbeat (a
-    stable member, nothing to change) takes the core's shortcut (no token,
-    no record, the answer alone unless its session timer must be armed).
+    stable member, nothing to change) takes the core's shortcut (no record,
+    the answer alone unless its session timer must be armed).
     (Three arguments, not five: fewer to pack and unpack per heartbeat.)"""
     client_id = ctx.client_id
     host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
     consumer = core.consumer
-    if consumer.config.topic_describable is not None:  # an authorizer: who filters regexes
-        consumer.heartbeat_principal = (ctx.principal, ctx.client_host)
-    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics)
+    # an authorizer: whose rights filter the member's regex
+    principal = ((ctx.principal, ctx.client_host)
+                 if consumer.config.topic_describable is not None else None)
+    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics, principal)
     if steady is not None:
-        if steady[1] is None:
-            return steady[0]
-        return Result(timers=[steady[1]], response=steady[0])
-    return _own_reply(core.consumer_group_heartbeat(_OWN, req, ctx.api_version, client_id, host,
-                                                    now, topics))
+        return steady
+    return core.consumer_group_heartbeat(req, ctx.api_version, client_id, host, now, topics,
+                                         principal)
 
 
 class ConsumerGroupApi:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED, response_codec
+from ..protocol.api import API_KEYS, error_item, error_response, response_codec
 from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
@@ -27,6 +27,8 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
 KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime.py)
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
+
+HEARTBEAT, DESCRIBE_GROUPS = API_KEYS["Heartbeat"], API_KEYS["DescribeGroups"]
 
 log = logging.getLogger("kcoord.groups")
 
@@ -61,12 +63,11 @@ def _heartbeat_error(code: int) -> dict:
     # Kafka answers a heartbeat to a loading coordinator with NONE
     if code == Err.COORDINATOR_LOAD_IN_PROGRESS:
         code = Err.NONE
-    return {"throttle_time_ms": 0, "error_code": code}
+    return error_response(HEARTBEAT, 0, {}, code)  # the same fields in every version
 
 
 def _describe_error(group_id: str, code: int) -> dict:
-    return {"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
-            "protocol_data": "", "members": [], "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+    return error_item(DESCRIBE_GROUPS, 0, ("groups",), group_id, code)
 
 
 class GroupHandlers:
@@ -165,8 +166,8 @@ class GroupHandlers:
                                   req, ctx.api_version)
 
     def _commit_op(self, core, now: int, req: dict, version: int) -> Result:
-        response, result = core.offset_commit_result(req, version, now)
-        records = result.records
+        result = core.offset_commit(req, version, now)
+        response, records = result.response, result.records
         metrics = self.runtime.metrics  # observe.events.ServerMetrics or None
         if metrics is not None:
             metrics.offsets_committed(len(records))
@@ -239,19 +240,16 @@ class GroupHandlers:
 
     # --------------------------------------------------------- OffsetDelete
     @serves("OffsetDelete")
-    def offset_delete(self, _ctx: RequestContext, req: dict):
+    def offset_delete(self, ctx: RequestContext, req: dict):
         group_id = req["group_id"]
 
         def error(code: int) -> dict:
-            return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+            return error_response(ctx.api_key, ctx.api_version, req, code)
         if not group_id:
             return error(Err.INVALID_GROUP_ID)
         self.mark_unknown_partitions(req["topics"])
 
-        def op(core, _now):
-            response, records = core.offset_delete(req)
-            return Result(records=records, response=response)
-        return self.runtime.write(group_id, op, error)
+        return self.runtime.write(group_id, lambda core, _now: core.offset_delete(req), error)
 
     # ------------------------------------------------------------ group admin
     @serves("ListGroups")
@@ -277,8 +275,7 @@ class GroupHandlers:
             return {"group_id": group_id, "error_code": code}
 
         def op(core, _now):
-            code, records = core.delete_group(group_id)
-            return Result(records=records, response=error(code))
+            return core.delete_group(group_id)
 
         if self.share_groups is None:
             return self.runtime.write(group_id, op, error)
@@ -349,7 +346,7 @@ class GroupHandlers:
             return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
         version = ctx.api_version
         return self.runtime.write(
-            group_id, lambda core, now: core.heartbeat_result(req, version, now), _heartbeat_error)
+            group_id, lambda core, now: core.heartbeat(req, version, now), _heartbeat_error)
 
     @serves("LeaveGroup")
     def leave_group(self, ctx: RequestContext, req: dict):
@@ -357,12 +354,9 @@ class GroupHandlers:
         version = ctx.api_version
 
         def error(code: int) -> dict:
-            return {"throttle_time_ms": 0, "error_code": code, "members": []}
+            return error_response(ctx.api_key, version, req, code)
         if not group_id:
             return error(Err.INVALID_GROUP_ID)
 
-        def op(core, now):
-            response, result = core.leave_group(req, version, now)
-            result.response = response
-            return result
-        return self.runtime.write(group_id, op, error)
+        return self.runtime.write(
+            group_id, lambda core, now: core.leave_group(req, version, now), error)

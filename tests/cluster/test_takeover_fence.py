@@ -89,7 +89,7 @@ def commit_records(group: str, offset: int, now: int = 1000):
                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
                                              "committed_leader_epoch": -1,
                                              "committed_metadata": ""}]}]}
-    _, result = core.offset_commit_result(req, 8, now)
+    result = core.offset_commit(req, 8, now)
     assert result.records
     return result.records
 

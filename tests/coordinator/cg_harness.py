@@ -72,12 +72,12 @@ class Harness:
         return [resp for _, resp in result.replies]
 
     def heartbeat(self, req: dict, version: int = 1, client_id: str = "client",
-                  client_host: str = "/127.0.0.1") -> dict:
-        result = self.shard.consumer_group_heartbeat("tok", req, version, client_id, client_host,
-                                                     self.now, self.topics)
+                  client_host: str = "/127.0.0.1", principal=None) -> dict:
+        result = self.shard.consumer_group_heartbeat(req, version, client_id, client_host,
+                                                     self.now, self.topics, principal)
         replies = self.apply(result)
-        assert len(replies) == 1
-        return replies[0]
+        assert not replies  # no parked request to answer: the heartbeat's is its response
+        return result.response
 
     def advance(self, ms: int) -> None:
         """Move the clock, firing due timers in deadline order."""

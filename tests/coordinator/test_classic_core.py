@@ -138,9 +138,11 @@ class Harness:
                   instance: str | None = None) -> int:
         req = {"group_id": group, "generation_id": generation, "member_id": member_id,
                "group_instance_id": instance}
-        response, res = self.shard.heartbeat(req, version, self.now)
+        res = self.shard.heartbeat(req, version, self.now)
+        if res.__class__ is not Result:  # the answer alone: nothing else to apply
+            return res["error_code"]
         self.apply(res)
-        return response["error_code"]
+        return res.response["error_code"]
 
     def leave(self, members, *, group: str = "g", version: int = 5) -> dict:
         """members: list of member ids or (member_id, instance_id) pairs."""
@@ -152,9 +154,9 @@ class Harness:
         else:
             assert len(pairs) == 1
             req = {"group_id": group, "member_id": pairs[0][0], "members": []}
-        response, res = self.shard.leave_group(req, version, self.now)
+        res = self.shard.leave_group(req, version, self.now)
         self.apply(res)
-        return response
+        return res.response
 
     def commit(self, member_id: str, generation: int, *, group: str = "g", version: int = 8,
                instance: str | None = None, topic: str = "t", partition: int = 0,
@@ -164,9 +166,9 @@ class Harness:
                "topics": [{"name": topic, "partitions": [
                    {"partition_index": partition, "committed_offset": offset,
                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
-        response, res = self.shard.offset_commit_result(req, version, self.now)
+        res = self.shard.offset_commit(req, version, self.now)
         self.apply(res)
-        return response["topics"][0]["partitions"][0]["error_code"]
+        return res.response["topics"][0]["partitions"][0]["error_code"]
 
     # ------------------------------------------------------------ helpers
     def reply(self, token: Token) -> dict | None:
@@ -1019,8 +1021,8 @@ def test_subscribed_topics_protect_offsets_from_expiry_and_delete(h):
     h.heartbeat(ids[0], generation)
     h.apply(_result(h.shard.cleanup(h.now)))
     assert set(h.shard.offsets.group_offsets("g")) == {("t", 0)}
-    response, records = h.shard.offset_delete({"group_id": "g", "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0}]}]})
+    response = h.shard.offset_delete({"group_id": "g", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0}]}]}).response
     assert response["topics"][0]["partitions"][0]["error_code"] == Err.GROUP_SUBSCRIBED_TO_TOPIC
 
 
@@ -1067,9 +1069,10 @@ def test_describe_and_list_live_groups(h):
 
 def test_delete_group_requires_empty(h):
     ids, generation = h.form_group(1)
-    assert h.shard.delete_group("g")[0] == Err.NON_EMPTY_GROUP
+    assert h.shard.delete_group("g").response["error_code"] == Err.NON_EMPTY_GROUP
     h.leave([ids[0]])
-    code, records = h.shard.delete_group("g")
+    deleted = h.shard.delete_group("g")
+    code, records = deleted.response["error_code"], deleted.records
     assert code == Err.NONE
     h.apply(_result(records))
     assert "g" not in h.shard.groups
@@ -1138,9 +1141,9 @@ def consumer_heartbeat(h, member_id="", epoch=0, group="g"):
            "subscribed_topic_names": ["t"] if epoch == 0 else None,
            "subscribed_topic_regex": None, "server_assignor": None,
            "topic_partitions": [] if epoch == 0 else None}
-    token = Token("consumer heartbeat")
-    h.apply(h.shard.consumer_group_heartbeat(token, req, 0, "c", "/h", h.now))
-    return h.reply(token)
+    result = h.shard.consumer_group_heartbeat(req, 0, "c", "/h", h.now)
+    h.apply(result)
+    return result.response
 
 
 def test_classic_join_to_a_consumer_group(h):
@@ -1181,7 +1184,8 @@ def test_timer_record_is_appended_not_replayed(h):
     h.apply(pending)
     assert h.group() is group  # not rebuilt from its record
     assert h.replayed().snapshot() == h.shard.snapshot()
-    code, records = h.shard.delete_group("g")
+    deleted = h.shard.delete_group("g")
+    code, records = deleted.response["error_code"], deleted.records
     assert code == Err.NONE
     h.apply(_result(records))
     assert "g" not in h.shard.groups

@@ -271,7 +271,8 @@ def test_last_member_leaves_group_empty_then_deleted(h):
     h.heartbeat(hb_request(GROUP, "m1", -1))
     assert h.group().state == GROUP_EMPTY
     assert h.shard.list_groups(["empty"], ["consumer"])[0]["group_state"] == "Empty"
-    error, records = h.shard.delete_group(GROUP)
+    deleted = h.shard.delete_group(GROUP)
+    error, records = deleted.response["error_code"], deleted.records
     assert error == Err.NONE
     h.apply(type("R", (), {"records": records, "timers": [], "replies": []})())
     assert h.group() is None
@@ -279,7 +280,8 @@ def test_last_member_leaves_group_empty_then_deleted(h):
 
 def test_delete_non_empty_group(h):
     h.heartbeat(join_request("m1"))
-    assert h.shard.delete_group(GROUP) == (Err.NON_EMPTY_GROUP, [])
+    refused = h.shard.delete_group(GROUP)
+    assert (refused.response["error_code"], refused.records) == (Err.NON_EMPTY_GROUP, [])
 
 
 # ================================================================ static members
@@ -453,7 +455,8 @@ def commit(h, member_id, epoch, version=9, group=GROUP):
            "group_instance_id": None, "topics": [{"name": "foo", "partitions": [
                {"partition_index": 0, "committed_offset": 10, "committed_leader_epoch": -1,
                 "committed_metadata": ""}]}]}
-    response, records = h.shard.offset_commit(req, version, h.now)
+    committed = h.shard.offset_commit(req, version, h.now)
+    response, records = committed.response, committed.records
     h.apply(type("R", (), {"records": records, "timers": [], "replies": []})())
     return response["topics"][0]["partitions"][0]["error_code"]
 
@@ -485,7 +488,8 @@ def test_offset_delete_refuses_subscribed_topics(h):
     commit(h, "m1", 1)
     req = {"group_id": GROUP, "topics": [{"name": "foo", "partitions": [{"partition_index": 0}]},
                                           {"name": "bar", "partitions": [{"partition_index": 0}]}]}
-    response, records = h.shard.offset_delete(req)
+    deleted = h.shard.offset_delete(req)
+    response, records = deleted.response, deleted.records
     assert [t["partitions"][0]["error_code"] for t in response["topics"]] == [
         Err.GROUP_SUBSCRIBED_TO_TOPIC, Err.NONE]
     assert records == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kcoord.coordinator.consumer_group import TopicInfo
-from kcoord.coordinator.consumer_protocol_handlers import ConsumerGroupManager
+from kcoord.coordinator.consumer_group_manager import ConsumerGroupManager
 from kcoord.protocol.errors import Err
 from tests.coordinator.cg_harness import GROUP, Harness, hb_request, join_request, owned_list, tid
 from tests.coordinator.test_consumer_group_simulation import Simulation
@@ -97,7 +97,7 @@ def test_session_timer_rearmed_lazily(h):
     assert h.timers == {SESSION: t0 + 45000}
     for _ in range(8):  # heartbeats move the deadline, not the armed timer
         h.now += 5000
-        result = h.shard.consumer_group_heartbeat("tok", hb_request(GROUP, "m1", 1), 1,
+        result = h.shard.consumer_group_heartbeat(hb_request(GROUP, "m1", 1), 1,
                                                   "client", "/127.0.0.1", h.now, h.topics)
         assert not [t for t in result.timers if t.key == SESSION]
         h.apply(result)
@@ -131,9 +131,9 @@ def test_loaded_shard_sessions_rearm_lazily(h):
     result = fresh.on_loaded(h.now)
     assert [t.deadline_ms for t in result.timers if t.key == SESSION] == [h.now + 45000]
     later = h.now + 10000
-    again = fresh.consumer_group_heartbeat("tok", hb_request(GROUP, "m1", 1), 1, "client",
+    again = fresh.consumer_group_heartbeat(hb_request(GROUP, "m1", 1), 1, "client",
                                            "/127.0.0.1", later, h.topics)
-    assert again.replies[0][1]["error_code"] == 0
+    assert again.response["error_code"] == 0
     assert not [t for t in again.timers if t.key == SESSION]
     fired = fresh.on_timer(SESSION, h.now + 45000)
     assert fired.records == [] and [(t.key, t.deadline_ms) for t in fired.timers] == [

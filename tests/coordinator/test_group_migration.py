@@ -60,10 +60,10 @@ class Harness(ClassicHarness):
                "subscribed_topic_regex": None, "server_assignor": None,
                "topic_partitions": [] if first else
                ([{"topic_id": TID, "partitions": sorted(owned)}] if owned else [])}
-        token = Token("cg heartbeat")
-        self.apply(self.shard.consumer_group_heartbeat(token, req, 1, "kip848", "/h", self.now,
-                                                       dict(TOPICS)))
-        return self.reply(token)
+        result = self.shard.consumer_group_heartbeat(req, 1, "kip848", "/h", self.now,
+                                                     dict(TOPICS))
+        self.apply(result)
+        return result.response
 
     # ---------------------------------------------------------- classic member
     def classic_join(self, member_id="", owned=None, *, session=10000, rebalance=30000,

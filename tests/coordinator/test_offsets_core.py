@@ -37,9 +37,9 @@ class Harness:
             self.log.append((key, value, self.now))
 
     def commit(self, req, version=8):
-        response, records = self.shard.offset_commit(req, version, self.now)
-        self.write(records)
-        return response
+        result = self.shard.offset_commit(req, version, self.now)
+        self.write(result.records)
+        return result.response
 
     def replayed(self, log=None) -> CoordinatorShard:
         fresh = CoordinatorShard(0, self.shard.config)
@@ -120,16 +120,17 @@ def test_default_retention_from_commit_time():
 def test_offset_delete_and_delete_groups():
     h = Harness()
     h.commit(commit_req("g", "t", [(0, 1), (1, 2)]))
-    resp, records = h.shard.offset_delete({"group_id": "g", "topics": [
+    deleted = h.shard.offset_delete({"group_id": "g", "topics": [
         {"name": "t", "partitions": [{"partition_index": 0}]}]})
-    h.write(records)
+    resp = deleted.response
+    h.write(deleted.records)
     assert resp["error_code"] == 0 and set(h.shard.offsets.group_offsets("g")) == {("t", 1)}
-    resp, _ = h.shard.offset_delete({"group_id": "nope", "topics": []})
+    resp = h.shard.offset_delete({"group_id": "nope", "topics": []}).response
     assert resp["error_code"] == Err.GROUP_ID_NOT_FOUND
-    code, records = h.shard.delete_group("g")
-    h.write(records)
-    assert code == 0 and "g" not in h.shard.groups and h.shard.offsets.snapshot() == {}
-    assert h.shard.delete_group("g")[0] == Err.GROUP_ID_NOT_FOUND
+    deleted = h.shard.delete_group("g")
+    h.write(deleted.records)
+    assert deleted.response == {"group_id": "g", "error_code": 0} and "g" not in h.shard.groups and h.shard.offsets.snapshot() == {}
+    assert h.shard.delete_group("g").response["error_code"] == Err.GROUP_ID_NOT_FOUND
     assert h.replayed().snapshot() == h.shard.snapshot()
 
 
@@ -152,12 +153,11 @@ def test_random_schedules_replay_equals_live(seed):
             h.commit(commit_req(group, rng.choice(topics), parts, retention=retention,
                                 metadata=rng.choice(["", "m", "x" * 50])), version)
         elif op < 0.65:
-            resp, records = h.shard.offset_delete({"group_id": group, "topics": [
-                {"name": rng.choice(topics), "partitions": [{"partition_index": rng.randrange(4)}]}]})
-            h.write(records)
+            h.write(h.shard.offset_delete({"group_id": group, "topics": [
+                {"name": rng.choice(topics), "partitions": [{"partition_index": rng.randrange(4)}]}]}
+            ).records)
         elif op < 0.72:
-            _, records = h.shard.delete_group(group)
-            h.write(records)
+            h.write(h.shard.delete_group(group).records)
         elif op < 0.9:
             h.write(h.shard.cleanup(h.now))
         else:
@@ -201,7 +201,7 @@ def test_real_log_compaction_keeps_replayed_state(tmp_path, seed):
         if rng.random() < 0.8:
             h.commit(commit_req(group, "t", [(rng.randrange(3), rng.randint(0, 999))]))
         elif rng.random() < 0.5:
-            h.write(h.shard.delete_group(group)[1])
+            h.write(h.shard.delete_group(group).records)
         else:
             h.write(h.shard.cleanup(h.now))
         sync_log()

@@ -1,7 +1,7 @@
 """Regex subscriptions with an authorizer, in the core with a fake clock: a
 regex resolves only to topics the principal of a heartbeat of a member
-subscribed with it may DESCRIBE (Kafka 4.0).  The server sets
-`heartbeat_principal` before each heartbeat; here the test does."""
+subscribed with it may DESCRIBE (Kafka 4.0).  The server passes
+each heartbeat's principal as its argument; here the test does."""
 from __future__ import annotations
 
 import pytest
@@ -28,8 +28,7 @@ def h():
 
 
 def beat(h, who, req) -> dict:
-    h.shard.consumer.heartbeat_principal = who
-    return h.heartbeat(req)
+    return h.heartbeat(req, principal=who)
 
 
 def ack(h, who, member_id) -> dict:

@@ -282,7 +282,7 @@ def test_describe_and_list(h):
 
 def test_delete_group(h):
     h.hb()
-    assert h.shard.delete_group(GROUP)[0] == Err.NON_EMPTY_GROUP
+    assert h.shard.delete_group(GROUP).response["error_code"] == Err.NON_EMPTY_GROUP
     h.hb(epoch=-1, names=None)
     begin = h.shard.share.begin_delete(GROUP)
     assert begin.response == {FOO: frozenset({0, 1, 2})}
@@ -295,7 +295,8 @@ def test_delete_group(h):
     assert h.shard.share.begin_delete(GROUP).response is None  # not empty
     h.hb(member_id="m2", epoch=-1, names=None)
     h.apply(h.shard.share.begin_delete(GROUP))
-    code, records = h.shard.delete_group(GROUP)
+    deleted = h.shard.delete_group(GROUP)
+    code, records = deleted.response["error_code"], deleted.records
     assert code == Err.NONE
     assert [(r.type, r.value) for r in records] == [(12, None), (15, None), (11, None)]
     h.apply(type(h.shard.on_loaded(h.now))(records=records))
@@ -309,7 +310,7 @@ def test_every_record_type_replays(h):
     h.hb(member_id="m2")
     h.hb(member_id="m2", epoch=-1, names=None)
     h.hb(member_id="m1", epoch=-1, names=None)
-    _, records = h.shard.delete_group(GROUP)
+    records = h.shard.delete_group(GROUP).records
     h.apply(type(h.shard.on_loaded(h.now))(records=records))
     seen = set(h.record_types())
     assert {(t, v) for t in range(10, 16) for v in (True, False)} <= seen

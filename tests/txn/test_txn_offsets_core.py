@@ -19,11 +19,10 @@ def req(offset: int, pid: int = 9, epoch: int = 0, group: str = "g", **extra) ->
 
 
 def plain(shard: CoordinatorShard, offset: int, now: int = 1) -> list:
-    _, records = shard.offset_commit({"group_id": "g", "generation_id_or_member_epoch": -1,
-                                      "member_id": "", "topics": [{"name": "in", "partitions": [
-                                          {"partition_index": 0, "committed_offset": offset,
-                                           "committed_metadata": ""}]}]}, 8, now)
-    return records
+    return shard.offset_commit({"group_id": "g", "generation_id_or_member_epoch": -1,
+                                "member_id": "", "topics": [{"name": "in", "partitions": [
+                                    {"partition_index": 0, "committed_offset": offset,
+                                     "committed_metadata": ""}]}]}, 8, now).records
 
 
 def committed(shard: CoordinatorShard):
@@ -132,9 +131,9 @@ def test_expiry_skips_pending_and_delete_tombstones_them():
     log.write_txn(txn_offset_commit(log.shard, req(7), 2, 0))
     far = 10**12
     assert log.shard.cleanup(far) == []  # the pending partition keeps its offset
-    error, records = log.shard.delete_group("g")
-    assert error == Err.NONE
-    log.write(records)
+    deleted = log.shard.delete_group("g")
+    assert deleted.response["error_code"] == Err.NONE
+    log.write(deleted.records)
     assert not log.shard.txn_offsets.has_open("g") and committed(log.shard) is None
     log.end_txn(9, 0, True)  # a late marker installs nothing
     assert committed(log.shard) is None

@@ -1,10 +1,14 @@
-"""ConsumerGroupHeartbeat and ConsumerGroupDescribe in the deterministic core
-(Kafka's GroupMetadataManager consumerGroupHeartbeat path, KAFKA_REFERENCE
-section 2).
+"""ConsumerGroupManager: the KIP-848 consumer groups of one shard in the
+deterministic core (Kafka's GroupMetadataManager consumerGroupHeartbeat path,
+KAFKA_REFERENCE section 2): heartbeat, reconciliation, target assignment,
+leave and fence, timers, topic changes, describe and admin.  What a request
+may carry and its error answers: consumer_requests.py; subscription
+metadata: consumer_subscriptions.py.
 
 Every entry point takes `now` and returns a Result: records to append (state
-changes only when the runtime replays them), replies addressed to the
-caller's token, and timers as data.  Timer keys start with "cg":
+changes only when the runtime replays them), the answer (`response`),
+replies to parked classic requests an upgrade answers, and timers as data.
+Timer keys start with "cg":
 
     ("cg-session", group_id, member_id)    session expiry: fence the member
     ("cg-rebalance", group_id, member_id)  revocation deadline: fence the member
@@ -17,7 +21,7 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import API_KEYS, AUTH_OPS_NOT_REQUESTED, error_item, error_response
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
@@ -27,6 +31,9 @@ from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
                              TopicInfo)
+from .consumer_requests import (GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, describe_error,
+                                heartbeat_error, validate_heartbeat)
+from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result, Timer
 from .observer import CoordinatorObserver
 from .timers import Timers
@@ -35,16 +42,7 @@ log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-# Kafka's group ACL operations when authorization is not restricted:
-# READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+TIMER_KINDS = (SESSION_TIMER, REBALANCE_TIMER)
 
 
 def random_member_id() -> str:
@@ -52,92 +50,9 @@ def random_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def as_topic_info(info) -> TopicInfo:
-    return info if isinstance(info, TopicInfo) else TopicInfo(info[0], info[1])
-
-
-def compute_subscription_metadata(members, topics: Mapping[str, Any],
-                                  regex_allows: Callable[[str, str], bool] | None = None
-                                  ) -> dict[str, TopicInfo]:
-    """The topics the members subscribe to (by name or regex) that exist in
-    `topics`; a regex's matches only where `regex_allows(regex, topic)` says
-    so (the authorizer's DESCRIBE filter: ConsumerGroupManager.regex_filter)."""
-    names: set[str] = set()
-    regexes: set[str] = set()
-    for m in members:
-        names.update(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            regexes.add(m.subscribed_topic_regex)
-    out: dict[str, TopicInfo] = {}
-    for n in names:
-        info = topics.get(n)
-        if info is not None:
-            out[n] = as_topic_info(info)
-    for rx in sorted(regexes):
-        for n in cg.regex_matches(rx, topics):
-            if regex_allows is None or regex_allows(rx, n):
-                out[n] = as_topic_info(topics[n])
-    return out
-
-
-_JAVA_BLANK = "".join(map(chr, range(33)))  # what Java's String.trim() strips
-
-
-def is_blank(value: str) -> bool:
-    """Empty, or only what Java's trim() strips (throwIfEmptyString)."""
-    return not value.strip(_JAVA_BLANK)
-
-
-def validate_heartbeat(req: dict, version: int, assignor_names) -> HeartbeatError | None:
-    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService).
-    Strings are empty when blank, as Kafka's throwIfEmptyString (value.trim().isEmpty())."""
-    epoch = req["member_epoch"]
-    if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if req["member_id"] is None or is_blank(req["member_id"]):
-            return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
-    if req["group_id"] is None or is_blank(req["group_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
-    if req.get("instance_id") is not None and is_blank(req["instance_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be empty.")
-    if req.get("rack_id") is not None and is_blank(req["rack_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
-    if epoch == 0:
-        if req.get("rebalance_timeout_ms", -1) == -1:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "RebalanceTimeoutMs must be provided in first request.")
-        owned = req.get("topic_partitions")
-        if owned is None or len(owned) > 0:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "TopicPartitions must be empty when (re-)joining.")
-        if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                                  "non-null when (re-)joining.")
-    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if req.get("instance_id") is None:
-            return HeartbeatError(Err.INVALID_REQUEST, "InstanceId can't be null.")
-    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
-    assignor = req.get("server_assignor")
-    if assignor is not None and assignor not in assignor_names:
-        return HeartbeatError(Err.UNSUPPORTED_ASSIGNOR,
-                              f"ServerAssignor {assignor} is not supported. Supported assignors: "
-                              f"{', '.join(assignor_names)}.")
-    return None
-
-
-HEARTBEAT_KEY = API_KEYS["ConsumerGroupHeartbeat"]
-DESCRIBE_KEY = API_KEYS["ConsumerGroupDescribe"]
-
-
-def heartbeat_error(code: int, message: str | None = None) -> dict:
-    """ConsumerGroupHeartbeat's error answer (the same fields in every version)."""
-    return error_response(HEARTBEAT_KEY, 1, {}, code, message)
-
-
-def describe_error(gid: str, code: int, message: str | None = None) -> dict:
-    """A ConsumerGroupDescribe group entry that only carries an error."""
-    return error_item(DESCRIBE_KEY, 0, ("group_ids",), gid, code, message)
+def _answered(res: Result, response: dict) -> Result:
+    res.response = response
+    return res
 
 
 class ConsumerGroupManager:
@@ -166,13 +81,12 @@ class ConsumerGroupManager:
         self.observer: CoordinatorObserver | None = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
-        # While an authorizer is on (config.topic_describable) the server sets
-        # heartbeat_principal, (principal, client host), before each heartbeat;
+        # While an authorizer is on (config.topic_describable) the server passes
+        # each heartbeat's (principal, client host) as its `principal` argument;
         # (group, regex) -> that of the latest heartbeat of a member subscribed
         # with the regex: whose DESCRIBE rights filter the regex's matches, as
         # Kafka 4.0 filters a group's regex resolution with the context of a
         # heartbeat (in memory: after a load, see regex_filter)
-        self.heartbeat_principal: tuple[str, str] | None = None
         self.regex_principals: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------- config
@@ -246,15 +160,18 @@ class ConsumerGroupManager:
         return validate_heartbeat(req, version, self.assignor_names)
 
     # ------------------------------------------------------------- heartbeat
-    def heartbeat(self, token: Any, req: dict, version: int, client_id: str, client_host: str,
-                  now: int, topics: Mapping[str, Any] | None = None) -> Result:
-        """ConsumerGroupHeartbeat: the reply goes to `token` once the records are durable."""
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                  now: int, topics: Mapping[str, Any] | None = None,
+                  principal: tuple[str, str] | None = None) -> Result:
+        """ConsumerGroupHeartbeat: the answer is the result's response (sent once
+        the records are durable).  `principal`, (principal, client host) while an
+        authorizer is on: whose DESCRIBE rights filter the member's regex."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
-        steady = self.steady_heartbeat(req, client_id or "", client_host or "", now)
+        steady = self.steady_heartbeat(req, client_id or "", client_host or "", now,
+                                       principal=principal)
         if steady is not None:
-            response, timer = steady
-            return Result(replies=[(token, response)], timers=[timer] if timer else [])
+            return steady if steady.__class__ is Result else Result(response=steady)
         error = self.validate_heartbeat(req, version)
         # replies to parked classic requests and timer changes of an online upgrade:
         # they stand even if the heartbeat then fails
@@ -263,25 +180,29 @@ class ConsumerGroupManager:
             try:
                 epoch = req["member_epoch"]
                 if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                    return self._leave(token, req, now)
-                res = self._heartbeat(token, req, client_id or "", client_host or "", now, side)
+                    return self._leave(req, now)
+                res = self._heartbeat(req, client_id or "", client_host or "", now, side,
+                                      principal)
                 res.replies[:0] = side.replies
                 res.timers[:0] = side.timers
                 return res
             except HeartbeatError as exc:
                 error = exc
-        return side.reply(token, heartbeat_error(error.code, error.message))
+        side.response = heartbeat_error(error.code, error.message)
+        return side
 
     def steady_heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
-                         topics: Mapping[str, Any] | None = None) -> tuple[dict, Timer | None] | None:
+                         topics: Mapping[str, Any] | None = None,
+                         principal: tuple[str, str] | None = None) -> Result | dict | None:
         """The heartbeat of a member that is STABLE at the group's epoch and changes
         nothing (every optional field null, the same client id and host): no record,
-        no new assignment, only the session moves.  Returns (response, session timer
-        to arm or None), or None when the heartbeat is anything else; heartbeat()
+        no new assignment, only the session moves.  Returns the answer alone (the
+        runtime's fast path) or, when its session timer must be armed, a Result
+        with the timer and the answer; None when the heartbeat is anything else: heartbeat()
         then takes it the long way (which gives the same answer for this case: no
         change of the member, no epoch bump, no target update, and a reconciled
         member is not reconciled again, so its owned partitions do not matter).
-        The server calls this first (it needs no reply token and writes nothing)."""
+        The server calls this first (it writes nothing)."""
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
         epoch = req["member_epoch"]
@@ -302,8 +223,8 @@ class ConsumerGroupManager:
                 or member.client_id != client_id or member.client_host != client_host
                 or member.classic_member_metadata is not None):
             return None
-        if self.heartbeat_principal is not None:  # an authorizer: who filters the regex
-            self._note_regex_principal(group, member.subscribed_topic_regex)
+        if principal is not None:  # an authorizer: who filters the regex
+            self._note_regex_principal(group, member.subscribed_topic_regex, principal)
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         config = self.config
         if self._overrides_by_group.get(group_id) is None:  # group_timeouts, inlined
@@ -321,10 +242,12 @@ class ConsumerGroupManager:
         if armed is None or armed > deadline:
             timers.armed[key] = deadline
             timer = Timer(key, deadline)
-        return ({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                 "member_id": member_id, "member_epoch": epoch,
-                 "heartbeat_interval_ms": interval, "assignment": None},
-                timer)
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "member_id": member_id, "member_epoch": epoch,
+                    "heartbeat_interval_ms": interval, "assignment": None}
+        if timer is None:
+            return response
+        return Result(timers=[timer], response=response)
 
     def _get_or_create_group(self, group_id: str, create: bool, res: Result, now: int,
                              side: Result) -> ConsumerGroup:
@@ -367,8 +290,9 @@ class ConsumerGroupManager:
                     f"one known by the group coordinator ({member.member_epoch}). The member must "
                     f"abandon all its partitions and rejoin.")
 
-    def _heartbeat(self, token: Any, req: dict, client_id: str, client_host: str, now: int,
-                   side: Result | None = None) -> Result:
+    def _heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
+                   side: Result | None = None, principal: tuple[str, str] | None = None
+                   ) -> Result:
         res = Result()
         records = res.records
         group_id = req["group_id"]
@@ -436,7 +360,7 @@ class ConsumerGroupManager:
             subscription_changed = ("subscribed_topic_names" in changes
                                     or "subscribed_topic_regex" in changes)
 
-        self._note_regex_principal(group, updated.subscribed_topic_regex)
+        self._note_regex_principal(group, updated.subscribed_topic_regex, principal)
         target_epoch, target = self.refresh_target(group, updated, replaced,
                                                    subscription_changed, records)
 
@@ -464,7 +388,8 @@ class ConsumerGroupManager:
                               and (names is not None or regex is not None))
         if full or not cg.assignment_equal(member.assigned, updated.assigned):
             response["assignment"] = {"topic_partitions": cg.assignment_to_wire(updated.assigned)}
-        return res.reply(token, response)
+        res.response = response
+        return res
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int, owned,
                         create: bool) -> ConsumerMember:
@@ -575,8 +500,8 @@ class ConsumerGroupManager:
                 members[updated.member_id] = updated
         return members
 
-    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None) -> None:
-        who = self.heartbeat_principal
+    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None,
+                              who: tuple[str, str] | None) -> None:
         if who is not None and regex:
             principals = self.regex_principals
             key = (group.group_id, regex)
@@ -669,7 +594,7 @@ class ConsumerGroupManager:
         return cg.normalize(result.get(updated.member_id, EMPTY))
 
     # ------------------------------------------------------------- leave and fence
-    def _leave(self, token: Any, req: dict, now: int | None = None) -> Result:
+    def _leave(self, req: dict, now: int | None = None) -> Result:
         group_id, member_id = req["group_id"], req["member_id"]
         epoch, instance_id = req["member_epoch"], req.get("instance_id")
         group = self.groups.get(group_id)
@@ -683,7 +608,7 @@ class ConsumerGroupManager:
             if member is None:
                 raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group_id}.")
-            return self.fence(group, member, now).reply(token, response)
+            return _answered(self.fence(group, member, now), response)
         member = group.static_member(instance_id)
         if member is None:
             raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
@@ -696,8 +621,8 @@ class ConsumerGroupManager:
             leaving = member.copy(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
             res = Result(records=[cg.current_assignment_record(group_id, leaving)])
             response["member_id"] = member.member_id
-            return res.reply(token, response)
-        return self.fence(group, member, now).reply(token, response)
+            return _answered(res, response)
+        return _answered(self.fence(group, member, now), response)
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, now: int | None = None,
               reason: str | None = None) -> Result:
