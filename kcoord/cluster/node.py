@@ -35,10 +35,10 @@ from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOP
 log = logging.getLogger("kcoord.cluster")
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
-# FindCoordinator key type -> (its internal topic, what the key is, the method creating the topic)
-_COORDINATED = {KEY_TYPE_GROUP: (OFFSETS_TOPIC, "group", "_ensure_offsets_topic"),
-                KEY_TYPE_TRANSACTION: (TXN_TOPIC, "transactional id", "_ensure_txn_topic"),
-                KEY_TYPE_SHARE: (SHARE_STATE_TOPIC, "share partition", "_ensure_share_topic")}
+# FindCoordinator key type -> (its internal topic, what the key is)
+_COORDINATED = {KEY_TYPE_GROUP: (OFFSETS_TOPIC, "group"),
+                KEY_TYPE_TRANSACTION: (TXN_TOPIC, "transactional id"),
+                KEY_TYPE_SHARE: (SHARE_STATE_TOPIC, "share partition")}
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
 CREATE_WAIT_S = 10.0  # bound on waiting for a created topic to be placed and mirrored
 
@@ -242,11 +242,11 @@ class ClusterNode:
                     "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
         if key_type not in _COORDINATED:
             return unavailable("only group, transaction and share coordinators are served")
-        topic, what, ensure = _COORDINATED[key_type]
+        topic, what = _COORDINATED[key_type]
         view = self.plane.view
         record = view.topics.get(topic)
         if record is None:
-            getattr(self, ensure)()
+            self._ensure_topic(key_type)
             return unavailable(f"the {topic} topic is being created")
         state = view.state(topic, partition_for(key, record.partitions))
         if state is None or state.leader == NO_LEADER:
@@ -258,6 +258,15 @@ class ClusterNode:
                                else f"the {what}'s coordinator has no listener {listener}")
         return {"key": key, "node_id": state.leader, "host": row[0], "port": row[1],
                 "error_code": Err.NONE, "error_message": None}
+
+    def _ensure_topic(self, key_type: int) -> None:
+        """Create the internal topic of a FindCoordinator key type (once at a time)."""
+        if key_type == KEY_TYPE_GROUP:
+            self._ensure_offsets_topic()
+        elif key_type == KEY_TYPE_TRANSACTION:
+            self._ensure_txn_topic()
+        else:
+            self._ensure_share_topic()
 
     def _ensure_offsets_topic(self) -> None:
         if self._offsets_task is not None and not self._offsets_task.done():
