@@ -47,7 +47,7 @@ def shard_ownership(runtime, node_id: int) -> PartitionOwnership:
 
 def txn_ownership(runtime, node_id: int) -> PartitionOwnership:
     """The transaction coordinator over __transaction_state."""
-    return PartitionOwnership(runtime, node_id, TXN_TOPIC, lambda: len(runtime.states),
+    return PartitionOwnership(runtime, node_id, TXN_TOPIC, lambda: len(runtime.partitions),
                               "transaction state partition")
 
 
