@@ -122,7 +122,7 @@ def _fill(fields, version: int, source, code: int) -> dict:
             continue
         if f.name == "error_code":
             out["error_code"] = code
-        elif f.is_struct_array:
+        elif f.type == "[]":  # an array of structs
             items = _answered(f.name, source)
             out[f.name] = [_fill(f.fields, version, item, code) for item in items]
         elif f.fields is None and f.element_type is None:

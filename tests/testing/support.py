@@ -14,5 +14,5 @@ def run_pytest(project: Path, *args: str, timeout: float = 600.0) -> subprocess.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "kcoord.testing.plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-p", "no:kcoord", "-p", "kcoord.testing.plugin", "-p", "no:cacheprovider",
          "-q", *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
