@@ -240,7 +240,7 @@ class LogEndsDataSource(DataSource):
     def schema(self):
         return spark_schema("log_ends")
 
-    def reader(self, _schema) -> "LogEndsReader":
+    def reader(self, schema) -> "LogEndsReader":  # noqa: ARG002 (Spark passes it by name)
         return LogEndsReader(self.options)
 
 
