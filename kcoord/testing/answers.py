@@ -1,7 +1,7 @@
-"""What a test reads off a request and builds for it, without the server:
-the groups, topics and partitions a request names (fault filters), a
-whole-request error answer in the response's own schema (`fail`), and the
-error code an answer carries (the request log)."""
+"""What a test reads off a request, without the server: the groups, topics
+and partitions a request names (fault filters) and the error code an answer
+carries (the request log).  The error answer `fail` sends is the server's
+own, protocol.api.error_response."""
 from __future__ import annotations
 
 from ..protocol.api import API_KEYS, APIS, response_codec
@@ -10,19 +10,6 @@ from ..protocol.errors import Err
 # request field names that hold a topic's name or a partition's index in an element
 _TOPIC_KEYS = ("name", "topic")
 _PARTITION_KEYS = ("partition_index", "partition", "index")
-# response array -> the request arrays it answers element by element
-_ANSWERS = {
-    "responses": ("topic_data", "topics"),
-    "partition_responses": ("partition_data", "partitions"),
-    "coordinators": ("coordinator_keys",),
-    "results": ("topics", "groups", "transactions", "resources"),
-    "results_by_topic_v3_and_below": ("v3_and_below_topics",),
-    "results_by_transaction": ("transactions",),
-    "results_by_partition": ("partitions",),
-    "groups": ("groups", "group_ids"),
-}
-# a response element built for a request element that is a plain string
-_STRING_IDS = ("key", "group_id", "name", "transactional_id")
 
 
 def api_key(api) -> int:
@@ -105,62 +92,6 @@ def partitions_of(req: dict) -> set[tuple[str, int | None]]:
         if isinstance(g, dict):
             topics(g.get("topics"))
     return out
-
-
-# ----------------------------------------------------------- a whole-request error
-def error_response(key: int, version: int, req: dict, code: int) -> dict:
-    """The answer of `key` v`version` to `req` with `code` wherever the
-    response has an error code, element by element for the topics,
-    partitions, groups or keys the request named."""
-    return _fill(APIS[key].response.fields, version, req, code)
-
-
-def _fill(fields, version: int, source, code: int) -> dict:
-    out: dict = {}
-    for f in fields:
-        if version not in f.versions:
-            continue
-        if f.name == "error_code":
-            out["error_code"] = code
-        elif f.type == "[]":  # an array of structs
-            items = _answered(f.name, source)
-            out[f.name] = [_fill(f.fields, version, item, code) for item in items]
-        elif f.fields is None and f.element_type is None:
-            value = _copied(f, source)
-            if value is not None:
-                out[f.name] = value
-    return out
-
-
-def _answered(name: str, source) -> list:
-    if not isinstance(source, dict):
-        return []
-    for field in (name,) + _ANSWERS.get(name, ()):
-        items = source.get(field)
-        if isinstance(items, (list, tuple)) and items:
-            return list(items)
-    return []
-
-
-def _copied(f, source):
-    if isinstance(source, str):
-        return source if f.name in _STRING_IDS and f.type == "string" else None
-    if not isinstance(source, dict):
-        return None
-    names = [f.name]
-    if f.name in _PARTITION_KEYS:
-        names += _PARTITION_KEYS
-    elif f.name in _TOPIC_KEYS:
-        names += _TOPIC_KEYS
-    for n in names:
-        value = source.get(n)
-        if value is not None and not isinstance(value, (list, tuple, dict)):
-            if f.type == "string" and not isinstance(value, str):
-                continue
-            if f.type.startswith(("int", "uint")) and not isinstance(value, int):
-                continue
-            return value
-    return None
 
 
 # ----------------------------------------------------------- an answer's error

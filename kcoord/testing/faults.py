@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.api import APIS
-from .answers import answer_error, api_key, error_code, error_response, groups_of, partitions_of
+from ..protocol.api import APIS, error_response
+from .answers import answer_error, api_key, error_code, groups_of, partitions_of
 
 
 @dataclass

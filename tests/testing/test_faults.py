@@ -8,7 +8,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kcoord.protocol.api import APIS, request_codec, response_codec
 from kcoord.protocol.errors import Err
 from kcoord.testing import KafkaServer
-from kcoord.testing.answers import error_response
+from kcoord.protocol.api import error_response
 
 
 @pytest.fixture(scope="module")
