@@ -409,7 +409,11 @@ for _key in (11, 12, 13, 14):
 
 
 @rule(68)
-def _consumer_group_heartbeat(c: Checks, ctx, req, handler):
+@rule(76)
+def _group_heartbeat(c: Checks, ctx, req, handler):
+    """KafkaApis handleConsumerGroupHeartbeat and handleShareGroupHeartbeat
+    check the same: READ on the group, DESCRIBE on every subscribed topic
+    (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
         return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
     for name in req.get("subscribed_topic_names") or ():
@@ -450,19 +454,6 @@ def _consumer_group_describe(c: Checks, ctx, req, handler):
     if not ok:
         return {"throttle_time_ms": 0, "groups": errors}
     return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
-
-
-@rule(76)
-def _share_group_heartbeat(c: Checks, ctx, req, handler):
-    """KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on every
-    subscribed topic (else only TOPIC_AUTHORIZATION_FAILED at top level)."""
-    if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED)
-    for name in req.get("subscribed_topic_names") or ():
-        if not c.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
-            return _refused(ctx, req, Err.TOPIC_AUTHORIZATION_FAILED,
-                            f"Topic {name} is not authorized")
-    return handler(ctx, req)
 
 
 @rule(77)
