@@ -90,31 +90,39 @@ def _fill(by_partition: dict, order, unfilled: list[int], sharing: int, held: Ca
             break
 
 
-class _Homogeneous:
-    """SimpleHomogeneousAssignmentBuilder: every member subscribes to the same topics."""
+class _Builder:
+    """What both builders share: the members in order, their current
+    assignments, and the members' new ones, copied on first change."""
 
-    def __init__(self, spec: GroupSpec, partitions: Mapping[TopicId, int],
-                 assignable: Assignable) -> None:
+    def __init__(self, spec: GroupSpec) -> None:
         self.member_ids = list(spec.members)
-        first = spec.members[self.member_ids[0]]
-        self.subscribed: AbstractSet[TopicId] = first.subscribed_topic_ids
         self.old = [spec.members[m].assignment for m in self.member_ids]
-        self.targets = [tp for t in sorted(self.subscribed)
-                        for tp in _target_partitions(t, partitions, assignable)]
-        members, targets = len(self.member_ids), len(self.targets)
-        self.sharing = 0 if targets == 0 else (members + targets - 1) // targets
-        self.desired = _desired_counts(self.sharing, targets, members)
         self.new: dict[int, dict[TopicId, set[int]]] = {}
-        self.by_partition: dict[tuple, set[int]] = {}
-        self.by_member: dict[int, dict[tuple, None]] = {}  # an ordered set per member
-        self.unfilled: set[int] = set()
-        self.overfilled: set[int] = set()
 
     def _new_of(self, i: int) -> dict[TopicId, set[int]]:
         new = self.new.get(i)
         if new is None:
             new = self.new[i] = _copy(self.old[i])
         return new
+
+
+class _Homogeneous(_Builder):
+    """SimpleHomogeneousAssignmentBuilder: every member subscribes to the same topics."""
+
+    def __init__(self, spec: GroupSpec, partitions: Mapping[TopicId, int],
+                 assignable: Assignable) -> None:
+        super().__init__(spec)
+        first = spec.members[self.member_ids[0]]
+        self.subscribed: AbstractSet[TopicId] = first.subscribed_topic_ids
+        self.targets = [tp for t in sorted(self.subscribed)
+                        for tp in _target_partitions(t, partitions, assignable)]
+        members, targets = len(self.member_ids), len(self.targets)
+        self.sharing = 0 if targets == 0 else (members + targets - 1) // targets
+        self.desired = _desired_counts(self.sharing, targets, members)
+        self.by_partition: dict[tuple, set[int]] = {}
+        self.by_member: dict[int, dict[tuple, None]] = {}  # an ordered set per member
+        self.unfilled: set[int] = set()
+        self.overfilled: set[int] = set()
 
     def build(self) -> dict[str, Assignment]:
         if not self.subscribed:
@@ -189,14 +197,13 @@ class _Homogeneous:
                     break
 
 
-class _Heterogeneous:
+class _Heterogeneous(_Builder):
     """SimpleHeterogeneousAssignmentBuilder: the homogeneous steps per topic,
     over the members subscribed to it (the others' desired count is 0)."""
 
     def __init__(self, spec: GroupSpec, partitions: Mapping[TopicId, int],
                  assignable: Assignable) -> None:
-        self.member_ids = list(spec.members)
-        self.old = [spec.members[m].assignment for m in self.member_ids]
+        super().__init__(spec)
         self.subscribed: set[TopicId] = set()
         self.subscribers: dict[TopicId, list[int]] = {}
         for i, m in enumerate(self.member_ids):
@@ -204,13 +211,6 @@ class _Heterogeneous:
                 self.subscribed.add(t)
                 self.subscribers.setdefault(t, []).append(i)
         self.targets = {t: _target_partitions(t, partitions, assignable) for t in self.subscribed}
-        self.new: dict[int, dict[TopicId, set[int]]] = {}
-
-    def _new_of(self, i: int) -> dict[TopicId, set[int]]:
-        new = self.new.get(i)
-        if new is None:
-            new = self.new[i] = _copy(self.old[i])
-        return new
 
     def build(self) -> dict[str, Assignment]:
         if not self.subscribed:
