@@ -203,26 +203,34 @@ def _check_between(values: dict, key: str, low_key: str, high_key: str) -> None:
                          f"and {high_key} ({high})")
 
 
+# the settings a modern group type bounds by <prefix>min.<name> and <prefix>max.<name>
+GROUP_TIMEOUTS = ("session.timeout.ms", "heartbeat.interval.ms")
+
+
+def _check_ordered(values: dict, prefix: str, name: str) -> None:
+    low_key, high_key = f"{prefix}min.{name}", f"{prefix}max.{name}"
+    if values[low_key] > values[high_key]:
+        raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
+                         f"({values[low_key]})")
+
+
+def _check_group_timeouts(values: dict, prefix: str, names: tuple[str, ...]) -> None:
+    """A group type's bounds (min <= max), its settings within them, and a
+    heartbeat interval below the session timeout, as GroupCoordinatorConfig."""
+    for name in names:
+        _check_ordered(values, prefix, name)
+    for name in names:
+        _check_between(values, prefix + name, f"{prefix}min.{name}", f"{prefix}max.{name}")
+    if values[prefix + "heartbeat.interval.ms"] >= values[prefix + "session.timeout.ms"]:
+        raise ValueError(f"{prefix}heartbeat.interval.ms must be less than "
+                         f"{prefix}session.timeout.ms")
+
+
 def check_consistency(values: dict) -> None:
     """Relations between keys that Kafka's GroupCoordinatorConfig requires at
     start-up; ValueError names the keys involved."""
-    for low_key, high_key in (
-            ("group.min.session.timeout.ms", "group.max.session.timeout.ms"),
-            ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
-            ("group.consumer.min.heartbeat.interval.ms",
-             "group.consumer.max.heartbeat.interval.ms")):
-        if values[low_key] > values[high_key]:
-            raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
-                             f"({values[low_key]})")
-    _check_between(values, "group.consumer.session.timeout.ms",
-                   "group.consumer.min.session.timeout.ms",
-                   "group.consumer.max.session.timeout.ms")
-    _check_between(values, "group.consumer.heartbeat.interval.ms",
-                   "group.consumer.min.heartbeat.interval.ms",
-                   "group.consumer.max.heartbeat.interval.ms")
-    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
-        raise ValueError("group.consumer.heartbeat.interval.ms must be less than "
-                         "group.consumer.session.timeout.ms")
+    _check_ordered(values, "group.", "session.timeout.ms")
+    _check_group_timeouts(values, "group.consumer.", GROUP_TIMEOUTS)
     assignors = values["group.consumer.assignors"]
     from .assignor_plugins import load_assignors
     load_assignors(assignors)  # custom ones from the kcoord.assignors entry points
@@ -254,25 +262,7 @@ def check_consistency(values: dict) -> None:
 def check_share_groups(values: dict) -> None:
     """The group.share.* relations Kafka's GroupCoordinatorConfig and
     ShareGroupConfig require (one line naming the key on a failure)."""
-    for low_key, high_key in (
-            ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
-            ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
-            ("group.share.min.record.lock.duration.ms",
-             "group.share.max.record.lock.duration.ms")):
-        if values[low_key] > values[high_key]:
-            raise ValueError(f"{high_key}: {values[high_key]} is below {low_key} "
-                             f"({values[low_key]})")
-    _check_between(values, "group.share.session.timeout.ms",
-                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
-    _check_between(values, "group.share.heartbeat.interval.ms",
-                   "group.share.min.heartbeat.interval.ms",
-                   "group.share.max.heartbeat.interval.ms")
-    _check_between(values, "group.share.record.lock.duration.ms",
-                   "group.share.min.record.lock.duration.ms",
-                   "group.share.max.record.lock.duration.ms")
-    if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
-        raise ValueError("group.share.heartbeat.interval.ms must be less than "
-                         "group.share.session.timeout.ms")
+    _check_group_timeouts(values, "group.share.", GROUP_TIMEOUTS + ("record.lock.duration.ms",))
     if values["group.share.max.share.sessions"] < values["group.share.max.size"]:
         raise ValueError(f"group.share.max.share.sessions: {values['group.share.max.share.sessions']} "
                          f"must be at least group.share.max.size ({values['group.share.max.size']})")
