@@ -49,15 +49,23 @@ def write_meta(data_dir: Path, values: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
+class InconsistentClusterId(ValueError):
+    """A data dir formatted for another cluster (Kafka's
+    InconsistentClusterIdException, with its wording)."""
+
+    def __init__(self, data_dir: Path, expected: str, stored: str) -> None:
+        super().__init__(f"Invalid cluster.id in: {Path(data_dir) / META}. Expected "
+                         f"{expected}, but read {stored}")
+
+
 def check_or_record(data_dir: Path, cluster_id: str, node_id: int) -> None:
     """Record cluster_id in a data dir not yet formatted; refuse one formatted
-    for another cluster (ValueError, Kafka's wording)."""
+    for another cluster."""
     stored = read_meta(data_dir).get("cluster.id")
     if stored is None:
         write_meta(data_dir, {"cluster.id": cluster_id, "node.id": str(node_id), "version": "1"})
     elif stored != cluster_id:
-        raise ValueError(f"Invalid cluster.id in: {Path(data_dir) / META}. Expected "
-                         f"{cluster_id}, but read {stored}")
+        raise InconsistentClusterId(data_dir, cluster_id, stored)
 
 
 def local_cluster_id(data_dir: Path, configured: str | None, node_id: int) -> str:
@@ -65,8 +73,7 @@ def local_cluster_id(data_dir: Path, configured: str | None, node_id: int) -> st
     set), else a new one, recorded on first use."""
     stored = read_meta(data_dir).get("cluster.id")
     if stored is not None and configured and configured != stored:
-        raise ValueError(f"Invalid cluster.id in: {Path(data_dir) / META}. Expected "
-                         f"{configured}, but read {stored}")
+        raise InconsistentClusterId(data_dir, configured, stored)
     cluster_id = stored or configured or new_cluster_id()
     check_or_record(data_dir, cluster_id, node_id)
     return cluster_id

@@ -14,7 +14,7 @@ from ..observe.events import GroupEventLog, ServerMetrics
 from ..log.dir_lock import DataDirLock, DataDirLocked
 from ..log.durability import Durability, LocalDurability
 from ..log.fsync_batcher import FsyncBatcher
-from ..log.meta_properties import local_cluster_id
+from ..log.meta_properties import InconsistentClusterId, local_cluster_id
 from ..security.setup import SecuritySetup
 from .clock import WallClock
 from .config import Config, parse_hostport
@@ -226,7 +226,11 @@ class Server:
         self.txn.start(load_all=self.cluster is None)
         self.share_state.start(load_all=self.cluster is None)
         if self.cluster is not None:
-            await self.cluster.start()
+            try:
+                await self.cluster.start()
+            except InconsistentClusterId as exc:  # a data dir of another cluster
+                await self.stop()
+                raise StartupError(str(exc)) from None
             self.cluster.follow_shards(self.coordinator)
             self.cluster.follow_transactions(self.txn)
             self.cluster.follow_share_state(self.share_state)

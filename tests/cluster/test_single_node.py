@@ -27,3 +27,21 @@ def test_endpoints_parse_and_bad_ones_name_the_key():
         parse_endpoints("no-port")
     with pytest.raises(ValueError, match="etcd.endpoints"):
         parse_endpoints("")
+
+
+def test_a_data_dir_of_another_cluster_is_one_line_and_exit_2(etcd, tmp_path):
+    """Kafka's InconsistentClusterIdException: a node whose data dir was
+    formatted for another cluster refuses to start, without a traceback (the
+    cluster's id in etcd comes from cluster.id here, as the first node sets it)."""
+    data = tmp_path / "node"
+    data.mkdir()
+    (data / "meta.properties").write_text("cluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=1\nversion=1\n")
+    out = subprocess.run([sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
+                          "--data-dir", str(data), "--set", f"etcd.endpoints={etcd.endpoint}",
+                          "--set", "node.id=1", "--set", "cluster.id=BBBBBBBBBBBBBBBBBBBBBB"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if ln.startswith("kcoord: error:")]
+    assert errors == [f"kcoord: error: Invalid cluster.id in: {data / 'meta.properties'}. "
+                      "Expected BBBBBBBBBBBBBBBBBBBBBB, but read AAAAAAAAAAAAAAAAAAAAAA"], out.stderr
