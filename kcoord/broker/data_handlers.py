@@ -12,7 +12,7 @@ from ..log.waiters import Waiters
 from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
-from .batch_timestamps import MaxTimestampCheck
+from .batch_timestamps import InvalidTimestamps, check_batch, timestamp_bounds
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
 from .txn_verify import unverified
@@ -69,7 +69,6 @@ class DataPlane:
         self.config = config
         self.sync = fsync
         self.appended = AppendNotifier()
-        self.max_timestamps = MaxTimestampCheck()  # Kafka's maxTimestamp rewrite on append
         self.stopping = False  # the server is stopping: long polls answer now
         # per partition log: open transactions, LSO, aborted transactions (built on first use)
         self._txn_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -174,7 +173,7 @@ class DataPlane:
             parts = []
             for pdata in tdata["partition_data"]:
                 result, plog = self._append(tdata["name"], pdata["index"], pdata["records"],
-                                            acks, ctx.api_version, getattr(ctx, "client_id", None))
+                                            acks, ctx.api_version)
                 parts.append(result)
                 if plog is not None:
                     touched.append(plog)
@@ -238,8 +237,7 @@ class DataPlane:
         # every field of the newest version: the encoder drops what a version lacks
         return error_item(PRODUCE, PRODUCE_MAX, PARTITION, {"index": index}, code, message)
 
-    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3,
-                client_id: str | None = None):
+    def _append(self, topic_name: str, index: int, records, acks: int = 1, version: int = 3):
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return self._part_error(index, Err.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -261,6 +259,9 @@ class DataPlane:
         max_bytes = int(topic.configs.get("max.message.bytes", self.config["message.max.bytes"]))
         headers = []
         log_append = topic.configs.get("message.timestamp.type") == "LogAppendTime"
+        if not log_append:  # CreateTime: LogValidator's checks of every record's timestamp
+            before_ms, after_ms = timestamp_bounds(topic.configs, self.catalogue.defaults)
+            now = now_ms()
         try:
             count = 0
             end = 0
@@ -269,8 +270,8 @@ class DataPlane:
                 if LOG_OVERHEAD + header.batch_length > max_bytes:
                     return self._part_error(index, Err.MESSAGE_TOO_LARGE,
                                             f"batch larger than {max_bytes} bytes"), None
-                if not log_append:  # CreateTime: the header must carry the records' max
-                    records, header = self.max_timestamps.fix(records, pos, header, client_id)
+                if not log_append:
+                    records, header = check_batch(records, pos, header, now, before_ms, after_ms)
                 headers.append(header)
                 end = pos + LOG_OVERHEAD + header.batch_length
                 count += 1
@@ -278,6 +279,11 @@ class DataPlane:
                 raise CorruptRecordError("record set holds a partial batch")
         except CorruptRecordError as exc:
             return self._part_error(index, Err.CORRUPT_MESSAGE, str(exc)), None
+        except InvalidTimestamps as exc:
+            entry = self._part_error(index, Err.INVALID_TIMESTAMP, str(exc))
+            entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": message}
+                                      for i, message in exc.errors]
+            return entry, None
         if len(headers) == 1 and headers[0].base_sequence >= 0:
             # an idempotent producer's retry of a batch already written: its offset again
             dup = self.txn_state(plog).duplicate_of(headers[0])

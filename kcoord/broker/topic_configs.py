@@ -59,7 +59,7 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigKey, tuple[str, ...]]] = {key.name: (key, s
     (_k("max.message.bytes", INT, 1048588, 0), ("message.max.bytes",)),
     (_k("message.downconversion.enable", BOOLEAN, True), ("log.message.downconversion.enable",)),
     (_k("message.format.version", STRING, "3.0-IV1"), ("log.message.format.version",)),
-    (_k("message.timestamp.after.max.ms", LONG, LONG_MAX, 0),
+    (_k("message.timestamp.after.max.ms", LONG, 3600000, 0),  # Kafka 4.0 (KIP-1030)
      ("log.message.timestamp.after.max.ms",)),
     (_k("message.timestamp.before.max.ms", LONG, LONG_MAX, 0),
      ("log.message.timestamp.before.max.ms",)),

@@ -231,16 +231,17 @@ def set_log_append_time(batch: bytearray, pos: int, ts: int) -> None:
     _UINT32.pack_into(batch, pos + CRC_OFFSET, _crc(memoryview(batch)[pos + CRC_START:end]))
 
 
-def records_max_timestamp(buf, pos: int, h: BatchHeader) -> int:
-    """The largest record timestamp of the batch at buf[pos:] (header h), or
-    -1 for a batch with no records: Kafka's LogValidator computes it on
-    every append.  Only the length prefix and the timestamp delta of each
-    record are read (compressed batches are decompressed first); a walk
-    that does not end exactly at the end of the records is corruption."""
+def records_timestamp_range(buf, pos: int, h: BatchHeader) -> tuple[int, int]:
+    """-> (min, max) of the record timestamps of the batch at buf[pos:]
+    (header h), (-1, -1) for a batch with no records: Kafka's LogValidator
+    checks each record's timestamp and computes the max on every append.
+    Only the length prefix and the timestamp delta of each record are read
+    (compressed batches are decompressed first); a walk that does not end
+    exactly at the end of the records is corruption."""
     data, at, end = records_section(buf, pos, h, verify_crc=False)
     zz1 = ZIGZAG1
     slow = _read_varint_slow
-    best = None
+    low = high = None
     try:
         for _ in range(h[12]):
             b = data[at]
@@ -259,8 +260,12 @@ def records_max_timestamp(buf, pos: int, h: BatchHeader) -> int:
                 delta = (z >> 1) ^ -(z & 1)
             else:
                 delta = slow(data, start + 1, 64)[0]
-            if best is None or delta > best:
-                best = delta
+            if high is None:
+                low = high = delta
+            elif delta > high:
+                high = delta
+            elif delta < low:
+                low = delta
             if length < 3:
                 raise CorruptRecordError(f"record length {length} out of range")
             at = start + length
@@ -268,7 +273,9 @@ def records_max_timestamp(buf, pos: int, h: BatchHeader) -> int:
         raise CorruptRecordError("record truncated") from None
     if at != end:
         raise CorruptRecordError(f"records do not fill the batch ({end - at} bytes differ)")
-    return -1 if best is None else h[7] + best
+    if high is None:
+        return -1, -1
+    return h[7] + low, h[7] + high
 
 
 def rewrite_max_timestamp(batch: bytearray, pos: int, h: BatchHeader, ts: int) -> None:

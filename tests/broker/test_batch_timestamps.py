@@ -4,6 +4,8 @@ them: maxTimestamp rewritten to the records' max.  Topic "good" gets the same
 records with correct headers; everything that reads batch timestamps must
 answer the same for "bad": ListOffsets by timestamp (before and after a
 restart), the time index files, retention by time and the Burrow API's lag.
+And every record's timestamp is checked against the topic's
+message.timestamp.before/after.max.ms, as LogValidator does.
 """
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ import time
 
 import pytest
 
-from kcoord.broker.batch_timestamps import VERIFY_EVERY, VERIFY_FIRST, MaxTimestampCheck
+from kcoord.broker.batch_timestamps import InvalidTimestamps, check_batch
 from kcoord.protocol.records import build_batch, read_batch_header, rewrite_max_timestamp
 from tests.admin.support import get_json, http_port, http_server, wait_for
 from tests.clients.wire import WireClient, create_topic, list_offset, produce
 
 OFFSET_COMMIT = 8
 DAY_MS = 86_400_000
-TOPIC_CONFIGS = {"retention.ms": str(DAY_MS), "segment.bytes": "100", "index.interval.bytes": "0"}
+HOUR_MS = 3_600_000
+TOPIC_CONFIGS = {"retention.ms": str(DAY_MS), "segment.bytes": "100", "index.interval.bytes": "0",
+                 "message.timestamp.after.max.ms": str(2 * HOUR_MS)}  # the "future" batch
+INVALID_TIMESTAMP = 32
 
 
 def batch(stamps: list[int], compression: int = 0) -> bytes:
@@ -125,17 +130,66 @@ def test_rewritten_headers_answer_as_correct_ones(served):
     assert any(p.stat().st_size for p in (data / "bad-0").glob("*.timeindex"))
 
 
-def test_trusted_client_that_turns_wrong_is_caught_and_checked_again():
-    check = MaxTimestampCheck()
+def test_every_batch_of_a_client_is_checked():
+    # no sampling: a plausible wrong header (above the base, below the max) is
+    # rewritten in every batch, as Kafka's validator computes the max each time
     good = batch([1000 + i for i in range(4)])
-    for _ in range(VERIFY_FIRST + 1):
-        out, header = check.fix(good, 0, read_batch_header(good), "c")
-        assert out is good
-    wrong = broken(good, 1001)  # plausible (not below the base), but not the max
-    fixed = [check.fix(wrong, 0, read_batch_header(wrong), "c")[1].max_timestamp
-             for _ in range(VERIFY_EVERY)]
-    caught = fixed.index(1003)  # caught within one sampling period ...
-    assert set(fixed[:caught]) <= {1001}
-    assert fixed[caught:] == [1003] * (VERIFY_EVERY - caught)  # ... then checked every batch
-    # another client is not affected, and -1 is always rewritten
-    assert check.fix(broken(good, -1), 0, read_batch_header(broken(good, -1)), "d")[1][8] == 1003
+    for wrong in [broken(good, 1001)] * 100 + [broken(good, -1)]:
+        out, header = check_batch(wrong, 0, read_batch_header(wrong), 2000, 10**18, 10**18)
+        assert header.max_timestamp == 1003 == read_batch_header(out).max_timestamp
+    out, header = check_batch(good, 0, read_batch_header(good), 2000, 10**18, 10**18)
+    assert out is good  # a right header is left as it is
+
+
+def test_records_out_of_range_are_named():
+    stamps = [5000, 100, 5001, 9000, -1]  # batch() stores them rotated: 100, 5001, 9000, -1, 5000
+    data = batch(stamps)
+    try:
+        check_batch(data, 0, read_batch_header(data), now=6000, before_ms=1000, after_ms=2000)
+    except InvalidTimestamps as exc:
+        assert exc.errors == [
+            (0, "Timestamp 100 of message with offset 0 is out of range. "
+                "The timestamp should be within [5000, 8000]"),
+            (2, "Timestamp 9000 of message with offset 2 is out of range. "
+                "The timestamp should be within [5000, 8000]")]
+    else:
+        raise AssertionError("a batch with records out of range was accepted")
+
+
+def test_produce_out_of_range_is_refused_with_record_errors(served):
+    server = served[0]
+    now = int(time.time() * 1000)
+    with WireClient(server.port) as c:
+        assert create_topic(c, "strict", 1, {"message.timestamp.before.max.ms": str(HOUR_MS)}
+                            )["error_code"] == 0
+        assert create_topic(c, "appended", 1, {"message.timestamp.type": "LogAppendTime"}
+                            )["error_code"] == 0
+        old, fresh, ahead = now - 2 * HOUR_MS, now, now + 2 * HOUR_MS  # ahead: Kafka 4's 1 h default
+        refused = produce(c, "strict", 0, batch([fresh, old, ahead, fresh]))
+        assert refused["error_code"] == INVALID_TIMESTAMP
+        assert refused["base_offset"] == -1
+        assert refused["error_message"] == ("One or more records have been rejected due to "
+                                            "invalid timestamp")
+        assert [e["batch_index"] for e in refused["record_errors"]] == [0, 1]
+        assert refused["record_errors"][0]["batch_index_error_message"].startswith(
+            f"Timestamp {old} of message with offset 0 is out of range. "
+            "The timestamp should be within [")
+        assert list_offset(c, "strict", 0, -1)["offset"] == 0  # nothing was appended
+        assert produce(c, "strict", 0, batch([fresh, fresh - 1000]))["error_code"] == 0
+        # LogAppendTime topics take the broker's time: the records' times are not checked
+        assert produce(c, "appended", 0, batch([old, ahead]))["error_code"] == 0
+
+
+def test_a_real_producer_sees_invalid_timestamp(served):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    server = served[0]
+    producer = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{server.port}",
+                                         "enable.idempotence": False, "retries": 0})
+    reports = []
+    ahead = int(time.time() * 1000) + 2 * HOUR_MS  # past Kafka 4's default after.max.ms (1 h)
+    producer.produce("strict", b"late", timestamp=ahead, on_delivery=lambda e, m: reports.append(e))
+    assert producer.flush(60) == 0
+    producer.produce("strict", b"now", on_delivery=lambda e, m: reports.append(e))
+    assert producer.flush(60) == 0
+    assert reports[0] is not None and reports[0].code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP
+    assert reports[1] is None
