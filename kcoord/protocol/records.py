@@ -273,7 +273,7 @@ def records_timestamp_range(buf, pos: int, h: BatchHeader) -> tuple[int, int]:
         raise CorruptRecordError("record truncated") from None
     if at != end:
         raise CorruptRecordError(f"records do not fill the batch ({end - at} bytes differ)")
-    if high is None:
+    if high is None or low is None:
         return -1, -1
     return h[7] + low, h[7] + high
 
