@@ -37,16 +37,9 @@ def corrupt(data: bytes, at: int = -3) -> bytes:
 
 # One server per setting for the whole module (a server start per test was most
 # of its time): every test writes only to topics of its own.
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("dataplane") / "data",
-                       settings={"group.initial.rebalance.delay.ms": "0"}) as proc:
-        yield proc
-
-
 @pytest.fixture
-def client(shared):
-    with WireClient(shared.port) as c:
+def client(module_server):
+    with WireClient(module_server.port) as c:
         yield c
 
 
