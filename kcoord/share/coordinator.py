@@ -288,8 +288,10 @@ class ShareCoordinatorShard:
         error = error or self._unknown_topic(req)
         if error is not None:
             return Result(response=error)
-        record = self._state_record(now, k, current, current.leader_epoch, start_offset,
-                                    delivery_complete_count, batches)
+        # as Kafka's: the writer's leader epoch (and state epoch) is stored, so a
+        # leader that never read at its epoch still fences the ones before it
+        record = self._state_record(now, k, current, leader_epoch, start_offset,
+                                    delivery_complete_count, batches, state_epoch)
         return Result(records=[record], response=_answer(k[2]))
 
     def delete(self, _now: int, req: _Request) -> Result:
@@ -335,12 +337,15 @@ class ShareCoordinatorShard:
     # ================================================================ records
     def _state_record(self, now: int, k: Key, current: ShareGroupOffset, leader_epoch: int,
                       start_offset: int, delivery_complete_count: int,
-                      batches: list[StateBatch]) -> Record:
-        """A ShareSnapshot once the key has had enough updates, else a ShareUpdate."""
+                      batches: list[StateBatch], state_epoch: int = -1) -> Record:
+        """A ShareSnapshot once the key has had enough updates, else a ShareUpdate
+        (an epoch of -1 keeps the stored one)."""
         if self.updates.get(k, 0) >= self.config.snapshot_update_records_per_snapshot:
             start = current.start_offset if start_offset == -1 else start_offset
             return self._snapshot(k, ShareGroupOffset(
-                current.snapshot_epoch + 1, current.state_epoch, leader_epoch, start,
+                current.snapshot_epoch + 1,
+                current.state_epoch if state_epoch == -1 else state_epoch,
+                current.leader_epoch if leader_epoch == -1 else leader_epoch, start,
                 delivery_complete_count, now, now,
                 tuple(merge_batches(list(current.batches), batches, start))))
         return Record(SHARE_UPDATE, _key_fields(k), {
