@@ -84,7 +84,7 @@ def batches_from_rows(rows) -> list[StateBatch]:
                        b["delivery_count"]) for b in rows]
 
 
-def _rows(batches) -> list[dict]:
+def batch_rows(batches) -> list[dict]:
     return [{"first_offset": b.first_offset, "last_offset": b.last_offset,
              "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
             for b in batches]
@@ -261,7 +261,8 @@ class ShareCoordinatorShard:
             return Result(response={**error, "state_epoch": 0, "start_offset": -1,
                                     "state_batches": []})
         answer = _answer(k[2], state_epoch=current.state_epoch,
-                         start_offset=current.start_offset, state_batches=_rows(current.batches))
+                         start_offset=current.start_offset,
+                         state_batches=batch_rows(current.batches))
         if leader_epoch == -1 or self.leader_epochs.get(k) == leader_epoch:
             return Result(response=answer)
         record = self._state_record(now, k, current, leader_epoch, current.start_offset,
@@ -351,7 +352,7 @@ class ShareCoordinatorShard:
         return Record(SHARE_UPDATE, _key_fields(k), {
             "snapshot_epoch": current.snapshot_epoch, "leader_epoch": leader_epoch,
             "start_offset": start_offset, "delivery_complete_count": delivery_complete_count,
-            "state_batches": _rows(merge_batches([], batches, start_offset))})
+            "state_batches": batch_rows(merge_batches([], batches, start_offset))})
 
     @staticmethod
     def _snapshot(k: Key, s: ShareGroupOffset) -> Record:
@@ -360,7 +361,7 @@ class ShareCoordinatorShard:
             "leader_epoch": s.leader_epoch, "start_offset": s.start_offset,
             "delivery_complete_count": s.delivery_complete_count,
             "create_timestamp": s.create_timestamp, "write_timestamp": s.write_timestamp,
-            "state_batches": _rows(s.batches)})
+            "state_batches": batch_rows(s.batches)})
 
     # ================================================================ tests
     def snapshot(self) -> dict:
