@@ -283,6 +283,8 @@ class Server:
         fed by the control plane's partition states."""
         from ..cluster.replica_manager import start_replication
         start_replication(self.replica_manager, self.cluster, self.data)
+        # share partitions follow their data partition's leadership
+        self.replica_manager.role_listeners.append(self.shares.on_roles_changed)
         self.replicas = self.replica_manager
 
     def _replica_for(self, topic: str, partition: int):

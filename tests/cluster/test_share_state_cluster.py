@@ -57,3 +57,75 @@ def test_share_state_follows_its_partition_leader(etcd, tmp_path):
         assert (state["state_epoch"], state["start_offset"]) == (1, 42)
     finally:
         cluster.stop()
+
+
+SHARE_SETTINGS = {"share.coordinator.state.topic.num.partitions": "3",
+                  "group.share.min.heartbeat.interval.ms": "200",
+                  "group.share.heartbeat.interval.ms": "200",
+                  "group.share.min.record.lock.duration.ms": "1000",
+                  "group.share.record.lock.duration.ms": "3000"}
+LIMIT = 5  # group.share.delivery.count.limit (Kafka's default)
+
+
+def _group_away_from(cluster, tid: bytes, avoid: set[int]) -> tuple[str, int]:
+    """A group whose share-state coordinator for (t, 0) is none of `avoid`
+    (the data leader, the group's coordinator): -> (group, that node)."""
+    for i in range(60):
+        group = f"sg{i}"
+        share = wait_until(lambda: _coordinator(cluster, 1, share_key(group, tid, 0)),
+                           "a share coordinator")["node_id"]
+        owner = wait_until(lambda: (c := cluster.find_coordinators(1, [group])[group])
+                           ["error_code"] == 0 and c, "a group coordinator")["node_id"]
+        if share not in avoid | {owner}:
+            return group, share
+    raise AssertionError("no group whose share state lives on a third node")
+
+
+def test_share_consumer_survives_sigkill_of_the_share_state_leader(etcd, tmp_path):
+    """confluent_kafka.ShareConsumer on a 3-node cluster: the share partition
+    leader persists through the routed persister to a share coordinator on
+    another node; that node is SIGKILLed mid-run; every record is still
+    delivered and acknowledged (at least once), none lost, no delivery count
+    past the limit."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.clients.share_workers import Deliveries, ShareWorker, produce
+    from tests.clients.test_share_consumers import flowing
+
+    cluster = Cluster(etcd, tmp_path, settings=SHARE_SETTINGS).start()
+    worker = None
+    try:
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
+            f.result(60)
+        part = wait_until(lambda: (t := cluster.metadata(1, ["t"])["topics"][0])["partitions"]
+                          and t["partitions"][0]["leader_id"] >= 0 and t, "t's leader")
+        tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
+        group, share_leader = _group_away_from(cluster, tid, {data_leader})
+        log = Deliveries()
+        worker = ShareWorker("m", bootstrap, group, "t", log)
+        worker.start()
+        flowing(bootstrap, "t", 1, log)
+        values = [b"r%04d" % i for i in range(400)]
+        produce(bootstrap, "t", values[:200], 1)
+        wait_until(lambda: len(log.confirmed_values() & set(values)) >= 100,
+                   "acknowledgements before the kill", 120)
+        cluster.nodes[share_leader].proc.send_signal(signal.SIGKILL)
+        cluster.nodes[share_leader].proc.wait(10)
+        produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t",
+                values[200:], 1)
+        wait_until(lambda: log.confirmed_values() >= set(values) or worker.failure,
+                   "every record acknowledged", 180)
+        worker.finish()
+        worker = None
+        survivor = cluster.running()[0]
+        moved = _coordinator(cluster, survivor, share_key(group, tid, 0))
+        assert moved is not None and moved["node_id"] not in (share_leader, -1)
+        counts = {v: [c for _, c in log.received[v]] for v in values}
+        assert all(counts[v] for v in values)                       # none lost
+        assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
+                   for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+    finally:
+        if worker is not None:
+            worker.stop.set()
+        cluster.stop()
