@@ -288,10 +288,12 @@ class DataPlane:
             # an idempotent producer's retry of a batch already written: its offset again
             dup = self.txn_state(plog).duplicate_of(headers[0])
             if dup is not None:
-                # (the log is returned so acks=-1 still waits for it to be durable)
+                # (the log is returned so acks=-1 still waits for it to be durable
+                # and, replicated, for the high watermark: the first send may be
+                # in this log only, as Kafka's requiredOffset waits for it too)
                 return {"index": index, "error_code": Err.NONE, "base_offset": dup,
                         "log_append_time_ms": -1, "log_start_offset": plog.log_start_offset,
-                        "error_message": None}, plog
+                        "error_message": None, "replicated": replica is not None}, plog
         code = self._check_producers(topic_name, index, plog, headers, version)
         if code:
             return self._part_error(index, code), None
