@@ -8,7 +8,11 @@ after the last fsync), pause (past their lease or not) and come back; a
 node can also stop hearing etcd's answers for a while (a paused etcd, a
 one-way cut) while its lease lives on: its session lapses
 (on_session_lost) and is then restored (on_session_restored).
-Clients write with acks=-1 to whichever node believes it leads.
+Clients write with acks=-1 to whichever node believes it leads, and retry
+writes not yet acknowledged: a node whose log already holds the retried
+record answers it as the broker answers an idempotent producer's retry
+(`answer_retry`), the way that lost acknowledged writes in a fault run when
+it did not wait for the high watermark.
 
 After every step three invariants are checked:
   - an acknowledged record is in the log of every leader of the same or a
@@ -157,7 +161,11 @@ class Simulation:
         self.steps = 0
         self.trace: list[str] = []
         self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0, "lapses": 0,
-                      "elections": 0, "isr_changes": 0, "truncations": 0}
+                      "elections": 0, "isr_changes": 0, "truncations": 0, "retries": 0}
+        # retries draw from their own generator so every seed keeps the
+        # schedule of faults it had before retries existed
+        self.retry_rng = random.Random(seed * 104729 + 7)
+        self.unacked: dict[int, int] = {}           # value -> offset of its first append
         for node in self.nodes.values():
             node.replica = self.replica_class(node.id, node.log, self.rcfg)
 
@@ -273,6 +281,7 @@ class Simulation:
                 if offset >= log.flushed or log.records[offset][1] != value:
                     self.fail(f"{value}@{offset} acknowledged but not on n{r}'s disk")
             self.acked[offset] = value
+            self.unacked.pop(value, None)
             self._unchecked_acks.append((offset, value))
             if offset + 1 > self.ack_epoch_end.get(epoch, 0):
                 self.ack_epoch_end[epoch] = offset + 1
@@ -519,10 +528,32 @@ class Simulation:
                 value = self.next_value
                 self.next_value += 1
                 node.log.append([(replica.leader_epoch, value)])
+                self.unacked[value] = offset
                 self._schedule_flush(node)
                 self._handle(node, replica.await_offset(offset + 1, (offset, value)))
+        self._client_retry(leaders)
         if not self.healing or self.now < self._heal_at + self.cfg.heal_ms - 100:
             self.at(self.now + rng.randint(*cfg.produce_gap_ms), "produce")
+
+    def _client_retry(self, leaders: list[Node]) -> None:
+        """Now and then the client sends an unacknowledged write again to a
+        node that believes it leads (its first answer was lost or late)."""
+        rng = self.retry_rng
+        if not leaders or not self.unacked or rng.random() >= 0.1:
+            return
+        value = rng.choice(sorted(self.unacked))
+        offset = self.unacked[value]
+        node = rng.choice(leaders)
+        records = node.log.records
+        if offset < len(records) and records[offset][1] == value:
+            self.stats["retries"] += 1
+            self.answer_retry(node, offset, value)
+
+    def answer_retry(self, node: Node, offset: int, value: int) -> None:
+        """The broker's answer to a retry of a record its log holds (the
+        duplicate check in DataPlane._append): the write's offset once the
+        high watermark passes the log end, as for a first send."""
+        self._handle(node, node.replica.await_offset(node.log.log_end_offset, (offset, value)))
 
     def _fault(self) -> None:
         rng = self.rng
