@@ -51,6 +51,14 @@ class ReplicatedDurability:
                     continue
             await self._role_waiters.wait()
 
+    def committed_end(self, plog) -> int:
+        """Offsets below it are committed (the high watermark) while this node
+        leads the log; else its log start (nothing may be cut here)."""
+        found = self.manager.replica_of_log(plog)
+        if found is None or not found[1].is_leader:
+            return plog.log_start_offset
+        return found[1].high_watermark
+
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's
         role listener): fences waiting for leadership look again."""

@@ -105,6 +105,10 @@ class Server:
         # What share partitions persist through (kcoord/share/persister.py): the
         # local share coordinator, durable before it returns
         self.share_persister = LocalSharePersister(self.share_state)
+        self._share_peers = None
+        if self.cluster is not None:
+            # in a cluster: each key's owner, this node's coordinator or another's by RPC
+            self.share_persister = self._routed_share_persister(self.share_persister)
         # share groups initialize and delete share state through it (and the
         # share partitions led here forget what is re-initialized or deleted)
         self.groups.share_persister = lambda: self.group_share_persister
@@ -123,6 +127,17 @@ class Server:
         self._servers: list = []
         self.connections: set = set()  # open client connections (network.py)
         self._retention = None  # the clock's handle of the next retention tick
+
+    def _routed_share_persister(self, local):
+        from .peer_calls import PeerCalls
+        from .share_routed_persister import RoutedSharePersister
+        cluster = self.cluster
+        self._share_peers = PeerCalls(cluster, f"kcoord-share-{cluster.node_id}")
+
+        def owner(key: str) -> int | None:
+            found = cluster.find_coordinator(key, 2, cluster.inter_broker_listener)
+            return None if found["error_code"] else found["node_id"]
+        return RoutedSharePersister(cluster.node_id, local, owner, self._share_peers.call)
 
     def _register(self) -> None:
         d = self.dispatcher
@@ -268,6 +283,8 @@ class Server:
         fed by the control plane's partition states."""
         from ..cluster.replica_manager import start_replication
         start_replication(self.replica_manager, self.cluster, self.data)
+        # share partitions follow their data partition's leadership
+        self.replica_manager.role_listeners.append(self.shares.on_roles_changed)
         self.replicas = self.replica_manager
 
     def _replica_for(self, topic: str, partition: int):
@@ -298,6 +315,8 @@ class Server:
         self.txn.stop()
         if self.txn.markers is not None:
             self.txn.markers.close()
+        if self._share_peers is not None:
+            self._share_peers.close()
         self.shares.close()
         self.coordinator.stop()
         self.share_state.stop()

@@ -337,6 +337,18 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] not in by_id]:
             self.drop(key, Err.UNKNOWN_TOPIC_OR_PARTITION)
 
+    def on_roles_changed(self) -> None:
+        """A replica here changed role (a cluster): the share partitions this
+        node no longer leads at their epoch go, their acquisitions with them
+        (not persisted, as in Kafka: the new leader reads the share
+        coordinator's state, where they are Available)."""
+        for key, sp in list(self.partitions.items()):
+            topic = self.catalogue.by_id.get(key[1])
+            replica = None if topic is None else self._replica(topic, key[2])
+            if replica is not None and (not replica.is_leader
+                                        or replica.leader_epoch != sp.leader_epoch):
+                self.drop(key, Err.NOT_LEADER_OR_FOLLOWER)
+
     def close(self) -> None:
         for handle in self._timers.values():
             handle.cancel()

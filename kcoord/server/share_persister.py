@@ -19,20 +19,13 @@ from .share_runtime import ShareCoordinatorRuntime, answered
 LOAD_RETRIES = 20  # loads under way waited for before the code is returned
 
 
-class LocalSharePersister:
-    """SharePersister (kcoord/share/persister.py) over this node's share coordinator."""
-
-    def __init__(self, runtime: ShareCoordinatorRuntime) -> None:
-        self.runtime = runtime
+class AnswerPersister:
+    """The SharePersister methods over `_call(op, key, *args)`, which answers
+    the share coordinator's per-partition answer (the RPCs' partition rows):
+    the local and the routed persister differ only in how they reach it."""
 
     async def _call(self, op: str, key: ShareKey, *args) -> dict:
-        for _ in range(LOAD_RETRIES):
-            answer = await answered(self.runtime.call(op, key.group_id, key.topic_id,
-                                                      key.partition, *args))
-            if answer["error_code"] != Err.COORDINATOR_LOAD_IN_PROGRESS:
-                return answer
-            await self.runtime.wait_loaded()
-        return answer
+        raise NotImplementedError
 
     async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
         return (await self._call("initialize", key, state_epoch, start_offset))["error_code"]
@@ -59,3 +52,19 @@ class LocalSharePersister:
         a = await self._call("summary", key, -1)
         return ShareSummary(a["error_code"], a["state_epoch"], a["leader_epoch"],
                             a["start_offset"], a["delivery_complete_count"])
+
+
+class LocalSharePersister(AnswerPersister):
+    """SharePersister (kcoord/share/persister.py) over this node's share coordinator."""
+
+    def __init__(self, runtime: ShareCoordinatorRuntime) -> None:
+        self.runtime = runtime
+
+    async def _call(self, op: str, key: ShareKey, *args) -> dict:
+        for _ in range(LOAD_RETRIES):
+            answer = await answered(self.runtime.call(op, key.group_id, key.topic_id,
+                                                      key.partition, *args))
+            if answer["error_code"] != Err.COORDINATOR_LOAD_IN_PROGRESS:
+                return answer
+            await self.runtime.wait_loaded()
+        return answer

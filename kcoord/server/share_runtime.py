@@ -108,15 +108,19 @@ class ShareStateShard(ShardRuntime):
         for i, record in enumerate(records):
             self.core.placed(record, first_offset + i)
 
-    def prune(self) -> int:
+    def prune(self, committed: int | None = None) -> int:
         """Drop the log below its oldest needed record (Kafka prunes with
-        DeleteRecords), never past what is durable.  -> the log start."""
+        DeleteRecords), never past what is durable (in a cluster `committed`,
+        the high watermark: a record that supersedes the pruned ones may
+        still be truncated away).  -> the log start."""
         if not self.loaded:
             return self.plog.log_start_offset
         offset = self.core.redundant_offset()
         if offset is None:
             return self.plog.log_start_offset
-        return self.plog.advance_log_start(min(offset, self.plog.durable_end_offset))
+        limit = self.plog.durable_end_offset if committed is None \
+            else min(committed, self.plog.durable_end_offset)
+        return self.plog.advance_log_start(min(offset, limit))
 
     def _replay_one(self, key, value, offset: int) -> None:
         if key is None:
@@ -170,17 +174,18 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
     def _schedule_cleanup(self) -> None:
         """No offset expiry and no compaction on __share_group_state: every
         share.coordinator.state.topic.prune.interval.ms each shard's log is
-        cut below its oldest needed snapshot.  Not in a cluster yet (the
-        followers' log start would have to follow)."""
-        if self.commit.durability.replicated:
-            return
+        cut below its oldest needed snapshot; in a cluster only up to the
+        high watermark, and the followers' log start follows the leader's
+        (their fetchers, as for any topic)."""
         interval = self.config["share.coordinator.state.topic.prune.interval.ms"] / 1000.0
         self._cleanup = self.clock.call_later(interval, self._prune_all)
 
     def _prune_all(self) -> None:
+        durability = self.commit.durability
         for shard in self.shards:
             try:
-                shard.prune()
+                shard.prune(durability.committed_end(shard.plog) if durability.replicated
+                            else None)
             except OSError:
                 log.exception("share-state shard %d: pruning failed", shard.index)
         self._schedule_cleanup()

@@ -27,6 +27,7 @@ from ..coordinator.partitioner import partition_for
 from ..protocol.api import serves
 from ..protocol.errors import Err
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from .peer_calls import PeerCalls
 
 log = logging.getLogger("kcoord.txn.markers")
 
@@ -35,7 +36,6 @@ MARKERS_VERSION, VERIFY_VERSION = 1, 4
 SHARD_LOAD_WAIT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
-CONNECTIONS_PER_PEER = 4
 # the transaction was superseded (a newer producer epoch or coordinator): stop
 SUPERSEDED = {Err.INVALID_PRODUCER_EPOCH, Err.TRANSACTION_COORDINATOR_FENCED}
 
@@ -88,8 +88,8 @@ class MarkerSender:
         self.cluster = cluster          # ClusterNode: the view, peers' addresses, TLS/SASL
         self.writer = writer
         self.node_id = cluster.node_id
-        # (node id, API key) -> [(LeaderConnection, lock)]
-        self._peers: dict[tuple, list] = {}
+        self._peers = PeerCalls(cluster, f"kcoord-txn-{self.node_id}", REQUEST_TIMEOUT_S)
+        self._call = self._peers.call
 
     async def write(self, c, coordinator_epoch: int, still_coordinator) -> bool:
         """Every partition of completion `c` has its marker (or is gone or
@@ -180,37 +180,5 @@ class MarkerSender:
                     return p["partition_error_code"]
         return Err.COORDINATOR_NOT_AVAILABLE
 
-    async def _call(self, node_id: int, api_key: int, version: int, body: dict) -> dict:
-        """One request to a peer's inter-broker listener.  A few connections
-        per (node, API), one request at a time each, so a marker write that
-        waits for a high watermark does not hold up a verification."""
-        from ..cluster.fetcher import LeaderConnection
-        address = self.cluster.peer_address(node_id)
-        if address is None:
-            raise ConnectionError(f"node {node_id} is not registered")
-        pool = self._peers.setdefault((node_id, api_key), [])
-        for conn, _ in list(pool):
-            if (conn.host, conn.port) != tuple(address):  # the node moved: reconnect
-                conn.close()
-                pool.clear()
-                break
-        entry = next((e for e in pool if not e[1].locked()), None)
-        if entry is None and len(pool) < CONNECTIONS_PER_PEER:
-            entry = (LeaderConnection(address[0], address[1], f"kcoord-txn-{self.node_id}",
-                                      self.cluster.peer_properties), asyncio.Lock())
-            pool.append(entry)
-        if entry is None:
-            entry = pool[0]
-        conn, lock = entry
-        async with lock:
-            try:
-                return await conn.call(api_key, version, body, REQUEST_TIMEOUT_S)
-            except BaseException:
-                conn.close()
-                raise
-
     def close(self) -> None:
-        for pool in self._peers.values():
-            for conn, _ in pool:
-                conn.close()
-        self._peers.clear()
+        self._peers.close()

@@ -84,7 +84,7 @@ def batches_from_rows(rows) -> list[StateBatch]:
                        b["delivery_count"]) for b in rows]
 
 
-def _rows(batches) -> list[dict]:
+def batch_rows(batches) -> list[dict]:
     return [{"first_offset": b.first_offset, "last_offset": b.last_offset,
              "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
             for b in batches]
@@ -261,7 +261,8 @@ class ShareCoordinatorShard:
             return Result(response={**error, "state_epoch": 0, "start_offset": -1,
                                     "state_batches": []})
         answer = _answer(k[2], state_epoch=current.state_epoch,
-                         start_offset=current.start_offset, state_batches=_rows(current.batches))
+                         start_offset=current.start_offset,
+                         state_batches=batch_rows(current.batches))
         if leader_epoch == -1 or self.leader_epochs.get(k) == leader_epoch:
             return Result(response=answer)
         record = self._state_record(now, k, current, leader_epoch, current.start_offset,
@@ -288,8 +289,10 @@ class ShareCoordinatorShard:
         error = error or self._unknown_topic(req)
         if error is not None:
             return Result(response=error)
-        record = self._state_record(now, k, current, current.leader_epoch, start_offset,
-                                    delivery_complete_count, batches)
+        # as Kafka's: the writer's leader epoch (and state epoch) is stored, so a
+        # leader that never read at its epoch still fences the ones before it
+        record = self._state_record(now, k, current, leader_epoch, start_offset,
+                                    delivery_complete_count, batches, state_epoch)
         return Result(records=[record], response=_answer(k[2]))
 
     def delete(self, _now: int, req: _Request) -> Result:
@@ -335,18 +338,21 @@ class ShareCoordinatorShard:
     # ================================================================ records
     def _state_record(self, now: int, k: Key, current: ShareGroupOffset, leader_epoch: int,
                       start_offset: int, delivery_complete_count: int,
-                      batches: list[StateBatch]) -> Record:
-        """A ShareSnapshot once the key has had enough updates, else a ShareUpdate."""
+                      batches: list[StateBatch], state_epoch: int = -1) -> Record:
+        """A ShareSnapshot once the key has had enough updates, else a ShareUpdate
+        (an epoch of -1 keeps the stored one)."""
         if self.updates.get(k, 0) >= self.config.snapshot_update_records_per_snapshot:
             start = current.start_offset if start_offset == -1 else start_offset
             return self._snapshot(k, ShareGroupOffset(
-                current.snapshot_epoch + 1, current.state_epoch, leader_epoch, start,
+                current.snapshot_epoch + 1,
+                current.state_epoch if state_epoch == -1 else state_epoch,
+                current.leader_epoch if leader_epoch == -1 else leader_epoch, start,
                 delivery_complete_count, now, now,
                 tuple(merge_batches(list(current.batches), batches, start))))
         return Record(SHARE_UPDATE, _key_fields(k), {
             "snapshot_epoch": current.snapshot_epoch, "leader_epoch": leader_epoch,
             "start_offset": start_offset, "delivery_complete_count": delivery_complete_count,
-            "state_batches": _rows(merge_batches([], batches, start_offset))})
+            "state_batches": batch_rows(merge_batches([], batches, start_offset))})
 
     @staticmethod
     def _snapshot(k: Key, s: ShareGroupOffset) -> Record:
@@ -355,7 +361,7 @@ class ShareCoordinatorShard:
             "leader_epoch": s.leader_epoch, "start_offset": s.start_offset,
             "delivery_complete_count": s.delivery_complete_count,
             "create_timestamp": s.create_timestamp, "write_timestamp": s.write_timestamp,
-            "state_batches": _rows(s.batches)})
+            "state_batches": batch_rows(s.batches)})
 
     # ================================================================ tests
     def snapshot(self) -> dict:

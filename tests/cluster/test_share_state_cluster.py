@@ -5,6 +5,7 @@ answered survives SIGKILL of it (the new leader reads it back)."""
 import signal
 
 from kcoord.coordinator.partitioner import partition_for
+from kcoord.log.start_offset import read_start_offset
 from kcoord.protocol.errors import Err
 from kcoord.server.share_runtime import share_key
 from tests.clients.wire import WireClient, create_topic, metadata
@@ -56,4 +57,103 @@ def test_share_state_follows_its_partition_leader(etcd, tmp_path):
                            ["error_code"] == 0 and p, "the state on the new leader")
         assert (state["state_epoch"], state["start_offset"]) == (1, 42)
     finally:
+        cluster.stop()
+
+
+SHARE_SETTINGS = {"share.coordinator.state.topic.num.partitions": "3",
+                  # snapshots often, pruned often: the followers' log start must follow
+                  "share.coordinator.snapshot.update.records.per.snapshot": "5",
+                  "share.coordinator.state.topic.prune.interval.ms": "300",
+                  "group.share.min.heartbeat.interval.ms": "200",
+                  "group.share.heartbeat.interval.ms": "200",
+                  "group.share.min.record.lock.duration.ms": "1000",
+                  "group.share.record.lock.duration.ms": "3000"}
+LIMIT = 5  # group.share.delivery.count.limit (Kafka's default)
+
+
+def _group_away_from(cluster, tid: bytes, avoid: set[int]) -> tuple[str, int]:
+    """A group whose share-state coordinator for (t, 0) is none of `avoid`
+    (the data leader, the group's coordinator): -> (group, that node)."""
+    for i in range(60):
+        group = f"sg{i}"
+        share = wait_until(lambda: _coordinator(cluster, 1, share_key(group, tid, 0)),
+                           "a share coordinator")["node_id"]
+        owner = wait_until(lambda: (c := cluster.find_coordinators(1, [group])[group])
+                           ["error_code"] == 0 and c, "a group coordinator")["node_id"]
+        if share not in avoid | {owner}:
+            return group, share
+    raise AssertionError("no group whose share state lives on a third node")
+
+
+def _produce_and_kill(cluster, log, values: list[bytes], victim: int) -> None:
+    """Half of `values` produced and acknowledged in part, `victim` SIGKILLed,
+    the rest produced to the nodes still up: every record acknowledged."""
+    from tests.clients.share_workers import produce
+    half = len(values) // 2
+    produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t", values[:half], 1)
+    wait_until(lambda: len(log.confirmed_values() & set(values)) >= half // 2,
+               "acknowledgements before the kill", 120)
+    cluster.nodes[victim].proc.send_signal(signal.SIGKILL)
+    cluster.nodes[victim].proc.wait(10)
+    produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t",
+            values[half:], 1)
+    wait_until(lambda: log.confirmed_values() >= set(values), "every record acknowledged", 180)
+
+
+def _leader_of_t(cluster, node_id: int, avoid: int = -1) -> dict:
+    return wait_until(lambda: (t := cluster.metadata(node_id, ["t"])["topics"][0])["partitions"]
+                      and t["partitions"][0]["leader_id"] not in (-1, avoid) and t, "t's leader")
+
+
+def test_share_consumer_survives_sigkill_of_the_share_state_and_data_leaders(etcd, tmp_path):
+    """confluent_kafka.ShareConsumer on a 3-node cluster.  First the share
+    partition leader persists through the routed persister to a share
+    coordinator on another node, which is SIGKILLed mid-run; then (that node
+    back) the data partition's leader is SIGKILLed mid-run, its acquisitions
+    lost with it.  Every record is still delivered and acknowledged (at
+    least once), none lost, each delivery count one more than the last and
+    none past the limit."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.clients.share_workers import Deliveries, ShareWorker
+    from tests.clients.test_share_consumers import flowing
+
+    cluster = Cluster(etcd, tmp_path, settings=SHARE_SETTINGS).start()
+    worker = None
+    try:
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
+            f.result(60)
+        part = _leader_of_t(cluster, 1)
+        tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
+        group, share_leader = _group_away_from(cluster, tid, {data_leader})
+        log = Deliveries()
+        worker = ShareWorker("m", bootstrap, group, "t", log)
+        worker.start()
+        flowing(bootstrap, "t", 1, log)
+        values = [b"r%04d" % i for i in range(600)]
+        _produce_and_kill(cluster, log, values[:300], share_leader)
+        survivor = cluster.running()[0]
+        moved = _coordinator(cluster, survivor, share_key(group, tid, 0))
+        assert moved is not None and moved["node_id"] != share_leader
+        cluster.nodes[share_leader].start()
+        wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2, 3] for t in cluster.metadata(
+            survivor, [SHARE_STATE, "t"])["topics"] for p in t["partitions"]),
+            "the restarted node back in sync")
+        data_leader = _leader_of_t(cluster, survivor)["partitions"][0]["leader_id"]
+        _produce_and_kill(cluster, log, values[300:], data_leader)
+        assert _leader_of_t(cluster, cluster.running()[0], data_leader)
+        worker.finish()
+        worker = None
+        state_dir = f"{SHARE_STATE}-{partition_for(share_key(group, tid, 0), 3)}"
+        wait_until(lambda: all(read_start_offset(cluster.nodes[n].data_dir / state_dir) > 0
+                               for n in cluster.running()),
+                   "__share_group_state pruned on its leader and followers")
+        counts = {v: [c for _, c in log.received[v]] for v in values}
+        assert all(counts[v] for v in values)                       # none lost
+        assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
+                   for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+    finally:
+        if worker is not None:
+            worker.stop.set()
         cluster.stop()

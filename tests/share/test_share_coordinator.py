@@ -83,6 +83,27 @@ def test_read_answers_the_state_and_records_a_new_leader_epoch():
     assert c.run("read", 0, partition=7).response["error_code"] == Err.INVALID_REQUEST
 
 
+def test_write_stores_the_writers_epochs_and_fences_older_leaders():
+    """As Kafka's ShareCoordinatorShard: a write raises the stored leader
+    epoch (ShareUpdate and ShareSnapshot alike, -1 keeps it), so a leader
+    that wrote at a newer epoch without reading fences the older one."""
+    c = Core(per_snapshot=2)
+    c.run("initialize", 1, 0)
+    r = c.run("write", 1, 4, -1, -1, [B(0, 4, 2, 1)])
+    assert r.records[0].type == SHARE_UPDATE and r.records[0].value["leader_epoch"] == 4
+    assert c.core.states[("g", T, 0)].leader_epoch == 4
+    assert c.run("write", 1, 3, -1, -1, []).response["error_code"] == Err.FENCED_LEADER_EPOCH
+    assert c.run("read", 3).response["error_code"] == Err.FENCED_LEADER_EPOCH
+    c.run("write", 1, -1, -1, -1, [])           # -1: not fenced, the epoch kept
+    assert c.core.states[("g", T, 0)].leader_epoch == 4
+    r = c.run("write", 2, 6, -1, -1, [])        # the snapshot takes both new epochs
+    assert r.records[0].type == SHARE_SNAPSHOT
+    assert (r.records[0].value["leader_epoch"], r.records[0].value["state_epoch"]) == (6, 2)
+    assert c.run("write", 1, 6, -1, -1, []).response["error_code"] == Err.FENCED_STATE_EPOCH
+    fresh = c.reloaded()                        # the log says the same
+    assert fresh.leader_epochs[("g", T, 0)] == 6 and fresh.state_epochs[("g", T, 0)] == 2
+
+
 def test_write_checks_in_kafkas_order():
     c = Core()
     assert c.run("write", 0, 0, -1, -1, []).response["error_code"] == Err.INVALID_REQUEST
