@@ -49,10 +49,23 @@ class TlsClient(aetcd.Client):
         self._connected.set()
 
 
+# gRPC's defaults back reconnects off up to 120 s and give each connect 20 s:
+# after etcd restarts or a cut heals a node then stayed away for seconds past
+# its lease TTL.  Retry at least every second instead (one connect per second
+# to one endpoint is nothing to etcd).
+RECONNECT_OPTIONS = {
+    "grpc.initial_reconnect_backoff_ms": 250,
+    "grpc.min_reconnect_backoff_ms": 1000,
+    "grpc.max_reconnect_backoff_ms": 1000,
+}
+
+
 def make_client(host: str, port: int, timeout: float, tls: EtcdTls | None) -> aetcd.Client:
     if tls is None:
-        return aetcd.Client(host=host, port=port, timeout=timeout)
-    return TlsClient(tls, host=host, port=port, timeout=timeout)
+        return aetcd.Client(host=host, port=port, timeout=timeout,
+                            options=dict(RECONNECT_OPTIONS))
+    return TlsClient(tls, host=host, port=port, timeout=timeout,
+                     options=dict(RECONNECT_OPTIONS))
 
 
 def _context(tls: EtcdTls) -> ssl.SSLContext:

@@ -9,6 +9,8 @@ and kafkajs send) and a flexible one (kafka-python, confluent-kafka).
 """
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kcoord.protocol.errors import Err
@@ -33,16 +35,22 @@ def corrupt(data: bytes, at: int = -3) -> bytes:
     return bytes(broken)
 
 
+# One server per setting for the whole module (a server start per test was most
+# of its time): every test writes only to topics of its own.
 @pytest.fixture
-def client(server):
-    with WireClient(server.port) as c:
+def client(module_server):
+    with WireClient(module_server.port) as c:
         yield c
+
+
+TOPIC_NUMBERS = itertools.count()
 
 
 @pytest.fixture
 def topic(client):
-    assert create_topic(client, "errs", 2)["error_code"] == 0
-    return "errs"
+    name = f"errs-{next(TOPIC_NUMBERS)}"
+    assert create_topic(client, name, 2)["error_code"] == 0
+    return name
 
 
 def log_end(client, topic, partition=0) -> int:
@@ -101,12 +109,11 @@ def test_crc_survives_the_fetch_path(client, topic):
 
 
 # ---------------------------------------------------- UNKNOWN_TOPIC_OR_PARTITION
-@pytest.fixture
-def no_autocreate(tmp_path):
-    proc = ServerProcess(tmp_path / "data", settings={"auto.create.topics.enable": "false"})
-    proc.start()
-    yield proc
-    proc.stop()
+@pytest.fixture(scope="module")
+def no_autocreate(tmp_path_factory):
+    with ServerProcess(tmp_path_factory.mktemp("no-autocreate") / "data",
+                       settings={"auto.create.topics.enable": "false"}) as proc:
+        yield proc
 
 
 @pytest.mark.parametrize("version", [1, 4, 9, 12])
@@ -186,26 +193,26 @@ def test_metadata_invalid_name(client, version):
 
 
 # --------------------------------------------------------- MESSAGE_TOO_LARGE
-@pytest.fixture
-def small_messages(tmp_path):
-    proc = ServerProcess(tmp_path / "data", settings={"message.max.bytes": "10000"})
-    proc.start()
-    yield proc
-    proc.stop()
+@pytest.fixture(scope="module")
+def small_messages(tmp_path_factory):
+    with ServerProcess(tmp_path_factory.mktemp("small-messages") / "data",
+                       settings={"message.max.bytes": "10000"}) as proc:
+        yield proc
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
 def test_batch_over_message_max_bytes(small_messages, version):
     with WireClient(small_messages.port) as c:
-        assert create_topic(c, "big", 1)["error_code"] == 0
+        big = f"big-{version}"
+        assert create_topic(c, big, 1)["error_code"] == 0
         too_big = batch(n=2, value_size=6000)
         assert len(too_big) > 10000
-        p = produce(c, "big", 0, too_big, version=version)
+        p = produce(c, big, 0, too_big, version=version)
         assert p["error_code"] == Err.MESSAGE_TOO_LARGE, p
-        assert log_end(c, "big") == 0
+        assert log_end(c, big) == 0
         fits = batch(n=2, value_size=4000)
         assert len(fits) <= 10000
-        p = produce(c, "big", 0, fits, version=version)
+        p = produce(c, big, 0, fits, version=version)
         assert p["error_code"] == 0 and p["base_offset"] == 0, p
 
 

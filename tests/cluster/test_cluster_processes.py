@@ -18,13 +18,23 @@ def cluster(etcd, tmp_path):
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def calm_cluster(module_etcd, tmp_path_factory):
+    """One cluster for the tests that stop no node (a start of etcd and three
+    nodes per test was most of their time)."""
+    c = Cluster(module_etcd, tmp_path_factory.mktemp("calm")).start()
+    yield c
+    c.stop()
+
+
 def routed(cluster, node_id):
     """FindCoordinator answers for GROUPS from one node once all are found."""
     answers = cluster.find_coordinators(node_id, GROUPS)
     return answers if all(a["error_code"] == 0 for a in answers.values()) else None
 
 
-def test_routing_follows_the_offsets_partition_leaders(cluster):
+def test_routing_follows_the_offsets_partition_leaders(calm_cluster):
+    cluster = calm_cluster
     first = cluster.find_coordinators(1, GROUPS)
     # the offsets topic is created on the first FindCoordinator, as in Kafka
     assert {a["error_code"] for a in first.values()} <= {0, 15}
@@ -65,7 +75,8 @@ def test_routing_follows_the_offsets_partition_leaders(cluster):
     assert (r["error_code"], r["node_id"]) == (0, answers[GROUPS[0]]["node_id"])
 
 
-def test_topics_created_on_any_node_are_placed_and_mirrored(cluster):
+def test_topics_created_on_any_node_are_placed_and_mirrored(calm_cluster):
+    cluster = calm_cluster
     with WireClient(cluster.nodes[2].port) as c:
         body = {"topics": [{"name": "orders", "num_partitions": 4, "replication_factor": 2,
                             "assignments": [], "configs": []}],

@@ -171,13 +171,18 @@ class FaultCluster:
 
     # ------------------------------------------------------------ life
     def start(self, timeout: float = 60.0) -> "FaultCluster":
-        self.etcd.start()
-        until(self._etcd_healthy, "etcd healthy", timeout)
+        self.start_etcd(timeout)
         for node in self.nodes.values():
             node.start()
         until(lambda: all(self._registered(i) == 3 for i in self.nodes),
                     "3 nodes registered", timeout)
         return self
+
+    def start_etcd(self, timeout: float = 60.0) -> None:
+        """Start etcd and wait until it serves (a restart replays its log and
+        elects itself first: seconds on a loaded machine)."""
+        self.etcd.start()
+        until(self._etcd_healthy, "etcd healthy", timeout)
 
     def _etcd_healthy(self) -> bool:
         try:

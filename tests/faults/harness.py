@@ -180,8 +180,8 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
     # share of operations that succeeded while each fault kind was active
     during: dict[str, list[int]] = {}
     for op in ops:
-        if op.process == "final":
-            continue
+        if op.process == "final" or op.f == "join":
+            continue  # joins are diagnostics, not the workloads' operations
         kinds = [f.kind for f in faults if f.start <= op.invoke < (f.end or t_healed)] or ["none"]
         for k in kinds:
             tally = during.setdefault(k, [0, 0])

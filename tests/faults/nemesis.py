@@ -170,7 +170,10 @@ class Nemesis:
         elif f.kind == "clock-jump":
             self.cluster.set_clock(d["node"], 0)
         elif f.kind == "etcd-kill":
-            self.cluster.etcd.start()
+            # healed once etcd serves again: the time after that is kcoord's
+            started = time.monotonic()
+            self.cluster.start_etcd()
+            f.detail["etcd_ready_s"] = round(time.monotonic() - started, 1)
         elif f.kind == "etcd-pause":
             self.cluster.etcd.resume()
         f.end = time.monotonic()

@@ -112,11 +112,20 @@ class Member:
     def ready(self) -> bool:
         if self.conn is None:
             if not self._coordinator():
+                self._joined(None, "no-coordinator")
                 return False
             self.generation = -1
         if self.generation < 0:
             return self._join()
         return True
+
+    def _joined(self, code: int | None, error=None) -> bool:
+        """A join attempt in the history (f "join", wall-clock stamped to
+        match the nodes' logs): why a group could not commit after a heal."""
+        op = self.history.invoke(self.name, "join", (self.group,), None, node=self.node,
+                                 wall=round(time.time(), 3))
+        self.history.complete(op, OK if code == 0 else FAIL, error=error if code is None else code)
+        return code == 0
 
     def _join(self) -> bool:
         r = self.conn.request(JOIN_GROUP, 5, {
@@ -130,7 +139,7 @@ class Member:
             if r["error_code"] == 25:  # UNKNOWN_MEMBER_ID: start over
                 self.member_id = ""
             self.drop() if r["error_code"] in (14, 15, 16) else None
-            return False
+            return self._joined(r["error_code"], "join")
         self.member_id = r["member_id"]
         s = self.conn.request(SYNC_GROUP, 3, {
             "group_id": self.group, "generation_id": r["generation_id"],
@@ -140,10 +149,10 @@ class Member:
         if s["error_code"]:
             if s["error_code"] in (14, 15, 16):
                 self.drop()
-            return False
+            return self._joined(s["error_code"], "sync")
         self.generation = r["generation_id"]
         self.last_heartbeat = time.monotonic()
-        return True
+        return self._joined(0)
 
     def heartbeat_if_due(self) -> None:
         if self.conn is None or self.generation < 0 or time.monotonic() - self.last_heartbeat < 1:

@@ -12,8 +12,10 @@ application must."""
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
+import traceback
 
 from .checkers import check_transactions
 from .cluster import join_threads, start_threads
@@ -49,9 +51,11 @@ class TxnWorkload:
     def join(self, timeout: float = 75.0) -> None:
         # a transaction under way may take its calls' bounds: 10 + 3 x 10 + 10 s
         join_threads(self.threads, self.stop, timeout)
-        if any(t.is_alive() for t in self.threads[2:]):
+        stuck = [t for t in self.threads[2:] if t.is_alive()]
+        if stuck:
             # a processor that may still commit would race the final reads
-            raise TimeoutError("a transactional processor did not stop")
+            raise TimeoutError("a transactional processor did not stop, in "
+                               + "; ".join(_where(t) for t in stuck))
         committed = committed_offsets(self.addrs, GROUP, IN_TOPIC, PARTITIONS)
         self.final_committed = {p: max(o, 0) for p, o in committed.items()}
         self.final_output = self._read_all(deadline=time.monotonic() + 45)
@@ -221,3 +225,12 @@ def _rewind(consumer) -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure: start over with a new consumer
         return False
+
+
+def _where(thread) -> str:
+    """The innermost calls of a live thread (which client call it is stuck in)."""
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None:
+        return "(gone)"
+    calls = traceback.extract_stack(frame)[-3:]
+    return " <- ".join(f"{c.name}:{c.lineno} {c.line}" for c in reversed(calls))
