@@ -85,19 +85,34 @@ def _group_away_from(cluster, tid: bytes, avoid: set[int]) -> tuple[str, int]:
     raise AssertionError("no group whose share state lives on a third node")
 
 
-def _produce_and_kill(cluster, log, values: list[bytes], victim: int) -> None:
-    """Half of `values` produced and acknowledged in part, `victim` SIGKILLed,
-    the rest produced to the nodes still up: every record acknowledged."""
+def _through_failover(cluster, log, values: list[bytes], fail, recover=lambda: None) -> None:
+    """Half of `values` produced and acknowledged in part, then `fail()` (a
+    SIGKILL or SIGSTOP), the rest produced to the nodes still up, then
+    `recover()`: every record acknowledged, and none whose acknowledgement
+    was confirmed before the failure delivered again after it."""
     from tests.clients.share_workers import produce
     half = len(values) // 2
     produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t", values[:half], 1)
     wait_until(lambda: len(log.confirmed_values() & set(values)) >= half // 2,
-               "acknowledgements before the kill", 120)
-    cluster.nodes[victim].proc.send_signal(signal.SIGKILL)
-    cluster.nodes[victim].proc.wait(10)
+               "acknowledgements before the failure", 120)
+    with log.lock:
+        before = {v: len(log.received[v]) for v in
+                  {log.where[k] for k in log.confirmed if k in log.where}}
+    fail()
     produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t",
             values[half:], 1)
+    recover()
     wait_until(lambda: log.confirmed_values() >= set(values), "every record acknowledged", 180)
+    with log.lock:
+        again = {v: n for v, n in before.items() if len(log.received[v]) != n}
+    assert not again, f"confirmed records delivered again after the failover: {again}"
+
+
+def _sigkill(cluster, node_id: int):
+    def fail() -> None:
+        cluster.nodes[node_id].proc.send_signal(signal.SIGKILL)
+        cluster.nodes[node_id].proc.wait(10)
+    return fail
 
 
 def _leader_of_t(cluster, node_id: int, avoid: int = -1) -> dict:
@@ -105,14 +120,21 @@ def _leader_of_t(cluster, node_id: int, avoid: int = -1) -> dict:
                       and t["partitions"][0]["leader_id"] not in (-1, avoid) and t, "t's leader")
 
 
-def test_share_consumer_survives_sigkill_of_the_share_state_and_data_leaders(etcd, tmp_path):
-    """confluent_kafka.ShareConsumer on a 3-node cluster.  First the share
-    partition leader persists through the routed persister to a share
-    coordinator on another node, which is SIGKILLed mid-run; then (that node
-    back) the data partition's leader is SIGKILLed mid-run, its acquisitions
-    lost with it.  Every record is still delivered and acknowledged (at
-    least once), none lost, each delivery count one more than the last and
-    none past the limit."""
+def _all_in_sync(cluster, node_id: int) -> None:
+    wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2, 3] for t in cluster.metadata(
+        node_id, [SHARE_STATE, "t"])["topics"] for p in t["partitions"]),
+        "every node back in sync")
+
+
+def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(etcd, tmp_path):
+    """confluent_kafka.ShareConsumer on a 3-node cluster, the share state on a
+    third node (neither the data leader nor the group coordinator), reached
+    by the routed persister.  In turn, mid-run: the share coordinator's node
+    SIGKILLed; (that node back) the data partition's leader SIGKILLed, its
+    acquisitions lost with it.  Every record is acknowledged, none confirmed
+    before a failure is delivered again after it, delivery counts go 1, 2,
+    ... within the limit, and the pruned __share_group_state's log start is
+    followed by the replicas."""
     from confluent_kafka.admin import AdminClient, NewTopic
     from tests.clients.share_workers import Deliveries, ShareWorker
     from tests.clients.test_share_consumers import flowing
@@ -127,25 +149,25 @@ def test_share_consumer_survives_sigkill_of_the_share_state_and_data_leaders(etc
         part = _leader_of_t(cluster, 1)
         tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
         group, share_leader = _group_away_from(cluster, tid, {data_leader})
+        key = share_key(group, tid, 0)
         log = Deliveries()
         worker = ShareWorker("m", bootstrap, group, "t", log)
         worker.start()
         flowing(bootstrap, "t", 1, log)
-        values = [b"r%04d" % i for i in range(600)]
-        _produce_and_kill(cluster, log, values[:300], share_leader)
+        values = [b"r%04d" % i for i in range(400)]
+        _through_failover(cluster, log, values[:200], _sigkill(cluster, share_leader))
         survivor = cluster.running()[0]
-        moved = _coordinator(cluster, survivor, share_key(group, tid, 0))
+        moved = _coordinator(cluster, survivor, key)
         assert moved is not None and moved["node_id"] != share_leader
         cluster.nodes[share_leader].start()
-        wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2, 3] for t in cluster.metadata(
-            survivor, [SHARE_STATE, "t"])["topics"] for p in t["partitions"]),
-            "the restarted node back in sync")
+        _all_in_sync(cluster, survivor)
         data_leader = _leader_of_t(cluster, survivor)["partitions"][0]["leader_id"]
-        _produce_and_kill(cluster, log, values[300:], data_leader)
-        assert _leader_of_t(cluster, cluster.running()[0], data_leader)
+        _through_failover(cluster, log, values[200:400], _sigkill(cluster, data_leader))
+        survivor = cluster.running()[0]
+        assert _leader_of_t(cluster, survivor, data_leader)
         worker.finish()
         worker = None
-        state_dir = f"{SHARE_STATE}-{partition_for(share_key(group, tid, 0), 3)}"
+        state_dir = f"{SHARE_STATE}-{partition_for(key, 3)}"
         wait_until(lambda: all(read_start_offset(cluster.nodes[n].data_dir / state_dir) > 0
                                for n in cluster.running()),
                    "__share_group_state pruned on its leader and followers")
