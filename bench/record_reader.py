@@ -4,14 +4,14 @@ The same in-memory logs go through, in alternating subprocesses, the code
 of a baseline tree (main before the change: pass its path) and of this
 tree:
 
-  load_match   the loader's scan (ShardLoader._scan_chunk in a worker-style
+  load_match   the loader's scan (LogScan.scan_chunk in a worker-style
                collector) over bench/load.py's shape: batches of 100 type-1
                commits, taken whole by the shape pattern
   load_mixed   the loader's scan over batches whose shapes vary record to
                record (group ids of several lengths): the shape match
                fails, then the in-place walk takes the batch
   load_walk    load_mixed with the shape match turned off
-               (ShardLoader._match_batch answering False): the in-place
+               (LogScan.match_batch answering False): the in-place
                walk alone
   pipe_vec     the pipeline decoder (RecordBatchBuilder.add_chunk), column-wise
   pipe_loop    the same with vectorized=False: the per-record loop
@@ -74,18 +74,19 @@ def _case(case: str, logs: dict) -> float:
     """Records per CPU-second of one case (its objects die on return)."""
     from kcoord.pipeline.decode import RecordBatchBuilder
     from kcoord.protocol.records import decode_batch, iter_batches
-    from kcoord.server.shard_loader import _WorkerScan
+    from kcoord.server.shard_loader import CollectSink, LogScan
     buf, n = logs["mixed" if case in ("load_mixed", "load_walk") else "match"]
     gc.collect()  # each case starts from the same heap, whatever the one before left
     t0 = time.process_time()
     if case.startswith("load"):
-        scan = _WorkerScan()
+        sink = CollectSink()
+        scan = LogScan(sink)
         if case == "load_walk":
-            scan._match_batch = lambda *a: False
+            scan.match_batch = lambda *a: False
         latest: dict = {}
-        scan._scan_chunk(buf, latest, 0)
-        scan._replay_latest(latest)
-        assert scan.records_loaded == n, (scan.records_loaded, n)
+        scan.scan_chunk(buf, latest, 0)
+        sink.latest(latest)
+        assert sink.records_loaded == n, (sink.records_loaded, n)
     elif case.startswith("pipe"):
         b = RecordBatchBuilder(vectorized=case == "pipe_vec")
         b.log_partition, b.segment = 0, 0

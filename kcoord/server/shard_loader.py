@@ -1,8 +1,9 @@
 """Loading a shard: replay of its __consumer_offsets log at start-up.
 
-ShardLoader is the loading half of ShardRuntime (coordinator_runtime.py):
-it walks the log in chunks, keeps the latest OffsetCommit of each key and
-replays those, and replays every other record in log order.
+ShardLoader is the loading half of ShardRuntime (coordinator_runtime.py).
+LogScan walks the log in chunks, keeps the latest OffsetCommit of each key
+and hands those, and every other record in log order, to a sink: CoreReplay
+replays them into the shard's core, CollectSink keeps them (a worker process).
 """
 from __future__ import annotations
 
@@ -112,44 +113,25 @@ class _LoadPool:
             cls.pool = None
 
 
-class _Collector:
-    """Stands in for the replay in a worker: keeps what ShardLoader would
-    have replayed, in order (dicts of latest commits, (key, value) of
-    other records).  Made a ShardLoader below."""
-
-    def __init__(self) -> None:
-        self.ops: list = []
-        self.records_loaded = 0
-
-    def _replay_latest(self, latest: dict) -> None:
-        if latest:
-            self.ops.append(dict(latest))
-            latest.clear()
-
-    def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
-        self.ops.append((key, value))
-
-    def _replay_txn(self, op: tuple) -> None:
-        self.ops.append(op)
-
-
 def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
     """Run in a worker process: scan a shard's segment files (path, size)
     as ShardLoader.load does.  -> (ops to replay in order, commits taken)."""
-    collector = _WorkerScan()
+    sink = CollectSink()
+    scan = LogScan(sink)
     latest: dict = {}
     for path, size in files:
         if size <= 0:
             continue
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            collector._scan_chunk(mm, latest, 0)
-    collector._replay_latest(latest)
-    return collector.ops, collector.records_loaded
+            scan.scan_chunk(mm, latest, 0)
+    sink.latest(latest)
+    return sink.ops, sink.records_loaded
 
 
 class ShardLoader:
     """Mixin of ShardRuntime: needs self.index, plog, core, records_loaded
-    and load_errors."""
+    and load_errors.  The scan (LogScan) hands what it reads to a sink:
+    CoreReplay here, CollectSink in a worker process."""
 
     async def replay_log(self) -> None:
         """Replay the shard's log into its (fresh) core.
@@ -168,9 +150,21 @@ class ShardLoader:
         fast path (uniform_records), any other through read_record_spans
         (keys and values read in place; a compressed batch decompressed)."""
         start = time.monotonic()
+        sink = CoreReplay(self.core, self.index)
         self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
+        try:
+            await self._replay_into(sink)
+        finally:  # counted also when the load ends early (a corrupt batch)
+            self.records_loaded += sink.records_loaded
+            self.load_errors += sink.load_errors
+        took = time.monotonic() - start
+        if self.records_loaded:
+            self.events.shard_loaded(self.index, self.records_loaded, took)
+
+    async def _replay_into(self, sink: "CoreReplay") -> None:
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
-                and await self._load_in_worker()):
+                and await self._load_in_worker(sink)):
+            scan = LogScan(sink)
             offset = self.plog.log_start_offset
             end = self.plog.log_end_offset
             # OffsetCommit key fields -> (type, value, earlier (type, value)), or
@@ -184,13 +178,10 @@ class ShardLoader:
                 chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
                 if not chunk:
                     break
-                offset = self._scan_chunk(chunk, latest, offset)
-            self._replay_latest(latest)
-        took = time.monotonic() - start
-        if self.records_loaded:
-            self.events.shard_loaded(self.index, self.records_loaded, took)
+                offset = scan.scan_chunk(chunk, latest, offset)
+            sink.latest(latest)
 
-    async def _load_in_worker(self) -> bool:
+    async def _load_in_worker(self, sink: "CoreReplay") -> bool:
         """Scan the log in a worker process and replay what it returns.
         False (nothing replayed) if the worker failed: the caller loads
         in this process instead."""
@@ -204,34 +195,44 @@ class ShardLoader:
             return False
         finally:
             _LoadPool.release()
-        self.records_loaded += taken
+        sink.records_loaded += taken
         for op in ops:
             if op.__class__ is dict:
-                self._replay_latest(op)
+                sink.latest(op)
             elif len(op) == 3:
-                self._replay_txn(op)
+                sink.txn(op)
             else:
-                self._replay_raw(*op)
+                sink.raw(*op)
         return True
 
-    def _scan_chunk(self, chunk, latest: dict, offset: int) -> int:
+class LogScan:
+    """The loader's walk of a shard's log: batches to records, the latest
+    OffsetCommit of each key kept (ShardLoader.replay_log says why), and
+    everything it takes handed to `sink` in log order: sink.latest(dict of
+    latest commits), sink.raw(key, value), sink.txn(op); the sink counts
+    records_loaded (commits taken are counted here, when taken)."""
+
+    def __init__(self, sink) -> None:
+        self.sink = sink
+
+    def scan_chunk(self, chunk, latest: dict, offset: int) -> int:
         """Take every batch of `chunk` (whole batches); -> the offset after
         the last one (`offset` if there is none)."""
         for pos, header in iter_batches(chunk):
             offset = header.base_offset + header.last_offset_delta + 1
             if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
-                self._replay_latest(latest)
+                self.sink.latest(latest)
                 self._take_transactional(chunk, pos, header)
                 continue
             crc_ok = not header.attributes & COMPRESSION_MASK and batch_crc_ok(chunk, pos, header)
-            if not (crc_ok and self._match_batch(chunk, pos, header, latest)):
+            if not (crc_ok and self.match_batch(chunk, pos, header, latest)):
                 # CorruptRecordError here (a bad CRC, a malformed record) ends the load
                 data, start, end = records_section(chunk, pos, header, verify_crc=not crc_ok)
                 self._take_spans(data, read_record_spans(data, header.records_count,
                                                          start, end), latest)
         return offset
 
-    def _match_batch(self, buf, pos: int, header, latest: dict) -> bool:
+    def match_batch(self, buf, pos: int, header, latest: dict) -> bool:
         """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with
         values, all of one shape, through the record reader's one-shape fast
         path.  False (nothing taken) for anything else."""
@@ -240,7 +241,7 @@ class ShardLoader:
         if found is None:
             return False
         latest.update(found)
-        self.records_loaded += len(found)
+        self.sink.records_loaded += len(found)
         return True
 
     def _take_spans(self, data, spans: list, latest: dict) -> None:
@@ -258,22 +259,32 @@ class ShardLoader:
                     latest[key] = (rtype, None, _earlier(get(key)))
                 taken += 1
             else:
-                self._replay_latest(latest)
-                self._replay_raw(None if ks < 0 else data[ks:ke], None if vs < 0 else data[vs:ve])
-        self.records_loaded += taken
+                self.sink.latest(latest)
+                self.sink.raw(None if ks < 0 else data[ks:ke], None if vs < 0 else data[vs:ve])
+        self.sink.records_loaded += taken
 
     def _take_transactional(self, buf, pos: int, header) -> None:
         _, records = decode_batch(buf, pos)
         if header.attributes & 0x20:
             kind = control_type(buf, pos)
             if kind is not None:
-                self._replay_txn((header.producer_id, header.producer_epoch, kind == COMMIT))
+                self.sink.txn((header.producer_id, header.producer_epoch, kind == COMMIT))
         else:
-            self._replay_txn((header.producer_id, header.producer_epoch,
+            self.sink.txn((header.producer_id, header.producer_epoch,
                               [(None if r.key is None else bytes(r.key),
                                 None if r.value is None else bytes(r.value)) for r in records]))
 
-    def _replay_txn(self, op: tuple) -> None:
+class CoreReplay:
+    """The sink that replays what LogScan takes into a coordinator core
+    (a CoordinatorShard), counting records loaded and load errors."""
+
+    def __init__(self, core, index: int) -> None:
+        self.core = core
+        self.index = index
+        self.records_loaded = 0
+        self.load_errors = 0
+
+    def txn(self, op: tuple) -> None:
         """(pid, epoch, commit) for a marker, (pid, epoch, [(key, value)]) for
         a transactional batch of OffsetCommit records."""
         pid, epoch, what = op
@@ -289,7 +300,7 @@ class ShardLoader:
         self.core.replay_txn_offsets(pid, epoch, records)
         self.records_loaded += len(records)
 
-    def _replay_latest(self, latest: dict) -> None:
+    def latest(self, latest: dict) -> None:
         """Replay the latest commit of each key taken since the last flush."""
         replay = self.core.replay
         for key, entry in latest.items():
@@ -307,7 +318,7 @@ class ShardLoader:
                 replay(record)
         latest.clear()
 
-    def _replay_raw(self, key: bytes | None, value: bytes | None) -> None:
+    def raw(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
             self.load_errors += 1
             return
@@ -328,5 +339,24 @@ class ShardLoader:
             return None
 
 
-class _WorkerScan(_Collector, ShardLoader):
-    """ShardLoader's scan with _Collector's stand-ins for the replay."""
+
+
+class CollectSink:
+    """The sink of a worker process: keeps what CoreReplay would replay, in
+    order (dicts of latest commits, (key, value) of other records, txn
+    ops), for the shard's own process to replay."""
+
+    def __init__(self) -> None:
+        self.ops: list = []
+        self.records_loaded = 0
+
+    def latest(self, latest: dict) -> None:
+        if latest:
+            self.ops.append(dict(latest))
+            latest.clear()
+
+    def raw(self, key: bytes | None, value: bytes | None) -> None:
+        self.ops.append((key, value))
+
+    def txn(self, op: tuple) -> None:
+        self.ops.append(op)

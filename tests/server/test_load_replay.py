@@ -21,6 +21,7 @@ from kcoord.protocol.messages.coordinator_records import (RECORD_TYPES, decode_r
                                                          encode_record_value)
 from kcoord.protocol.records import build_batch, decode_batch, iter_batches
 from kcoord.server.coordinator_runtime import ShardRuntime
+from kcoord.server.shard_loader import CollectSink, LogScan
 
 
 
@@ -186,14 +187,14 @@ def test_uniform_batches_take_the_pattern_path(tmp_path, seed, monkeypatch):
         plog.append(build_batch(recs))
     plog.flush()
     taken = []
-    original = ShardRuntime._match_batch
+    original = LogScan.match_batch
 
     def counting(self, buf, pos, header, latest):
         ok = original(self, buf, pos, header, latest)
         taken.append(ok)
         return ok
 
-    monkeypatch.setattr(ShardRuntime, "_match_batch", counting)
+    monkeypatch.setattr(LogScan, "match_batch", counting)
     ref, loaded, errors = replay_one_by_one(plog)
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
@@ -207,22 +208,21 @@ def test_pattern_path_refuses_a_record_whose_length_disagrees(tmp_path):
     """A batch that passes its CRC but whose record length field does not
     fit the record is not taken by the pattern (decode_batch then decides)."""
     from kcoord.protocol.records import HEADER_SIZE
-    from kcoord.server.shard_loader import ShardLoader
 
     rnd = random.Random(3)
     recs = [(*commit_record(rnd, "g", "t", p), [], 1) for p in range(3)]
     batch = bytearray(build_batch(recs))
     header = next(iter_batches(bytes(batch)))[1]
 
-    class Probe(ShardLoader):
-        records_loaded = 0
+    def Probe():
+        return LogScan(CollectSink())
 
     latest: dict = {}
-    assert Probe()._match_batch(bytes(batch), 0, header, latest)
+    assert Probe().match_batch(bytes(batch), 0, header, latest)
     assert len(latest) == 3
     batch[HEADER_SIZE] += 2  # the first record claims one byte more
     latest = {}
-    assert not Probe()._match_batch(bytes(batch), 0, header, latest)
+    assert not Probe().match_batch(bytes(batch), 0, header, latest)
     assert latest == {}
 
 
@@ -233,10 +233,9 @@ def test_pattern_path_takes_only_exact_batches(tmp_path, seed):
     or less than the count says: the pattern path refuses the batch and
     takes nothing (the CRC is checked before; here it is not recomputed)."""
     from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD
-    from kcoord.server.shard_loader import ShardLoader
 
-    class Probe(ShardLoader):
-        records_loaded = 0
+    def Probe():
+        return LogScan(CollectSink())
 
     rnd = random.Random(seed)
     n = rnd.choice([1, 2, 5, 70])
@@ -250,7 +249,7 @@ def test_pattern_path_takes_only_exact_batches(tmp_path, seed):
         h = header._replace(batch_length=len(data) - LOG_OVERHEAD, records_count=count)
         latest: dict = {}
         probe = Probe()
-        return probe._match_batch(data, 0, h, latest), latest
+        return probe.match_batch(data, 0, h, latest), latest
 
     region = good[HEADER_SIZE:]
     ok, latest = attempt(region, n)

@@ -7,7 +7,7 @@ from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.coordinator.txn_offsets import mark_unstable, txn_offset_commit
 from kcoord.protocol.errors import Err
 from kcoord.protocol.records import iter_batches, read_batch_header
-from kcoord.server.shard_loader import ShardLoader
+from kcoord.server.shard_loader import CoreReplay, LogScan
 from kcoord.server.shard_batches import TxnEnd, TxnWrite, build_shard_batches
 
 
@@ -61,14 +61,11 @@ def reload(items) -> CoordinatorShard:
         buf[pos:pos + 8] = offset.to_bytes(8, "big")
         offset += header.last_offset_delta + 1
 
-    class Loader(ShardLoader):
-        def __init__(self):
-            self.index, self.core = 0, CoordinatorShard(0)
-            self.records_loaded = self.load_errors = 0
-    loader = Loader()
-    loader._scan_chunk(bytes(buf), {}, 0)
-    loader._replay_latest({})
-    return loader.core
+    sink = CoreReplay(CoordinatorShard(0), 0)
+    latest: dict = {}
+    LogScan(sink).scan_chunk(bytes(buf), latest, 0)
+    sink.latest(latest)
+    return sink.core
 
 
 def test_pending_until_commit_marker_and_reload_agrees():
