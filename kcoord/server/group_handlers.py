@@ -29,6 +29,7 @@ KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 HEARTBEAT, DESCRIBE_GROUPS = API_KEYS["Heartbeat"], API_KEYS["DescribeGroups"]
+OFFSET_COMMIT = API_KEYS["OffsetCommit"]
 
 log = logging.getLogger("kcoord.groups")
 
@@ -146,12 +147,15 @@ class GroupHandlers:
                     p["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
 
     @staticmethod
-    def commit_error(req: dict, code: int) -> dict:
-        """Every partition gets `code`, except those already refused (unknown topics)."""
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": p.get("error_code", code)}
-                for p in t["partitions"]]} for t in req["topics"]]}
+    def commit_error(req: dict, version: int, code: int) -> dict:
+        """error_response: every partition gets `code`, except those already
+        refused (unknown topics), which keep their own."""
+        out = error_response(OFFSET_COMMIT, version, req, code)
+        for topic, answer in zip(req["topics"], out["topics"]):
+            for p, pa in zip(topic["partitions"], answer["partitions"]):
+                if "error_code" in p:
+                    pa["error_code"] = p["error_code"]
+        return out
 
     @serves("OffsetCommit")
     def offset_commit(self, ctx: RequestContext, req: dict):
@@ -159,10 +163,10 @@ class GroupHandlers:
         self.mark_unknown_partitions(req["topics"])
         group_id = req["group_id"]
         if not group_id:
-            return self.commit_error(req, Err.INVALID_GROUP_ID)
+            return self.commit_error(req, ctx.api_version, Err.INVALID_GROUP_ID)
         # the op is a bound method given its arguments, not a closure made
         # for every commit (the hot path: CPU per commit is benched)
-        return self.runtime.write(group_id, self._commit_op, partial(self.commit_error, req),
+        return self.runtime.write(group_id, self._commit_op, partial(self.commit_error, req, ctx.api_version),
                                   req, ctx.api_version)
 
     def _commit_op(self, core, now: int, req: dict, version: int) -> Result:

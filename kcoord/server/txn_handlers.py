@@ -49,6 +49,7 @@ class TxnHandlers:
         code = self._not_ready(tid)
         if code:
             return {**answer, "error_code": code}
+        await self.runtime.settled(tid)
         res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
                                          req.get("producer_id", -1),
                                          req.get("producer_epoch", -1), self.runtime.clock.ms())
@@ -93,6 +94,7 @@ class TxnHandlers:
         if unknown:
             return self._results(topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
+        await self.runtime.settled(tid)
         res = self.core.add_partitions(tid, pid, epoch, pairs, self.runtime.clock.ms())
         error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return self._results(topics, lambda _tp: error)
@@ -117,6 +119,7 @@ class TxnHandlers:
     async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready(req["transactional_id"])
         if not code:
+            await self.runtime.settled(req["transactional_id"])
             # the group need not exist: its __consumer_offsets partition joins the txn
             partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
             res = self.core.add_partitions(req["transactional_id"], req["producer_id"],
@@ -132,8 +135,8 @@ class TxnHandlers:
         if not code:
             res = self.core.end_txn(req["transactional_id"], req["producer_id"],
                                     req["producer_epoch"], req["committed"], self.runtime.clock.ms())
-            # answered once the markers are written and Complete* is durable
-            code = (await self.runtime.write_and_complete(res.records)
+            # answered once Prepare* is durable (Kafka's shape); markers follow
+            code = (await self.runtime.write_and_complete(res.records, wait=False)
                     or _for_version(ctx, res.error))
         return {"throttle_time_ms": 0, "error_code": code}
 

@@ -40,7 +40,7 @@ log = logging.getLogger("kcoord.txn")
 
 LOAD_CHUNK = 4 << 20
 COMPLETION_RETRY_S = 0.5
-COMPLETION_WAIT_S = 5.0  # longest an EndTxn waits for its markers before answering
+COMPLETION_WAIT_S = 5.0  # longest a request waits for a completion under way
 
 
 class TxnRuntime:
@@ -75,6 +75,7 @@ class TxnRuntime:
         self._swept = False
         self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
+        self._finishing: dict[str, asyncio.Task] = {}  # transactional id -> its completion
         self._timers: list = []  # handles of the clock's timers
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
@@ -177,7 +178,7 @@ class TxnRuntime:
     def _complete_pending(self, partition: int) -> None:
         for completion in self.core.pending_completions():
             if self.core.partition_of(completion.transactional_id) == partition:
-                self._spawn(self._complete(completion))
+                self._finish(completion)
 
     def _load_record(self, rec) -> None:
         if rec.key is None:
@@ -246,12 +247,12 @@ class TxnRuntime:
             return Err.NOT_COORDINATOR
         return await self._durable(logs)
 
-    async def write_and_complete(self, records: list[TxnRecord]) -> int:
-        """Write; then finish every Prepare* the records started, waiting for
-        that at most COMPLETION_WAIT_S: the Prepare* is durable, so the
-        answer may go (as Kafka answers EndTxn right after it) while the
-        markers are still retried, e.g. until a dead leader is replaced;
-        the client's next request gets CONCURRENT_TRANSACTIONS till then."""
+    async def write_and_complete(self, records: list[TxnRecord], wait: bool = True) -> int:
+        """Write; then start finishing every Prepare* the records started.
+        With `wait` (InitProducerId's fencing abort) wait for that at most
+        COMPLETION_WAIT_S; without it answer once the Prepare* is durable,
+        as Kafka answers EndTxn: the producer's next InitProducerId or
+        AddPartitions waits for the completion (settled)."""
         code = await self.write(records)
         if code:
             return code
@@ -259,10 +260,33 @@ class TxnRuntime:
         for r in records:
             completion = self.core.completion(r.transactional_id)
             if completion is not None:
-                tasks.append(self._spawn(self._complete(completion)))
-        if tasks:
+                tasks.append(self._finish(completion))
+        if tasks and wait:
             await asyncio.wait(tasks, timeout=COMPLETION_WAIT_S)
         return Err.NONE
+
+    def _finish(self, c: Completion) -> asyncio.Task:
+        """Start completing `c`, remembered so a request of that id can wait for it."""
+        tid = c.transactional_id
+        under_way = self._finishing.get(tid)
+        if under_way is not None and not under_way.done():
+            return under_way
+        task = self._spawn(self._complete(c))
+        self._finishing[tid] = task
+
+        def forget(t: asyncio.Task) -> None:
+            if self._finishing.get(tid) is t:
+                del self._finishing[tid]
+        task.add_done_callback(forget)
+        return task
+
+    async def settled(self, transactional_id: str | None) -> None:
+        """Wait (at most COMPLETION_WAIT_S) for the id's completion under way:
+        the request after an EndTxn then finds the transaction complete
+        instead of answering CONCURRENT_TRANSACTIONS at once."""
+        task = self._finishing.get(transactional_id) if transactional_id else None
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=COMPLETION_WAIT_S)
 
     # ---------------------------------------------------------- completion
     async def _complete(self, c: Completion) -> None:

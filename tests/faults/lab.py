@@ -8,13 +8,15 @@ nftables rules in a host's own namespace (drops by peer address, random
 loss) and a token-bucket qdisc on its veth (a slow link: this kernel has
 no netem, so delay comes from a queue, not a fixed latency).
 
-Every namespace's name starts with the lab's prefix, so leftovers of a
-killed run are removed by name at the next start and at exit.
+Every namespace's name starts with the lab's prefix, which carries the
+owning process's id: runs at the same time keep apart, and a killed run's
+leftovers (its owner gone) are removed by name at the next start.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -60,7 +62,28 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def remove_leftovers(prefix: str = PREFIX) -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_dead_labs() -> None:
+    """Remove the labs of runs whose process is gone (never a live run's)."""
+    owners = set()
+    for line in _run(["ip", "netns", "list"], check=False).splitlines():
+        m = re.match(rf"{PREFIX}(\d+)-", line)
+        if m and not _alive(int(m.group(1))):
+            owners.add(m.group(1))
+    for owner in owners:
+        remove_leftovers(f"{PREFIX}{owner}")
+
+
+def remove_leftovers(prefix: str) -> None:
     """Delete every namespace named with `prefix` (a killed run's), after
     killing the processes a harness started in it."""
     for line in _run(["ip", "netns", "list"], check=False).splitlines():
@@ -84,8 +107,9 @@ class Cut:
 
 
 class Lab:
-    def __init__(self, prefix: str = PREFIX, subnet: str = SUBNET) -> None:
-        self.prefix, self.subnet = prefix, subnet
+    def __init__(self, prefix: str | None = None, subnet: str = SUBNET) -> None:
+        # the addresses live only inside the lab's namespaces: the name alone keeps runs apart
+        self.prefix, self.subnet = prefix or f"{PREFIX}{os.getpid()}", subnet
         self.hosts = dict(HOSTS)
         self.cuts: set[Cut] = set()
         self.lossy: dict[str, int] = {}
@@ -103,6 +127,7 @@ class Lab:
 
     # ------------------------------------------------------------ build
     def create(self) -> "Lab":
+        remove_dead_labs()
         remove_leftovers(self.prefix)
         atexit.register(self.destroy)
         bridge = self.ns("br")

@@ -111,10 +111,11 @@ class Member:
 
     def ready(self) -> bool:
         if self.conn is None:
+            # a new coordinator keeps the member and its generation, as Kafka's
+            # clients do (only a fencing error makes them join again)
             if not self._coordinator():
                 self._joined(None, "no-coordinator")
                 return False
-            self.generation = -1
         if self.generation < 0:
             return self._join()
         return True
