@@ -90,3 +90,6 @@ _.server_call
 # admin/http_security.py: the http.ssl.* / http.auth.* key list, unread today
 # (kept for the HTTP endpoint's settings check under way; delete if unused)
 HTTP_KEYS
+# pickle calls these hooks of the snapshot's Pickler/Unpickler (coordinator/snapshot.py)
+_.persistent_id
+_.persistent_load

@@ -88,6 +88,10 @@ class CoordinatorConfig:
         )
 
 
+def random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
 def group_tombstone(group_id: str) -> Record:
     return Record(GROUP_METADATA, {"group": group_id}, None)
 
@@ -99,14 +103,14 @@ class CoordinatorShard(ClassicGroupHandlers):
         self.config = config or CoordinatorConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
-        self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
+        self.new_uuid = new_uuid or random_uuid  # a function by name: the core pickles (snapshot.py)
         self.timers = Timers()  # every timer of the shard (classic, consumer, migration)
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
             self.config, self.groups, timers=self.timers)
         self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
         self.share = ShareGroupManager(  # KIP-932 share groups
             self.config, timers=self.timers,
-            other_group=lambda gid: gid in self.groups or gid in self.consumer.groups)
+            other_group=self.is_other_group)
         self.consumer.share_groups = self.share.groups
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
@@ -117,6 +121,10 @@ class CoordinatorShard(ClassicGroupHandlers):
             **dict.fromkeys(migration.TIMER_KINDS, self.migration.on_timer),
             SHARE_SESSION_TIMER: self.share.on_timer,
         }
+
+    def is_other_group(self, group_id: str) -> bool:
+        """Is `group_id` a classic or consumer group (a share group may not take it)."""
+        return group_id in self.groups or group_id in self.consumer.groups
 
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
         """Report rebalances and expiries to `observer` (None: to nobody).  Set
