@@ -238,3 +238,14 @@ def test_restart_finishes_a_logged_prepare_commit(tmp_path):
             assert resp["topics"][0]["partitions"][0]["offset"] == 2
     finally:
         srv.kill()
+
+
+def test_next_transaction_waits_for_the_completion_not_concurrent_transactions(c):
+    # EndTxn answers once Prepare* is durable; the markers follow, and the
+    # next AddPartitions waits for them instead of CONCURRENT_TRANSACTIONS
+    r = init(c, "w-next")
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    for i in range(10):
+        assert add(c, "w-next", pid, epoch, {"t": [0, 1]}) == {("t", 0): 0, ("t", 1): 0}
+        assert end(c, "w-next", pid, epoch, i % 2 == 0) == Err.NONE
+    assert add(c, "w-next", pid, epoch, {"t": [0]}) == {("t", 0): Err.NONE}
