@@ -115,7 +115,8 @@ def test_lease_expiry_reelects_controller_and_moves_leaderships(etcd):
         try:
             await all_registered(list(planes.values()))
             await planes[1].create_topic("t", 6, 2)
-            await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 6, "placed")
+            for p in planes.values():  # each view, the victim's included, holds all six
+                await wait(p, lambda p=p: len(p.view.topic_states("t")) == 6, "placed")
             first = planes[1].view.controller
             victim = planes[first.node_id]
             before = {s.partition: s for s in victim.view.topic_states("t")}
