@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
     p.add_argument("--state", nargs="?", const="", metavar="STATES",
                    help="describe: the group's state; list: show and filter by state "
                         "(Empty, Stable, Dead)")
-    p.add_argument("--dry-run", action="store_true", help="reset: only show (the default)")
+    p.add_argument("--dry-run", action="store_true", help="reset: only show the plan")
     p.add_argument("--execute", action="store_true", help="reset: do it")
     p.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
     p.add_argument("--to-earliest", action="store_true")
@@ -93,14 +93,20 @@ def check_args(args) -> None:
     if action == "reset_offsets":
         if args.dry_run and args.execute:
             raise UsageError("Option --reset-offsets only accepts one of --execute and --dry-run")
+        if not args.dry_run and not args.execute:
+            raise UsageError("Option --reset-offsets takes the option: --execute or --dry-run")
         if len(args.group) != 1:
             raise UsageError("Option --reset-offsets takes the option: --group")
-        if sum(bool(getattr(args, s)) for s in SCENARIOS) != 1:
-            raise UsageError("Option --reset-offsets requires one of the following scenarios: "
-                             "--to-datetime, --to-earliest, --to-latest")
-        if bool(args.topic) == args.all_topics:
+        if not args.topic and not args.all_topics:  # (both: --topic wins, as Kafka's)
             raise UsageError("Option --reset-offsets takes one of these options: --all-topics, "
                              "--topic")
+        given = [s for s in SCENARIOS if getattr(args, s)]
+        if not given:
+            raise UsageError("Option --reset-offsets takes one of these options: "
+                             "--to-datetime, --to-earliest, --to-latest")
+        if len(given) > 1:
+            first, second = (s.replace("_", "-") for s in given[:2])
+            raise UsageError(f"Option --{first} can't be used with option --{second}")
     elif args.all_topics or args.dry_run or args.execute or any(
             getattr(args, s) for s in SCENARIOS):
         raise UsageError("Options --all-topics, --dry-run, --execute and the --to-* scenarios "
@@ -360,10 +366,10 @@ def reset_offsets(admin: AdminClient, args) -> None:
         state = "Dead"
     if state not in ("Empty", "Dead"):
         raise UsageError(f"Share group '{group_id}' is not empty.")
-    if args.all_topics:
-        partitions = sorted(ops.share_offsets(admin, group_id))
-    else:
+    if args.topic:
         partitions = sorted(set(topic_partitions(admin, args.topic)))
+    else:  # --all-topics: every share partition with share state
+        partitions = sorted(ops.share_offsets(admin, group_id))
     if not partitions:
         plan = {}
     elif args.to_datetime:

@@ -20,7 +20,7 @@ from tests.clients.share_workers import Deliveries, ShareWorker
 from tests.clients.wire import WireClient, create_topic, produce
 from tests.support import ServerProcess
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.clients, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 TOPIC, PARTITIONS, PER_PARTITION = "shares", 2, 5
 LIVE = "sg-live"  # has one member for the whole module
@@ -89,8 +89,14 @@ def test_usage_errors(capsys):
             (["--delete-offsets", "--group", "g"], "--group, --topic"),
             (["--reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--dry-run",
               "--execute"], "only accepts one of --execute and --dry-run"),
-            (["--reset-offsets", "--group", "g", "--topic", "t"], "scenarios"),
-            (["--reset-offsets", "--group", "g", "--to-latest"], "--all-topics, --topic"),
+            (["--reset-offsets", "--group", "g", "--topic", "t", "--to-latest"],
+             "takes the option: --execute or --dry-run"),
+            (["--reset-offsets", "--group", "g", "--topic", "t", "--dry-run"],
+             "--to-datetime, --to-earliest, --to-latest"),
+            (["--reset-offsets", "--group", "g", "--topic", "t", "--dry-run", "--to-latest",
+              "--to-earliest"], "--to-earliest can't be used with option --to-latest"),
+            (["--reset-offsets", "--group", "g", "--to-latest", "--execute"],
+             "--all-topics, --topic"),
             (["--list", "--members"], "only valid with --describe"),
             (["--list", "--state", "Rebalancing"], "Valid states are: Empty, Stable, Dead")):
         capsys.readouterr()
@@ -145,7 +151,9 @@ def test_describe_members_state_and_offsets(server, live):
     assert len(rows) == PARTITIONS
 
     rc, out, _ = share_cli(server, "--describe", "--group", "nobody")
-    assert rc == 1 and "Share group nobody not found." in out
+    assert rc == 1 and "Group nobody not found." in out
+    rc, out, _ = share_cli(server, "--describe", "--all-groups", "--state")
+    assert rc == 0 and [r[0] for r in table(out)[1]] == [live]  # (the only share group yet)
 
 
 def test_reset_is_refused_while_the_group_has_members(server, live):
@@ -162,6 +170,9 @@ def test_reset_delete_offsets_and_delete_an_empty_group(server, live):
     assert rc == 0 and header.split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     assert rows == [[group, TOPIC, str(p), str(PER_PARTITION)] for p in range(PARTITIONS)]
     assert share_cli(server, "--list")[1].split() == [live]  # a dry run changes nothing
+    _, out, _ = share_cli(server, "--reset-offsets", "--group", group, "--topic", TOPIC,
+                          "--to-datetime", "2000-01-01T00:00:00.000", "--dry-run")
+    assert table(out)[1] == [[group, TOPIC, str(p), "0"] for p in range(PARTITIONS)]
 
     assert share_cli(server, "--reset-offsets", "--group", group, "--topic", f"{TOPIC}:1",
                      "--to-latest", "--execute")[0] == 0

@@ -308,8 +308,13 @@ def test_delete_share_group_offsets(client):
     r = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": [
         {"topic_name": "t", "partitions": [0]}]}]})
     assert r["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1  # state gone
-    assert client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})[
-        "error_code"] == Err.GROUP_ID_NOT_FOUND
+    refused = client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})
+    assert (refused["error_code"], refused["error_message"]) == (
+        Err.GROUP_ID_NOT_FOUND, "Group nobody not found.")  # GroupMetadataManager.group()
+    [unknown] = client.request(DESCRIBE, 1, {"group_ids": ["nobody"],
+                                             "include_authorized_operations": False})["groups"]
+    assert (unknown["error_code"], unknown["error_message"]) == (
+        Err.GROUP_ID_NOT_FOUND, "Group nobody not found.")
     assert client.request(HEARTBEAT, 1, hb(group="delo"))["error_code"] == 0
     assert client.request(92, 0, {"group_id": "delo", "topics": [{"topic_name": "t"}]})[
         "error_code"] == Err.NON_EMPTY_GROUP
