@@ -74,6 +74,9 @@ class ClusterNode:
         """The replica manager's state store: an ISR change by compare-and-set."""
         return await self.plane.alter_isr(proposed)
 
+    def isr_eligible(self, node_id: int) -> bool:
+        return self.plane.view.isr_eligible(node_id)
+
     def peer_address(self, node_id: int) -> tuple[str, int] | None:
         """Where another node's inter-broker listener is, as it registered it."""
         info = self.plane.view.nodes.get(node_id)

@@ -486,6 +486,11 @@ def _share_group_describe(c: Checks, ctx, req, handler):
     return then(ctx, handler(ctx, {**req, "group_ids": ok}), fix)
 
 
+# Kafka's Errors messages, which KafkaApis sets on the share offsets APIs' refusals
+TOPIC_DENIED = "Topic authorization failed."
+GROUP_DENIED = "Group authorization failed."
+
+
 @rule(90)
 def _describe_share_group_offsets(c: Checks, ctx, req, handler):
     """KafkaApis handleDescribeShareGroupOffsetsRequest: DESCRIBE on each group
@@ -507,12 +512,14 @@ def _describe_share_group_offsets(c: Checks, ctx, req, handler):
         hidden[g["group_id"]] = [{
             "topic_name": t["topic_name"], "topic_id": bytes(16), "partitions": [
                 {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1,
-                 "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+                 "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": TOPIC_DENIED}
                 for p in t["partitions"]]} for t in secret]
         asked.append({**g, "topics": shown})
 
     def fix(resp):
         for g in resp.get("groups") or []:
+            if g.get("error_code"):  # a group the coordinator refused answers its error only
+                continue
             if g["group_id"] in hidden:
                 g["topics"] = (g.get("topics") or []) + hidden[g["group_id"]]
             else:
@@ -532,14 +539,15 @@ def _alter_share_group_offsets(c: Checks, ctx, req, handler):
     level), READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED)."""
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "responses": []}
+                "error_message": GROUP_DENIED, "responses": []}
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
     refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16), "partitions": [
         {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-         "error_message": None} for p in t["partitions"]]} for t in denied]
+         "error_message": TOPIC_DENIED} for p in t["partitions"]]} for t in denied]
 
     def fix(resp):
-        resp["responses"] = (resp.get("responses") or []) + refused
+        if not resp.get("error_code"):  # a top-level error is answered alone, as Kafka
+            resp["responses"] = refused + (resp.get("responses") or [])
         return resp
     return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
 
@@ -550,14 +558,15 @@ def _delete_share_group_offsets(c: Checks, ctx, req, handler):
     level), READ on each topic (that topic TOPIC_AUTHORIZATION_FAILED)."""
     if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": None, "responses": []}
+                "error_message": GROUP_DENIED, "responses": []}
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
     refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16),
-                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": TOPIC_DENIED}
                for t in denied]
 
     def fix(resp):
-        resp["responses"] = (resp.get("responses") or []) + refused
+        if not resp.get("error_code"):  # a top-level error is answered alone, as Kafka
+            resp["responses"] = refused + (resp.get("responses") or [])
         return resp
     return then(ctx, handler(ctx, {**req, "topics": ok}), fix)
 
