@@ -20,7 +20,7 @@ from tests.clients.share_workers import Deliveries, ShareWorker
 from tests.clients.wire import WireClient, create_topic, produce
 from tests.support import ServerProcess
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.clients, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 TOPIC, PARTITIONS, PER_PARTITION = "shares", 2, 5
 LIVE = "sg-live"  # has one member for the whole module
@@ -152,6 +152,8 @@ def test_describe_members_state_and_offsets(server, live):
 
     rc, out, _ = share_cli(server, "--describe", "--group", "nobody")
     assert rc == 1 and "Group nobody not found." in out
+    rc, out, _ = share_cli(server, "--describe", "--all-groups", "--state")
+    assert rc == 0 and [r[0] for r in table(out)[1]] == [live]  # (the only share group yet)
 
 
 def test_reset_is_refused_while_the_group_has_members(server, live):
