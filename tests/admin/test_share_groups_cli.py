@@ -88,6 +88,9 @@ def live(server):
 
 
 def test_usage_errors(capsys):
+    with pytest.raises(SystemExit):
+        main(["share-groups", "--help"])
+    assert "works against Apache Kafka" in " ".join(capsys.readouterr().out.split())
     for argv, said in (
             (["--list", "--describe"], "exactly one action"),
             (["--describe"], "takes one of these options: --all-groups, --group"),
