@@ -1,11 +1,12 @@
-"""Registers the operator commands (`kcoord consumer-groups`, `topics`,
-`configs`) on the `kcoord` parser; each sets `run` to its entry point."""
+"""Registers the operator commands (`kcoord consumer-groups`, `share-groups`,
+`topics`, `configs`) on the `kcoord` parser; each sets `run` to its entry point."""
 from __future__ import annotations
 
 
 def add_parsers(sub) -> None:
-    from . import configs, consumer_groups, topics, transactions
+    from . import configs, consumer_groups, share_groups, topics, transactions
     consumer_groups.add_parser(sub)
+    share_groups.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
     transactions.add_parser(sub)

@@ -11,7 +11,7 @@ from ..protocol.errors import Err
 from . import groups as ops
 from .client import AdminClient, AdminError, UsageError, read_properties
 from .groups import Group, message
-from .offset_reset import (parse_datetime, parse_duration, plan_for, read_plan,
+from .offset_reset import (parse_datetime, parse_duration, plan_for, print_plans, read_plan,
                            topic_partitions)
 
 MISSING = "-"
@@ -433,16 +433,7 @@ def reset_offsets(admin: AdminClient, args) -> None:
                              else f"{group_id},{topic},{partition},{offset}")
         print("".join(line + "\n" for line in lines))
         return
-    g = max([15] + [len(gid) for gid in plans])
-    t = max([15] + [len(tp[0]) for plan in plans.values() for tp in plan])
-    if plans:
-        sys.stdout.write("\n" + " ".join(["GROUP".ljust(g), "TOPIC".ljust(t),
-                                          "PARTITION".ljust(10), "NEW-OFFSET"]))
-    for group_id, plan in plans.items():
-        for (topic, partition), offset in sorted(plan.items()):
-            sys.stdout.write("\n" + " ".join([group_id.ljust(g), topic.ljust(t),
-                                              str(partition).ljust(10), str(offset)]))
-    print()
+    print_plans(plans)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,11 +89,15 @@ def describe_group(admin: AdminClient, group_id: str) -> Group:
     for node_id, address in admin.brokers().items():
         if address == (conn.host, conn.port):
             coordinator = (node_id, conn.host, conn.port)
+    not_consumer = None  # ConsumerGroupDescribe's "Group g is not a consumer group."
     if conn.supports(69):
         _, response = admin.group_request(group_id, 69, {"group_ids": [group_id],
                                                          "include_authorized_operations": False},
                                           lambda r: r["groups"][0]["error_code"])
         [g] = response["groups"]
+        if g["error_code"] == Err.GROUP_ID_NOT_FOUND and "is not a consumer group" in (
+                g["error_message"] or ""):
+            not_consumer = g["error_message"]
         if g["error_code"] == Err.NONE:
             def pairs(assignment):
                 return sorted((t["topic_name"], p) for t in (assignment or {}).get(
@@ -109,6 +113,9 @@ def describe_group(admin: AdminClient, group_id: str) -> Group:
                                                      "include_authorized_operations": False},
                                       lambda r: r["groups"][0]["error_code"], high=5)
     [g] = response["groups"]
+    if not_consumer and (g["error_code"] == Err.GROUP_ID_NOT_FOUND or g["group_state"] == "Dead"):
+        # a share group's id: Kafka's Admin client fails with ConsumerGroupDescribe's message
+        raise AdminError(not_consumer)
     if g["error_code"] == Err.GROUP_ID_NOT_FOUND:
         return Group(group_id, "Dead", "classic", coordinator, "")
     if g["error_code"] != Err.NONE:

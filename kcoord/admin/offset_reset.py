@@ -32,6 +32,19 @@ def topic_partitions(admin: AdminClient, topic_args: list[str]) -> list[tuple[st
     return out
 
 
+def print_plans(plans: dict[str, dict[tuple[str, int], int]]) -> None:
+    """Kafka's GroupOffsetsResetter.printOffsetsToReset: GROUP TOPIC PARTITION NEW-OFFSET."""
+    g = max([15] + [len(gid) for gid in plans])
+    t = max([15] + [len(tp[0]) for plan in plans.values() for tp in plan])
+    if plans:
+        sys.stdout.write("\n" + " ".join(["GROUP".ljust(g), "TOPIC".ljust(t),
+                                          "PARTITION".ljust(10), "NEW-OFFSET"]))
+    for group_id, plan in plans.items():
+        for (topic, partition), offset in sorted(plan.items()):
+            sys.stdout.write("\n" + " ".join([group_id.ljust(g), topic.ljust(t),
+                                              str(partition).ljust(10), str(offset)]))
+    print()
+
 
 def parse_datetime(text: str) -> int:
     """Kafka's Utils.getDateTime: yyyy-MM-dd'T'HH:mm:ss.SSS with an optional
@@ -118,6 +131,16 @@ def by_timestamp(admin: AdminClient, partitions, timestamp: int) -> dict[tuple[s
     return out
 
 
+def edge_offsets(admin: AdminClient, partitions, earliest: bool) -> dict[tuple[str, int], int]:
+    """--to-earliest / --to-latest: each partition's log start or end."""
+    found = admin.list_offsets(partitions, -2 if earliest else -1)
+    for tp in partitions:
+        if found.get(tp) is None:
+            raise UsageError(f"Error getting {'starting' if earliest else 'ending'} "
+                             f"offset of topic partition: {tp[0]}-{tp[1]}")
+    return {tp: found[tp] for tp in partitions}
+
+
 def plan_for(admin: AdminClient, args, group_id: str, file_plan) -> dict[tuple[str, int], int]:
     committed = None
     if args.from_file:
@@ -131,12 +154,7 @@ def plan_for(admin: AdminClient, args, group_id: str, file_plan) -> dict[tuple[s
     if not partitions:
         return {}
     if args.to_earliest or args.to_latest:
-        found = admin.list_offsets(partitions, -2 if args.to_earliest else -1)
-        for tp in partitions:
-            if found.get(tp) is None:
-                raise UsageError(f"Error getting {'starting' if args.to_earliest else 'ending'} "
-                                 f"offset of topic partition: {tp[0]}-{tp[1]}")
-        return {tp: found[tp] for tp in partitions}
+        return edge_offsets(admin, partitions, args.to_earliest)
     if args.to_offset is not None:
         return clamp(admin, {tp: args.to_offset for tp in partitions})
     if args.shift_by is not None or args.to_current:

@@ -16,12 +16,21 @@ async def bounded(aw, timeout: float):
     try:
         done, _ = await asyncio.wait({fut}, timeout=timeout)
     except BaseException:
-        fut.cancel()
+        drop(fut)
         raise
     if not done:
         fut.cancel()
         raise asyncio.TimeoutError()
     return fut.result()
+
+
+def drop(fut: asyncio.Future) -> None:
+    """Cancel `fut`, or, when it already ended in the same loop turn as our
+    own cancellation, retrieve its exception (no "never retrieved" traceback)."""
+    if not fut.done():
+        fut.cancel()
+    elif not fut.cancelled():
+        fut.exception()
 
 
 async def cancel_and_wait(task: asyncio.Future | None, timeout: float) -> None:

@@ -18,7 +18,7 @@ from typing import Callable
 
 from .aio import bounded, cancel_and_wait
 from .etcd_session import EtcdSession, parse_endpoints
-from .state import PartitionState, PartitionStateListener
+from .state import IneligibleReplica, PartitionState, PartitionStateListener
 from .view import (
     ClusterView,
     Keys,
@@ -60,6 +60,9 @@ class EtcdControlPlane:
         self._watch = None
         self._changed = asyncio.Event()  # set after every applied change (waiters re-check)
         self._campaigning = False
+        # (topic, partition) -> the state this node's last alter_isr wrote (the
+        # watch may not have brought it yet; the leader proposes on top of it)
+        self._isr_written: dict[tuple[str, int], PartitionState] = {}
 
     @property
     def client(self):
@@ -261,18 +264,44 @@ class EtcdControlPlane:
 
     # ------------------------------------------------------- state writes
     async def alter_isr(self, proposed: PartitionState) -> PartitionState | None:
-        """PartitionStateStore.alter_isr: compare-and-set on the mod revision."""
+        """PartitionStateStore.alter_isr: compare-and-set on the mod revision.
+        A replica it adds must still be the eligible incarnation the view
+        shows (Kafka's broker epoch check of AlterPartition): its registration
+        unchanged and recorded as handled; else IneligibleReplica."""
         key = self.keys.partition(proposed.topic, proposed.partition).encode()
         t = self.txn
+        added = self._added_to_isr(proposed)
+        compare = [t.mod(key) == proposed.version]
+        for node in added:
+            if not self.view.isr_eligible(node):
+                raise IneligibleReplica(f"node {node} may not join the ISR yet")
+            compare += [t.mod(self.keys.node(node).encode()) == self.view.registered[node],
+                        t.value(self.keys.incarnation(node).encode())
+                        == str(self.view.sessions[node]).encode()]
         ok, responses = await self.client.transaction(
-            compare=[t.mod(key) == proposed.version],
-            success=[t.put(key, encode_state(proposed))], failure=[])
+            compare=compare, success=[t.put(key, encode_state(proposed))],
+            failure=[t.get(key)] if added else [])
         if not ok:
+            stored = responses[0] if added else []
+            if stored and stored[0][1].mod_revision == proposed.version:
+                raise IneligibleReplica(f"nodes {sorted(added)} changed registration")
             return None
-        return PartitionState(proposed.topic, proposed.partition, proposed.leader,
-                              proposed.leader_epoch, tuple(proposed.isr),
-                              tuple(proposed.replicas),
-                              responses[0].response_put.header.revision)
+        written = PartitionState(proposed.topic, proposed.partition, proposed.leader,
+                                 proposed.leader_epoch, tuple(proposed.isr),
+                                 tuple(proposed.replicas),
+                                 responses[0].response_put.header.revision)
+        self._isr_written[(written.topic, written.partition)] = written
+        return written
+
+    def _added_to_isr(self, proposed: PartitionState) -> set[int]:
+        """The replicas `proposed` adds to the ISR of the state it replaces
+        (as the view or this node's last write of it holds it; neither: a
+        stale version, which the compare refuses anyway)."""
+        where = (proposed.topic, proposed.partition)
+        for old in (self.view.state(*where), self._isr_written.get(where)):
+            if old is not None and old.version == proposed.version:
+                return set(proposed.isr) - set(old.isr)
+        return set()
 
     async def replace_state(self, old: PartitionState, new: PartitionState) -> bool:
         """Compare-and-set a partition state decided outside the controller's

@@ -19,7 +19,7 @@ from ..protocol.errors import Err
 from ..protocol.client import AsyncExchange
 from ..protocol.records import LOG_OVERHEAD, iter_batches
 from ..security.client import SaslLoginError, open_connection
-from .aio import bounded, cancel_and_wait
+from .aio import bounded, cancel_and_wait, drop
 from .replica import EpochQuery, FetchQuery, FetchServed
 
 log = logging.getLogger("kcoord.cluster.fetcher")
@@ -199,6 +199,8 @@ class ReplicaFetcher:
         finally:
             if not call.done():
                 await cancel_and_wait(call, 5.0)
+            else:
+                drop(call)  # it ended as we were cancelled: its exception is retrieved
 
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Callable, Protocol
 
 from kcoord.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
 from kcoord.protocol.errors import Err
@@ -160,10 +160,14 @@ class Replica:
     """This node's replica of one partition."""
 
     def __init__(self, node_id: int, log: ReplicaLog, config: ReplicationConfig | None = None,
-                 *, high_watermark: int = 0) -> None:
+                 *, high_watermark: int = 0,
+                 isr_eligible: Callable[[int], bool] | None = None) -> None:
         self.node_id = node_id
         self.log = log
         self.config = config or ReplicationConfig()
+        # may a follower join the ISR now (Kafka's isReplicaIsrEligible)? A
+        # restarted node's new incarnation may not until the controller fenced the old one
+        self.isr_eligible = isr_eligible or (lambda _node: True)
         self.state: PartitionState | None = None
         self.role = Role.NONE
         self.high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
@@ -420,6 +424,16 @@ class Replica:
         self._refused = True
         return []
 
+    def on_isr_ineligible(self, proposed: PartitionState) -> list:
+        """The store refused to add a replica that may not join yet; the
+        stored state did not change, so this leader still knows the ISR:
+        the proposal is dropped and a later fetch may propose again."""
+        out: list = []
+        if self._pending is proposed:
+            self._pending = None
+            self._maybe_increment_hwm(out)  # it no longer waits for the refused replica
+        return out
+
     def _propose(self, isr: tuple[int, ...], out: list) -> None:
         proposed = self.state.with_isr(isr)
         self._pending = proposed
@@ -429,7 +443,7 @@ class Replica:
         # Kafka's isFollowerInSync: caught up to the high watermark and into
         # this leader's epoch (so it holds everything committed before it).
         if (self._pending is not None or self._stale or replica_id in self.state.isr
-                or replica_id not in self.state.replicas):
+                or replica_id not in self.state.replicas or not self.isr_eligible(replica_id)):
             return
         if p.log_end_offset >= self.high_watermark and p.log_end_offset >= self._epoch_start:
             isr = tuple(r for r in self.state.replicas if r in self.state.isr or r == replica_id)

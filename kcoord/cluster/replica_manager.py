@@ -28,7 +28,7 @@ from .replica import (
     BecameLeader, Completed, FetchServed, HighWatermarkMoved, ProposeIsr, Replica,
     ReplicationConfig, Role,
 )
-from .state import NO_LEADER, PartitionState
+from .state import NO_LEADER, IneligibleReplica, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.cluster.replicas")
@@ -151,7 +151,8 @@ class ReplicaManager:
             config = self.replication
             if self.min_isr_for is not None:
                 config = replace(config, min_insync_replicas=self.min_isr_for(state.topic))
-            replica = Replica(self.node_id, plog, config, high_watermark=plog.log_start_offset)
+            replica = Replica(self.node_id, plog, config, high_watermark=plog.log_start_offset,
+                              isr_eligible=getattr(self.store, "isr_eligible", None))
             self.replicas[key] = replica
         self.handle(key, replica.on_state(state, now_ms()))
         self._sync_fetchers()
@@ -225,6 +226,12 @@ class ReplicaManager:
                 result = await self.store.alter_isr(proposed)
             except asyncio.CancelledError:
                 raise
+            except IneligibleReplica as exc:
+                log.info("%s-%d: ISR change refused: %s", key[0], key[1], exc)
+                replica = self.replicas.get(key)
+                if replica is not None:
+                    self.handle(key, replica.on_isr_ineligible(proposed))
+                return
             except Exception as exc:
                 log.warning("%s-%d: ISR change not answered (%s); asking again",
                             key[0], key[1], exc)

@@ -27,6 +27,13 @@ class PartitionState:
         return replace(self, isr=tuple(isr))
 
 
+class IneligibleReplica(Exception):
+    """alter_isr refused to add a replica that may not join the ISR (Kafka's
+    INELIGIBLE_REPLICA): its node is not registered, is shutting down, or
+    is an incarnation the controller has not fenced yet.  The stored state
+    is unchanged, so the leader is not stale: it may propose again later."""
+
+
 class PartitionStateStore(Protocol):
     """What the replica manager needs from the control plane."""
 
@@ -34,8 +41,12 @@ class PartitionStateStore(Protocol):
         """Compare-and-set the ISR of `proposed` against its `version`: the
         stored state on success (new version), None when the version or the
         leader epoch no longer match (this leader is stale: it must stop
-        acknowledging and wait for the next state)."""
+        acknowledging and wait for the next state); IneligibleReplica when a
+        replica it adds may not join now."""
         ...
+
+    # Optional: isr_eligible(self, node_id) -> bool
+    # May this node join an ISR now (the leader asks before proposing it)?
 
 
 class PartitionStateListener(Protocol):

@@ -120,6 +120,7 @@ class ClusterView:
         self.keys = keys
         self.nodes: dict[int, NodeInfo] = {}
         self.sessions: dict[int, int] = {}  # node -> lease of its registration (its incarnation)
+        self.registered: dict[int, int] = {}  # node -> mod revision of its registration
         self.incarnations: dict[int, int] = {}  # node -> lease the controller last handled
         self.controller: Controller | None = None
         self.controller_epoch = 0
@@ -141,6 +142,15 @@ class ClusterView:
     def stopping(self) -> set[int]:
         return {n for n, info in self.nodes.items() if info.stopping}
 
+    def isr_eligible(self, node_id: int) -> bool:
+        """May the node join an ISR (Kafka's isReplicaIsrEligible)? Registered,
+        not shutting down, and its incarnation handled by the controller: a
+        new incarnation joins only once the old one's leaderships and ISR
+        places are gone, else that fencing would throw the new one out."""
+        info = self.nodes.get(node_id)
+        return (info is not None and not info.stopping
+                and self.incarnations.get(node_id) == self.sessions.get(node_id))
+
     def state(self, topic: str, partition: int) -> PartitionState | None:
         return self.partitions.get((topic, partition))
 
@@ -160,8 +170,10 @@ class ClusterView:
             if value is None:
                 self.nodes.pop(node_id, None)
                 self.sessions.pop(node_id, None)
+                self.registered.pop(node_id, None)
             else:
                 self.sessions[node_id] = lease
+                self.registered[node_id] = mod_revision
                 doc = json.loads(value)
                 endpoints = tuple((str(n), str(h), int(p))
                                   for n, (h, p) in (doc.get("endpoints") or {}).items())

@@ -41,6 +41,7 @@ log = logging.getLogger("kcoord.share_group")
 
 SESSION_TIMER = "sg-session"
 MEMBER_ID_MAX_LENGTH = 36  # KafkaApis isMemberIdValid
+ADMIN_MISSING = "Group {} not found."  # GroupMetadataManager.group()'s message
 
 
 @dataclass(slots=True)
@@ -210,14 +211,16 @@ class ShareGroupManager:
                 error = exc
         return Result(response=heartbeat_error(error.code, error.message))
 
-    def share_group(self, group_id: str) -> ShareGroup:
-        """The share group, or HeartbeatError GROUP_ID_NOT_FOUND (Kafka's shareGroup)."""
+    def share_group(self, group_id: str, missing: str = "Share group {} not found.") -> ShareGroup:
+        """The share group, or HeartbeatError GROUP_ID_NOT_FOUND (Kafka's
+        getOrMaybeCreatePersistedShareGroup; the admin paths go through its
+        shareGroup, whose message for a missing group is "Group g not found.")."""
         group = self.groups.get(group_id)
         if group is None:
             if self.other_group(group_id):
                 raise HeartbeatError(Err.GROUP_ID_NOT_FOUND,
                                      f"Group {group_id} is not a share group.")
-            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, missing.format(group_id))
         return group
 
     def _get_or_create(self, group_id: str, create: bool) -> ShareGroup:
@@ -591,7 +594,7 @@ class ShareGroupManager:
                 out.append(describe_error(gid, Err.INVALID_GROUP_ID, None))
                 continue
             try:
-                group = self.share_group(gid)
+                group = self.share_group(gid, ADMIN_MISSING)
             except HeartbeatError as exc:
                 out.append(describe_error(gid, exc.code, exc.message))
                 continue
@@ -653,7 +656,7 @@ class ShareGroupManager:
         (all its partitions).  Result.response: a ShareOffsetsDeletion, or the
         error answer."""
         try:
-            group = self.share_group(group_id)
+            group = self.share_group(group_id, ADMIN_MISSING)
         except HeartbeatError as exc:
             return Result(response=delete_offsets_error(exc.code, exc.message))
         if group.members:

@@ -7,6 +7,9 @@ errors), applies its piggy-backed acknowledgements (answered once durable),
 then acquires from every partition of the session, rotated by the session
 epoch so none starves, up to MaxRecords; with nothing acquired it long-polls
 on the data plane's notifier until MinBytes are acquired or MaxWaitMs ends.
+A share partition still loading its state (a new leader reading it from a
+share coordinator perhaps not yet elected) holds the fetch no longer: it
+answers with nothing acquired from it, and the load goes on for the next.
 Epoch -1 acknowledges and then ends the session, releasing the member's
 records, as does the close of the connection the session was opened on.
 """
@@ -25,6 +28,10 @@ log = logging.getLogger("kcoord.share")
 
 MAX_MEMBER_ID = 36
 RECORD_LIMIT = 1   # ShareAcquireMode (v2): at most MaxRecords records, batches cut
+# a share partition's load is waited for this long even by a shorter MaxWaitMs
+# (one read of its state takes a round trip); a load retrying towards a share
+# coordinator not yet elected is not waited for: the fetch answers without it
+LOAD_WAIT_S = 0.5
 
 
 def _leader() -> dict:
@@ -198,44 +205,70 @@ class ShareFetchHandlers:
             shift = session.epoch % len(keys)       # round-robin start, so none starves
             keys = keys[shift:] + keys[:shift]
         entries: dict = {}
-        loaded = []
+        # share partitions being loaded are waited for up to MaxWaitMs (at least
+        # LOAD_WAIT_S), as Kafka's delayed share fetch: they join `loaded` as
+        # their loads end
+        loading: dict = {}
         for tp in keys:
             topic, code = self._topic(*tp)
             if code == Err.NONE:
-                loaded_one = await self.shares.get(group_id, topic, tp[1])
-                sp, code = loaded_one.partition, loaded_one.error_code
-            if code != Err.NONE:
-                entries[tp] = _fetch_entry(tp[1], code)
-                if code in (Err.UNKNOWN_TOPIC_ID, Err.UNKNOWN_TOPIC_OR_PARTITION):
-                    session.partitions.pop(tp, None)
-                continue
-            loaded.append((tp, topic, sp))
+                loading[tp] = (topic, self.shares.load(group_id, topic, tp[1]))
+            else:
+                self._failed(session, entries, tp, code)
+        loaded: list = []
         max_records = max(req.get("max_records", 0), 0)
         max_bytes = max(req["max_bytes"], 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
+        load_deadline = max(deadline, loop.time() + LOAD_WAIT_S)
         min_bytes = max(req["min_bytes"], 1)
         while True:
             if self.sessions.get(group_id, member) is not session:
                 break        # the session ended meanwhile (connection closed): acquire nothing
             waiter = self.data.appended.wait()   # armed before acquiring: no wake-up is missed
+            self._take_loaded(session, loading, loaded, entries)
             size = self._acquire_once(group_id, member, loaded, max_records, max_bytes,
                                       req.get("batch_size", 0), entries,
                                       req.get("share_acquire_mode", 0) == RECORD_LIMIT)
-            remaining = deadline - loop.time()
+            remaining = (load_deadline if loading else deadline) - loop.time()
             if (size >= min_bytes or entries.keys() - {tp for tp, _, _ in loaded}
                     or remaining <= 0 or self.data.stopping or not max_records or not max_bytes
-                    or not loaded):
+                    or not (loaded or loading)):
                 waiter.cancel()
                 break
             try:
                 await asyncio.wait_for(waiter, remaining)
             except asyncio.TimeoutError:
                 pass
-        for tp, _, _ in loaded:
+        # still loading: answered with nothing acquired, no error (Kafka's while a
+        # share partition initializes); the next fetch finds the same load
+        for tp in [tp for tp, _, _ in loaded] + list(loading):
             if tp not in entries and (full or tp in added):
                 entries[tp] = _fetch_entry(tp[1])
         return entries
+
+    @staticmethod
+    def _failed(session, entries: dict, tp: tuple, code: int) -> None:
+        entries[tp] = _fetch_entry(tp[1], code)
+        if code in (Err.UNKNOWN_TOPIC_ID, Err.UNKNOWN_TOPIC_OR_PARTITION):
+            session.partitions.pop(tp, None)
+
+    def _take_loaded(self, session, loading: dict, loaded: list, entries: dict) -> None:
+        """Move the share partitions whose loads ended from `loading` to
+        `loaded` (or their error into `entries`)."""
+        for tp, (topic, fut) in list(loading.items()):
+            if not fut.done():
+                continue
+            del loading[tp]
+            if fut.cancelled():
+                code = Err.UNKNOWN_SERVER_ERROR
+            else:
+                one = fut.result()
+                if one.error_code == Err.NONE:
+                    loaded.append((tp, topic, one.partition))
+                    continue
+                code = one.error_code
+            self._failed(session, entries, tp, code)
 
     def _acquire_once(self, group_id: str, member: str, loaded: list, max_records: int,
                       max_bytes: int, batch_size: int, entries: dict, strict: bool) -> int:

@@ -228,8 +228,8 @@ class ShareGroupApi:
                     entries.append(_offset_entry(p, -1, 0, Err.COORDINATOR_NOT_AVAILABLE))
                     continue
                 summary = await persister.summary(ShareKey(gid, topic_id, p))
-                if summary.error_code:
-                    entries.append(_offset_entry(p, -1, 0, summary.error_code))
+                if summary.error_code:  # no share state: absence of data, not an error (SVC)
+                    entries.append(_offset_entry(p, -1, 0))
                     continue
                 lag = -1
                 if summary.start_offset != -1 and summary.delivery_complete_count != -1:

@@ -122,17 +122,29 @@ class SharePartitionManager:
     # ------------------------------------------------------------- loading
     async def get(self, group_id: str, topic, index: int) -> Loaded:
         """The loaded share partition, or the error code for the client."""
+        return await asyncio.shield(self.load(group_id, topic, index))
+
+    def load(self, group_id: str, topic, index: int) -> asyncio.Future:
+        """A future of the Loaded share partition: done at once when it is in
+        memory, else the one load in progress (started here if none).  A load
+        ending wakes the long polls, so a fetch waiting on it acquires."""
         key = (group_id, topic.topic_id, index)
         sp = self.partitions.get(key)
         if sp is not None:
             if sp.leader_epoch == self.leader_epoch(topic, index):
-                return Loaded(sp)
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(Loaded(sp))
+                return done
             self.drop(key)            # led elsewhere meanwhile: its state moved on there
         fut = self._loading.get(key)
         if fut is None:
             fut = self._loading[key] = asyncio.ensure_future(self._load(key, topic, index))
-            fut.add_done_callback(lambda _f, k=key: self._loading.pop(k, None))
-        return await asyncio.shield(fut)
+            fut.add_done_callback(lambda _f, k=key: self._loaded(k))
+        return fut
+
+    def _loaded(self, key: tuple) -> None:
+        self._loading.pop(key, None)
+        self.data.appended.notify()
 
     async def _load(self, key: tuple, topic, index: int) -> Loaded:
         if self.persister is None:

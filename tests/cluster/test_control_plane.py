@@ -198,6 +198,72 @@ def test_new_incarnation_is_fenced_and_rejoins_as_follower(etcd):
     asyncio.run(main())
 
 
+def test_a_new_incarnation_joins_the_isr_only_after_the_controller_fenced_the_old(etcd):
+    """A restarted node caught up before the controller handled its bounce:
+    had the leader added it to the ISR then (and a move made it leader), the
+    controller's late fencing of the old incarnation threw the new one out
+    with a new epoch.  The leader may add it only once the bounce is handled,
+    checked again by etcd's compare (Kafka's broker epoch in AlterPartition)."""
+    from dataclasses import replace
+
+    from kcoord.cluster.state import IneligibleReplica
+
+    async def main():
+        planes = {i: plane(etcd, i) for i in (1, 2)}
+        await asyncio.gather(*(p.start() for p in planes.values()))
+        try:
+            await all_registered(list(planes.values()))
+            await planes[1].create_topic("t", 1, 2)
+            first = planes[1]
+            await wait(first, lambda: first.view.state("t", 0) is not None
+                       and first.view.incarnations == first.view.sessions, "placed, handled")
+            lead_id = first.view.controller.node_id
+            leader, bouncer = planes[lead_id], planes[3 - lead_id]
+            s = leader.view.state("t", 0)
+            if s.leader != lead_id:
+                assert await leader.replace_state(s, replace(s, leader=lead_id,
+                                                             leader_epoch=s.leader_epoch + 1))
+                await wait(leader, lambda: leader.view.state("t", 0).leader == lead_id, "moved")
+            shrunk = await leader.alter_isr(leader.view.state("t", 0).with_isr((lead_id,)))
+            controller = leader.controller
+            await controller.stop()  # the controller has not got to the bounce yet
+            old_lease = bouncer.session.lease_id
+            await bouncer.session._grant()  # what a restart leads to
+            await bouncer._reregister()
+            await wait(leader, lambda: leader.view.sessions.get(bouncer.node_id) not in
+                       (None, old_lease), "new incarnation seen")
+            grown = shrunk.with_isr((lead_id, bouncer.node_id))
+            assert not leader.view.isr_eligible(bouncer.node_id)
+            try:
+                await leader.alter_isr(grown)
+                raise AssertionError("the unfenced new incarnation joined the ISR")
+            except IneligibleReplica:
+                pass
+            # a view that wrongly holds the bounce as handled: etcd's compare refuses
+            leader.view.incarnations[bouncer.node_id] = leader.view.sessions[bouncer.node_id]
+            try:
+                await leader.alter_isr(grown)
+                raise AssertionError("etcd's compare let the new incarnation in")
+            except IneligibleReplica:
+                pass
+            leader.view.incarnations[bouncer.node_id] = old_lease
+            controller.start()
+            await wait(leader, lambda: leader.view.isr_eligible(bouncer.node_id), "handled")
+            assert leader.view.state("t", 0).version == shrunk.version  # nothing moved
+            joined = await leader.alter_isr(grown)
+            assert joined is not None and joined.isr == (lead_id, bouncer.node_id)
+            # the controller's later passes leave the new incarnation in place
+            assert await controller.reconcile_once() is False
+            await wait(leader, lambda: leader.view.state("t", 0).version >= joined.version,
+                       "seen")
+            now = leader.view.state("t", 0)
+            assert (now.leader, now.leader_epoch, now.isr) == \
+                (joined.leader, joined.leader_epoch, joined.isr)
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())
+
+
 def test_a_paused_node_learns_its_lease_lapsed_and_is_fenced(etcd):
     """The whole process (both nodes and so the controller too) stalls past
     the lease, as under SIGSTOP: on waking each node tells its listeners the

@@ -248,6 +248,31 @@ def test_a_refused_isr_change_freezes_the_leader_until_a_newer_state():
     assert completed(outs) == [("w", Err.NONE)] and a.high_watermark == 1
 
 
+def test_an_ineligible_follower_joins_the_isr_only_once_eligible():
+    # Kafka's isReplicaIsrEligible: a restarted node's new incarnation stays
+    # out until the controller fenced the old one (else that fencing would
+    # throw the new one out of the ISR, and out of any leadership it got)
+    eligible = {1: False}
+    a = Replica(0, SimLog(), ReplicationConfig(LAG, 1), isr_eligible=lambda n: eligible[n])
+    b = replica(1)
+    s = state(0, 1, (0,), (0, 1))
+    a.on_state(s, 0)
+    b.on_state(s, 0)
+    outs = exchange(a, b) + exchange(a, b)
+    assert not [o for o in outs if isinstance(o, ProposeIsr)] and a.maximal_isr == {0}
+    eligible[1] = True
+    (proposal,) = [o for o in exchange(a, b) if isinstance(o, ProposeIsr)]
+    assert proposal.proposed.isr == (0, 1) and a.maximal_isr == {0, 1}
+    # the store still refused it (its registration changed meanwhile): the
+    # leader is not stale, it acknowledges on its own ISR and may propose again
+    end = write(a, "x")
+    a.await_offset(end, "w")
+    assert completed(a.on_flushed(1)) == []          # waits for b, being added
+    assert completed(a.on_isr_ineligible(proposal.proposed)) == [("w", Err.NONE)]
+    (again,) = [o for o in exchange(a, b) + exchange(a, b) if isinstance(o, ProposeIsr)]
+    assert again.proposed.isr == (0, 1)
+
+
 def test_waiting_writes_fail_when_leadership_moves():
     a = replica(0)
     a.on_state(state(0, 1, (0, 1), (0, 1)), 0)

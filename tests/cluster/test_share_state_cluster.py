@@ -1,17 +1,20 @@
 """__share_group_state on 3 real nodes and etcd: FindCoordinator key type 2
 answers the leader of the key's partition (the topic created on first use,
 replicated), only that leader serves the share-state RPCs, and what it
-answered survives SIGKILL of it (the new leader reads it back)."""
+answered survives SIGKILL of it (the new leader reads it back); share
+consumers keep consuming through the share coordinator's SIGKILL or pause
+past its lease and the data leader's SIGKILL."""
+import os
 import signal
 
 from kcoord.coordinator.partitioner import partition_for
 from kcoord.log.start_offset import read_start_offset
 from kcoord.protocol.errors import Err
 from kcoord.server.share_runtime import share_key
-from tests.clients.wire import WireClient, create_topic, metadata
+from tests.clients.wire import WireClient, create_topic, list_offset, metadata
 from tests.cluster.support import Cluster, wait_until
 
-FIND, INIT, READ = 10, 83, 84
+FIND, INIT, READ, WRITE, SUMMARY, DESCRIBE_OFFSETS = 10, 83, 84, 85, 87, 90
 SHARE_STATE = "__share_group_state"
 
 
@@ -102,7 +105,9 @@ def _through_failover(cluster, log, values: list[bytes], fail, recover=lambda: N
     produce(",".join(cluster.nodes[n].bootstrap for n in cluster.running()), "t",
             values[half:], 1)
     recover()
-    wait_until(lambda: log.confirmed_values() >= set(values), "every record acknowledged", 180)
+    # an acknowledgement in flight to a killed leader may answer an error and
+    # still have been applied: its record is not owed again (the offsets check)
+    wait_until(lambda: log.answered_values() >= set(values), "every record acknowledged", 180)
     with log.lock:
         again = {v: n for v, n in before.items() if len(log.received[v]) != n}
     assert not again, f"confirmed records delivered again after the failover: {again}"
@@ -124,6 +129,32 @@ def _all_in_sync(cluster, node_id: int) -> None:
     wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2, 3] for t in cluster.metadata(
         node_id, [SHARE_STATE, "t"])["topics"] for p in t["partitions"]),
         "every node back in sync")
+
+
+def _offsets_agree(cluster, group: str, log) -> None:
+    """DescribeShareGroupOffsets (v1, from the group's coordinator) agrees with
+    what the consumers acknowledged: lag 0 and every offset from the start
+    offset to the high watermark acknowledged by a consumer (confirmed, or
+    answered an error by a leader killed meanwhile)."""
+    node = cluster.running()[0]
+
+    def described():
+        owner = cluster.find_coordinators(node, [group])[group]
+        if owner["error_code"]:
+            return None
+        with WireClient(cluster.nodes[owner["node_id"]].port) as c:
+            [g] = c.request(DESCRIBE_OFFSETS, 1, {"groups": [
+                {"group_id": group, "topics": [{"topic_name": "t", "partitions": [0]}]}]})["groups"]
+        p = g["topics"][0]["partitions"][0] if g["error_code"] == 0 else None
+        return p if p and p["error_code"] == 0 and p["lag"] == 0 else None
+    start = wait_until(described, "DescribeShareGroupOffsets: lag 0", 60)["start_offset"]
+    end = _leader_of_t(cluster, node)["partitions"][0]
+    with WireClient(cluster.nodes[end["leader_id"]].port) as c:
+        hw = list_offset(c, "t", 0)["offset"]
+    with log.lock:
+        unconfirmed = [o for o in range(start, hw)
+                       if (0, o) not in log.confirmed and (0, o) not in log.unknown]
+    assert 0 <= start <= hw and not unconfirmed, (start, hw, unconfirmed[:10])
 
 
 def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(etcd, tmp_path):
@@ -165,6 +196,7 @@ def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(e
         _through_failover(cluster, log, values[200:400], _sigkill(cluster, data_leader))
         survivor = cluster.running()[0]
         assert _leader_of_t(cluster, survivor, data_leader)
+        _offsets_agree(cluster, group, log)     # consuming still: records owed come again
         worker.finish()
         worker = None
         state_dir = f"{SHARE_STATE}-{partition_for(key, 3)}"
@@ -179,3 +211,82 @@ def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(e
         if worker is not None:
             worker.stop.set()
         cluster.stop()
+
+
+def test_share_consumer_survives_its_share_coordinator_paused_past_its_lease(etcd, tmp_path):
+    """The share state's coordinator (a third node) SIGSTOPped mid-run until
+    its key has moved, then SIGCONTed: consumption carries on through the
+    new coordinator, the woken node refuses the share partition's writes
+    (its leadership of the state partition is gone), every record is
+    acknowledged, none confirmed before the pause is delivered again after
+    it, and DescribeShareGroupOffsets agrees with the acknowledgements."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.clients.share_workers import Deliveries, ShareWorker
+    from tests.clients.test_share_consumers import flowing
+
+    cluster = Cluster(etcd, tmp_path, settings=SHARE_SETTINGS).start()
+    worker, paused = None, None
+    try:
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
+            f.result(60)
+        part = _leader_of_t(cluster, 1)
+        tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
+        group, paused = _group_away_from(cluster, tid, {data_leader})
+        key = share_key(group, tid, 0)
+        log = Deliveries()
+        worker = ShareWorker("m", bootstrap, group, "t", log)
+        worker.start()
+        flowing(bootstrap, "t", 1, log)
+        survivor = next(n for n in (1, 2, 3) if n != paused)
+        proc = cluster.nodes[paused].proc
+        moved: dict = {}
+
+        def pause() -> None:
+            proc.send_signal(signal.SIGSTOP)
+            moved.update(wait_until(lambda: (a := _coordinator(cluster, survivor, key))
+                                    and a["node_id"] != paused and a, "the key to move"))
+
+        stale: dict = {}
+        summary_of = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "leader_epoch": -1}]}]}
+
+        def wake() -> None:
+            # the state as the new coordinator holds it, then a write of a marker
+            # start offset sent to the woken node before it may know it lost the lease
+            summary = wait_until(lambda: (p := _state_call(cluster, moved["node_id"], SUMMARY,
+                                                           summary_of))["error_code"] == 0 and p,
+                                 "the new coordinator's summary")
+            proc.send_signal(signal.SIGCONT)
+            stale.update(_state_call(cluster, paused, WRITE, {
+                "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
+                    "partition": 0, "state_epoch": summary["state_epoch"],
+                    "leader_epoch": summary["leader_epoch"], "start_offset": MARKER,
+                    "delivery_complete_count": 0, "state_batches": []}]}]}))
+
+        values = [b"s%04d" % i for i in range(200)]
+        _through_failover(cluster, log, values, pause, wake)
+        assert stale["error_code"] != 0, stale          # the woken node wrote nothing
+        wait_until(lambda: any("registering again as a new incarnation" in line
+                               for line in cluster.nodes[paused].log_lines),
+                   "the woken node registered as a new incarnation")
+        _offsets_agree(cluster, group, log)
+        worker.finish()
+        worker = None
+        owner = _coordinator(cluster, survivor, key)["node_id"]
+        state = _state_call(cluster, owner, SUMMARY, summary_of)
+        assert state["error_code"] == 0 and state["start_offset"] != MARKER, state
+        counts = {v: [c for _, c in log.received[v]] for v in values}
+        assert all(counts[v] for v in values)                       # none lost
+        assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
+                   for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+    finally:
+        if worker is not None:
+            worker.stop.set()
+        if paused is not None and cluster.nodes[paused].proc.poll() is None:
+            os.kill(cluster.nodes[paused].proc.pid, signal.SIGCONT)   # so it can die
+        cluster.stop()
+
+
+MARKER = 10 ** 9     # a start offset no consumer's acknowledgement produces

@@ -373,6 +373,49 @@ def test_every_served_api_has_an_authorization_rule(authz):
         assert alice.request(46, 0, {"timeout_ms": 1000, "topics": None})["error_code"] == 31
 
 
+def test_share_group_offsets_apis_check_the_group_and_each_topic(authz):
+    """KafkaApis' checks on 90-92: Alter READ on the group and each topic,
+    Delete DELETE on the group and READ on each topic, Describe DESCRIBE on
+    the group and each topic; a refused group answers its error alone."""
+    delete_op = 6
+    alter = {"group_id": "sg-acl", "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]}
+        for t in ("orders", "secret")]}
+    delete = {"group_id": "sg-acl", "topics": [{"topic_name": "orders"},
+                                               {"topic_name": "secret"}]}
+    named = {"groups": [{"group_id": "sg-acl", "topics": [
+        {"topic_name": t, "partitions": [0]} for t in ("orders", "secret")]}]}
+    with user(authz, "alice") as alice:
+        r = alice.request(91, 0, alter)
+        assert (r["error_code"], r["responses"]) == (30, [])
+        r = alice.request(92, 0, delete)
+        assert (r["error_code"], r["responses"]) == (30, [])
+        [g] = alice.request(90, 1, named)["groups"]
+        assert (g["error_code"], g["topics"]) == (30, [])
+    create_acls(authz, acl(GROUP, "sg-acl", "User:alice", READ),
+                acl(TOPIC, "orders", "User:alice", READ))
+    with user(authz, "alice") as alice:
+        r = alice.request(91, 0, alter)
+        assert r["error_code"] == 0
+        assert {t["topic_name"]: [(p["error_code"], p["error_message"]) for p in t["partitions"]]
+                for t in r["responses"]} == {
+            "orders": [(0, None)], "secret": [(29, "Topic authorization failed.")]}
+        [g] = alice.request(90, 1, {"groups": [{"group_id": "sg-acl", "topics": None}]})["groups"]
+        assert [(t["topic_name"], [(p["partition_index"], p["start_offset"], p["error_code"])
+                                   for p in t["partitions"]]) for t in g["topics"]] == [
+            ("orders", [(0, 0, 0)])]
+        [g] = alice.request(90, 1, named)["groups"]
+        assert {t["topic_name"]: [(p["start_offset"], p["error_code"]) for p in t["partitions"]]
+                for t in g["topics"]} == {"orders": [(0, 0)], "secret": [(-1, 29)]}
+        assert alice.request(92, 0, delete)["error_code"] == 30  # READ is not DELETE
+    create_acls(authz, acl(GROUP, "sg-acl", "User:alice", delete_op))
+    with user(authz, "alice") as alice:
+        r = alice.request(92, 0, delete)
+        assert r["error_code"] == 0
+        assert {t["topic_name"]: t["error_code"] for t in r["responses"]} == {
+            "orders": 0, "secret": 29}
+
+
 def test_share_state_apis_need_cluster_action(authz):
     """83-87 and FindCoordinator key type 2 are broker to broker: CLUSTER_ACTION
     on the cluster, else every partition (every key) answers 31."""

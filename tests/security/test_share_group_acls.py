@@ -108,6 +108,13 @@ def test_alter_offsets_rule():
     assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
     secret = [t for t in r["responses"] if t["topic_name"] == "secret"][0]
     assert secret["partitions"][0]["error_code"] == Err.TOPIC_AUTHORIZATION_FAILED
+    assert secret["partitions"][0]["error_message"] == "Topic authorization failed."
+    # a group the coordinator refuses (members) is answered with that error alone, as KafkaApis
+    refusing = Checks(az).guard(91, lambda c, r: {"throttle_time_ms": 0, "error_code":
+                                                  Err.NON_EMPTY_GROUP, "error_message":
+                                                  "The group is not empty.", "responses": []})
+    r = refusing(ctx(91), req)
+    assert (r["error_code"], r["responses"]) == (Err.NON_EMPTY_GROUP, [])
 
 
 def test_delete_offsets_rule():
@@ -129,3 +136,8 @@ def test_delete_offsets_rule():
     assert [t["topic_name"] for t in seen[-1]["topics"]] == ["ok"]
     assert {t["topic_name"]: t["error_code"] for t in r["responses"]} == {
         "ok": 0, "secret": Err.TOPIC_AUTHORIZATION_FAILED}
+    refusing = Checks(az).guard(92, lambda c, r: {"throttle_time_ms": 0, "error_code":
+                                                  Err.GROUP_ID_NOT_FOUND, "error_message": None,
+                                                  "responses": []})
+    r = refusing(ctx(92), req)
+    assert (r["error_code"], r["responses"]) == (Err.GROUP_ID_NOT_FOUND, [])

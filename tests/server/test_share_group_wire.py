@@ -145,6 +145,16 @@ def test_other_group_types(client):
     resp = client.request(HEARTBEAT, 1, hb(group="classic"))
     assert resp["error_code"] == Err.GROUP_ID_NOT_FOUND
     assert resp["error_message"] == "Group classic is not a share group."
+    # the share offsets admin APIs refuse it the same way (GroupMetadataManager.shareGroup)
+    altered = client.request(91, 0, {"group_id": "classic", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+    assert (altered["error_code"], altered["error_message"], altered["responses"]) == (
+        Err.GROUP_ID_NOT_FOUND, "Group classic is not a share group.", [])
+    deleted = client.request(92, 0, {"group_id": "classic", "topics": [{"topic_name": "t"}]})
+    assert (deleted["error_code"], deleted["responses"]) == (Err.GROUP_ID_NOT_FOUND, [])
+    [described] = client.request(90, 1, {"groups": [{"group_id": "classic",
+                                                     "topics": None}]})["groups"]
+    assert (described["error_code"], described["topics"]) == (0, [])  # no share state: none
 
 
 def test_partitions_assigned_once_initialized(client):
@@ -298,8 +308,13 @@ def test_delete_share_group_offsets(client):
     r = client.request(90, 1, {"groups": [{"group_id": "delo", "topics": [
         {"topic_name": "t", "partitions": [0]}]}]})
     assert r["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1  # state gone
-    assert client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})[
-        "error_code"] == Err.GROUP_ID_NOT_FOUND
+    refused = client.request(92, 0, {"group_id": "nobody", "topics": [{"topic_name": "t"}]})
+    assert (refused["error_code"], refused["error_message"]) == (
+        Err.GROUP_ID_NOT_FOUND, "Group nobody not found.")  # GroupMetadataManager.group()
+    [unknown] = client.request(DESCRIBE, 1, {"group_ids": ["nobody"],
+                                             "include_authorized_operations": False})["groups"]
+    assert (unknown["error_code"], unknown["error_message"]) == (
+        Err.GROUP_ID_NOT_FOUND, "Group nobody not found.")
     assert client.request(HEARTBEAT, 1, hb(group="delo"))["error_code"] == 0
     assert client.request(92, 0, {"group_id": "delo", "topics": [{"topic_name": "t"}]})[
         "error_code"] == Err.NON_EMPTY_GROUP

@@ -165,6 +165,46 @@ def test_long_poll_answers_when_records_arrive(h):
     run(scenario())
 
 
+class _GatedReads:
+    """The in-memory persister whose reads wait for `opened` (a share
+    coordinator not yet elected: the persister retrying)."""
+
+    def __init__(self) -> None:
+        from .memory_persister import MemoryPersister
+        self.inner = MemoryPersister()
+        self.opened = asyncio.Event()
+
+    async def read(self, key, leader_epoch):
+        await self.opened.wait()
+        return await self.inner.read(key, leader_epoch)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_loading_share_partition_does_not_hold_the_fetch_past_max_wait(tmp_path):
+    h = Harness(tmp_path, persister=_GatedReads())
+
+    async def scenario():
+        tid = h.topic()
+        h.produce(count=3)
+        # the state cannot be read: each fetch still answers (no records, no
+        # error) once its MaxWaitMs is over, and the load goes on
+        r = await asyncio.wait_for(h.fetch("m1", 0, [(tid, 0)], max_wait=50), 10)
+        assert partitions(r)[(tid, 0)]["error_code"] == 0 and acquired(r, (tid, 0)) == []
+        r = await asyncio.wait_for(h.fetch("m1", 1, max_wait=50), 10)
+        assert acquired(r, (tid, 0)) == []
+        assert not h.persister.opened.is_set() and ("g", tid, 0) in h.shares._loading
+        # a long poll waiting on the load acquires once it ends
+        waiting = asyncio.ensure_future(h.fetch("m1", 2, max_wait=20_000))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        h.persister.opened.set()
+        r = await asyncio.wait_for(waiting, 10)
+        assert acquired(r, (tid, 0)) == [(0, 2, 1)]
+    run(scenario())
+
+
 def test_lock_expiry_hands_records_to_a_waiting_member(tmp_path):
     h = Harness(tmp_path, ["group.share.record.lock.duration.ms=1000",  # Kafka's minimum
                            "group.share.min.record.lock.duration.ms=1000"])
