@@ -2,32 +2,73 @@
 
 The whole core is pickled, so the snapshot carries everything a replay
 builds (groups, members, offsets, pending transactional offsets, timer
-deadlines) with nothing to keep in step by hand; the config and the
-observer are the runtime's, not state, and are put back on load.  The
-payload is trusted as much as the log beside it (the node's own data dir).
+deadlines) with nothing to keep in step by hand; the config (and the
+objects it holds, such as the per-group overrides a manager keeps a
+reference to) and the observer are the runtime's, not state, and are put
+back on load.  The payload starts with a fingerprint of the code that
+pickled it (this package's source and the Python version): a payload of
+another kcoord version is refused (StaleSnapshot), never unpickled into
+changed classes.  It is trusted as much as the log beside it (the node's
+own data dir).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import io
 import pickle
+import sys
+from pathlib import Path
 
 from .observer import NULL_OBSERVER
 
 _CONFIG = "config"
 _OBSERVER = "observer"
+_FINGERPRINT_SIZE = 32
+
+
+class StaleSnapshot(ValueError):
+    """The payload was written by other code (another kcoord or Python version)."""
+
+
+@functools.cache
+def code_fingerprint() -> bytes:
+    """The digest of every module of this package and the Python version:
+    the classes a payload's pickle names are these ones only if it matches."""
+    digest = hashlib.sha256(f"{sys.version_info[:2]}".encode())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.digest()
+
+
+def _config_objects(config) -> dict[int, str]:
+    """id -> name of every object the config holds (and of the attributes of
+    those), which a core may keep a reference to: put back from the
+    runtime's config on load rather than saved."""
+    found = {id(config): _CONFIG}
+    if not dataclasses.is_dataclass(config):
+        return found
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value is None or isinstance(value, (int, float, str, bytes, tuple)):
+            continue
+        found[id(value)] = f"{_CONFIG}.{f.name}"
+        for attr, inner in getattr(value, "__dict__", {}).items():
+            found.setdefault(id(inner), f"{_CONFIG}.{f.name}.{attr}")
+    return found
 
 
 class _StatePickler(pickle.Pickler):
     def __init__(self, buf, core) -> None:
         super().__init__(buf, protocol=5)
-        self.config = core.config
+        self.config_objects = _config_objects(core.config)
 
     def persistent_id(self, obj):
-        if obj is self.config:
-            return _CONFIG
         if obj is NULL_OBSERVER:
             return _OBSERVER
-        return None
+        return self.config_objects.get(id(obj))
 
 
 class _StateUnpickler(pickle.Unpickler):
@@ -36,21 +77,30 @@ class _StateUnpickler(pickle.Unpickler):
         self.config = config
 
     def persistent_load(self, pid):
-        if pid == _CONFIG:
-            return self.config
         if pid == _OBSERVER:
             return NULL_OBSERVER
+        if pid == _CONFIG or pid.startswith(_CONFIG + "."):
+            obj = self.config
+            for name in pid.split(".")[1:]:
+                obj = getattr(obj, name)
+            return obj
         raise pickle.UnpicklingError(f"unknown reference {pid!r}")
 
 
 def encode_state(core) -> bytes:
     """The state of a core that has only replayed (no observer set)."""
     buf = io.BytesIO()
+    buf.write(code_fingerprint())
     _StatePickler(buf, core).dump(core)
     return buf.getvalue()
 
 
 def decode_state(payload: bytes, config):
-    """The core encode_state saved, on the runtime's `config`; raises on
-    anything malformed (the caller then replays the log)."""
-    return _StateUnpickler(io.BytesIO(payload), config).load()
+    """The core encode_state saved, on the runtime's `config`; StaleSnapshot
+    if other code wrote it; raises on anything malformed (the caller then
+    replays the log)."""
+    if payload[:_FINGERPRINT_SIZE] != code_fingerprint():
+        raise StaleSnapshot("written by another kcoord version")
+    buf = io.BytesIO(payload)
+    buf.seek(_FINGERPRINT_SIZE)
+    return _StateUnpickler(buf, config).load()

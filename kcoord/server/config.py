@@ -47,6 +47,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.max.size": (int, INT_MAX),
     "group.coordinator.rebalance.protocols": (list, ["classic", "consumer"]),
     "group.coordinator.append.linger.ms": (int, 10),
+    # a __consumer_offsets shard's state is snapshotted beside its log every
+    # this many records (and at a clean stop), so a restart replays only the
+    # records after it; 0: no snapshots (server/snapshot_schedule.py)
+    "group.coordinator.snapshot.interval.records": (int, 1_000_000),
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.min.session.timeout.ms": (int, 45000),
     "group.consumer.max.session.timeout.ms": (int, 60000),
@@ -130,6 +134,7 @@ MINIMUMS = {
     "group.initial.rebalance.delay.ms": 0,
     "group.max.size": 1,
     "group.coordinator.append.linger.ms": 0,
+    "group.coordinator.snapshot.interval.records": 0,
     "group.consumer.session.timeout.ms": 1,
     "group.consumer.min.session.timeout.ms": 1,
     "group.consumer.max.session.timeout.ms": 1,

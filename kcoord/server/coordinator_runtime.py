@@ -49,6 +49,8 @@ from .fsync_rounds import FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
 from .shard_loader import ShardLoader
+from .shard_snapshot import SnapshotMark
+from .snapshot_schedule import ShardSnapshots
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
 log = logging.getLogger("kcoord.coordinator")
@@ -119,6 +121,8 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self.records_loaded = 0
         self.load_errors = 0
         self.replayed_end = -1    # the log end the last load replayed up to
+        self.snapshots: ShardSnapshots | None = None  # None: no coordinator snapshots
+        self.snapshot_mark: SnapshotMark | None = None  # what the snapshot on disk covers
         self.compacted_upto = -1  # active segment base at the last compaction
 
     # ------------------------------------------------------------ lifecycle
@@ -148,9 +152,11 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         """The bytes to append for the shard's pending records."""
         return build_shard_batches(records, now)
 
-    def appended(self, records: list, first_offset: int) -> None:
-        """The records now sit from `first_offset` on (the group shard does
-        not need to know)."""
+    def appended(self, _records: list, _first_offset: int) -> None:
+        """The records now sit from `_first_offset` on (the group shard needs
+        only the log's growth: a snapshot every N records)."""
+        if self.snapshots is not None:
+            self.snapshots.after_append(self)
 
     async def _load(self) -> None:
         try:
@@ -160,6 +166,8 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             # they are committed (Kafka serves reads at the last committed
             # offset); single node: no such wait.
             await self.commit.durability.replayed(self.plog, self.replayed_end, self.epoch)
+            if self.snapshots is not None:  # still pure replay state: on_loaded comes after
+                await self.snapshots.after_load(self)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -531,6 +539,7 @@ class CoordinatorRuntime:
     PARTITIONS_KEY = "offsets.topic.num.partitions"
     LINGER_KEY = "group.coordinator.append.linger.ms"
     WRITE_TIMEOUT_KEY = "offsets.commit.timeout.ms"
+    SNAPSHOT_KEY: str | None = "group.coordinator.snapshot.interval.records"
     CREATE_AT_START = True
     WHAT = "shards"  # in the log lines
 
@@ -558,6 +567,7 @@ class CoordinatorRuntime:
         self._loaded_task: asyncio.Task | None = None
         self._started = False
         self._load_all = False
+        self.snapshots: ShardSnapshots | None = None
         if self.CREATE_AT_START or catalogue.get(self.TOPIC) is not None:
             self.open_topic()
 
@@ -584,6 +594,11 @@ class CoordinatorRuntime:
         self.shards = [self.SHARD(i, plog, self.core_config, self.linger, self.commit,
                                   self.events)
                        for i, plog in enumerate(topic.partitions)]
+        interval = self.config[self.SNAPSHOT_KEY] if self.SNAPSHOT_KEY else 0
+        if interval > 0:
+            self.snapshots = ShardSnapshots(interval, self.commit.durability)
+            for shard in self.shards:
+                shard.snapshots = self.snapshots
         if self._started and self._load_all:
             self._load_every_shard()
 
@@ -746,3 +761,5 @@ class CoordinatorRuntime:
                 shard._load_task.cancel()
             shard.cancel_all_timers()
         self.commit.close()
+        if self.snapshots is not None:  # after the last append: the logs are complete
+            self.snapshots.at_shutdown(self.shards)

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from ..coordinator.result import Record
+from ..coordinator.snapshot import decode_state
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
 from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok,
@@ -24,6 +25,7 @@ from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, bat
                                 uniform_records)
 from ..broker.txn_state import COMMIT, control_type
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
+from .shard_snapshot import read_snapshot
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -128,13 +130,38 @@ def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
     return sink.ops, sink.records_loaded
 
 
+class LogChunks:
+    """A log read from `offset` to its end (as it was when the walk began) in
+    chunks of whole batches; the reader sets `offset` past each chunk's last
+    batch, and other tasks run between chunks."""
+
+    def __init__(self, plog, offset: int) -> None:
+        self.plog = plog
+        self.offset = offset
+        self.end = plog.log_end_offset
+
+    async def __aiter__(self):
+        first = True
+        while self.offset < self.end:
+            if not first:
+                await asyncio.sleep(0)  # let other shards and requests run
+            first = False
+            chunk = self.plog.read(self.offset, LOAD_CHUNK_BYTES, min_one=True)
+            if not chunk:
+                return
+            yield chunk
+
+
 class ShardLoader:
-    """Mixin of ShardRuntime: needs self.index, plog, core, records_loaded
-    and load_errors.  The scan (LogScan) hands what it reads to a sink:
-    CoreReplay here, CollectSink in a worker process."""
+    """Mixin of ShardRuntime: needs self.index, plog, core, config,
+    records_loaded, load_errors and snapshots (None: no snapshots).  The
+    scan (LogScan) hands what it reads to a sink: CoreReplay here,
+    CollectSink in a worker process."""
 
     async def replay_log(self) -> None:
-        """Replay the shard's log into its (fresh) core.
+        """Replay the shard's log into its (fresh) core, or, when the
+        shard's coordinator snapshot agrees with the log, make the snapshot
+        the core and replay only the records after it.
 
         Offset commits are mostly overwritten by later commits of the same
         key, so they are not replayed one by one: the scan keeps the latest
@@ -150,36 +177,60 @@ class ShardLoader:
         fast path (uniform_records), any other through read_record_spans
         (keys and values read in place; a compressed batch decompressed)."""
         start = time.monotonic()
+        mark = self.core_from_snapshot()  # the snapshot's core, or the fresh one
         sink = CoreReplay(self.core, self.index)
         self.replayed_end = self.plog.log_end_offset  # what this load replays (up to)
         try:
-            await self._replay_into(sink)
+            if mark is None:
+                await self._replay_into(sink)
+            else:
+                await self._scan_from(sink, mark.end)
         finally:  # counted also when the load ends early (a corrupt batch)
             self.records_loaded += sink.records_loaded
             self.load_errors += sink.load_errors
         took = time.monotonic() - start
+        if mark is not None:
+            log.info("shard %d: loaded from the snapshot at offset %d and %d records after it "
+                     "in %.2fs", self.index, mark.end, sink.records_loaded, took)
         if self.records_loaded:
             self.events.shard_loaded(self.index, self.records_loaded, took)
+
+    def core_from_snapshot(self):
+        """Make the shard's snapshot its core if the snapshot agrees with the
+        log and this code can read it; -> what it covers, or None (the core
+        stays fresh: a full replay)."""
+        self.snapshot_mark = None
+        if self.snapshots is None:
+            return None
+        found = read_snapshot(self.plog, self.index)
+        if found is None:
+            return None
+        mark, payload = found
+        try:
+            self.core = decode_state(payload, self.config)
+        except Exception as exc:  # another version's, or unreadable: the log is the truth
+            log.warning("shard %d: ignoring the coordinator snapshot (%s); replaying the "
+                        "whole log", self.index, exc)
+            return None
+        self.snapshot_mark = mark
+        return mark
 
     async def _replay_into(self, sink: "CoreReplay") -> None:
         if not (LOAD_WORKERS > 1 and self.plog.size_bytes >= PARALLEL_LOAD_MIN_BYTES
                 and await self._load_in_worker(sink)):
-            scan = LogScan(sink)
-            offset = self.plog.log_start_offset
-            end = self.plog.log_end_offset
-            # OffsetCommit key fields -> (type, value, earlier (type, value)), or
-            # just the value for a type-1 commit with a value and nothing earlier
-            latest: dict = {}
-            first = True
-            while offset < end:
-                if not first:
-                    await asyncio.sleep(0)  # let other shards and requests run
-                first = False
-                chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
-                if not chunk:
-                    break
-                offset = scan.scan_chunk(chunk, latest, offset)
-            sink.latest(latest)
+            await self._scan_from(sink, self.plog.log_start_offset)
+
+    async def _scan_from(self, sink: "CoreReplay", offset: int) -> None:
+        """Scan the log from `offset` (a batch boundary) to its end, in chunks."""
+        scan = LogScan(sink)
+        # OffsetCommit key fields -> (type, value, earlier (type, value)), or
+        # just the value for a type-1 commit with a value and nothing earlier
+        latest: dict = {}
+        chunks = LogChunks(self.plog, offset)
+        async for chunk in chunks:
+            chunks.offset = scan.scan_chunk(chunk, latest, chunks.offset)
+        sink.latest(latest)
+
 
     async def _load_in_worker(self, sink: "CoreReplay") -> bool:
         """Scan the log in a worker process and replay what it returns.

@@ -14,7 +14,6 @@ one that existed at start loads at start like the group shards.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import time
@@ -26,11 +25,10 @@ from ..protocol.records import build_batch, decode_batch, iter_batches
 from ..share.coordinator import ShareCoordinatorConfig, ShareCoordinatorShard, share_request
 from ..share.records import decode_share_record, encode_share_record
 from .coordinator_runtime import CoordinatorRuntime, ShardRuntime
+from .shard_loader import LogChunks
 from .dispatch import Reply
 
 log = logging.getLogger("kcoord.share")
-
-LOAD_CHUNK_BYTES = 4 << 20
 
 
 def uuid_string(topic_id: bytes) -> str:
@@ -85,17 +83,10 @@ class ShareStateShard(ShardRuntime):
     async def replay_log(self) -> None:
         start = time.monotonic()
         self.replayed_end = self.plog.log_end_offset
-        offset, end = self.plog.log_start_offset, self.plog.log_end_offset
-        first = True
-        while offset < end:
-            if not first:
-                await asyncio.sleep(0)  # let other shards and requests run
-            first = False
-            chunk = self.plog.read(offset, LOAD_CHUNK_BYTES, min_one=True)
-            if not chunk:
-                break
+        chunks = LogChunks(self.plog, self.plog.log_start_offset)
+        async for chunk in chunks:
             for pos, header in iter_batches(chunk):
-                offset = header.base_offset + header.last_offset_delta + 1
+                chunks.offset = header.base_offset + header.last_offset_delta + 1
                 if header.attributes & 0x20:  # a control batch: nothing of the share state
                     continue
                 _, records = decode_batch(chunk, pos)  # CorruptRecordError ends the load
@@ -158,6 +149,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
     TOPIC = SHARE_STATE_TOPIC
     SHARD = ShareStateShard
     PARTITIONS_KEY = "share.coordinator.state.topic.num.partitions"
+    SNAPSHOT_KEY = None  # its log is pruned below the oldest share snapshot instead
     LINGER_KEY = "share.coordinator.append.linger.ms"
     WRITE_TIMEOUT_KEY = "share.coordinator.write.timeout.ms"
     CREATE_AT_START = False  # created on first use, as Kafka's auto-creation

@@ -83,3 +83,22 @@ def test_malformed_payload_raises():
     payload = encode_state(CoordinatorShard(0))
     with pytest.raises(Exception):
         decode_state(payload[: len(payload) // 2], CoordinatorConfig())
+
+
+def test_the_runtime_config_and_its_objects_are_put_back():
+    """What the config holds (the live per-group overrides a manager keeps a
+    reference to, an authorizer's callback) comes from the loading runtime."""
+    saved = CoordinatorConfig(topic_describable=lambda *_: True)
+    payload = encode_state(CoordinatorShard(0, saved))
+    config = CoordinatorConfig()
+    restored = decode_state(payload, config)
+    assert restored.config is config
+    assert restored.consumer._overrides_by_group is config.group_overrides.by_group
+    assert restored.share.config is config
+
+
+def test_a_payload_of_other_code_is_refused():
+    from kcoord.coordinator.snapshot import StaleSnapshot
+    payload = encode_state(CoordinatorShard(0))
+    with pytest.raises(StaleSnapshot):
+        decode_state(bytes([payload[0] ^ 1]) + payload[1:], CoordinatorConfig())

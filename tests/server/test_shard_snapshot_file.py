@@ -20,13 +20,16 @@ def _log(path, n: int, salt: int = 0) -> PartitionLog:
 
 def test_agreeing_snapshot_is_read(tmp_path):
     plog = _log(tmp_path / "a", 5)
-    assert write_snapshot(plog, 3, b"state")
-    assert read_snapshot(plog, 0) == (3, b"state")
+    mark = write_snapshot(plog, 3, b"state")
+    assert mark is not None and mark.end == 3
+    assert read_snapshot(plog, 0) == (mark, b"state")
+    assert write_snapshot(plog, 9, b"state") is None  # no batch ends there
 
 
 def test_disagreeing_snapshots_are_ignored_with_one_line(tmp_path, caplog):
     plog = _log(tmp_path / "a", 5)
-    assert write_snapshot(plog, 5, b"state")
+    mark = write_snapshot(plog, 5, b"state")
+    assert mark is not None
     other = _log(tmp_path / "b", 5, salt=100)
     shutil.copy(plog.path / FILE_NAME, other.path / FILE_NAME)
     with caplog.at_level(logging.WARNING, "kcoord.coordinator"):
@@ -38,6 +41,6 @@ def test_disagreeing_snapshots_are_ignored_with_one_line(tmp_path, caplog):
     (plog.path / FILE_NAME).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     assert read_snapshot(plog, 0) is None  # corrupt
     (plog.path / FILE_NAME).write_bytes(data)
-    assert read_snapshot(plog, 0) == (5, b"state")
+    assert read_snapshot(plog, 0) == (mark, b"state")
     plog.truncate_to(3)
     assert read_snapshot(plog, 0) is None  # the log cut below the snapshot

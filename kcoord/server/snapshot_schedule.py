@@ -1,0 +1,124 @@
+"""When a group shard's coordinator snapshot is written
+(`group.coordinator.snapshot.interval.records`; 0: never, and none is read).
+
+- At the end of a load that replayed at least the interval's records past
+  the last snapshot: the core is still pure replay state then (before
+  `on_loaded` re-arms anything), so it is encoded as it is.
+- Every time the log has grown by the interval past the last snapshot: a
+  worker process catches a separate core up (snapshot_catchup.py), one job
+  at a time per runtime, so serving never pauses for it.
+- At a clean shutdown: the same catch-up in this process, for every shard
+  with records past its last snapshot.
+
+A snapshot covers only durable records (fsynced here, below the high
+watermark in a cluster); the load checks it against the log anyway.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+
+from ..coordinator.snapshot import encode_state
+from .shard_snapshot import mark_of, write_snapshot_file
+from .snapshot_catchup import catch_up, portable_config, segments_of
+
+log = logging.getLogger("kcoord.coordinator")
+
+
+class ShardSnapshots:
+    """The snapshot policy of one runtime's shards (a shard's `snapshots`);
+    a shard keeps `snapshot_mark`, what its snapshot on disk covers."""
+
+    def __init__(self, interval: int, durability) -> None:
+        self.interval = interval
+        self.durability = durability
+        self.pool: ProcessPoolExecutor | None = None
+        self.jobs: dict[int, Future] = {}  # shard index -> its catch-up under way
+
+    def covered(self, shard) -> int:
+        mark = shard.snapshot_mark
+        return mark.end if mark is not None else shard.plog.log_start_offset
+
+    def durable_end(self, plog) -> int:
+        """Offsets below it may go into a snapshot: on disk, and committed
+        by the replicas when replicated."""
+        end = plog.flushed_offset
+        committed_end = getattr(self.durability, "committed_end", None)
+        return end if committed_end is None else min(end, committed_end(plog))
+
+    async def after_load(self, shard) -> None:
+        """The shard's core has replayed its log (and nothing else yet)."""
+        end = shard.replayed_end
+        if end - self.covered(shard) < self.interval:
+            return
+        try:
+            mark = mark_of(shard.plog, end)
+            if mark is None:
+                return
+            payload = encode_state(shard.core)
+            await asyncio.to_thread(write_snapshot_file, shard.plog.path, mark, payload)
+        except Exception as exc:  # the log stays the truth: serve without a snapshot
+            log.warning("shard %d: writing the coordinator snapshot failed: %r", shard.index, exc)
+            return
+        shard.snapshot_mark = mark
+
+    def after_append(self, shard) -> None:
+        """Start a catch-up in the worker if the log grew by the interval."""
+        if self.jobs or shard.plog.log_end_offset - self.covered(shard) < self.interval:
+            return
+        upto = self.durable_end(shard.plog)
+        if upto - self.covered(shard) < self.interval:
+            return
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+        job = self.pool.submit(catch_up, str(shard.plog.path), segments_of(shard.plog),
+                               shard.snapshot_mark, upto, portable_config(shard.config),
+                               shard.index)
+        self.jobs[shard.index] = job
+        loop = asyncio.get_running_loop()
+
+        def done(j: Future) -> None:
+            try:
+                loop.call_soon_threadsafe(self._done, shard, j)
+            except RuntimeError:  # the loop closed first (shutdown took the result)
+                pass
+        job.add_done_callback(done)
+
+    def _done(self, shard, job: Future) -> None:
+        self.jobs.pop(shard.index, None)
+        if job.cancelled():
+            return
+        exc = job.exception()
+        if exc is not None:
+            log.warning("shard %d: the snapshot catch-up failed: %r", shard.index, exc)
+            return
+        result = job.result()
+        if result is not None:
+            shard.snapshot_mark = result[0]
+
+    def at_shutdown(self, shards: list) -> None:
+        """Let a catch-up under way finish, then catch up every shard with
+        records past its snapshot here (its logs flushed first)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        for job_shard, job in list(self.jobs.items()):
+            if job.done() and not job.cancelled() and job.exception() is None \
+                    and job.result() is not None:
+                shards[job_shard].snapshot_mark = job.result()[0]
+        self.jobs.clear()
+        for shard in shards:
+            try:
+                shard.plog.flush()
+                upto = self.durable_end(shard.plog)
+                if upto <= self.covered(shard):
+                    continue
+                result = catch_up(str(shard.plog.path), segments_of(shard.plog),
+                                  shard.snapshot_mark, upto, shard.config, shard.index)
+            except Exception as exc:  # a closed log, a full disk: the next load replays more
+                log.warning("shard %d: the shutdown snapshot failed: %r", shard.index, exc)
+                continue
+            if result is not None:
+                shard.snapshot_mark = result[0]
