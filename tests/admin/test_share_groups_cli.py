@@ -88,6 +88,9 @@ def live(server):
 
 
 def test_usage_errors(capsys):
+    with pytest.raises(SystemExit):
+        main(["share-groups", "--help"])
+    assert "works against Apache Kafka" in " ".join(capsys.readouterr().out.split())
     for argv, said in (
             (["--list", "--describe"], "exactly one action"),
             (["--describe"], "takes one of these options: --all-groups, --group"),
@@ -249,6 +252,14 @@ def test_consumer_groups_and_the_admin_client_on_a_share_group_id(server, live, 
     assert rc == 1 and capsys.readouterr().out.strip() == (
         f"Error: Executing consumer group command failed due to Group {live} is not a "
         f"consumer group.")
+    # and the other way round: share-groups on a (classic) consumer group's id
+    assert main(["consumer-groups", "--bootstrap-server", server.bootstrap, "--reset-offsets",
+                 "--group", "cg", "--topic", TOPIC, "--to-earliest", "--execute"]) == 0
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--group", "cg")
+    assert rc == 1 and out.strip() == ("Error: Executing share group command failed due to "
+                                       "Group cg is not a share group.")
+    rc, out, _ = quick_cli(capsys, server, "--delete", "--group", "cg")
+    assert rc == 1 and "Group 'cg' is not a share group." in out
     from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     listed = admin.list_consumer_groups().result(30)
