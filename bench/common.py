@@ -147,14 +147,19 @@ def proc_cpu(pid: int) -> float:
 
 
 class CpuMeter:
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.start = proc_cpu(pid)
+    """CPU of one process, or summed over several (a cluster's nodes)."""
+
+    def __init__(self, pid: int | list[int]) -> None:
+        self.pids = [pid] if isinstance(pid, int) else list(pid)
+        self.start = self._cpu()
         self.t0 = time.monotonic()
+
+    def _cpu(self) -> float:
+        return sum(proc_cpu(p) for p in self.pids)
 
     def stop(self) -> tuple[float, float]:
         """(cpu seconds, wall seconds) since start."""
-        return proc_cpu(self.pid) - self.start, time.monotonic() - self.t0
+        return self._cpu() - self.start, time.monotonic() - self.t0
 
 
 def free_port() -> int:

@@ -52,10 +52,12 @@ def produce(bootstrap: str, count: int, start: int = 0) -> None:
     assert p.flush(120) == 0, "records not delivered"
 
 
-def create_topic(bootstrap: str) -> None:
+def create_topic(bootstrap: str, replication: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    config = {"min.insync.replicas": "2"} if replication > 1 else {}
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication,
+                                             config=config)]).values():
         fut.result(60)
 
 

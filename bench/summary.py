@@ -252,7 +252,29 @@ def _share_rows() -> list[list]:
                     "0 violations, every variant caught",
                     "met" if not sim["violations"] and min(caught) > 0 else "MISSED",
                     sim["machine"]["date"]])
-    return out
+    return out + _share_cluster_rows()
+
+
+def _share_cluster_rows() -> list[list]:
+    sc = _load("share_cluster")
+    if not sc:
+        return []
+    one, three = (sc["throughput"].get(k, {}) for k in ("single node, RF 1", "3 nodes, RF 3"))
+    cycles = sc["chaos"]["cycles"]
+    lost, again = sc["never_delivered"], sc["confirmed_redelivered"]
+    return [[f"share groups on 3 nodes (RF 3) beside one node, 3 ShareConsumers, "
+             f"{sc['records']:,} records (records/s, server CPU us/record over all nodes)",
+             f"3 nodes {_fmt(three.get('records_per_s'), digits=0)} "
+             f"({_fmt(three.get('cpu_us_per_record'), digits=2)}); one node "
+             f"{_fmt(one.get('records_per_s'), digits=0)} "
+             f"({_fmt(one.get('cpu_us_per_record'), digits=2)})", "-", "-",
+             sc["machine"]["date"]],
+            [f"share consumers through {len(cycles)} SIGKILLs of data leaders (acknowledged "
+             "records redelivered; records never delivered)",
+             f"{again} redelivered, {lost} never delivered; kill -> next acknowledgement "
+             f"on its partition p50 {_fmt(sc.get('kill_to_next_ack_p50_s'))} s, max "
+             f"{_fmt(sc.get('kill_to_next_ack_max_s'))} s", "0 and 0",
+             "met" if lost == 0 and again == 0 else "MISSED", sc["machine"]["date"]]]
 
 
 def write() -> None:

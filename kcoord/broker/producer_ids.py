@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from ..protocol.api import error_response
 from ..protocol.errors import Err
 
 NODE_BITS = 10
@@ -24,11 +25,10 @@ class ProducerIds:
             return (pid << NODE_BITS) | self._node  # fits int64 until about 2250
         return pid
 
-    def init_producer_id(self, _ctx, req: dict) -> dict:
+    def init_producer_id(self, ctx, req: dict) -> dict:
         if req["transactional_id"] is not None:
             # answered by the transaction coordinator (server/txn_handlers.py)
-            return {"throttle_time_ms": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                    "producer_id": -1, "producer_epoch": -1}
+            return error_response(ctx.api_key, ctx.api_version, req, Err.COORDINATOR_NOT_AVAILABLE)
         if req.get("producer_id", -1) >= 0:
             # an idempotent producer bumping its epoch keeps its id
             return {"throttle_time_ms": 0, "error_code": Err.NONE,

@@ -25,7 +25,7 @@ from ..broker.topic_configs import validate_topic_configs
 from ..protocol.config_types import ConfigError
 from ..coordinator.partitioner import partition_for
 from ..log.meta_properties import check_or_record, new_cluster_id, read_meta
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED, serves
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED, API_KEYS, error_item, serves
 from ..protocol.errors import Err
 from ..security.etcd_tls import etcd_tls
 from .etcd_control import EtcdControlPlane
@@ -240,9 +240,9 @@ class ClusterNode:
         leader of its __consumer_offsets / __transaction_state partition, at
         its endpoint on the listener the request came in on (Kafka answers
         each listener with its own)."""
-        def unavailable(message: str) -> dict:
-            return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": message}
+        def unavailable(message: str) -> dict:  # one key's answer (the v4+ item shape)
+            return error_item(API_KEYS["FindCoordinator"], 4, ("coordinator_keys",), key,
+                              Err.COORDINATOR_NOT_AVAILABLE, message)
         if key_type not in _COORDINATED:
             return unavailable("only group, transaction and share coordinators are served")
         topic, what = _COORDINATED[key_type]

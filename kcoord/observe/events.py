@@ -39,9 +39,9 @@ class Histogram:
         self.counts = [0] * (len(bounds) + 1)
         self.sum = 0.0
 
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.sum += value
+    def observe(self, value: float, n: int = 1) -> None:
+        self.counts[bisect_left(self.bounds, value)] += n
+        self.sum += value * n
 
     @property
     def count(self) -> int:

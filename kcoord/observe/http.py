@@ -40,11 +40,13 @@ def _header(head: bytes, name: bytes) -> str | None:
 class HttpEndpoint:
     def __init__(self, runtime, catalogue, metrics: ServerMetrics, kafka_servers: list[str],
                  burrow_cluster: str = CLUSTER, min_distance_s: int = 1,
-                 values: dict | None = None) -> None:
+                 values: dict | None = None, shares=None) -> None:
         self.runtime = runtime  # the coordinator runtime, read through read_all
         self.catalogue = catalogue
         self.metrics = metrics
-        self.registry = make_registry(runtime, catalogue, metrics)
+        self.shares = shares    # the share-group collector (share_metrics.py), if any
+        self.registry = make_registry(runtime, catalogue, metrics,
+                                      [shares] if shares is not None else [])
         self.burrow = BurrowView(runtime, catalogue, kafka_servers, cluster=burrow_cluster,
                                  min_distance_s=min_distance_s)
         self.times = RecordTimes()
@@ -126,8 +128,10 @@ class HttpEndpoint:
             if group:  # one group by partition
                 return self._json(200, group_partitions(self.runtime, self.catalogue, self.times,
                                                         group[0],
-                                                        await self.burrow.evaluate(group[0])))
-            snapshot = status_snapshot(self.runtime, self.catalogue, self.metrics, self.times)
+                                                        await self.burrow.evaluate(group[0]),
+                                                        self.shares))
+            snapshot = status_snapshot(self.runtime, self.catalogue, self.metrics, self.times,
+                                       self.shares)
             for g in snapshot["groups"]:  # Burrow's verdict (None: no committed offsets)
                 verdict = await self.burrow.evaluate(g["group"])
                 g["burrow"] = verdict["status"] if verdict else None

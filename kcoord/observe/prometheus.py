@@ -249,9 +249,13 @@ def _overview(core, _now: int):
     return group_overviews(core), share_group_overviews(core), offset_count(core)
 
 
-def make_registry(runtime, catalogue, metrics: ServerMetrics) -> CollectorRegistry:
+def make_registry(runtime, catalogue, metrics: ServerMetrics,
+                  more: list | None = None) -> CollectorRegistry:
+    """The groups' collector and `more` (the share groups')."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(KcoordCollector(runtime, catalogue, metrics))
+    for collector in more or ():
+        registry.register(collector)
     return registry
 
 

@@ -1,6 +1,9 @@
 """The live status page (`/`): groups, state, members, lag with each group's
 Burrow verdict, a group's partitions (`/#group=NAME`), recent rebalances;
-times in UTC with their date.
+times in UTC with their date.  Share groups are listed beside the others
+(protocol "share"): their lag is the share lag (share_metrics.py), their
+"committed" column the share-partition start offset; no Burrow verdict
+(Burrow watches committed offsets, which share groups do not have).
 
 One static HTML page that polls `/status.json` every two seconds and fills
 its tables (no framework, no external assets).
@@ -11,10 +14,19 @@ import time
 
 from .events import ServerMetrics
 from .lag import RecordTimes, group_lags
-from ..coordinator import group_overviews
+from ..coordinator import group_overviews, share_group_overviews
+from .share_metrics import share_lags
 
 
-def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTimes) -> dict:
+def _share_lags(shares) -> list:
+    """The share lag rows, or none without the share collector."""
+    if shares is None:
+        return []
+    return share_lags(shares.state_runtime, shares.catalogue, shares.manager.hw)
+
+
+def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTimes,
+                    shares=None) -> dict:
     """What the page shows, as JSON-ready data."""
     now_ms = int(time.time() * 1000)
     lag: dict[str, list] = {}
@@ -25,14 +37,22 @@ def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTim
         acc[0] += max(row.lag, 0)
         acc[1] = max(acc[1], row.lag_seconds or 0.0)
         acc[2] += 1
+    share_lag: dict[str, list] = {}
+    for srow in _share_lags(shares):
+        acc = share_lag.setdefault(srow.group, [0, None, 0])
+        acc[0] += max(srow.lag, 0)
+        acc[2] += 1
     groups = []
-    answers, _ = runtime.read_all(lambda core, _now: group_overviews(core))
+    answers, _ = runtime.read_all(lambda core, _now: group_overviews(core)
+                                  + share_group_overviews(core))
     for entries in answers:
         for gid, protocol, state, members, epoch in entries:
-            total, seconds, partitions = lag.get(gid, (0, 0.0, 0))
+            total, seconds, partitions = (share_lag if protocol == "share" else lag).get(
+                gid, (0, 0.0 if protocol != "share" else None, 0))
             groups.append({"group": gid, "protocol": protocol, "state": state,
                            "members": members, "epoch": epoch, "partitions": partitions,
-                           "lag": total, "lag_seconds": round(seconds, 3),
+                           "lag": total,
+                           "lag_seconds": None if seconds is None else round(seconds, 3),
                            "rebalancing": gid in metrics.open})
     groups.sort(key=lambda g: g["group"])
     recent = [dict(r, seconds=None if r["seconds"] is None else round(r["seconds"], 3))
@@ -43,9 +63,10 @@ def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTim
 
 
 def group_partitions(runtime, catalogue, times: RecordTimes, group: str,
-                     burrow_status: dict | None) -> dict:
+                     burrow_status: dict | None, shares=None) -> dict:
     """The per-partition view of one group: committed offset, log end, lag and
-    lag in seconds from the logs, Burrow's verdict and window from its view."""
+    lag in seconds from the logs, Burrow's verdict and window from its view;
+    a share group's start offset, high watermark and share lag."""
     now_ms = int(time.time() * 1000)
     verdicts = {(p["topic"], p["partition"]): p
                 for p in (burrow_status or {}).get("partitions", [])}
@@ -60,6 +81,10 @@ def group_partitions(runtime, catalogue, times: RecordTimes, group: str,
                      "lag_seconds": None if row.lag_seconds is None else round(row.lag_seconds, 3),
                      "burrow": v.get("status"), "complete": v.get("complete"),
                      "last_commit": (v.get("end") or {}).get("timestamp")})
+    rows += [{"topic": r.topic, "partition": r.partition, "committed": r.start_offset,
+              "log_end": r.high_watermark, "lag": r.lag, "lag_seconds": None, "burrow": None,
+              "complete": None, "last_commit": None}
+             for r in _share_lags(shares) if r.group == group]
     rows.sort(key=lambda r: (r["topic"], r["partition"]))
     return {"time": now_ms, "group": group, "partitions": rows,
             "burrow": (burrow_status or {}).get("status")}
@@ -85,7 +110,7 @@ td.lag{background:#fff1d6;font-weight:bold} td.lagbad{background:#ffd9d9;font-we
 <th>members</th><th>generation / epoch</th><th>partitions</th><th>lag</th>
 <th>lag (s)</th><th>Burrow</th></tr></thead><tbody></tbody></table>
 <div id="detail" hidden><h2 id="detail-title"></h2>
-<table id="partitions"><thead><tr><th>topic</th><th>partition</th><th>committed</th>
+<table id="partitions"><thead><tr><th>topic</th><th>partition</th><th>committed (share: start offset)</th>
 <th>log end</th><th>lag</th><th>lag (s)</th><th>Burrow</th><th>window fill</th>
 <th>last commit</th></tr></thead><tbody></tbody></table></div>
 <h2>Recent rebalances</h2>
@@ -125,7 +150,7 @@ async function refresh(){
   fill('groups', s.groups, [(t,r)=>cell(t,r.group),(t,r)=>cell(t,r.protocol),
    (t,r)=>cell(t,r.state,r.state),(t,r)=>cell(t,r.members,'n'),(t,r)=>cell(t,r.epoch,'n'),
    (t,r)=>cell(t,r.partitions,'n'),(t,r)=>cell(t,r.lag,lagcls(r.lag,r.burrow)),
-   (t,r)=>cell(t,r.lag_seconds,'n'),(t,r)=>badge(t,r.burrow)]);
+   (t,r)=>cell(t,r.lag_seconds==null?'-':r.lag_seconds,'n'),(t,r)=>badge(t,r.burrow)]);
   document.querySelectorAll('#groups tbody tr').forEach((tr,i)=>{tr.onclick=()=>{
    shown=s.groups[i].group;location.hash='group='+encodeURIComponent(shown);detail();};});
   await detail();

@@ -115,6 +115,7 @@ ITEMS: dict[str, tuple[Items, ...]] = {
 TOP_FIELDS: dict[str, dict[str, Any]] = {
     "FindCoordinator": _NO_NODE,
     "InitProducerId": {"producer_id": -1, "producer_epoch": -1},
+    "DescribeClientQuotas": {"entries": None},
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..protocol.api import serves
+from ..protocol.api import error_response, serves
 from ..protocol.errors import Err
 from .acl import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission,
                   ResourceType, validate_binding)
@@ -40,15 +40,15 @@ class SecurityAdmin:
     # ------------------------------------------------------------- SASL
     @staticmethod
     @serves("SaslHandshake")
-    def sasl_handshake(_ctx, _req: dict) -> dict:
-        return {"error_code": Err.ILLEGAL_SASL_STATE, "mechanisms": []}
+    def sasl_handshake(ctx, req: dict) -> dict:
+        return error_response(ctx.api_key, ctx.api_version, req, Err.ILLEGAL_SASL_STATE)
 
     @staticmethod
     @serves("SaslAuthenticate")
-    def sasl_authenticate(_ctx, _req: dict) -> dict:
-        return {"error_code": Err.ILLEGAL_SASL_STATE,
-                "error_message": "SaslAuthenticate on a listener without SASL, or after "
-                                 "authentication", "auth_bytes": b"", "session_lifetime_ms": 0}
+    def sasl_authenticate(ctx, req: dict) -> dict:
+        return error_response(ctx.api_key, ctx.api_version, req, Err.ILLEGAL_SASL_STATE,
+                              "SaslAuthenticate on a listener without SASL, or after "
+                              "authentication")
 
     # ------------------------------------------------------------- ACLs
     @staticmethod
@@ -72,8 +72,7 @@ class SecurityAdmin:
     @serves("DescribeAcls")
     def describe_acls(self, ctx, req: dict) -> dict:
         def error(code, message):
-            return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-                    "resources": []}
+            return error_response(ctx.api_key, ctx.api_version, req, code, message)
         if not self.enabled:
             return error(Err.SECURITY_DISABLED, "No Authorizer is configured.")
         if not self._may(ctx, Operation.DESCRIBE):
@@ -96,8 +95,7 @@ class SecurityAdmin:
         if not self.enabled or not self._may(ctx, Operation.ALTER):
             code = Err.SECURITY_DISABLED if not self.enabled else Err.CLUSTER_AUTHORIZATION_FAILED
             message = "No Authorizer is configured." if not self.enabled else None
-            return {"throttle_time_ms": 0, "results": [
-                {"error_code": code, "error_message": message} for _ in creations]}
+            return error_response(ctx.api_key, ctx.api_version, req, code, message)
         results, records = [], []
         for c in creations:
             pattern = c.get("resource_pattern_type", PatternType.LITERAL)
@@ -125,9 +123,7 @@ class SecurityAdmin:
         if not self.enabled or not self._may(ctx, Operation.ALTER):
             code = Err.SECURITY_DISABLED if not self.enabled else Err.CLUSTER_AUTHORIZATION_FAILED
             message = "No Authorizer is configured." if not self.enabled else None
-            return {"throttle_time_ms": 0, "filter_results": [
-                {"error_code": code, "error_message": message, "matching_acls": []}
-                for _ in filters]}
+            return error_response(ctx.api_key, ctx.api_version, req, code, message)
         results, records, doomed = [], [], set()
         for f in filters:
             flt = self._filter(ctx, f)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from ..protocol.api import APIS, error_response, response_codec
+from ..protocol.api import APIS, error_item, error_response, response_codec
 from ..protocol.errors import Err
 from . import audit
 from .acl import CLUSTER_NAME, Authorizer, Operation as Op, ResourceType as R
@@ -376,13 +376,7 @@ KEY_TYPE_SHARE = 2  # brokers finding a share coordinator: CLUSTER_ACTION on the
 def _find_coordinator(c: Checks, ctx, req, handler):
     if req.get("key_type", 0) == KEY_TYPE_SHARE and not c.cluster(ctx, Op.CLUSTER_ACTION):
         # the whole request fails (Kafka's getCoordinator)
-        code = Err.CLUSTER_AUTHORIZATION_FAILED
-        if ctx.api_version < 4:
-            return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
-                    "node_id": -1, "host": "", "port": -1}
-        return {"throttle_time_ms": 0, "coordinators": [
-            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
-             "error_message": None} for k in req["coordinator_keys"]]}
+        return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
     rtype, code = KEY_TYPE_ERRORS.get(req.get("key_type", 0), (None, None))
     if rtype is None:
         return handler(ctx, req)
@@ -497,9 +491,6 @@ def _describe_share_group_offsets(c: Checks, ctx, req, handler):
     (else that group GROUP_AUTHORIZATION_FAILED); a listed topic without
     DESCRIBE answers StartOffset -1 / TOPIC_AUTHORIZATION_FAILED, and with all
     topics (null) the undescribable ones are left out."""
-    def refused(group: dict, code: int) -> dict:
-        return {"group_id": group["group_id"], "topics": [], "error_code": code,
-                "error_message": None}
     ok, denied = _split(req["groups"], lambda g: c.group_allowed(ctx, Op.DESCRIBE, g["group_id"]))
     hidden: dict[str, list[dict]] = {}  # group -> its listed topics the client may not describe
     asked = []
@@ -525,8 +516,8 @@ def _describe_share_group_offsets(c: Checks, ctx, req, handler):
             else:
                 g["topics"] = [t for t in g.get("topics") or ()
                                if c.allowed(ctx, Op.DESCRIBE, R.TOPIC, t["topic_name"])]
-        resp["groups"] = (resp.get("groups") or []) + [
-            refused(g, Err.GROUP_AUTHORIZATION_FAILED) for g in denied]
+        resp["groups"] = (resp.get("groups") or []) + _denied(
+            ctx, "groups", denied, "groups", Err.GROUP_AUTHORIZATION_FAILED)
         return resp
     if not asked:
         return fix({"throttle_time_ms": 0, "groups": []})
@@ -538,8 +529,7 @@ def _alter_share_group_offsets(c: Checks, ctx, req, handler):
     """KafkaApis handleAlterShareGroupOffsetsRequest: READ on the group (top
     level), READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED)."""
     if not c.group_allowed(ctx, Op.READ, req["group_id"]):
-        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": GROUP_DENIED, "responses": []}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED)
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
     refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16), "partitions": [
         {"partition_index": p["partition_index"], "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
@@ -557,8 +547,7 @@ def _delete_share_group_offsets(c: Checks, ctx, req, handler):
     """KafkaApis handleDeleteShareGroupOffsetsRequest: DELETE on the group (top
     level), READ on each topic (that topic TOPIC_AUTHORIZATION_FAILED)."""
     if not c.group_allowed(ctx, Op.DELETE, req["group_id"]):
-        return {"throttle_time_ms": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED,
-                "error_message": GROUP_DENIED, "responses": []}
+        return _refused(ctx, req, Err.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED)
     ok, denied = _split(req["topics"], lambda t: c.allowed(ctx, Op.READ, R.TOPIC, t["topic_name"]))
     refused = [{"topic_name": t["topic_name"], "topic_id": bytes(16),
                 "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": TOPIC_DENIED}
@@ -630,10 +619,8 @@ def _create_topics(c: Checks, ctx, req, handler):
     may_all = c.cluster(ctx, Op.CREATE)
     ok, denied = _split(req["topics"], lambda t: may_all or c.allowed(
         ctx, Op.CREATE, R.TOPIC, t["name"]))
-    errors = [{"name": t["name"], "topic_id": ZERO_UUID,
-               "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
-               "error_message": "Authorization failed.", "topic_config_error_code": 0,
-               "num_partitions": -1, "replication_factor": -1, "configs": None} for t in denied]
+    errors = _denied(ctx, "topics", denied, "topics", Err.TOPIC_AUTHORIZATION_FAILED,
+                     "Authorization failed.")  # Kafka's message
 
     def fix(resp):
         for t in resp.get("topics") or []:
@@ -716,10 +703,8 @@ def _config_rule(op: int, field: str):
         allowed, denied = _split(req["resources"], ok)
         if not denied:
             return handler(ctx, req)
-        errors = [{"error_code": _CONFIG_TARGET.get(r["resource_type"], (
-                       None, Err.CLUSTER_AUTHORIZATION_FAILED))[1],
-                   "error_message": None, "resource_type": r["resource_type"],
-                   "resource_name": r["resource_name"], "configs": []} for r in denied]
+        errors = [error_item(ctx.api_key, ctx.api_version, ("resources",), r, _CONFIG_TARGET.get(
+            r["resource_type"], (None, Err.CLUSTER_AUTHORIZATION_FAILED))[1]) for r in denied]
         return _serve_allowed(ctx, req, handler, "resources", allowed, field, errors)
     return check
 
@@ -756,8 +741,7 @@ def _elect_leaders(c: Checks, ctx, req, handler):
 def _describe_client_quotas(c: Checks, ctx, req, handler):
     if c.cluster(ctx, Op.DESCRIBE_CONFIGS):
         return handler(ctx, req)
-    return {"throttle_time_ms": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
-            "error_message": None, "entries": None}
+    return _refused(ctx, req, Err.CLUSTER_AUTHORIZATION_FAILED)
 
 
 @rule(60)

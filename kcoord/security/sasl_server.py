@@ -17,7 +17,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from ..protocol.api import APIS, request_codec
+from ..protocol.api import APIS, error_response, request_codec
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import skip_header_tags
 from .jaas import OAUTH_MODULE, PLAIN_MODULE, SCRAM_MODULE, parse_jaas
@@ -235,9 +235,8 @@ class SaslGate:
         except AuthenticationFailed as exc:
             self.cfg.stats["failed"] += 1
             if v1 is not None:
-                conn.respond(SASL_AUTHENTICATE, v1[0], v1[1], {
-                    "error_code": Err.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
-                    "auth_bytes": b"", "session_lifetime_ms": 0})
+                conn.respond(SASL_AUTHENTICATE, v1[0], v1[1], error_response(
+                    SASL_AUTHENTICATE, v1[0], {}, Err.SASL_AUTHENTICATION_FAILED, str(exc)))
             self._fail(conn, f"SASL {self.mechanism} authentication failed: {exc}")
             return
         lifetime = 0
@@ -288,10 +287,9 @@ class SaslGate:
         if self.reauthenticating:
             self._token(conn, req["auth_bytes"], (version, corr))
             return True
-        conn.respond(key, version, corr, {
-            "error_code": Err.ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful "
-                             "authentication", "auth_bytes": b"", "session_lifetime_ms": 0})
+        conn.respond(key, version, corr, error_response(
+            key, version, req, Err.ILLEGAL_SASL_STATE,
+            "SaslAuthenticate request received after successful authentication"))
         return True
 
     def _fail(self, conn, reason: str, close_now: bool = False) -> None:

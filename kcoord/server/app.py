@@ -157,6 +157,11 @@ class Server:
             group_config=lambda group, name, default: overrides.get(group, name, default),
             clock=self.clock)
         self.group_share_persister = GroupSidePersister(self.share_persister, self.shares)
+        self.share_metrics = None
+        if self.http_listen:   # the share partitions count for /metrics only when it is on
+            from ..observe.share_metrics import ShareMetrics
+            self.share_metrics = ShareMetrics()
+            self.shares.events_for = self.share_metrics.for_partition
         # DescribeShareGroupOffsets' lag: the high watermark the share partitions see
         self.groups.share_groups.high_watermark = self._share_high_watermark
         share_fetch = ShareFetchHandlers(self.shares)
@@ -256,12 +261,16 @@ class Server:
         if self.http_listen:
             from ..observe.http import HttpEndpoint  # prometheus_client only when it is on
             from ..observe.http_security import exposed_warning
+            from ..observe.share_metrics import ShareCollector
             try:
                 self.http = HttpEndpoint(self.coordinator, self.catalogue, self.events,
                                          ["%s:%d" % self.config.advertised],
                                          self.config["http.burrow.cluster.name"],
                                          self.config["http.burrow.min-distance"],
-                                         self.config.values)
+                                         self.config.values,
+                                         shares=ShareCollector(self.shares, self.share_state,
+                                                               self.catalogue,
+                                                               self.share_metrics))
             except (ValueError, OSError) as exc:  # a bad http.ssl.* or http.auth.* key
                 await self.stop()
                 raise StartupError(str(exc)) from None

@@ -14,7 +14,6 @@ import logging
 from functools import partial
 from typing import Any, Callable
 
-from ..coordinator.classic_group import join_error, sync_response
 from ..coordinator.result import Result
 from ..protocol.api import API_KEYS, error_item, error_response, response_codec
 from ..protocol.errors import Err
@@ -29,7 +28,9 @@ KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime
 COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 HEARTBEAT, DESCRIBE_GROUPS = API_KEYS["Heartbeat"], API_KEYS["DescribeGroups"]
-OFFSET_COMMIT = API_KEYS["OffsetCommit"]
+OFFSET_COMMIT, OFFSET_FETCH = API_KEYS["OffsetCommit"], API_KEYS["OffsetFetch"]
+FIND_COORDINATOR, DELETE_GROUPS = API_KEYS["FindCoordinator"], API_KEYS["DeleteGroups"]
+JOIN_GROUP, SYNC_GROUP = API_KEYS["JoinGroup"], API_KEYS["SyncGroup"]
 
 log = logging.getLogger("kcoord.groups")
 
@@ -41,12 +42,10 @@ def client_host(ctx: RequestContext) -> str:
 
 def _join_for_version(resp: dict, version: int) -> dict:
     """JoinGroupResponse: ProtocolName is "" below v7 and null (never "") from v7."""
-    name = resp.get("protocol_name")
-    if version < 7:
-        if name is None:
-            resp = {**resp, "protocol_name": ""}
-    elif name == "":
-        resp = {**resp, "protocol_name": None}
+    name = resp.get("protocol_name") or None  # absent, null and "" alike: none chosen
+    wanted = "" if name is None and version < 7 else name
+    if "protocol_name" not in resp or resp["protocol_name"] != wanted:
+        resp = {**resp, "protocol_name": wanted}
     return resp
 
 
@@ -69,6 +68,27 @@ def _heartbeat_error(code: int) -> dict:
 
 def _describe_error(group_id: str, code: int) -> dict:
     return error_item(DESCRIBE_GROUPS, 0, ("groups",), group_id, code)
+
+
+def _join_error(req: dict, version: int, code: int) -> dict:
+    """A JoinGroup refused before or by the runtime: the schema's defaults
+    and the request's member id (as Kafka's GroupCoordinatorService)."""
+    return _join_for_version(
+        {**error_response(JOIN_GROUP, version, req, code), "member_id": req["member_id"]}, version)
+
+
+def _fetch_error(group_id: str, code: int) -> dict:
+    """One group of an OffsetFetch refused (the v8+ item shape; v0-7 take its code)."""
+    return error_item(OFFSET_FETCH, 8, ("groups",), {"group_id": group_id}, code)
+
+
+def _delete_error(group_id: str, code: int) -> dict:
+    return error_item(DELETE_GROUPS, 0, ("groups_names",), group_id, code)
+
+
+def _coordinator_error(key: str, code: int, message: str) -> dict:
+    """One FindCoordinator key this node cannot answer for (v4+ item shape)."""
+    return error_item(FIND_COORDINATOR, 4, ("coordinator_keys",), key, code, message)
 
 
 class GroupHandlers:
@@ -108,14 +128,12 @@ class GroupHandlers:
                 return self.cluster.find_coordinator(key, req.get("key_type", 0), ctx.listener)
             if req.get("key_type", 0) == KEY_TYPE_SHARE and not self.share.ready:
                 self.share.open_topic()  # created (and loaded) on first use, as Kafka's
-                return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                        "error_message": "the __share_group_state topic is being created"}
+                return _coordinator_error(key, Err.COORDINATOR_NOT_AVAILABLE,
+                                          "the __share_group_state topic is being created")
             if req.get("key_type", 0) not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION,
                                               KEY_TYPE_SHARE):
-                return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                        "error_message": "only group and transaction coordinators are served"}
+                return _coordinator_error(key, Err.COORDINATOR_NOT_AVAILABLE,
+                                          "only group and transaction coordinators are served")
             return {"key": key, "node_id": node, "host": host, "port": port,
                     "error_code": Err.NONE, "error_message": None}
 
@@ -132,10 +150,9 @@ class GroupHandlers:
         v6+ only, key "groupId:topicId:partition"; else INVALID_REQUEST."""
         if version >= 6 and parse_share_key(key) is not None and self.share is not None:
             return None
-        return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": Err.INVALID_REQUEST,
-                "error_message": ("share coordinator keys need FindCoordinator v6"
-                                  if version < 6 else f"malformed share coordinator key {key!r}")}
+        return _coordinator_error(key, Err.INVALID_REQUEST,
+                                  "share coordinator keys need FindCoordinator v6" if version < 6
+                                  else f"malformed share coordinator key {key!r}")
 
     # --------------------------------------------------------- OffsetCommit
     def mark_unknown_partitions(self, topics: list[dict]) -> None:
@@ -204,16 +221,16 @@ class GroupHandlers:
     def _fetch_group(self, group_id: str, topics, member_id: str | None = None,
                      member_epoch: int = -1, require_stable: bool = False):
         """The group's answer, read now; sent once the writes it may show are durable."""
+        error = partial(_fetch_error, group_id)
         if not group_id:
-            return {"group_id": group_id, "topics": [], "error_code": Err.INVALID_GROUP_ID}
+            return error(Err.INVALID_GROUP_ID)
 
         def op(core, _now):
             code, out = core.offset_fetch(group_id, topics, member_id, member_epoch)
             if require_stable and not code and core.txn_offsets.has_open(group_id):
                 mark_unstable(core.txn_offsets, group_id, out)
             return {"group_id": group_id, "topics": out, "error_code": code}
-        return self.runtime.read(group_id, op, lambda code: {
-            "group_id": group_id, "topics": [], "error_code": code})
+        return self.runtime.read(group_id, op, error)
 
     @serves("OffsetFetch")
     def offset_fetch(self, ctx: RequestContext, req: dict):
@@ -231,13 +248,10 @@ class GroupHandlers:
         def build(answers: list) -> dict:
             result = answers[0]
             code = result["error_code"]
-            out_topics = result["topics"]
+            out_topics = result.get("topics", [])
             if code and version < 2:
                 # v0-1 have no top-level error: report it on every requested partition
-                out_topics = [{"name": t["name"], "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                     "metadata": "", "error_code": code} for p in t["partition_indexes"]]}
-                    for t in (req["topics"] or [])]
+                out_topics = error_response(OFFSET_FETCH, version, req, code).get("topics", [])
             return {"throttle_time_ms": 0, "topics": out_topics, "error_code": code}
         return gather([self._fetch_group(req["group_id"], topics,
                                          require_stable=req.get("require_stable", False))], build)
@@ -265,18 +279,13 @@ class GroupHandlers:
 
     @serves("DeleteGroups")
     def delete_groups(self, _ctx: RequestContext, req: dict):
-        answers = []
-        for group_id in req["groups_names"]:
-            if not group_id:
-                answers.append({"group_id": group_id, "error_code": Err.INVALID_GROUP_ID})
-                continue
-
-            answers.append(self._delete_group(group_id))
+        answers = [self._delete_group(group_id) if group_id
+                   else _delete_error(group_id, Err.INVALID_GROUP_ID)
+                   for group_id in req["groups_names"]]
         return gather(answers, lambda results: {"throttle_time_ms": 0, "results": results})
 
     def _delete_group(self, group_id: str):
-        def error(code: int) -> dict:
-            return {"group_id": group_id, "error_code": code}
+        error = partial(_delete_error, group_id)
 
         def op(core, _now):
             return core.delete_group(group_id)
@@ -319,36 +328,36 @@ class GroupHandlers:
     @serves("JoinGroup")
     def join_group(self, ctx: RequestContext, req: dict):
         version = ctx.api_version
-        group_id, member_id = req["group_id"], req["member_id"]
+        group_id = req["group_id"]
         if not group_id:
-            return _join_for_version(join_error(Err.INVALID_GROUP_ID, member_id), version)
+            return _join_error(req, version, Err.INVALID_GROUP_ID)
         cid, host = ctx.client_id, client_host(ctx)
         answer = self.runtime.write_parked(
             group_id, lambda core, now, token: core.join_group(req, version, cid, host, token, now),
-            lambda code: join_error(code, member_id))
+            partial(_join_error, req, version))
         if answer.__class__ is Reply:
             return answer.then(lambda resp: _join_for_version(resp, version))
         return _join_for_version(answer, version)
 
     @serves("SyncGroup")
     def sync_group(self, ctx: RequestContext, req: dict):
-        if ctx.api_version >= 5 and (req["protocol_type"] is None or req["protocol_name"] is None):
-            return sync_response(Err.INCONSISTENT_GROUP_PROTOCOL)  # checked before anything else
+        version = ctx.api_version
+        error = partial(error_response, SYNC_GROUP, version, req)
+        if version >= 5 and (req["protocol_type"] is None or req["protocol_name"] is None):
+            return error(Err.INCONSISTENT_GROUP_PROTOCOL)  # checked before anything else
         group_id = req["group_id"]
         if not group_id:
-            return sync_response(Err.INVALID_GROUP_ID)
-        version = ctx.api_version
+            return error(Err.INVALID_GROUP_ID)
         return self.runtime.write_parked(
-            group_id, lambda core, now, token: core.sync_group(req, version, token, now),
-            sync_response)
+            group_id, lambda core, now, token: core.sync_group(req, version, token, now), error)
 
     @serves("Heartbeat")
     def heartbeat(self, ctx: RequestContext, req: dict):
         """Answered at once unless writes are in flight (then after them)."""
         group_id = req["group_id"]
-        if not group_id:
-            return {"throttle_time_ms": 0, "error_code": Err.INVALID_GROUP_ID}
         version = ctx.api_version
+        if not group_id:
+            return error_response(HEARTBEAT, version, req, Err.INVALID_GROUP_ID)
         return self.runtime.write(
             group_id, lambda core, now: core.heartbeat(req, version, now), _heartbeat_error)
 

@@ -20,6 +20,7 @@ from ..broker.data_handlers import high_watermark
 from ..coordinator.group_configs import duration_ms
 from ..log import OffsetOutOfRange
 from ..protocol.errors import Err
+from ..share.events import NO_EVENTS, ShareEvents
 from ..share.log_batches import Aborted, read_batches, records_for
 from ..share.partition import Acquired, SharePartition, ShareLimits
 from ..share.persister import ShareKey, SharePersister
@@ -94,6 +95,8 @@ class SharePartitionManager:
         # coordinator's configs plug into).
         self.group_config = group_config or (lambda _group, _name, default: default)
         self.partitions: dict[tuple, SharePartition] = {}
+        # key -> the counters its share partition bumps (/metrics sets it; none by default)
+        self.events_for: Callable[[tuple], ShareEvents] = lambda _key: NO_EVENTS
         self._loading: dict[tuple, asyncio.Future] = {}
         self._tickets: dict[tuple, asyncio.Future] = {}
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
@@ -164,6 +167,7 @@ class SharePartitionManager:
             start = self._reset_offset(key[0], topic, index, plog)
         sp = SharePartition.loaded(state, start, self.limits())
         sp.leader_epoch = self.leader_epoch(topic, index)
+        sp.events = self.events_for(key)
         sp.on_log_start(plog.log_start_offset)
         self.partitions[key] = sp
         return Loaded(sp)
@@ -198,6 +202,11 @@ class SharePartitionManager:
     def leader_epoch(self, topic, index: int) -> int:
         replica = self._replica(topic, index)
         return replica.leader_epoch if replica is not None else 0
+
+    def in_flight(self) -> list[tuple[tuple, tuple[int, int, int]]]:
+        """Every share partition led here: (key, (records in its window, runs,
+        records acquired now))."""
+        return [(key, sp.in_flight()) for key, sp in list(self.partitions.items())]
 
     # ------------------------------------------------------------ acquire
     def acquire(self, group_id: str, member: str, topic, index: int, sp: SharePartition,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_offset_commit
+from ..protocol.api import error_item, error_response
 from ..protocol.errors import Err
 from .dispatch import Dispatcher, Reply, RequestContext, serves
 from .txn_runtime import OFFSETS_TOPIC, TxnRuntime
@@ -44,23 +45,20 @@ class TxnHandlers:
         tid = req["transactional_id"]
         if tid is None:
             return self.producer_ids.init_producer_id(ctx, req)
-        answer = {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": -1,
-                  "producer_epoch": -1}
         code = self._not_ready(tid)
         if code:
-            return {**answer, "error_code": code}
+            return error_response(ctx.api_key, ctx.api_version, req, code)
         await self.runtime.settled(tid)
         res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
                                          req.get("producer_id", -1),
                                          req.get("producer_epoch", -1), self.runtime.clock.ms())
         # a fencing abort is finished before the answer (CONCURRENT_TRANSACTIONS):
         # the client's retry then finds the transaction complete
-        code = await self.runtime.write_and_complete(res.records)
+        code = await self.runtime.write_and_complete(res.records) or _for_version(ctx, res.error)
         if code:
-            return {**answer, "error_code": code}
-        if res.error:
-            return {**answer, "error_code": _for_version(ctx, res.error)}
-        return {**answer, "producer_id": res.producer_id, "producer_epoch": res.producer_epoch}
+            return error_response(ctx.api_key, ctx.api_version, req, code)
+        return {"throttle_time_ms": 0, "error_code": Err.NONE, "producer_id": res.producer_id,
+                "producer_epoch": res.producer_epoch}
 
     # --------------------------------------------------- AddPartitionsToTxn
     def _unknown(self, topics: list[dict]) -> set:
@@ -126,7 +124,7 @@ class TxnHandlers:
                                            req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
                                            self.runtime.clock.ms())
             code = await self.runtime.write(res.records) or _for_version(ctx, res.error)
-        return {"throttle_time_ms": 0, "error_code": code}
+        return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
 
     # --------------------------------------------------------------- EndTxn
     @serves("EndTxn")
@@ -138,7 +136,7 @@ class TxnHandlers:
             # answered once Prepare* is durable (Kafka's shape); markers follow
             code = (await self.runtime.write_and_complete(res.records, wait=False)
                     or _for_version(ctx, res.error))
-        return {"throttle_time_ms": 0, "error_code": code}
+        return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
 
     # ------------------------------------------------------ TxnOffsetCommit
     @serves("TxnOffsetCommit")
@@ -148,10 +146,7 @@ class TxnHandlers:
         def every(code: int) -> dict:
             if code == Err.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
                 code = Err.COORDINATOR_NOT_AVAILABLE
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": code}
-                    for p in t["partitions"]]} for t in req["topics"]]}
+            return error_response(ctx.api_key, version, req, code)
 
         group_id = req["group_id"]
         if not group_id:
@@ -200,24 +195,23 @@ class TxnHandlers:
 
     # ----------------------------------------------------- describing state
     @serves("DescribeTransactions")
-    async def describe_transactions(self, _ctx: RequestContext, req: dict) -> dict:
+    async def describe_transactions(self, ctx: RequestContext, req: dict) -> dict:
         states = []
         for tid in req["transactional_ids"]:
             code = self._not_ready(tid)
             if code:
-                states.append({**self.core.describe(""), "transactional_id": tid,
-                               "error_code": code})
+                states.append(error_item(ctx.api_key, ctx.api_version, ("transactional_ids",),
+                                         tid, code))
             else:
                 states.append(self.core.describe(tid))
         return {"throttle_time_ms": 0, "transaction_states": states}
 
     @serves("ListTransactions")
-    async def list_transactions(self, _ctx: RequestContext, req: dict) -> dict:
+    async def list_transactions(self, ctx: RequestContext, req: dict) -> dict:
         # this node's partitions (an admin client asks every node and merges)
-        code = Err.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading else Err.NONE
-        if code:
-            return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
-                    "transaction_states": []}
+        if self.runtime.loading:
+            return error_response(ctx.api_key, ctx.api_version, req,
+                                  Err.COORDINATOR_LOAD_IN_PROGRESS)
         return self.core.list_transactions(req["state_filters"], req["producer_id_filters"],
                                            req.get("duration_filter", -1), self.runtime.clock.ms())
 

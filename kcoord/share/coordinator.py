@@ -323,6 +323,11 @@ class ShareCoordinatorShard:
             start_offset=current.start_offset,
             delivery_complete_count=current.delivery_complete_count))
 
+    def offsets(self) -> list[tuple[Key, int, int]]:
+        """Every key's (key, start offset, delivery complete count), as the
+        summary gives them: what /metrics' share lag is computed from."""
+        return [(k, s.start_offset, s.delivery_complete_count) for k, s in self.states.items()]
+
     def cold_snapshots(self, now: int) -> list[Record]:
         """A fresh snapshot of every key whose last snapshot is older than
         share.coordinator.cold.partition.snapshot.interval.ms (Kafka's

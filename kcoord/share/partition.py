@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..protocol.errors import Err
+from .events import DELIVERY_LIMIT, NO_EVENTS, NO_RECORD, REJECTED, ShareEvents
 from .persister import ShareState, StateBatch
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
@@ -161,6 +162,7 @@ class SharePartition:
         self.writing = False             # a write is out (one at a time)
         self.dirty = False               # a change not yet written (expiry, release)
         self._maybe_available = False    # a record may be AVAILABLE below `end`
+        self.events: ShareEvents = NO_EVENTS   # counters, when the server keeps them
 
     # ------------------------------------------------------------- loading
     @classmethod
@@ -223,6 +225,12 @@ class SharePartition:
                 out.append(row)
         return [tuple(r) for r in out]
 
+    def in_flight(self) -> tuple[int, int, int]:
+        """(records in the window, its runs, records ACQUIRED now): Kafka's
+        InFlightMessageCount and InFlightBatchCount, and what members hold."""
+        held = sum(r.last - r.first + 1 for r in self.runs if r.state == ACQUIRED)
+        return self.end - self.start, len(self.runs), held
+
     def durable_view(self) -> tuple[int, list[tuple[int, int, int, int]]]:
         """What a reload from the last write should give (tickets not yet
         durable as before them; acquired records as AVAILABLE, count - 1):
@@ -278,10 +286,12 @@ class SharePartition:
                 if b.aborted:
                     self._append(Run(lo, hi, ARCHIVED, 0))
                     self.dirty = True
+                    self.events.archived(NO_RECORD, hi - lo + 1)
                 else:
                     self._append(Run(lo, hi, ACQUIRED, 1, member, lock))
                     self._give(out, lo, hi, 1, batch_size)
                     out.count += hi - lo + 1
+                    self.events.acquired(1, hi - lo + 1)
                 self.end = hi + 1
                 if hi < b.last:
                     break
@@ -307,6 +317,7 @@ class SharePartition:
             if aborted:
                 run.state = ARCHIVED
                 self.dirty = True
+                self.events.archived(NO_RECORD, run.last - run.first + 1)
                 continue
             size = run.last - run.first + 1
             take = size
@@ -327,6 +338,7 @@ class SharePartition:
             run.state, run.count, run.member, run.lock = ACQUIRED, run.count + 1, member, lock
             self._give(out, run.first, run.last, run.count, 0)
             got += run.last - run.first + 1
+            self.events.acquired(run.count, run.last - run.first + 1)
             if poison:
                 return got, True
         return got, False
@@ -352,7 +364,9 @@ class SharePartition:
                 if run.state == AVAILABLE and run.ticket is None:
                     run.state = ARCHIVED
                     self.dirty = True
+                    self.events.archived(NO_RECORD, run.last - run.first + 1)
         if hi_excl > self.end:
+            self.events.archived(NO_RECORD, hi_excl - self.end)
             self._append(Run(self.end, hi_excl - 1, ARCHIVED, 0))
             self.end = hi_excl
             self.dirty = True
@@ -409,6 +423,8 @@ class SharePartition:
         ticket = result.ticket = self._next_ticket = self._next_ticket + 1
         limit = self.limits.delivery_count_limit
         for first, last, kind in segments:
+            if kind != GAP:                 # Kafka's meter leaves gaps out too
+                self.events.acknowledged(kind, last - first + 1)
             i, j = self._split_range(first, last)
             for run in self.runs[i:j]:
                 run.prev = (run.state, run.member, run.lock)
@@ -419,6 +435,9 @@ class SharePartition:
                     run.state = AVAILABLE
                 else:                       # REJECT, GAP, RELEASE at the limit
                     run.state = ARCHIVED
+                    self.events.archived(REJECTED if kind == REJECT else
+                                         DELIVERY_LIMIT if kind == RELEASE else NO_RECORD,
+                                         run.last - run.first + 1)
                 run.member = run.lock = None
         self._pending.add(ticket)
         return result
@@ -431,13 +450,13 @@ class SharePartition:
         if held is None or now < held[1]:
             return False
         del self.locks[lock]
-        return self._release_where(lambda r: r.lock == lock)
+        return self._release_where(lambda r: r.lock == lock, timed_out=True)
 
     def release_member(self, member: str) -> bool:
         """The member's share session ended: its ACQUIRED records go back."""
         return self._release_where(lambda r: r.member == member)
 
-    def _release_where(self, match) -> bool:
+    def _release_where(self, match, timed_out: bool = False) -> bool:
         limit = self.limits.delivery_count_limit
         changed = False
         for run in self.runs:
@@ -446,6 +465,12 @@ class SharePartition:
                 run.state = ARCHIVED if archive else AVAILABLE
                 run.member = run.lock = None
                 changed = True
+                size = run.last - run.first + 1
+                if timed_out:
+                    self.events.lock_timed_out(size)
+                if archive:
+                    self.events.archived(DELIVERY_LIMIT if run.count >= limit else NO_RECORD,
+                                         size)
         if changed:
             self.dirty = True
             self._maybe_available = True
@@ -513,6 +538,9 @@ class SharePartition:
                 if held is None or now >= held[1]:
                     run.state = ARCHIVED if run.count >= limit else AVAILABLE
                     run.member = run.lock = None
+                    self.events.lock_timed_out(run.last - run.first + 1)
+                    if run.state == ARCHIVED:
+                        self.events.archived(DELIVERY_LIMIT, run.last - run.first + 1)
                     out.changed = out.changed or run.state == AVAILABLE
             run.ticket = run.prev = None
         if error_code != Err.NONE:

@@ -22,6 +22,9 @@ class Deliveries:
         self.received: dict[bytes, list[tuple[str, int]]] = defaultdict(list)  # value -> (who, count)
         self.where: dict[tuple[int, int], bytes] = {}                          # (p, offset) -> value
         self.confirmed: dict[tuple[int, int], int] = defaultdict(int)          # acks confirmed
+        # acks answered with an error (a leader killed with the request in
+        # flight): applied or not, the client cannot know
+        self.unknown: set[tuple[int, int]] = set()
         self.errors: list[str] = []
 
     def got(self, who: str, msg) -> None:
@@ -33,6 +36,8 @@ class Deliveries:
         with self.lock:
             if exc is not None:
                 self.errors.append(str(exc))
+                self.unknown.update((tp.partition, o) for tp, acked in (offsets or {}).items()
+                                    for o in acked)
                 return
             for tp, acked in offsets.items():
                 for offset in acked:
@@ -45,6 +50,11 @@ class Deliveries:
     def confirmed_values(self) -> set[bytes]:
         with self.lock:
             return {self.where[k] for k in self.confirmed if k in self.where}
+
+    def answered_values(self) -> set[bytes]:
+        """Records whose acknowledgement was confirmed or answered an error."""
+        with self.lock:
+            return {self.where[k] for k in self.unknown | set(self.confirmed) if k in self.where}
 
 
 class ShareWorker(threading.Thread):

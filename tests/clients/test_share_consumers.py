@@ -6,6 +6,8 @@
 - explicit acknowledgement: ACCEPT, RELEASE (delivered again with delivery
   count 2), REJECT (never again), and a record released every time is
   delivered exactly group.share.delivery.count.limit times, then archived;
+  /metrics, scraped while the member runs, counts each of them, and the
+  share lag is the records not yet acknowledged;
 - a member SIGKILLed (or SIGSTOPped: its locks run out) while it holds
   records: another member receives those records (delivery count 2);
 - the server SIGKILLed mid-run and restarted: no record whose
@@ -25,6 +27,7 @@ import threading
 
 import pytest
 
+from tests.admin.support import get_json, http_port, scrape, value
 from tests.clients.share_workers import Deliveries, ShareWorker, produce, start_holder, wait_for
 from tests.support import ServerProcess
 
@@ -41,6 +44,7 @@ def server(tmp_path):
         "group.share.heartbeat.interval.ms": "200",
         "group.share.min.record.lock.duration.ms": "1000",
         "group.share.record.lock.duration.ms": "3000",
+        "http.listen": "127.0.0.1:0",   # /metrics: the share-group series
     })
     proc.start()
     yield proc
@@ -125,12 +129,52 @@ def test_explicit_accept_release_reject_and_the_delivery_limit(server):
              or check([worker]), "the releases and the poison record", DEADLINE_S)
     produce(server.bootstrap, topic, [b"end"], 1)           # after the poison was archived
     wait_for(lambda: log.received.get(b"end") or check([worker]), "the end record", DEADLINE_S)
+    port = http_port(server)
+    with log.lock:
+        accepted = {v for v in log.received if decide_value(v) == "accept"}
+        first_deliveries = sum(1 for got in log.received.values() for _, c in got if c == 1)
+    metric = "kcoord_share_group_record_acknowledgements_total"
+    # acknowledgements reach the server after the deliveries the log saw
+    samples = wait_for(lambda: (lambda s: s if value(s, metric, group=group, ack_type="Accept")
+                                >= len(accepted) else None)(scrape(port)),
+                       "every acceptance counted", DEADLINE_S)
+    assert value(samples, metric, group=group, ack_type="Accept") == len(accepted)
+    assert value(samples, metric, group=group, ack_type="Release") == 2 + LIMIT
+    assert value(samples, metric, group=group, ack_type="Reject") == 1
+    archived = "kcoord_share_group_records_archived_total"
+    assert value(samples, archived, group=group, reason="rejected") == 1
+    assert value(samples, archived, group=group, reason="delivery_limit") == 1
+    acquired = value(samples, "kcoord_share_group_records_acquired_total", group=group)
+    histogram = "kcoord_share_group_record_delivery_count"
+    assert value(samples, histogram + "_count", group=group) == acquired
+    assert value(samples, histogram + "_bucket", group=group, le="1.0") >= first_deliveries
+    assert (value(samples, histogram + "_bucket", group=group, le="5.0")
+            - value(samples, histogram + "_bucket", group=group, le="4.0")) >= 1  # the poison
+    assert value(samples, "kcoord_group_coordinator_share_groups", state="Stable") == 1
+    lag = ("kcoord_share_group_lag", (("group", group), ("partition", "0"), ("topic", topic)))
+    wait_for(lambda: scrape(port).get(lag) == 0, "no share lag once every record is done",
+             DEADLINE_S)
     worker.finish()
+    produce(server.bootstrap, topic, [b"late-%d" % i for i in range(3)], 1)
+    # nobody consumes: the share lag is the three records not yet acknowledged
+    wait_for(lambda: scrape(port).get(lag) == 3, "a share lag of 3", DEADLINE_S)
+    _, status = get_json(port, "/status.json")
+    row = next(g for g in status["groups"] if g["group"] == group)
+    assert row["protocol"] == "share" and row["lag"] == 3 and row["partitions"] == 1
     counts = {v: [c for _, c in log.received[v]] for v in values}
     assert counts[b"accept-0"] == [1] and counts[b"accept-1"] == [1]
     assert counts[b"release-0"] == [1, 2] and counts[b"release-1"] == [1, 2]
     assert counts[b"reject-0"] == [1]                        # never redelivered
     assert counts[b"poison-0"] == list(range(1, LIMIT + 1))  # archived at the limit
+
+
+def decide_value(value: bytes) -> str:
+    """What the explicit test's member finally does with a value."""
+    if value.startswith(b"reject"):
+        return "reject"
+    if value.startswith(b"poison"):
+        return "archived"
+    return "accept"      # a release-* value is accepted on its second delivery
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])

@@ -41,11 +41,11 @@ class Violation(AssertionError):
 # ------------------------------------------------- deliberately broken variants
 class OverDelivers(SharePartition):
     """Never archives at the delivery limit: released records come back forever."""
-    def _release_where(self, match) -> bool:
+    def _release_where(self, match, timed_out: bool = False) -> bool:
         limit = self.limits.delivery_count_limit
         self.limits = ShareLimits(10**6, self.limits.max_record_locks)
         try:
-            return super()._release_where(match)
+            return super()._release_where(match, timed_out)
         finally:
             self.limits = ShareLimits(limit, self.limits.max_record_locks)
 

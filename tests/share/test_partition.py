@@ -438,3 +438,28 @@ def test_record_limit_cuts_log_batches():
     got = sp.acquire("m2", 2, log((0, 4), (5, 9)), 2, LOCK, strict=True)
     assert ranges(got) == [(0, 1, 2)]
     assert sp.state_at(2)[:2] == (AVAILABLE, 1)
+
+
+# ------------------------------------------------------------------ events
+def test_the_counters_move_at_each_event():
+    """/metrics' counters (PartitionCounters) as the share partition bumps them:
+    acquisitions by delivery count, each acknowledgement type, archives by
+    reason, lock timeouts; a refused acknowledgement counts nothing."""
+    from kcoord.observe.share_metrics import PartitionCounters
+    sp = fresh(limit=2)
+    c = sp.events = PartitionCounters()
+    got = sp.acquire("m1", 500, log((0, 4), (5, 9)), 0, LOCK)
+    assert (c.n_acquired, c.deliveries.counts[0]) == (10, 10)
+    sp.acknowledge("m1", [ack(0, 1, ACCEPT), ack(2, 2, REJECT), ack(3, 4, RELEASE)], 1)
+    assert c.n_acks == {ACCEPT: 2, RELEASE: 2, REJECT: 1}
+    assert c.n_archived["rejected"] == 1
+    assert sp.acknowledge("m2", [ack(5, 5, ACCEPT)], 1).error_code == Err.INVALID_RECORD_STATE
+    assert c.n_acks[ACCEPT] == 2
+    durable(sp)
+    assert sp.expire(got.timers[0].lock, LOCK)          # 5-9 time out, delivered once
+    assert c.n_lock_timeouts == 5 and c.n_archived["delivery_limit"] == 0
+    again = sp.acquire("m1", 500, log((3, 9)), LOCK, LOCK)
+    assert ranges(again) == [(3, 9, 2)] and c.deliveries.counts[1] == 7
+    assert sp.expire(again.timers[0].lock, 2 * LOCK)    # at the limit: archived
+    assert c.n_lock_timeouts == 12 and c.n_archived["delivery_limit"] == 7
+    assert c.n_acquired == 17
