@@ -52,7 +52,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # a __consumer_offsets shard's state is snapshotted beside its log every
     # this many records (and at a clean stop), so a restart replays only the
     # records after it; 0: no snapshots (server/snapshot_schedule.py)
-    "group.coordinator.snapshot.interval.records": (int, 1_000_000),
+    "group.coordinator.snapshot.interval.records": (int, 100_000),
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.min.session.timeout.ms": (int, 45000),
     "group.consumer.max.session.timeout.ms": (int, 60000),

@@ -737,6 +737,8 @@ class CoordinatorRuntime:
             # (latest per key), so live and reloaded state stay equal
             plog = shard.plog
             if plog.sealed_segments() and plog.active.base_offset > shard.compacted_upto:
+                if self.snapshots is not None and not self.snapshots.may_compact(shard):
+                    continue  # a catch-up reads the segments: next time
                 try:
                     compact(plog, now, delete_retention)
                 except Exception:
