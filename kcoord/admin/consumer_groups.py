@@ -11,8 +11,8 @@ from ..protocol.errors import Err
 from . import groups as ops
 from .client import AdminClient, AdminError, UsageError, read_properties
 from .groups import Group, message
-from .offset_reset import (parse_datetime, parse_duration, plan_for, print_plans, read_plan,
-                           topic_partitions)
+from .offset_reset import (parse_datetime, parse_duration, plan_for, print_csv, print_plans,
+                           read_plan, topic_partitions)
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
@@ -426,12 +426,7 @@ def reset_offsets(admin: AdminClient, args) -> None:
                                  f"{topic}-{partition}: {message(code)}")
         plans[group_id] = plan
     if args.export:
-        lines = []
-        for group_id, plan in plans.items():
-            for (topic, partition), offset in sorted(plan.items()):
-                lines.append(f"{topic},{partition},{offset}" if len(group_ids) == 1
-                             else f"{group_id},{topic},{partition},{offset}")
-        print("".join(line + "\n" for line in lines))
+        print_csv(plans, with_group=len(group_ids) != 1)
         return
     print_plans(plans)
 

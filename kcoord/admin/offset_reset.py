@@ -46,6 +46,17 @@ def print_plans(plans: dict[str, dict[tuple[str, int], int]]) -> None:
     print()
 
 
+def print_csv(plans: dict[str, dict[tuple[str, int], int]], with_group: bool) -> None:
+    """--export: the plan as Kafka's CSV (group,topic,partition,offset or, for one group,
+    topic,partition,offset), which --from-file reads back."""
+    lines = []
+    for group_id, plan in plans.items():
+        for (topic, partition), offset in sorted(plan.items()):
+            lines.append(f"{group_id},{topic},{partition},{offset}" if with_group
+                         else f"{topic},{partition},{offset}")
+    print("".join(line + "\n" for line in lines))
+
+
 def parse_datetime(text: str) -> int:
     """Kafka's Utils.getDateTime: yyyy-MM-dd'T'HH:mm:ss.SSS with an optional
     zone (Z, +hh:mm, +hhmm); local time without one.  -> epoch ms."""

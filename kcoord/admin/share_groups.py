@@ -10,12 +10,13 @@ from ..protocol.errors import Err
 from . import share_group_ops as ops
 from .client import AdminClient, AdminError, UsageError, read_properties
 from .groups import delete_groups, message
-from .offset_reset import by_timestamp, edge_offsets, parse_datetime, print_plans, topic_partitions
+from .offset_reset import (by_timestamp, clamp, edge_offsets, parse_datetime, print_csv,
+                           print_plans, read_plan, topic_partitions)
 from .share_group_ops import ShareGroup, ShareGroupError
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
-SCENARIOS = ("to_datetime", "to_earliest", "to_latest")
+SCENARIOS = ("from_file", "to_current", "to_datetime", "to_earliest", "to_latest", "to_offset")
 STATES_BY_NAME = {s.lower(): s for s in ops.SHARE_STATES}
 
 HELP = """List, describe, reset the offsets of and delete share groups (KIP-932).
@@ -54,10 +55,19 @@ def add_parser(sub) -> None:
                         "(Empty, Stable, Dead)")
     p.add_argument("--dry-run", action="store_true", help="reset: only show the plan")
     p.add_argument("--execute", action="store_true", help="reset: do it")
+    p.add_argument("--export", action="store_true", help="reset: print the plan as CSV")
+    p.add_argument("--to-offset", type=int, metavar="OFFSET")
     p.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
     p.add_argument("--to-earliest", action="store_true")
     p.add_argument("--to-latest", action="store_true")
+    p.add_argument("--to-current", action="store_true",
+                   help="reset: to the current start offset (the log end where there is none)")
+    p.add_argument("--from-file", metavar="CSV", help="reset: the plan --export printed")
     p.set_defaults(run=run)
+
+
+def _given(args, name: str) -> bool:
+    return getattr(args, name) not in (None, False)
 
 
 def check_args(args) -> None:
@@ -97,20 +107,20 @@ def check_args(args) -> None:
             raise UsageError("Option --reset-offsets takes the option: --execute or --dry-run")
         if len(args.group) != 1:
             raise UsageError("Option --reset-offsets takes the option: --group")
-        if not args.topic and not args.all_topics:  # (both: --topic wins, as Kafka's)
+        given = [s for s in SCENARIOS if _given(args, s)]
+        if not args.topic and not args.all_topics and given != ["from_file"]:
             raise UsageError("Option --reset-offsets takes one of these options: --all-topics, "
-                             "--topic")
-        given = [s for s in SCENARIOS if getattr(args, s)]
+                             "--topic")  # (both: --topic wins, as Kafka's)
         if not given:
             raise UsageError("Option --reset-offsets takes one of these options: "
-                             "--to-datetime, --to-earliest, --to-latest")
+                             + ", ".join("--" + s.replace("_", "-") for s in SCENARIOS))
         if len(given) > 1:
             first, second = (s.replace("_", "-") for s in given[:2])
             raise UsageError(f"Option --{first} can't be used with option --{second}")
-    elif args.all_topics or args.dry_run or args.execute or any(
-            getattr(args, s) for s in SCENARIOS):
-        raise UsageError("Options --all-topics, --dry-run, --execute and the --to-* scenarios "
-                         "are only valid with --reset-offsets")
+    elif args.all_topics or args.dry_run or args.execute or args.export or any(
+            _given(args, s) for s in SCENARIOS):
+        raise UsageError("Options --all-topics, --dry-run, --execute, --export and the reset "
+                         "scenarios are only valid with --reset-offsets")
     if args.group and args.all_groups:
         raise UsageError("Option --group can't be used with option --all-groups")
     if args.group and action == "list":
@@ -366,16 +376,7 @@ def reset_offsets(admin: AdminClient, args) -> None:
         state = "Dead"
     if state not in ("Empty", "Dead"):
         raise UsageError(f"Share group '{group_id}' is not empty.")
-    if args.topic:
-        partitions = sorted(set(topic_partitions(admin, args.topic)))
-    else:  # --all-topics: every share partition with share state
-        partitions = sorted(ops.share_offsets(admin, group_id))
-    if not partitions:
-        plan = {}
-    elif args.to_datetime:
-        plan = by_timestamp(admin, partitions, parse_datetime(args.to_datetime))
-    else:
-        plan = edge_offsets(admin, partitions, args.to_earliest)
+    plan = share_plan(admin, args, group_id)
     if args.execute and plan:
         errors = {tp: code for tp, code in ops.alter_share_offsets(admin, group_id, plan).items()
                   if code != Err.NONE}
@@ -383,4 +384,43 @@ def reset_offsets(admin: AdminClient, args) -> None:
             (topic, partition), code = next(iter(sorted(errors.items())))
             raise AdminError(f"altering the share offsets of group '{group_id}' failed: "
                              f"{topic}-{partition}: {message(code)}")
-    print_plans({group_id: plan} if plan else {})
+    if args.export:
+        print_csv({group_id: plan}, with_group=False)
+    else:
+        print_plans({group_id: plan} if plan else {})
+
+
+def share_plan(admin: AdminClient, args, group_id: str) -> dict[tuple[str, int], int]:
+    """The new start offsets (Kafka's GroupOffsetsResetter for a share group)."""
+    if args.from_file:
+        wanted = read_plan(args.from_file, [group_id]).get(group_id)
+        if wanted is None:
+            print_error(f"No reset plan for group {group_id} found.")
+            return {}
+        return clamp(admin, wanted)
+    if args.topic:
+        partitions = sorted(set(topic_partitions(admin, args.topic)))
+        check_partitions_exist(admin, partitions)
+    else:  # --all-topics: every share partition with share state
+        partitions = sorted(ops.share_offsets(admin, group_id))
+    if not partitions:
+        return {}
+    if args.to_offset is not None:
+        return clamp(admin, {tp: args.to_offset for tp in partitions})
+    if args.to_current:  # the start offset where the group has one, else the log end
+        starts = {tp: o.start for tp, o in ops.share_offsets(admin, group_id).items()
+                  if o.start is not None}
+        rest = [tp for tp in partitions if tp not in starts]
+        plan = edge_offsets(admin, rest, False) if rest else {}
+        return {**plan, **{tp: starts[tp] for tp in partitions if tp in starts}}
+    if args.to_datetime:
+        return by_timestamp(admin, partitions, parse_datetime(args.to_datetime))
+    return edge_offsets(admin, partitions, args.to_earliest)
+
+
+def check_partitions_exist(admin: AdminClient, partitions: list[tuple[str, int]]) -> None:
+    """GroupOffsetsResetter.checkAllTopicPartitionsValid's first check."""
+    known = admin.partitions(sorted({t for t, _ in partitions}))
+    missing = [f"{t}-{p}" for t, p in partitions if p not in known.get(t, ())]
+    if missing:
+        raise AdminError(f'The partitions "{",".join(missing)}" do not exist')

@@ -8,10 +8,10 @@ import weakref
 
 from ..log import OffsetOutOfRange
 from ..log.fsync_batcher import FsyncBatcher
-from ..log.waiters import Waiters
 from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
+from .append_notifier import AppendNotifier
 from .batch_timestamps import InvalidTimestamps, check_batch, timestamp_bounds
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
@@ -47,20 +47,6 @@ def below(data, hw: int):
             break
         end = pos + LOG_OVERHEAD + header.batch_length
     return data[:end]
-
-
-class AppendNotifier:
-    """Wakes long-polling fetches when any partition grows."""
-
-    def __init__(self) -> None:
-        self._waiters = Waiters()
-
-    def wait(self) -> asyncio.Future:
-        return self._waiters.wait()
-
-    def notify(self) -> None:
-        if self._waiters:
-            self._waiters.wake()
 
 
 class DataPlane:
@@ -109,7 +95,7 @@ class DataPlane:
                                   offset, now)
         if aborted is not None:
             state.index_abort(plog.active.base_offset, aborted)
-        self.appended.notify()
+        self.appended.notify(plog)
         return Err.NONE, plog
 
     async def write_marker_durable(self, topic_name: str, index: int, producer_id: int,
@@ -131,7 +117,7 @@ class DataPlane:
         if replica is None:
             return Err.NONE
         self.replication.on_flushed([plog])
-        self.appended.notify()
+        self.appended.notify(plog)
         return await self.replication.await_high_watermark(topic_name, index, end)
 
     def forget_txn_state(self, plog) -> None:
@@ -181,8 +167,7 @@ class DataPlane:
                         replicated.append((tdata["name"], result, plog.log_end_offset))
                 result.pop("replicated", None)
             responses.append({"name": tdata["name"], "partition_responses": parts})
-        if touched:
-            self.appended.notify()
+        self.appended.notify_logs(touched)
         response = {"responses": responses, "throttle_time_ms": 0}
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partition_responses"]))
@@ -218,7 +203,7 @@ class DataPlane:
         write: answered once every in-sync replica has it on disk."""
         await self.sync.sync(logs)
         self.replication.on_flushed(logs)
-        self.appended.notify()
+        self.appended.notify_logs(logs)   # followers read only what is fsynced
         if acks == -1:
             waits = [(result, self.replication.await_high_watermark(name, result["index"], end))
                      for name, result, end in replicated]
@@ -346,31 +331,76 @@ class DataPlane:
     # --------------------------------------------------------------- Fetch
     @serves("Fetch")
     async def fetch(self, ctx, req: dict) -> dict:
-        deadline = asyncio.get_running_loop().time() + max(req["max_wait_ms"], 0) / 1000.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
+        version = ctx.api_version
+        logs = self._fetched_logs(version, req)
         while True:
-            waiter = self.appended.wait()  # armed before reading, so no append is missed
-            response, size, errors = self._fetch_once(ctx.api_version, req)
+            waiter = self.appended.wait(logs)  # armed before reading, so no append is missed
+            watch: list = []
+            response, size, errors = self._fetch_once(version, req, watch)
             self._on_listener(response, ctx.listener)
-            remaining = deadline - asyncio.get_running_loop().time()
+            remaining = deadline - loop.time()
             if size >= min_bytes or errors or remaining <= 0 or self.stopping:
                 waiter.cancel()
                 return response
-            try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
-                pass
-            if self.stopping:
-                # woken by the stop: answer what was read; a poll whose client
-                # left may only run once the logs are closed, so read no more
-                return response
+            # Parked: read again only when one of its partitions has more to
+            # read (Kafka's DelayedFetch.tryComplete), not on every wake-up.
+            while True:
+                try:
+                    woken = await asyncio.wait_for(waiter, remaining)
+                except asyncio.TimeoutError:
+                    woken = None
+                if self.stopping:
+                    # woken by the stop: answer what was read; a poll whose client
+                    # left may only run once the logs are closed, so read no more
+                    return response
+                if woken is None:  # timed out, or a wake-up of all (a role change)
+                    break
+                waiter = self.appended.wait(logs)  # re-armed before looking
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self._has_news(watch):
+                    waiter.cancel()
+                    break
+
+    def _fetched_logs(self, version: int, req: dict) -> list:
+        """The logs a Fetch reads (those that exist), for its wake-ups."""
+        by_id = version >= 13
+        catalogue = self.catalogue
+        logs = []
+        for treq in req["topics"]:
+            topic = (catalogue.by_id.get(treq["topic_id"]) if by_id
+                     else catalogue.get(treq["topic"]))
+            if topic is None:
+                continue
+            partitions = topic.partitions
+            for preq in treq["partitions"]:
+                index = preq["partition"]
+                if 0 <= index < len(partitions):
+                    logs.append(partitions[index])
+        return logs
+
+    @staticmethod
+    def _has_news(watch: list) -> bool:
+        """Has a partition read by a parked fetch more to read than it saw?"""
+        for topic, plog, replica, follower, seen in watch:
+            if replica is None:
+                end = high_watermark(topic, plog)
+            elif follower:
+                end = plog.flushed_offset
+            else:
+                end = replica.high_watermark
+            if end > seen or (replica is not None and not replica.is_leader):
+                return True
+        return False
 
     def stop_waiting(self) -> None:
         """Answer every long-polling fetch now (the server is stopping)."""
         self.stopping = True
         self.appended.notify()
 
-    def _fetch_once(self, version: int, req: dict):
+    def _fetch_once(self, version: int, req: dict, watch: list | None = None):
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
         total = 0
         errors = False
@@ -396,13 +426,17 @@ class DataPlane:
                     errors = True
                     continue
                 plog = topic.partitions[index]
+                replica = None
                 if self.replication is not None and self.replication.manages(topic.name):
-                    hw, read_end = self._replicated_read(topic, index, preq, follower, entry)
+                    hw, read_end, replica = self._replicated_read(topic, index, preq, follower,
+                                                                  entry)
                     if hw is None:
                         errors = True
                         continue
                 else:
                     hw = read_end = high_watermark(topic, plog)
+                if watch is not None:  # what a parked fetch wakes up for
+                    watch.append((topic, plog, replica, follower >= 0, read_end))
                 state = self._fetch_txn_state(topic, plog, read_committed)
                 lso = hw if state is None else state.last_stable_offset(hw)
                 entry["high_watermark"] = hw
@@ -411,7 +445,10 @@ class DataPlane:
                 limit = min(preq["partition_max_bytes"], budget - total)
                 fetch_offset = preq["fetch_offset"]
                 try:
-                    data = plog.read(fetch_offset, max(limit, 0), min_one=(total == 0))
+                    if fetch_offset == read_end and fetch_offset >= plog.log_start_offset:
+                        data = b""    # caught up (most partitions of a follower's fetch)
+                    else:
+                        data = plog.read(fetch_offset, max(limit, 0), min_one=(total == 0))
                 except OffsetOutOfRange:
                     entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
                     errors = True
@@ -497,8 +534,8 @@ class DataPlane:
                 for n, (h, p) in sorted(nodes.items())]
 
     def _replicated_read(self, topic, index: int, preq: dict, follower: int, entry: dict):
-        """(high watermark, how far this reader may read) of a replicated
-        partition; (None, None) with entry's error set when refused.  A
+        """(high watermark, how far this reader may read, the replica) of a
+        replicated partition; Nones with entry's error set when refused.  A
         follower's fetch records its position on the leader (and may move
         the high watermark); consumers read up to the high watermark."""
         replica = self.replication.replica(topic.name, index)
@@ -508,8 +545,8 @@ class DataPlane:
                                                            preq["fetch_offset"], current)
             if served.error != Err.NONE:
                 entry["error_code"] = served.error
-                return None, None
-            return served.high_watermark, served.read_end
+                return None, None, None
+            return served.high_watermark, served.read_end, replica
         error = Err.NOT_LEADER_OR_FOLLOWER if replica is None else replica.check_current_epoch(
             current)
         if error == Err.NONE and not replica.is_leader:
@@ -517,8 +554,8 @@ class DataPlane:
         if error != Err.NONE:
             entry["error_code"] = error
             self._point_to_leader(entry, topic.name, index)
-            return None, None
-        return replica.high_watermark, replica.high_watermark
+            return None, None, None
+        return replica.high_watermark, replica.high_watermark, replica
 
     # ---------------------------------------------------------- ListOffsets
     @serves("ListOffsets")

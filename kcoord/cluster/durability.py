@@ -70,9 +70,11 @@ class ReplicatedDurability:
 
     def _flushed(self, logs: list, ends: list, errors: list, done) -> None:
         manager = self.manager
-        manager.on_flushed([plog for plog, e in zip(logs, errors) if e is None])
+        flushed = [plog for plog, e in zip(logs, errors) if e is None]
+        manager.on_flushed(flushed)
         if manager.on_high_watermark is not None:
-            manager.on_high_watermark()     # followers' long polls: new records to read
+            for plog in flushed:    # followers' long polls on them: new records to read
+                manager.on_high_watermark(plog)
         keys = {id(r.log): k for k, r in manager.replicas.items()}
         waits = []
         for i, plog in enumerate(logs):

@@ -365,9 +365,15 @@ class Replica:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
         elif fetch_offset >= progress.last_fetch_leader_end:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        moved = progress.log_end_offset != fetch_offset
         progress.log_end_offset = fetch_offset
         progress.last_fetch_leader_end = max(leader_end, progress.last_fetch_leader_end)
         progress.last_fetch_ms = now
+        if not moved and replica_id in self.state.isr:
+            # the same position again (an idle partition of the fetch): the
+            # ISR and the high watermark have nothing new to count
+            return FetchServed(Err.NONE, self.high_watermark, leader_end,
+                               log.log_start_offset), []
         out: list = []
         self._maybe_expand_isr(replica_id, progress, out)
         self._maybe_increment_hwm(out)

@@ -60,7 +60,8 @@ class ReplicaManager:
         self.replication = replication
         self.config = fetcher or FetcherConfig()
         self.syncer = syncer                # async callable(list of logs): fsync them
-        self.on_high_watermark = on_high_watermark   # wakes long-polling consumers
+        # wakes the long polls reading a log (with None: all of them)
+        self.on_high_watermark = on_high_watermark
         # the coordinators run here: __consumer_offsets and __transaction_state
         # are replicated too (their shards follow leadership)
         self.coordinated = coordinated
@@ -195,8 +196,9 @@ class ReplicaManager:
             elif isinstance(out, ProposeIsr):
                 self._spawn(self._alter_isr(key, out.proposed))
             elif isinstance(out, HighWatermarkMoved):
-                if self.on_high_watermark is not None:
-                    self.on_high_watermark()
+                replica = self.replicas.get(key)
+                if self.on_high_watermark is not None and replica is not None:
+                    self.on_high_watermark(replica.log)   # its long polls only
             else:
                 log.info("%s-%d: %s", key[0], key[1], out)
                 self._role_changed(key, out)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
@@ -38,11 +38,29 @@ from .result import Record, Result, Timer
 from .observer import CoordinatorObserver
 from .timers import Timers
 
+if TYPE_CHECKING:
+    from .classic_group import ClassicGroup
+
 log = logging.getLogger("kcoord.consumer_group")
 
 SESSION_TIMER = "cg-session"
 REBALANCE_TIMER = "cg-rebalance"
-TIMER_KINDS = (SESSION_TIMER, REBALANCE_TIMER)
+
+
+class GroupConversions(Protocol):
+    """What the consumer side asks of whoever converts between classic and
+    consumer groups (migration.GroupMigration)."""
+
+    def upgrade(self, classic: ClassicGroup, res: Result, side: Result,
+                now: int) -> ConsumerGroup:
+        """The consumer group a non-empty classic group becomes (online upgrade)."""
+
+    def maybe_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember,
+                        now: int | None) -> Result | None:
+        """The classic group left when `leaving` goes (None: no downgrade)."""
+
+    def cancel_member_timers(self, res: Result, group_id: str, member_id: str) -> None:
+        """The classic-protocol timers of a member that leaves."""
 
 
 def random_member_id() -> str:
@@ -60,18 +78,21 @@ class ConsumerGroupManager:
 
     def __init__(self, config, classic_groups: dict | None = None,
                  new_member_id: Callable[[], str] | None = None,
-                 timers: Timers | None = None) -> None:
+                 timers: Timers | None = None,
+                 share_groups: Mapping[str, Any] | None = None) -> None:
         self.config = config
         # the overrides' dict itself (GroupOverrides mutates it, never replaces it):
         # one dict.get on the steady heartbeat's path
         self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
-        self.share_groups: Mapping[str, Any] = {}  # the shard's share groups (one id namespace)
+        # the shard's share groups (one id namespace)
+        self.share_groups: Mapping[str, Any] = share_groups if share_groups is not None else {}
         self.topics: Mapping[str, Any] = {}
         self.new_member_id = new_member_id or random_member_id
-        # classic <-> consumer interop (migration.GroupMigration), installed by the shard
-        self.migration = None
+        # who converts classic <-> consumer groups (migration.GroupMigration); the
+        # shard that composes both sets it (None: no conversions)
+        self.conversions: GroupConversions | None = None
         # the shard's timer service (timers.py: session timers are re-armed
         # lazily, so a heartbeat only moves a deadline); in memory, rebuilt by on_loaded
         self.timers = timers if timers is not None else Timers()
@@ -259,8 +280,8 @@ class ConsumerGroupManager:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.classic_groups.get(group_id)
         if classic is not None and (classic.members or classic.state == "Dead"):
-            if create and classic.members and self.migration is not None:
-                return self.migration.upgrade(classic, res, side, now)  # online upgrade
+            if create and classic.members and self.conversions is not None:
+                return self.conversions.upgrade(classic, res, side, now)  # online upgrade
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -376,7 +397,7 @@ class ConsumerGroupManager:
                 self.timers.cancel(res, key)
             updated = reconciled
 
-        self._touch_session(res, (SESSION_TIMER, group_id, member_id),
+        self.touch_session(res, (SESSION_TIMER, group_id, member_id),
                             now + self.session_timeout_for(group_id))
 
         response: dict[str, Any] = {
@@ -630,8 +651,8 @@ class ConsumerGroupManager:
         or, if only classic members remain, convert the group back to a classic
         group (online downgrade; needs `now`)."""
         gid = group.group_id
-        if self.migration is not None:
-            downgraded = self.migration.maybe_downgrade(group, member, now)
+        if self.conversions is not None:
+            downgraded = self.conversions.maybe_downgrade(group, member, now)
             if downgraded is not None:
                 return downgraded
         res = Result(records=cg.member_tombstones(gid, member.member_id))
@@ -642,45 +663,61 @@ class ConsumerGroupManager:
             res.records.append(cg.subscription_metadata_record(gid, metadata))
         res.records.append(cg.group_epoch_record(gid, group.group_epoch + 1))
         self.epoch_reasons[gid] = reason or f"member {member.member_id} left the group"
-        self._cancel_timers(res, gid, member.member_id)
+        self.cancel_timers(res, gid, member.member_id)
         return res
 
-    def _touch_session(self, res: Result, key: tuple, deadline: int) -> None:
+    def touch_session(self, res: Result, key: tuple, deadline: int) -> None:
         """The member's session now ends at `deadline` (lazily re-armed: timers.py)."""
         self.timers.arm(res, key, deadline)
 
-    def _cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
+    def cancel_timers(self, res: Result, group_id: str, member_id: str) -> None:
+        """Every timer of the member (it leaves the group)."""
         self.timers.cancel(res, (SESSION_TIMER, group_id, member_id))
         key = (REBALANCE_TIMER, group_id, member_id)
         self._rebalance_epochs.pop(key, None)
         self.timers.cancel(res, key)
-        if self.migration is not None:  # a classic member's join and sync deadlines
-            self.migration.cancel_member_timers(res, group_id, member_id)
+        if self.conversions is not None:  # a classic member's join and sync deadlines
+            self.conversions.cancel_member_timers(res, group_id, member_id)
 
     # ------------------------------------------------------------- timers
-    def on_timer(self, key: tuple, now: int) -> Result:
+    def timer_handlers(self) -> dict[str, Callable[[tuple, int], Result]]:
+        """Each timer kind of this manager and the handler its firing goes to."""
+        return {SESSION_TIMER: self.on_session_timer, REBALANCE_TIMER: self.on_rebalance_timer}
+
+    def _timer_member(self, key: tuple) -> tuple[ConsumerGroup, ConsumerMember] | None:
+        """(group, member) a member timer's key names (None: gone)."""
+        group = self.groups.get(key[1])
+        member = group.members.get(key[2]) if group is not None else None
+        return None if member is None or group is None else (group, member)
+
+    def on_session_timer(self, key: tuple, now: int) -> Result:
         res = Result()
         if not self.timers.fired(res, key, now):
             return res  # cancelled, or early (heartbeats came since): armed again
-        kind, group_id, member_id = key[0], key[1], key[2]
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if kind == REBALANCE_TIMER:
-            armed_epoch = self._rebalance_epochs.pop(key, None)
-            if group is None or member is None or armed_epoch is None \
-                    or member.member_epoch != armed_epoch:
-                return res
-            log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
-                     group_id, member_id, member.rebalance_timeout_ms)
-            return self.fence(group, member, now,
-                              f"member {member_id} did not revoke its partitions in time")
-        if kind == SESSION_TIMER and group is not None and member is not None:
-            if self.observer is not None:  # it logs the expiry
-                self.observer.member_expired(group_id, member_id, "consumer")
-            else:
-                log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self.fence(group, member, now, f"member {member_id}'s session expired")
-        return res
+        due = self._timer_member(key)
+        if due is None:
+            return res
+        group, member = due
+        group_id, member_id = key[1], key[2]
+        if self.observer is not None:  # it logs the expiry
+            self.observer.member_expired(group_id, member_id, "consumer")
+        else:
+            log.info("group %s: member %s fenced: its session expired", group_id, member_id)
+        return self.fence(group, member, now, f"member {member_id}'s session expired")
+
+    def on_rebalance_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        if not self.timers.fired(res, key, now):
+            return res  # cancelled, or early: armed again
+        armed_epoch = self._rebalance_epochs.pop(key, None)
+        due = self._timer_member(key)
+        if due is None or armed_epoch is None or due[1].member_epoch != armed_epoch:
+            return res
+        group, member = due
+        log.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
+                 key[1], key[2], member.rebalance_timeout_ms)
+        return self.fence(group, member, now,
+                          f"member {key[2]} did not revoke its partitions in time")
 
     def on_loaded(self, now: int) -> Result:
         """After loading: session timers for every member, rebalance timers where revoking."""

@@ -16,8 +16,13 @@ Kafka's GroupMetadataManager with group.consumer.migration.policy:
 
 Deterministic like the rest of the core: results carry records, replies and
 timers.  The consumer group changes only by replaying the records; a
-downgrade installs the classic group directly, as classic handlers do (the
-GroupMetadata record it writes is appended unreplayed, see classic.py).
+downgrade has the classic manager install the classic group directly, as
+its handlers do (the GroupMetadata record is appended unreplayed, see
+classic_group_manager.py).
+
+Built by the shard from both managers; it uses only their public methods.
+The shard routes classic requests for consumer groups here, and the
+consumer manager asks it (as its `conversions`) to upgrade and downgrade.
 
 Timers of classic members in a consumer group (besides "cg-session"):
     ("cg-join", group, member)  the member did not rejoin within its rebalance timeout
@@ -26,27 +31,27 @@ Timers of classic members in a consumer group (besides "cg-session"):
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from ..protocol.errors import Err
 from ..protocol.messages.consumer_protocol import (decode_assignment, decode_subscription,
                                                    encode_assignment)
 from . import consumer_group as cg
-from .classic import GROUP_METADATA, HEARTBEAT, JOIN, SYNC, group_metadata_record
+from .classic_group_manager import GROUP_METADATA, ClassicGroupManager
 from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, ClassicMember,
                             join_error, sync_response)
 from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
                              ConsumerGroup, ConsumerMember)
-from .consumer_group_manager import SESSION_TIMER
+from .consumer_group_manager import SESSION_TIMER, ConsumerGroupManager
 from .consumer_requests import HeartbeatError
 from .consumer_subscriptions import compute_subscription_metadata
 from .result import Record, Result
+from .timers import Timers
 
 log = logging.getLogger("kcoord.migration")
 
 JOIN_TIMER = "cg-join"
 SYNC_TIMER = "cg-sync"
-TIMER_KINDS = (JOIN_TIMER, SYNC_TIMER)
 MAX_ASSIGNMENT_VERSION = 3  # the newest ConsumerProtocolAssignment kcoord encodes
 NOT_LAST = "the leaving member is not the last one using the consumer protocol"
 WOULD_BE_EMPTY = "the group would be empty"
@@ -68,18 +73,19 @@ def _hb(code: int) -> dict:
 
 
 class GroupMigration:
-    """Installed on a CoordinatorShard as `shard.migration` (and on its
-    ConsumerGroupManager, which calls back for upgrades and downgrades)."""
+    """Classic-protocol members of consumer groups, and the conversions."""
 
-    def __init__(self, shard) -> None:
-        self.shard = shard
-        self.consumer = shard.consumer
-        self.consumer.migration = self
+    def __init__(self, config, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
+                 timers: Timers) -> None:
+        self.config = config
+        self.classic = classic
+        self.consumer = consumer
+        self.timers = timers  # the shard's timer service
 
     # ------------------------------------------------------------ policy
     @property
     def policy(self) -> str:
-        return self.shard.config.consumer_group_migration_policy
+        return self.config.consumer_group_migration_policy
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -121,25 +127,30 @@ class GroupMigration:
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
-        self.shard.timers.arm(res, key, deadline)
+        self.timers.arm(res, key, deadline)
 
     def _arm_if_absent(self, res: Result, key: tuple, deadline: int) -> None:
-        self.shard.timers.arm_if_absent(res, key, deadline)
+        self.timers.arm_if_absent(res, key, deadline)
 
     def _cancel(self, res: Result, key: tuple) -> None:
-        self.shard.timers.cancel(res, key)
+        self.timers.cancel(res, key)
 
     def cancel_member_timers(self, res: Result, group_id: str, member_id: str) -> None:
         self._cancel(res, (JOIN_TIMER, group_id, member_id))
         self._cancel(res, (SYNC_TIMER, group_id, member_id))
 
+    def timer_handlers(self) -> dict[str, Callable[[tuple, int], Result]]:
+        """Each timer kind of this manager and the handler its firing goes to
+        (both fence the member; the kind only says why in the log)."""
+        return {JOIN_TIMER: self.on_timer, SYNC_TIMER: self.on_timer}
+
     def on_timer(self, key: tuple, now: int) -> Result:
         res = Result()
-        if not self.shard.timers.fired(res, key, now):
+        if not self.timers.fired(res, key, now):
             return res  # cancelled, or early: armed again for its deadline
         group = self.consumer.groups.get(key[1])
         member = group.members.get(key[2]) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             return res
         why = "rejoin" if key[0] == JOIN_TIMER else "sync"
         log.info("group %s: classic member %s fenced: it did not %s within %d ms",
@@ -148,7 +159,7 @@ class GroupMigration:
 
     def _touch_session(self, res: Result, group_id: str, member: ConsumerMember, now: int) -> None:
         timeout = member.classic["session_timeout_ms"]
-        self.consumer._touch_session(res, (SESSION_TIMER, group_id, member.member_id), now + timeout)
+        self.consumer.touch_session(res, (SESSION_TIMER, group_id, member.member_id), now + timeout)
 
     # ============================================================ upgrade
     def upgrade(self, classic: ClassicGroup, res: Result, side: Result, now: int) -> ConsumerGroup:
@@ -169,12 +180,7 @@ class GroupMigration:
                                  f"Cannot upgrade the classic group {gid} to consumer group "
                                  f"because the embedded consumer protocol is malformed.") from None
         # members parked in a rebalance are told to rejoin: they will join the consumer group
-        for m in classic.members.values():
-            classic.complete_join(m, join_error(Err.REBALANCE_IN_PROGRESS, m.member_id), side)
-            classic.complete_sync(m, sync_response(Err.REBALANCE_IN_PROGRESS), side)
-            self.shard._cancel(side, (HEARTBEAT, gid, m.member_id))
-        self.shard._cancel(side, (JOIN, gid))
-        self.shard._cancel(side, (SYNC, gid))
+        self.classic.give_way(side, classic)
         res.records.append(Record(GROUP_METADATA, {"group": gid}, None))
         res.records.extend(self._consumer_group_records(group))
         self.consumer.epoch_reasons[gid] = "upgraded from a classic group"
@@ -248,7 +254,7 @@ class GroupMigration:
             return WOULD_BE_EMPTY  # the usual end of a group: nothing to say
         if not self.downgrade_enabled:
             return "the online downgrade is disabled"
-        if remaining > self.shard.config.group_max_size:
+        if remaining > self.config.group_max_size:
             return "its size is greater than group.max.size"
         return None
 
@@ -279,16 +285,11 @@ class GroupMigration:
             return None
         res.records.extend(self._tombstones(group, renamed))
         for mid in list(group.members) + list(renamed.values()):
-            self.consumer._cancel_timers(res, gid, mid)
+            self.consumer.cancel_timers(res, gid, mid)
         # the classic group is installed directly (Kafka does the same): the
-        # rebalance below needs the live object; its record is appended unreplayed
-        self.shard.groups[gid] = classic
-        self.shard._emit(res, classic, group_metadata_record(classic, classic.assignment_map()))
-        for m in classic.members.values():
-            self.shard._arm_heartbeat(res, classic, m.member_id, m.session_timeout_ms, now)
-        if rebalance:
-            self.shard._prepare_rebalance(res, classic, now,
-                                          "downgraded from a consumer group")
+        # rebalance needs the live object; its record is appended unreplayed
+        self.classic.install(res, classic, now,
+                             "downgraded from a consumer group" if rebalance else None)
         log.info("group %s: downgraded from consumer to classic group (%d members)",
                  gid, len(classic.members))
         return res
@@ -329,7 +330,7 @@ class GroupMigration:
 
     # ============================================================ JoinGroup
     def join(self, group: ConsumerGroup, join: dict, member_id: str, now: int) -> Result:
-        """Kafka's classicGroupJoinToConsumerGroup: `join` is classic.py's parsed request."""
+        """Kafka's classicGroupJoinToConsumerGroup: `join` is ClassicGroupManager.join_request's parse."""
         res = Result()
         token = join["token"]
         try:
@@ -550,7 +551,7 @@ class GroupMigration:
                 continue
             if member.member_id not in left:
                 res.records.extend(cg.member_tombstones(gid, member.member_id))
-                self.consumer._cancel_timers(res, gid, member.member_id)
+                self.consumer.cancel_timers(res, gid, member.member_id)
                 left[member.member_id] = member
             responses.append({"member_id": member.member_id, "group_instance_id": instance_id,
                               "error_code": Err.NONE})

@@ -13,17 +13,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
-from . import classic, consumer_group_manager, migration
-from .classic import GROUP_METADATA, ClassicGroupHandlers
-from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup,
-                            ClassicMember, persisted_view)
+from .classic_group import DEAD, EMPTY, ClassicGroup, join_error
+from .classic_group_manager import (GROUP_METADATA, ClassicGroupManager, leave_response,
+                                    leaving_members, offsets_expiry_base, sync_request_error)
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
-from .share_protocol_handlers import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager
+from .share_protocol_handlers import ShareGroupManager
 from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
@@ -96,31 +94,34 @@ def group_tombstone(group_id: str) -> Record:
     return Record(GROUP_METADATA, {"group": group_id}, None)
 
 
-class CoordinatorShard(ClassicGroupHandlers):
+class CoordinatorShard:
+    """The three group managers, the offsets, and the routing between them: a
+    request goes to the manager of its group's type (a classic request for a
+    consumer group to GroupMigration, as Kafka's GroupMetadataManager does)."""
+
     def __init__(self, partition: int, config: CoordinatorConfig | None = None,
                  new_uuid: Callable[[], str] | None = None) -> None:
         self.partition = partition
         self.config = config or CoordinatorConfig()
-        self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
-        self.new_uuid = new_uuid or random_uuid  # a function by name: the core pickles (snapshot.py)
-        self.timers = Timers()  # every timer of the shard (classic, consumer, migration)
-        self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
-            self.config, self.groups, timers=self.timers)
-        self.migration = GroupMigration(self)  # classic members in consumer groups, conversions
+        self.timers = Timers()  # every timer of the shard (classic, consumer, share, migration)
+        self.classic = ClassicGroupManager(  # classic groups (JoinGroup/SyncGroup)
+            self.config, self.timers, new_uuid or random_uuid)
+        self.groups = self.classic.groups  # the classic groups (the name readers know)
         self.share = ShareGroupManager(  # KIP-932 share groups
             self.config, timers=self.timers,
             other_group=self.is_other_group)
-        self.consumer.share_groups = self.share.groups
+        self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
+            self.config, self.groups, timers=self.timers, share_groups=self.share.groups)
+        # classic members in consumer groups, and conversions between the two types
+        self.migration = GroupMigration(self.config, self.classic, self.consumer, self.timers)
+        self.consumer.conversions = self.migration  # the consumer side asks it to convert
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
-        # a timer key's kind (its first element) -> the handler of its manager, named once
+        # a timer key's kind (its first element) -> its handler, named once by its manager
         self.timer_handlers: dict[str, Callable[[tuple, int], Result]] = {
-            **dict.fromkeys(classic.TIMER_KINDS, self.on_classic_timer),
-            **dict.fromkeys(consumer_group_manager.TIMER_KINDS, self.consumer.on_timer),
-            **dict.fromkeys(migration.TIMER_KINDS, self.migration.on_timer),
-            SHARE_SESSION_TIMER: self.share.on_timer,
-        }
+            **self.classic.timer_handlers(), **self.consumer.timer_handlers(),
+            **self.migration.timer_handlers(), **self.share.timer_handlers()}
 
     def is_other_group(self, group_id: str) -> bool:
         """Is `group_id` a classic or consumer group (a share group may not take it)."""
@@ -129,7 +130,7 @@ class CoordinatorShard(ClassicGroupHandlers):
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
         """Report rebalances and expiries to `observer` (None: to nobody).  Set
         once the shard is loaded, so replaying the log reports nothing."""
-        self.observer = observer or NULL_OBSERVER
+        self.observer = self.classic.observer = observer or NULL_OBSERVER
         self.consumer.observer = observer
 
     # ================================================================ replay
@@ -150,7 +151,7 @@ class CoordinatorShard(ClassicGroupHandlers):
                         and group_id not in self.share.groups:
                     self.groups[group_id] = ClassicGroup(group_id)
         elif record.type == GROUP_METADATA:
-            self._replay_group_metadata(record.key["group"], record.value)
+            self.classic.replay_group_metadata(record.key["group"], record.value)
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
         elif record.type in SHARE_GROUP_RECORDS:
@@ -209,29 +210,6 @@ class CoordinatorShard(ClassicGroupHandlers):
             if group_id not in groups and group_id not in consumer_groups:
                 groups[group_id] = ClassicGroup(group_id)
 
-    def _replay_group_metadata(self, group_id: str, value: dict | None) -> None:
-        if value is None:
-            self.groups.pop(group_id, None)
-            return
-        # loading (or a fresh shard): the record replaces the group, as in Kafka
-        protocol_type = value["protocol_type"] or None
-        ts = value.get("current_state_timestamp", -1)
-        group = ClassicGroup(group_id, state=STABLE if value["members"] else EMPTY,
-                             state_timestamp_ms=None if ts == -1 else ts,
-                             protocol_type=protocol_type, protocol_name=value["protocol"],
-                             generation_id=value["generation"], leader_id=value["leader"])
-        for m in value["members"]:
-            rebalance = m.get("rebalance_timeout", -1)
-            group.add(ClassicMember(
-                m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
-                m["session_timeout"] if rebalance == -1 else rebalance, m["session_timeout"],
-                value["protocol_type"] or "", [(value["protocol"] or "", bytes(m["subscription"]))],
-                bytes(m["assignment"])))
-        group.protocol_type = protocol_type
-        group.subscribed_topics = group.compute_subscribed_topics()
-        group.persisted = persisted_view(value)
-        self.groups[group_id] = group
-
     # ================================================================ offsets
     def offset_commit(self, req: dict, version: int, now: int) -> Result:
         """Commit the partitions the runtime found valid (one record each) and
@@ -244,7 +222,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         error = self._validate_commit(group_id, member_id, instance_id, generation, version)
         result = Result()
         if error == Err.NONE and group_id in self.groups:
-            self.refresh_session_on_commit(result, self.groups[group_id], member_id, now)
+            self.classic.refresh_session_on_commit(result, self.groups[group_id], member_id, now)
         retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
         topics, result.records = commit_records(
             group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
@@ -266,28 +244,7 @@ class CoordinatorShard(ClassicGroupHandlers):
             if generation < 0:
                 return Err.NONE  # a simple group, created by the commit's replay
             return Err.GROUP_ID_NOT_FOUND if version >= 9 else Err.ILLEGAL_GENERATION
-        return self.validate_classic_commit(group, member_id, instance_id, generation)
-
-    def validate_classic_commit(self, group: ClassicGroup, member_id: str,
-                                instance_id: str | None, generation: int,
-                                transactional: bool = False) -> int:
-        """ClassicGroup.validateOffsetCommit."""
-        if group.state == DEAD:
-            return Err.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state == EMPTY:
-            return Err.NONE  # admin client or a consumer without group management
-        if generation >= 0 or member_id or instance_id is not None:
-            error = group.validate_member(member_id, instance_id)
-            if error:
-                return error
-            if generation != group.generation_id:
-                return Err.ILLEGAL_GENERATION
-        elif not transactional and group.state != EMPTY:
-            # no member id and no generation: only an empty group takes the commit
-            return Err.UNKNOWN_MEMBER_ID
-        if not transactional and group.state == COMPLETING_REBALANCE:
-            return Err.REBALANCE_IN_PROGRESS
-        return Err.NONE
+        return self.classic.validate_offset_commit(group, member_id, instance_id, generation)
 
     def offset_fetch(self, group_id: str, topics: list[dict] | None, member_id: str | None = None,
                      member_epoch: int = -1) -> tuple[int, list[dict]]:
@@ -326,25 +283,11 @@ class CoordinatorShard(ClassicGroupHandlers):
         return delete_offsets(group_id, req["topics"], group.is_subscribed_to,
                               self.offsets.group_offsets(group_id))
 
-    def subscribed_topics(self, group: ClassicGroup) -> set[str] | None:
-        """The topics the group's consumer-protocol members subscribe to, as computed
-        when the generation started or the group loaded (None: not known)."""
-        return group.subscribed_topics
-
     # ============================================================ group admin
     def list_groups(self, states: list[str], types: list[str]) -> list[dict]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        out = []
-        for group in self.groups.values():
-            if group.state == DEAD:
-                continue
-            if wanted_states and group.state.lower() not in wanted_states:
-                continue
-            if wanted_types and "classic" not in wanted_types:
-                continue
-            out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                        "group_state": group.state, "group_type": "classic"})
+        out = self.classic.list_groups(wanted_states, wanted_types)
         out.extend(self.consumer.list_groups(wanted_states, wanted_types))
         out.extend(self.share.list_groups(wanted_states, wanted_types))
         return out
@@ -379,26 +322,7 @@ class CoordinatorShard(ClassicGroupHandlers):
         return Err.NONE, records
 
     def describe_group(self, group_id: str) -> dict:
-        group = self.groups.get(group_id)
-        base: dict[str, Any] = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
-                "protocol_type": "", "protocol_data": "", "members": [],
-                "authorized_operations": AUTH_OPS_NOT_REQUESTED}
-        if not group_id:
-            base["error_code"] = Err.INVALID_GROUP_ID
-            return base
-        if group is None:
-            return base
-        base.update(group_state=group.state, protocol_type=group.protocol_type or "")
-        stable = group.state == STABLE
-        if stable:
-            base["protocol_data"] = group.protocol_name or ""
-        for m in group.members.values():
-            base["members"].append({
-                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id, "client_host": m.client_host,
-                "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
-                "member_assignment": m.assignment})
-        return base
+        return self.classic.describe_group(group_id)
 
     # ============================================================ expiration
     def cleanup(self, now: int) -> list[Record]:
@@ -406,10 +330,10 @@ class CoordinatorShard(ClassicGroupHandlers):
         records: list[Record] = []
         for group_id in list(self.groups):
             group = self.groups[group_id]
-            base = self._expiry_base(group)
+            base = offsets_expiry_base(group)
             if base is False:
                 continue
-            subscribed = self.subscribed_topics(group)
+            subscribed = group.subscribed_topics  # as computed when the generation started
             expired = self.offsets.expired(group_id, now, self.config.offsets_retention_ms,
                                            base, subscribed)
             if self.txn_offsets.has_open(group_id):  # pending txn offsets keep their partition
@@ -421,17 +345,6 @@ class CoordinatorShard(ClassicGroupHandlers):
                 records.append(group_tombstone(group_id))
         records.extend(self.consumer.cleanup(now, self.offsets, self.config.offsets_retention_ms))
         return records
-
-    def _expiry_base(self, group: ClassicGroup):
-        """The base timestamp offsets expire from; False: nothing expires now."""
-        if group.protocol_type is None:
-            return None  # simple group: each offset's commit time
-        if group.state == EMPTY:
-            return group.state_timestamp_ms if group.state_timestamp_ms is not None else None
-        if (group.state == STABLE and group.protocol_type == "consumer"
-                and group.subscribed_topics is not None):
-            return None
-        return False
 
     # ================================================================ state
     @property
@@ -449,15 +362,70 @@ class CoordinatorShard(ClassicGroupHandlers):
                 "consumer_groups": self.consumer.snapshot(),
                 "share_groups": self.share.snapshot()}
 
-    # ================================================== KIP-848 consumer groups
     def on_timer(self, key: tuple, now: int) -> Result:
-        """A timer fired: its kind's manager acts (a kind no manager arms: nothing)."""
+        """A timer fired: its kind's handler acts (a kind no manager arms: nothing)."""
         handler = self.timer_handlers.get(key[0])
         return Result() if handler is None else handler(key, now)
 
     def on_loaded(self, now: int) -> Result:
-        return ClassicGroupHandlers.on_loaded(self, now).merge(
+        return self.classic.on_loaded(now).merge(
             self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
+
+    # ================================================== classic groups
+    # A classic request for a non-empty consumer group goes to GroupMigration
+    # (Kafka's classicGroup*ToConsumerGroup), any other to the classic manager.
+    def join_group(self, req: dict, version: int, client_id: str | None, client_host: str,
+                   token: Any, now: int) -> Result:
+        join = self.classic.join_request(req, version, client_id, client_host, token)
+        if isinstance(join, Result):
+            return join  # refused before any group is looked at
+        res = Result()
+        group_id, member_id = join["group_id"], join["member_id"]
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return self.migration.join(consumer_group, join, member_id, now)
+            if member_id:  # no classic group to join: nothing replaces the consumer group
+                return res.reply(token, join_error(Err.UNKNOWN_MEMBER_ID, member_id))
+            # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
+            _, tombstones = self.consumer.delete_group(consumer_group)
+            res.records.extend(tombstones)
+        if group_id in self.share.groups:  # no classic member joins a share group
+            return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, ""))
+        return self.classic.join(join, now, res)
+
+    def sync_group(self, req: dict, version: int, token: Any, now: int) -> Result:
+        group_id = req["group_id"]
+        if group_id not in self.groups:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None and consumer_group.members \
+                    and not sync_request_error(req, version):
+                return self.migration.sync(consumer_group, req, version, token, now)
+        return self.classic.sync_group(req, version, token, now)
+
+    def heartbeat(self, req: dict, version: int, now: int) -> Result | dict:
+        """Heartbeat: a Result whose response is the answer, or the answer alone
+        (classic_group_manager.py's hot path)."""
+        group_id = req["group_id"]
+        if group_id not in self.groups:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:  # a classic member of a consumer group
+                return self.migration.heartbeat(consumer_group, req, version, now)
+        return self.classic.heartbeat(req, version, now)
+
+    def leave_group(self, req: dict, version: int, now: int) -> Result:
+        """LeaveGroup; the answer is the result's response."""
+        group_id = req["group_id"]
+        if group_id not in self.groups:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:
+                responses, res = self.migration.leave(consumer_group,
+                                                      leaving_members(req, version))
+                res.response = leave_response(version, Err.NONE, responses)
+                return res
+        return self.classic.leave_group(req, version, now)
+
+    # ================================================== KIP-848 consumer groups
 
     def consumer_group_heartbeat(self, req: dict, version: int, client_id: str | None,
                                  client_host: str, now: int, topics=None,

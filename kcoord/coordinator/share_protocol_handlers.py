@@ -555,6 +555,10 @@ class ShareGroupManager:
         return res
 
     # ------------------------------------------------------------- timers
+    def timer_handlers(self) -> dict[str, Callable[[tuple, int], Result]]:
+        """Each timer kind of this manager and the handler its firing goes to."""
+        return {SESSION_TIMER: self.on_timer}
+
     def on_timer(self, key: tuple, now: int) -> Result:
         res = Result()
         if not self.timers.fired(res, key, now):

@@ -128,8 +128,8 @@ def _validate(shard, group_id: str, member_id: str, instance_id, generation: int
     group = shard.groups.get(group_id)
     if group is None:
         return Err.NONE if generation < 0 else Err.ILLEGAL_GENERATION
-    return shard.validate_classic_commit(group, member_id, instance_id, generation,
-                                         transactional=True)
+    return shard.classic.validate_offset_commit(group, member_id, instance_id, generation,
+                                                 transactional=True)
 
 
 def mark_unstable(pending: PendingTxnOffsets, group: str, topics: list[dict]) -> None:

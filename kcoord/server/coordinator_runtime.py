@@ -47,7 +47,8 @@ from ..log.durability import Durability, LocalDurability, NotReplicated
 from .clock import WallClock
 from .fsync_rounds import FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
-from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState
+from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
+from .internal_topic import compacted, open_internal_topic
 from .shard_loader import ShardLoader
 from .shard_snapshot import SnapshotMark
 from .snapshot_schedule import ShardSnapshots
@@ -576,21 +577,15 @@ class CoordinatorRuntime:
 
     def topic_configs(self) -> dict[str, str]:
         """The internal topic's configs when this runtime creates it."""
-        return {"cleanup.policy": "compact",
-                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        return compacted(self.config["offsets.topic.segment.bytes"])
 
     def open_topic(self) -> None:
         """Create the topic if need be and make one shard per partition (once);
         after start(), a single node loads them."""
         if self.shards:
             return
-        wanted = self.config[self.PARTITIONS_KEY]
-        topic = self.catalogue.get(self.TOPIC)
-        if topic is None:
-            topic = self.catalogue.create(self.TOPIC, wanted, self.topic_configs())
-        elif len(topic.partitions) != wanted:
-            log.warning("%s has %d partitions; %s=%d is ignored", self.TOPIC,
-                        len(topic.partitions), self.PARTITIONS_KEY, wanted)
+        topic = open_internal_topic(self.catalogue, self.TOPIC, self.config[self.PARTITIONS_KEY],
+                                    self.topic_configs(), self.PARTITIONS_KEY)
         self.shards = [self.SHARD(i, plog, self.core_config, self.linger, self.commit,
                                   self.events)
                        for i, plog in enumerate(topic.partitions)]
@@ -719,11 +714,7 @@ class CoordinatorRuntime:
 
     async def wait_loaded(self) -> None:
         """Until no shard is loading."""
-        while True:
-            tasks = [s._load_task for s in self.shards if s._load_task is not None]
-            if not tasks:
-                return
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await wait_loaded(self.shards)
 
     def _schedule_cleanup(self) -> None:
         interval = self.core_config.offsets_retention_check_interval_ms / 1000.0

@@ -12,7 +12,7 @@ epoch only acts for a newer one (the control plane's leader epochs)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, Iterable
 
 from ..protocol.errors import Err
 
@@ -75,3 +75,13 @@ class CoordinatorState:
             self._load_task.cancel()
             self._load_task = None
         self.state = NOT_OWNED
+
+
+async def wait_loaded(states: Iterable[CoordinatorState]) -> None:
+    """Until none of `states` is loading (awaiting the load tasks, no polling)."""
+    states = list(states)
+    while True:
+        tasks = [s._load_task for s in states if s._load_task is not None]
+        if not tasks:
+            return
+        await asyncio.gather(*tasks, return_exceptions=True)

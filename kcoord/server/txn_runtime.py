@@ -32,7 +32,8 @@ from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
 from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
-from .coordinator_state import ACTIVE, LOADING, CoordinatorState
+from .coordinator_state import ACTIVE, LOADING, CoordinatorState, wait_loaded
+from .internal_topic import compacted, open_internal_topic
 from .shard_batches import COORDINATOR_EPOCH
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
@@ -55,15 +56,9 @@ class TxnRuntime:
         self.fsync = fsync  # the data partitions' markers
         self.core = TxnCoordinator(TxnConfig.from_values(config.values), producer_ids.next_id)
         wanted = self.core.config.num_partitions
-        topic = catalogue.get(TXN_TOPIC)
-        if topic is None:
-            topic = catalogue.create(TXN_TOPIC, wanted, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
-        elif len(topic.partitions) != wanted:
-            # Kafka refuses to load then; transactional ids would move partitions
-            raise ValueError(f"transaction.state.log.num.partitions={wanted} but {TXN_TOPIC} "
-                             f"has {len(topic.partitions)} partitions")
+        topic = open_internal_topic(catalogue, TXN_TOPIC, wanted,
+                                    compacted(config["transaction.state.log.segment.bytes"]),
+                                    "transaction.state.log.num.partitions", strict=True)
         self.logs = topic.partitions
         # per __transaction_state partition: whether it is coordinated here, and
         # the leader epoch it was loaded for (the coordinator epoch); the same
@@ -91,6 +86,10 @@ class TxnRuntime:
     def loading(self) -> bool:
         """Some partition is still loading here."""
         return any(p.state is LOADING for p in self.partitions)
+
+    async def wait_loaded(self) -> None:
+        """Until no partition is loading."""
+        await wait_loaded(self.partitions)
 
     def start(self, load_all: bool = True) -> None:
         """Single node: coordinate every partition (epoch 0).  A cluster loads

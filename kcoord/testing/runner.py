@@ -120,8 +120,7 @@ class ThreadNode:
         self.port = server.config.port
         if wait_loaded and server.cluster is None:
             await server.coordinator.wait_loaded()
-            while not server.txn.loaded:  # a few ms: its partitions load in tasks
-                await asyncio.sleep(0.001)
+            await server.txn.wait_loaded()
         ready.set_result(None)
         await self._stop.wait()
         if self._crash:

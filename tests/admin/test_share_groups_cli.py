@@ -1,6 +1,6 @@
-"""`kcoord share-groups` as a real process against one real `kcoord serve`,
-with one confluent-kafka ShareConsumer holding a share group Stable.
-Outputs are compared with kafka-share-groups.sh's (ShareGroupCommand:
+"""`kcoord share-groups` (as a real process, and in this process where a
+process adds nothing) against one real `kcoord serve`, with one
+confluent-kafka ShareConsumer holding a share group Stable.  Outputs are compared with kafka-share-groups.sh's (ShareGroupCommand:
 headers, column widths, row order, messages; SHARE_GROUPS_REFERENCE 6.2),
 and `kcoord consumer-groups` is checked to treat a share group id as
 kafka-consumer-groups.sh does."""
@@ -50,6 +50,14 @@ def share_cli(server, *argv) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+def quick_cli(capsys, server, *argv) -> tuple[int, str, str]:
+    """The same command in this process (the checks that need no process of their own)."""
+    capsys.readouterr()
+    rc = main(["share-groups", "--bootstrap-server", server.bootstrap, *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
 def table(out: str) -> tuple[str, list[list[str]]]:
     lines = [line for line in out.split("\n") if line.strip()]
     return lines[0], [line.split() for line in lines[1:]]
@@ -80,6 +88,9 @@ def live(server):
 
 
 def test_usage_errors(capsys):
+    with pytest.raises(SystemExit):
+        main(["share-groups", "--help"])
+    assert "works against Apache Kafka" in " ".join(capsys.readouterr().out.split())
     for argv, said in (
             (["--list", "--describe"], "exactly one action"),
             (["--describe"], "takes one of these options: --all-groups, --group"),
@@ -104,17 +115,17 @@ def test_usage_errors(capsys):
         assert rc == 1 and said in capsys.readouterr().err, argv
 
 
-def test_list(server, live):
+def test_list(server, live, capsys):
     rc, out, _ = share_cli(server, "--list")
     assert rc == 0 and out.split("\n")[:-1] == [live]
-    rc, out, _ = share_cli(server, "--list", "--state")
+    rc, out, _ = quick_cli(capsys, server, "--list", "--state")
     assert rc == 0 and out.split("\n")[:-1] == ["GROUP".ljust(15) + " STATE",
                                                  live.ljust(15) + " Stable"]
-    rc, out, _ = share_cli(server, "--list", "--state", "empty")
+    rc, out, _ = quick_cli(capsys, server, "--list", "--state", "empty")
     assert rc == 0 and out.split("\n")[:-1] == ["GROUP".ljust(15) + " STATE"]
 
 
-def test_describe_members_state_and_offsets(server, live):
+def test_describe_members_state_and_offsets(server, live, capsys):
     rc, out, err = share_cli(server, "--describe", "--group", live, "--members", "--verbose")
     assert rc == 0 and err == "" and out.startswith("\n")
     header, [row] = table(out)
@@ -125,10 +136,10 @@ def test_describe_members_state_and_offsets(server, live):
     assert [header.index(n) for n in names[:2]] == [0, 16]
     assert row[0] == live and row[4] == "2" and row[6] == f"{TOPIC}:0,1"
     assert int(row[5]) >= 1
-    _, out, _ = share_cli(server, "--describe", "--group", live, "--members")
+    _, out, _ = quick_cli(capsys, server, "--describe", "--group", live, "--members")
     assert table(out)[0].split() == names[:5] + names[6:]
 
-    rc, out, _ = share_cli(server, "--describe", "--group", live, "--state", "--verbose")
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--group", live, "--state", "--verbose")
     header, [row] = table(out)
     assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH",
                               "ASSIGNMENT-EPOCH", "#MEMBERS"]
@@ -137,22 +148,22 @@ def test_describe_members_state_and_offsets(server, live):
     assert row[-1] == "1" and int(row[4]) >= int(row[5]) >= 1  # group epoch >= assignment epoch
     assert header.index("STATE") == 16 + 26 and header.index("GROUP-EPOCH") == 16 + 26 + 16
 
-    rc, out, _ = share_cli(server, "--describe", "--group", live)  # --offsets is the default
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--group", live)  # --offsets is the default
     header, rows = table(out)
     assert header.split() == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
     assert [header.index(n) for n in ("TOPIC", "PARTITION", "START-OFFSET", "LAG")] == [
         16, 32, 43, 57]
     assert [r[:3] for r in rows] == [[live, TOPIC, str(p)] for p in range(PARTITIONS)]
     assert all(int(r[3]) >= 0 and int(r[4]) >= 0 for r in rows)
-    _, out, _ = share_cli(server, "--describe", "--group", live, "--offsets", "--verbose")
+    _, out, _ = quick_cli(capsys, server, "--describe", "--group", live, "--offsets", "--verbose")
     header, rows = table(out)
     assert header.split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET",
                               "LAG"]
     assert len(rows) == PARTITIONS
 
-    rc, out, _ = share_cli(server, "--describe", "--group", "nobody")
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--group", "nobody")
     assert rc == 1 and "Group nobody not found." in out
-    rc, out, _ = share_cli(server, "--describe", "--all-groups", "--state")
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--all-groups", "--state")
     assert rc == 0 and [r[0] for r in table(out)[1]] == [live]  # (the only share group yet)
 
 
@@ -162,39 +173,59 @@ def test_reset_is_refused_while_the_group_has_members(server, live):
     assert rc == 1 and out == "" and err.strip() == f"Share group '{live}' is not empty."
 
 
-def test_reset_delete_offsets_and_delete_an_empty_group(server, live):
+def test_reset_delete_offsets_and_delete_an_empty_group(server, live, tmp_path, capsys):
     group = "sg-reset"  # no member ever: AlterShareGroupOffsets creates it
-    rc, out, _ = share_cli(server, "--reset-offsets", "--group", group, "--topic", TOPIC,
+    rc, out, _ = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--topic", TOPIC,
                            "--to-latest", "--dry-run")
     header, rows = table(out)
     assert rc == 0 and header.split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     assert rows == [[group, TOPIC, str(p), str(PER_PARTITION)] for p in range(PARTITIONS)]
-    assert share_cli(server, "--list")[1].split() == [live]  # a dry run changes nothing
-    _, out, _ = share_cli(server, "--reset-offsets", "--group", group, "--topic", TOPIC,
+    assert quick_cli(capsys, server, "--list")[1].split() == [live]  # a dry run changes nothing
+    _, out, _ = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--topic", TOPIC,
                           "--to-datetime", "2000-01-01T00:00:00.000", "--dry-run")
     assert table(out)[1] == [[group, TOPIC, str(p), "0"] for p in range(PARTITIONS)]
 
     assert share_cli(server, "--reset-offsets", "--group", group, "--topic", f"{TOPIC}:1",
                      "--to-latest", "--execute")[0] == 0
-    rc, out, err = share_cli(server, "--describe", "--group", group)
+    rc, out, err = quick_cli(capsys, server, "--describe", "--group", group)
     assert rc == 0 and table(out)[1] == [[group, TOPIC, "1", str(PER_PARTITION), "0"]]
-    rc, out, _ = share_cli(server, "--reset-offsets", "--group", group, "--all-topics",
+    rc, out, _ = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--all-topics",
                            "--to-earliest", "--execute")
     assert rc == 0 and table(out)[1] == [[group, TOPIC, "1", "0"]]
-    _, out, _ = share_cli(server, "--describe", "--group", group)
+    _, out, _ = quick_cli(capsys, server, "--describe", "--group", group)
     assert table(out)[1] == [[group, TOPIC, "1", "0", str(PER_PARTITION)]]
-    _, out, err = share_cli(server, "--describe", "--group", group, "--state")
+    _, out, err = quick_cli(capsys, server, "--describe", "--group", group, "--state")
     assert table(out)[1][0][3] == "Empty" and f"Share group '{group}' has no active members." in err
 
-    rc, out, _ = share_cli(server, "--delete-offsets", "--group", group, "--topic", "nope",
+    # the newer scenarios: --to-offset (clamped to the log), --to-current + --export, --from-file
+    rc, out, err = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--topic", TOPIC,
+                             "--to-offset", "99", "--dry-run")
+    assert rc == 0 and table(out)[1] == [[group, TOPIC, str(p), str(PER_PARTITION)]
+                                         for p in range(PARTITIONS)]
+    assert "New offset (99) is higher than latest offset" in err
+    rc, out, _ = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--topic", TOPIC,
+                           "--to-current", "--export", "--dry-run")
+    assert rc == 0 and out == f"{TOPIC},0,{PER_PARTITION}\n{TOPIC},1,0\n\n"  # 0: no state yet
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{TOPIC},0,2\n")
+    assert quick_cli(capsys, server, "--reset-offsets", "--group", group, "--from-file", str(plan),
+                     "--execute")[0] == 0
+    _, out, _ = quick_cli(capsys, server, "--describe", "--group", group)
+    assert table(out)[1] == [[group, TOPIC, "0", "2", str(PER_PARTITION - 2)],
+                             [group, TOPIC, "1", "0", str(PER_PARTITION)]]
+    rc, out, _ = quick_cli(capsys, server, "--reset-offsets", "--group", group, "--topic", f"{TOPIC}:7",
+                           "--to-latest", "--dry-run")
+    assert rc == 1 and f'The partitions "{TOPIC}-7" do not exist' in out
+
+    rc, out, _ = quick_cli(capsys, server, "--delete-offsets", "--group", group, "--topic", "nope",
                            "--topic", TOPIC)
     assert rc == 1 and out.split("\n")[1:-1] == [
         "TOPIC".ljust(15) + " STATUS",
         "nope".ljust(15) + " Error: This server does not host this topic-partition.",
         TOPIC.ljust(15) + " Successful"]
-    _, out, _ = share_cli(server, "--describe", "--group", group)
+    _, out, _ = quick_cli(capsys, server, "--describe", "--group", group)
     assert out.strip() == f"Share group '{group}' has no offset information."
-    rc, out, _ = share_cli(server, "--delete-offsets", "--group", live, "--topic", TOPIC)
+    rc, out, _ = quick_cli(capsys, server, "--delete-offsets", "--group", live, "--topic", TOPIC)
     assert rc == 1 and out.split("\n")[:3] == ["", "Error: The group is not empty.", ""]
 
     rc, out, _ = share_cli(server, "--delete", "--group", group, "--group", live,
@@ -204,7 +235,7 @@ def test_reset_delete_offsets_and_delete_an_empty_group(server, live):
         f"* Group '{live}' could not be deleted due to: Share group '{live}' is not EMPTY.",
         "* Group 'nobody' could not be deleted due to: Group 'nobody' is not a share group.",
         "", f"These share groups were deleted successfully: '{group}'"]
-    assert share_cli(server, "--list")[1].split() == [live]
+    assert quick_cli(capsys, server, "--list")[1].split() == [live]
 
 
 def test_consumer_groups_and_the_admin_client_on_a_share_group_id(server, live, capsys):
@@ -221,6 +252,14 @@ def test_consumer_groups_and_the_admin_client_on_a_share_group_id(server, live, 
     assert rc == 1 and capsys.readouterr().out.strip() == (
         f"Error: Executing consumer group command failed due to Group {live} is not a "
         f"consumer group.")
+    # and the other way round: share-groups on a (classic) consumer group's id
+    assert main(["consumer-groups", "--bootstrap-server", server.bootstrap, "--reset-offsets",
+                 "--group", "cg", "--topic", TOPIC, "--to-earliest", "--execute"]) == 0
+    rc, out, _ = quick_cli(capsys, server, "--describe", "--group", "cg")
+    assert rc == 1 and out.strip() == ("Error: Executing share group command failed due to "
+                                       "Group cg is not a share group.")
+    rc, out, _ = quick_cli(capsys, server, "--delete", "--group", "cg")
+    assert rc == 1 and "Group 'cg' is not a share group." in out
     from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     listed = admin.list_consumer_groups().result(30)

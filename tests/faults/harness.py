@@ -211,6 +211,8 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
         "longest_no_commit_after_heal_s": round(worst, 2),
         "longest_no_commit_where": worst_at,
         "recovered": recovered,
+        # librdkafka processors stuck past their calls' timeouts, fenced for the final reads
+        "client_stuck": results.get("transactions", {}).get("stuck_in_client", []),
         "stop_exit_codes": codes,
         "stop_problems": stop_problems,
     }

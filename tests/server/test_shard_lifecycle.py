@@ -32,9 +32,9 @@ def fetch_req(group: str = "g") -> dict:
 
 
 def fetched(response: dict) -> tuple[int, dict]:
-    (g,) = response["groups"]
+    (g,) = response["groups"]  # an error answer leaves its topics to the schema default ([])
     return g["error_code"], {(t["name"], p["partition_index"]): p["committed_offset"]
-                             for t in g["topics"] for p in t["partitions"]}
+                             for t in g.get("topics", ()) for p in t["partitions"]}
 
 
 def commit_code(response) -> int:

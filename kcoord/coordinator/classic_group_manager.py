@@ -1,7 +1,10 @@
-"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
-their timers, following GroupMetadataManager's classic-group code.
+"""ClassicGroupManager: the classic groups of one shard (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup and their timers), following GroupMetadataManager's
+classic-group code.  Composed into the shard beside the consumer and share
+group managers; the shard sends a classic request for a consumer group to
+GroupMigration instead (migration.py), so this manager only knows its own.
 
-This is a mixin of CoordinatorShard.  As in Kafka, the classic rebalance
+As in Kafka, the classic rebalance
 mutates the in-memory group directly (most of it is soft state: parked
 requests, pending members, awaiting counts) and writes a GroupMetadata
 record when a generation completes or the group becomes Empty.  The records
@@ -11,10 +14,10 @@ replayRecords=false); emitting one moves the group's `persisted` view.  A
 GroupMetadata record that is replayed (loading a log, a fresh shard in a
 test) rebuilds the group from the record, exactly as Kafka's replay does.
 
-Timers are data, kept by the core's timer service (`self.timers`,
-timers.py); `on_classic_timer(key, now)` acts only on a timer that is still pending
+Timers are data, kept by the shard's timer service (`self.timers`,
+timers.py); a timer handler acts only on a timer that is still pending
 there and due, so a stale, early or cancelled firing is harmless.
-Timer keys:
+Timer keys, each kind with its handler (`timer_handlers`):
 
     ("classic-heartbeat", group, member)  session expiry, pending-member expiry,
                                           new-member join timeout
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
@@ -34,15 +38,13 @@ from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
 from .timers import Timers
 
-if TYPE_CHECKING:  # the shard mixes these handlers in and builds both
-    from .migration import GroupMigration
+if TYPE_CHECKING:
     from .shard import CoordinatorConfig
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
 SYNC = "classic-sync"
-TIMER_KINDS = (HEARTBEAT, JOIN, SYNC)
 
 
 def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> Record:
@@ -76,15 +78,16 @@ def _protocols(req: dict) -> list[tuple[str, bytes]]:
     return [(p["name"], bytes(p["metadata"])) for p in req["protocols"]]
 
 
-class ClassicGroupHandlers:
-    """Mixin: needs self.groups, self.config, self.timers, self.new_uuid."""
+class ClassicGroupManager:
+    """The classic groups of one shard and the handlers that change them."""
 
-    groups: dict[str, ClassicGroup]
-    config: CoordinatorConfig
-    timers: Timers
-    migration: GroupMigration
-    new_uuid: Callable[[], str]
-    observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
+    def __init__(self, config: CoordinatorConfig, timers: Timers,
+                 new_uuid: Callable[[], str]) -> None:
+        self.config = config
+        self.groups: dict[str, ClassicGroup] = {}
+        self.timers = timers  # the shard's timer service
+        self.new_uuid = new_uuid  # a function by name: the core pickles (snapshot.py)
+        self.observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
@@ -104,23 +107,38 @@ class ClassicGroupHandlers:
         group.persisted = persisted_view(record.value)
         res.records.append(AppliedRecord(*record))
 
-    def on_classic_timer(self, key: tuple, now: int) -> Result:
-        res = Result()
+    def timer_handlers(self) -> dict[str, Callable[[tuple, int], Result]]:
+        """Each timer kind of this manager and the handler its firing goes to."""
+        return {HEARTBEAT: self.on_heartbeat_timer, JOIN: self.on_join_timer,
+                SYNC: self.on_sync_timer}
+
+    def _due_group(self, res: Result, key: tuple, now: int) -> ClassicGroup | None:
+        """The group of a timer that fired and is due (None: nothing to do)."""
         if not self.timers.fired(res, key, now):
-            return res  # cancelled, or early: armed again for its deadline
-        kind = key[0]
-        group = self.groups.get(key[1])
-        if group is None:
-            return res
-        if kind == HEARTBEAT:
+            return None  # cancelled, or early: armed again for its deadline
+        return self.groups.get(key[1])
+
+    def on_heartbeat_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        group = self._due_group(res, key, now)
+        if group is not None:
             self._expire_heartbeat(res, group, key[2], now)
-        elif kind == JOIN:
-            if group.state == PREPARING_REBALANCE:
-                if group.join_timer == "initial":
-                    self._try_complete_initial_rebalance(res, group, now)
-                else:
-                    self._complete_join(res, group, now)
-        elif kind == SYNC:
+        return res
+
+    def on_join_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        group = self._due_group(res, key, now)
+        if group is not None and group.state == PREPARING_REBALANCE:
+            if group.join_timer == "initial":
+                self._try_complete_initial_rebalance(res, group, now)
+            else:
+                self._complete_join(res, group, now)
+        return res
+
+    def on_sync_timer(self, key: tuple, now: int) -> Result:
+        res = Result()
+        group = self._due_group(res, key, now)
+        if group is not None:
             self._expire_pending_sync(res, group, now)
         return res
 
@@ -134,19 +152,68 @@ class ClassicGroupHandlers:
                 self._prepare_rebalance(res, group, now, "loaded with more members than group.max.size")
         return res
 
+    # ============================================ conversions (migration.py)
+    def give_way(self, side: Result, group: ClassicGroup) -> None:
+        """The group becomes a consumer group (an online upgrade): its parked
+        requests are told to rejoin and its timers cancelled, in `side`."""
+        gid = group.group_id
+        for m in group.members.values():
+            group.complete_join(m, join_error(Err.REBALANCE_IN_PROGRESS, m.member_id), side)
+            group.complete_sync(m, sync_response(Err.REBALANCE_IN_PROGRESS), side)
+            self._cancel(side, (HEARTBEAT, gid, m.member_id))
+        self._cancel(side, (JOIN, gid))
+        self._cancel(side, (SYNC, gid))
+
+    def install(self, res: Result, group: ClassicGroup, now: int,
+                rebalance_reason: str | None) -> None:
+        """A consumer group converted to `group` (an online downgrade): installed
+        directly, as Kafka does (its record is appended unreplayed), its members'
+        sessions started, and a rebalance when `rebalance_reason` says why."""
+        self.groups[group.group_id] = group
+        self._emit(res, group, group_metadata_record(group, group.assignment_map()))
+        for m in group.members.values():
+            self._arm_heartbeat(res, group, m.member_id, m.session_timeout_ms, now)
+        if rebalance_reason:
+            self._prepare_rebalance(res, group, now, rebalance_reason)
+
+    # ============================================================ replay
+    def replay_group_metadata(self, group_id: str, value: dict | None) -> None:
+        if value is None:
+            self.groups.pop(group_id, None)
+            return
+        # loading (or a fresh shard): the record replaces the group, as in Kafka
+        protocol_type = value["protocol_type"] or None
+        ts = value.get("current_state_timestamp", -1)
+        group = ClassicGroup(group_id, state=STABLE if value["members"] else EMPTY,
+                             state_timestamp_ms=None if ts == -1 else ts,
+                             protocol_type=protocol_type, protocol_name=value["protocol"],
+                             generation_id=value["generation"], leader_id=value["leader"])
+        for m in value["members"]:
+            rebalance = m.get("rebalance_timeout", -1)
+            group.add(ClassicMember(
+                m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+                m["session_timeout"] if rebalance == -1 else rebalance, m["session_timeout"],
+                value["protocol_type"] or "", [(value["protocol"] or "", bytes(m["subscription"]))],
+                bytes(m["assignment"])))
+        group.protocol_type = protocol_type
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.persisted = persisted_view(value)
+        self.groups[group_id] = group
+
     # ========================================================= JoinGroup
-    def join_group(self, req: dict, version: int, client_id: str | None, client_host: str,
-                   token: Any, now: int) -> Result:
-        res = Result()
-        group_id = req["group_id"]
+    def join_request(self, req: dict, version: int, client_id: str | None, client_host: str,
+                     token: Any) -> dict | Result:
+        """A JoinGroup parsed for `join` (and GroupMigration.join), or the Result
+        refusing it (no group id, a session timeout out of bounds)."""
         member_id = req["member_id"]
-        if not group_id:
-            return res.reply(token, join_error(Err.INVALID_GROUP_ID, member_id))
+        if not req["group_id"]:
+            return Result().reply(token, join_error(Err.INVALID_GROUP_ID, member_id))
         session = req["session_timeout_ms"]
         if not (self.config.group_min_session_timeout_ms <= session
                 <= self.config.group_max_session_timeout_ms):
-            return res.reply(token, join_error(Err.INVALID_SESSION_TIMEOUT, member_id))
-        join = {
+            return Result().reply(token, join_error(Err.INVALID_SESSION_TIMEOUT, member_id))
+        return {
+            "group_id": req["group_id"], "member_id": member_id,
             "protocol_type": req["protocol_type"], "protocols": _protocols(req),
             "session": session,
             "rebalance": session if version == 0 else req["rebalance_timeout_ms"],
@@ -154,20 +221,12 @@ class ClassicGroupHandlers:
             "client_id": client_id or "", "client_host": client_host,
             "version": version, "token": token,
         }
-        consumer = getattr(self, "consumer", None)  # KIP-848 groups of this shard
-        if consumer is not None and group_id in consumer.groups:
-            consumer_group = consumer.groups[group_id]
-            if consumer_group.members:
-                # a classic member joins a consumer group (migration.py)
-                return self.migration.join(consumer_group, join, member_id, now)
-            if member_id:  # no classic group to join: nothing replaces the consumer group
-                return res.reply(token, join_error(Err.UNKNOWN_MEMBER_ID, member_id))
-            # an empty consumer group gives way (maybeDeleteEmptyConsumerGroup)
-            _, tombstones = consumer.delete_group(consumer_group)
-            res.records.extend(tombstones)
-        share = getattr(self, "share", None)  # KIP-932 share groups: no classic member joins
-        if share is not None and group_id in share.groups:
-            return res.reply(token, join_error(Err.INCONSISTENT_GROUP_PROTOCOL, ""))
+
+    def join(self, join: dict, now: int, res: Result) -> Result:
+        """JoinGroup (parsed by join_request) of a group that is not another
+        type's: `res` may already hold the tombstones of an empty consumer
+        group giving way to it."""
+        group_id, member_id, token = join["group_id"], join["member_id"], join["token"]
         before = len(res.records)
         group = self.groups.get(group_id)
         is_new_group = group is None
@@ -486,15 +545,10 @@ class ClassicGroupHandlers:
         member_id = req["member_id"]
         ptype = req.get("protocol_type") if version >= 5 else None
         pname = req.get("protocol_name") if version >= 5 else None
-        if version >= 5 and (ptype is None or pname is None):
-            return res.reply(token, sync_response(Err.INCONSISTENT_GROUP_PROTOCOL))
-        if not group_id:
-            return res.reply(token, sync_response(Err.INVALID_GROUP_ID))
+        refused = sync_request_error(req, version)
+        if refused:
+            return res.reply(token, sync_response(refused))
         group = self.groups.get(group_id)
-        if group is None:
-            consumer_group = self._consumer_group(group_id)
-            if consumer_group is not None and consumer_group.members:
-                return self.migration.sync(consumer_group, req, version, token, now)
         if group is None or group.state == EMPTY:
             return res.reply(token, sync_response(Err.UNKNOWN_MEMBER_ID))
         instance_id = req.get("group_instance_id") if version >= 3 else None
@@ -543,10 +597,6 @@ class ClassicGroupHandlers:
         self._cancel(res, (SYNC, group.group_id))
 
     # ========================================================= Heartbeat
-    def _consumer_group(self, group_id: str):
-        consumer = getattr(self, "consumer", None)
-        return None if consumer is None else consumer.groups.get(group_id)
-
     def heartbeat(self, req: dict, version: int, now: int) -> Result | dict:
         """Heartbeat as a Result whose response is the answer, or the answer
         alone when there is nothing else to do (no timer to arm: the usual
@@ -556,9 +606,6 @@ class ClassicGroupHandlers:
             return _hb(Err.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None:
-            consumer_group = self._consumer_group(group_id)
-            if consumer_group is not None:  # a classic member of a consumer group
-                return self.migration.heartbeat(consumer_group, req, version, now)
             return _hb(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
             return _hb(Err.COORDINATOR_NOT_AVAILABLE)
@@ -592,25 +639,17 @@ class ClassicGroupHandlers:
     def _leave_group(self, req: dict, version: int, now: int) -> tuple[dict, Result]:
         res = Result()
         group_id = req["group_id"]
-        if version >= 3:
-            identities = [(m["member_id"], m.get("group_instance_id"), m.get("reason"))
-                          for m in req["members"]]
-        else:
-            identities = [(req["member_id"], None, None)]
+        identities = leaving_members(req, version)
         if not group_id:
-            return _leave(version, Err.INVALID_GROUP_ID, []), res
+            return leave_response(version, Err.INVALID_GROUP_ID, []), res
         group = self.groups.get(group_id)
-        if group is None and self._consumer_group(group_id) is not None:
-            responses, res = self.migration.leave(
-                self._consumer_group(group_id), [(m, i) for m, i, _ in identities])
-            return _leave(version, Err.NONE, responses), res
         if group is None:
-            return _leave(version, Err.NONE, [
-                _left(mid, iid, Err.UNKNOWN_MEMBER_ID) for mid, iid, _ in identities]), res
+            return leave_response(version, Err.NONE, [
+                _left(mid, iid, Err.UNKNOWN_MEMBER_ID) for mid, iid in identities]), res
         if group.state == DEAD:
-            return _leave(version, Err.COORDINATOR_NOT_AVAILABLE, []), res
+            return leave_response(version, Err.COORDINATOR_NOT_AVAILABLE, []), res
         responses = []
-        for member_id, instance_id, _reason in identities:
+        for member_id, instance_id in identities:
             if member_id == "":
                 # removal of a static member by instance id alone (admin)
                 if instance_id is not None and instance_id in group.static_members:
@@ -633,7 +672,7 @@ class ClassicGroupHandlers:
                     res, group, now, "member left the group (LeaveGroup)")
             elif group.state == PREPARING_REBALANCE:
                 self._maybe_complete_join_phase(res, group, now)
-        return _leave(version, Err.NONE, responses), res
+        return leave_response(version, Err.NONE, responses), res
 
     def _remove_leaving_member(self, res: Result, group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]
@@ -649,6 +688,76 @@ class ClassicGroupHandlers:
             member = group.members.get(member_id)
             if member is not None:
                 self._arm_heartbeat(res, group, member_id, member.session_timeout_ms, now)
+
+    @staticmethod
+    def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
+                               generation: int, transactional: bool = False) -> int:
+        """ClassicGroup.validateOffsetCommit."""
+        if group.state == DEAD:
+            return Err.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state == EMPTY:
+            return Err.NONE  # admin client or a consumer without group management
+        if generation >= 0 or member_id or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation_id:
+                return Err.ILLEGAL_GENERATION
+        elif not transactional and group.state != EMPTY:
+            # no member id and no generation: only an empty group takes the commit
+            return Err.UNKNOWN_MEMBER_ID
+        if not transactional and group.state == COMPLETING_REBALANCE:
+            return Err.REBALANCE_IN_PROGRESS
+        return Err.NONE
+
+    # ============================================================ admin
+    def list_groups(self, states: set[str], types: set[str]) -> list[dict]:
+        if types and "classic" not in types:
+            return []
+        out = []
+        for group in self.groups.values():
+            if group.state == DEAD:
+                continue
+            if states and group.state.lower() not in states:
+                continue
+            out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
+                        "group_state": group.state, "group_type": "classic"})
+        return out
+
+    def describe_group(self, group_id: str) -> dict:
+        group = self.groups.get(group_id)
+        base: dict[str, Any] = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
+                                "protocol_type": "", "protocol_data": "", "members": [],
+                                "authorized_operations": AUTH_OPS_NOT_REQUESTED}
+        if not group_id:
+            base["error_code"] = Err.INVALID_GROUP_ID
+            return base
+        if group is None:
+            return base
+        base.update(group_state=group.state, protocol_type=group.protocol_type or "")
+        stable = group.state == STABLE
+        if stable:
+            base["protocol_data"] = group.protocol_name or ""
+        for m in group.members.values():
+            base["members"].append({
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment})
+        return base
+
+
+def offsets_expiry_base(group: ClassicGroup):
+    """The base timestamp the group's offsets expire from (None: each offset's
+    commit time); False: nothing expires now."""
+    if group.protocol_type is None:
+        return None  # simple group: each offset's commit time
+    if group.state == EMPTY:
+        return group.state_timestamp_ms if group.state_timestamp_ms is not None else None
+    if (group.state == STABLE and group.protocol_type == "consumer"
+            and group.subscribed_topics is not None):
+        return None
+    return False
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
@@ -668,7 +777,23 @@ def _left(member_id: str, instance_id: str | None, code: int) -> dict:
     return {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
 
 
-def _leave(version: int, code: int, members: list[dict]) -> dict:
+def leaving_members(req: dict, version: int) -> list[tuple[str, str | None]]:
+    """The (member id, group instance id) pairs a LeaveGroup names."""
+    if version >= 3:
+        return [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+    return [(req["member_id"], None)]
+
+
+def sync_request_error(req: dict, version: int) -> int:
+    """The error a SyncGroup gets before any group is looked at (0: none)."""
+    if version >= 5 and (req.get("protocol_type") is None or req.get("protocol_name") is None):
+        return Err.INCONSISTENT_GROUP_PROTOCOL
+    if not req["group_id"]:
+        return Err.INVALID_GROUP_ID
+    return Err.NONE
+
+
+def leave_response(version: int, code: int, members: list[dict]) -> dict:
     if version >= 3:
         return {"throttle_time_ms": 0, "error_code": code, "members": members}
     # v0-2 carry one member: its error is the top-level error
