@@ -91,7 +91,8 @@ def rows() -> list[list]:
                         f"restart {r['restart_s']:.2f} s"
                         + (f" (after a crash {crash:.2f} s)" if crash else ""),
                         goal, met, ld["machine"]["date"]])
-    for name in ("classic_heartbeat", "classic_rebalance", "metrics_cost", "security"):
+    for name in ("classic_heartbeat", "classic_rebalance", "metrics_cost", "security",
+                 "snapshot_restart"):
         out.extend(_headline_rows(name))
     out.extend(_consumer_group_rows())
     out.extend(_assignor_rows())
@@ -271,7 +272,7 @@ def _share_cluster_rows() -> list[list]:
             [f"share consumers through {len(cycles)} SIGKILLs of data leaders (acknowledged "
              "records redelivered; records never delivered)",
              f"{again} redelivered, {lost} never delivered; kill -> next acknowledgement "
-             f"p50 {_fmt(sc.get('kill_to_next_ack_p50_s'))} s, max "
+             f"on its partition p50 {_fmt(sc.get('kill_to_next_ack_p50_s'))} s, max "
              f"{_fmt(sc.get('kill_to_next_ack_max_s'))} s", "0 and 0",
              "met" if lost == 0 and again == 0 else "MISSED", sc["machine"]["date"]]]
 

@@ -21,7 +21,7 @@ from .classic_group_manager import (GROUP_METADATA, ClassicGroupManager, leave_r
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
-from .share_protocol_handlers import ShareGroupManager
+from .share_group_manager import ShareGroupManager
 from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
