@@ -66,6 +66,7 @@ class PartitionLog:
         # found counts): readers that must never see a write that could still
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
+        self._cuts = 0  # truncations so far: a flush racing one (in a worker thread) claims nothing
         self.epochs = self._load_epochs()
         # Set by replication while this node leads the partition: appends
         # that name no epoch (the coordinator's writes) are stamped with it.
@@ -350,6 +351,7 @@ class PartitionLog:
         created or removed (sealed segments were fsynced when sealed)."""
         self._check_open()
         end = self.log_end_offset  # read first: appends racing the fsync are not covered
+        cuts = self._cuts
         active, generation = self.active, self.recovery_point.generation()
         position = active.size
         active.flush()
@@ -357,7 +359,7 @@ class PartitionLog:
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
-        if end > self.durable_end_offset:
+        if end > self.durable_end_offset and cuts == self._cuts:
             self.durable_end_offset = end
 
     def _fsync_dir(self) -> None:
@@ -457,6 +459,7 @@ class PartitionLog:
         if self._start_floor > self.log_end_offset:  # the log now restarts at its end
             write_start_offset(self.path, self.log_end_offset)
             self._start_floor = self.log_end_offset
+        self._cuts += 1
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
         if self.epochs.truncate_from_end(self.log_end_offset):
@@ -476,6 +479,7 @@ class PartitionLog:
         if self._start_floor > offset:
             write_start_offset(self.path, offset)
             self._start_floor = offset
+        self._cuts += 1
         self.durable_end_offset = offset
         self.flush()
         self.epochs.clear()
