@@ -91,7 +91,8 @@ def rows() -> list[list]:
                         f"restart {r['restart_s']:.2f} s"
                         + (f" (after a crash {crash:.2f} s)" if crash else ""),
                         goal, met, ld["machine"]["date"]])
-    for name in ("classic_heartbeat", "classic_rebalance", "metrics_cost", "security"):
+    for name in ("classic_heartbeat", "classic_rebalance", "metrics_cost", "security",
+                 "snapshot_restart"):
         out.extend(_headline_rows(name))
     out.extend(_consumer_group_rows())
     out.extend(_assignor_rows())

@@ -63,6 +63,7 @@ class PartitionLog:
         # found counts): readers that must never see a write that could still
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
+        self._cuts = 0  # truncations so far: a flush racing one (in a worker thread) claims nothing
         self.epochs = self._load_epochs()
         # Set by replication while this node leads the partition: appends
         # that name no epoch (the coordinator's writes) are stamped with it.
@@ -345,11 +346,12 @@ class PartitionLog:
         created or removed (sealed segments were fsynced when sealed)."""
         self._check_open()
         end = self.log_end_offset  # read first: appends racing the fsync are not covered
+        cuts = self._cuts
         self.active.flush()
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
-        if end > self.durable_end_offset:
+        if end > self.durable_end_offset and cuts == self._cuts:
             self.durable_end_offset = end
 
     def _fsync_dir(self) -> None:
@@ -448,6 +450,7 @@ class PartitionLog:
         if self._start_floor > self.log_end_offset:  # the log now restarts at its end
             write_start_offset(self.path, self.log_end_offset)
             self._start_floor = self.log_end_offset
+        self._cuts += 1
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
         if self.epochs.truncate_from_end(self.log_end_offset):
@@ -466,6 +469,7 @@ class PartitionLog:
         if self._start_floor > offset:
             write_start_offset(self.path, offset)
             self._start_floor = offset
+        self._cuts += 1
         self.durable_end_offset = offset
         self.flush()
         self.epochs.clear()
