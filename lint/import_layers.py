@@ -33,6 +33,9 @@ PIPELINE_MAY_USE = {
     "observe": {"burrow_rules"},                   # Burrow's rules, shared with the server's API
     "coordinator": {"partitioner"},                # Kafka's group -> partition hash
     "security": {"client"},                        # the client side of TLS and SASL
+    # the share coordinator's record codec and batch combiner (and its StateBatch):
+    # __share_group_state replayed as the share coordinator loads it
+    "share": {"records", "batch_merge", "persister"},
 }
 LAYERS["pipeline"] = 6
 
