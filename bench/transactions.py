@@ -19,7 +19,7 @@ import time
 from .common import CpuMeter, median, start_all, stop_all, table, timed, write_results
 
 PER_TXN = 10
-NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. kcoord runs with the adaptive append linger (group.coordinator.append.linger.ms=-1, the default: a group-commit round starts once the loop's queue drained, and every fsync goes through the fsync batcher's shared adaptive rounds); the "linger 10" row runs with the fixed 10 ms linger of the old default (TxnOffsetCommit and markers still start their round at once there, FsyncRounds.hurry).')
+NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. kcoord runs with the adaptive append linger (group.coordinator.append.linger.ms=-1, the default: a group-commit round starts once the loop\'s queue drained, and every fsync goes through the fsync batcher\'s shared adaptive rounds); the "linger 10" row runs with the fixed 10 ms linger of the old default (TxnOffsetCommit and markers still start their round at once there, FsyncRounds.hurry).')
 TIME_LIMIT_S = 60.0
 
 

@@ -86,13 +86,14 @@ class ConsumerGroupManager:
     def __init__(self, config, classic_groups: dict | None = None,
                  new_member_id: Callable[[], str] | None = None,
                  timers: Timers | None = None,
-                 share_groups: Mapping[str, Any] | None = None) -> None:
+                 share_groups: Mapping[str, Any] | None = None,
+                 groups: dict[str, ConsumerGroup] | None = None) -> None:
         self.config = config
         # the overrides' dict itself (GroupOverrides mutates it, never replaces it):
         # one dict.get on the steady heartbeat's path
         self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups: dict[str, ConsumerGroup] = groups if groups is not None else {}
         # the shard's share groups (one id namespace)
         self.share_groups: Mapping[str, Any] = share_groups if share_groups is not None else {}
         self.topics: Mapping[str, Any] = {}
