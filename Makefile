@@ -64,7 +64,8 @@ test: venv-all js faults-tools
 	$(MAKE) lint
 	$(PY) -m pytest -q
 
-# ruff, vulture and mypy as configured in pyproject.toml; any finding fails.
+# ruff, vulture and mypy as configured in pyproject.toml, and the import
+# layers (lint/import_layers.py: arrows point down, no cycle); any finding fails.
 # vulture also reads tests/ and bench/ (as users of kcoord's code) but only
 # kcoord's dead code is reported, less protocol/messages/ (its definitions are
 # collected by scanning the modules' globals, never by name).  No install step: `make test` installs first.
@@ -75,6 +76,7 @@ lint:
 	    echo "vulture: dead code (delete it, or add it to lint/vulture_whitelist.py with why)"; \
 	    exit 1; fi
 	$(PY) -m mypy
+	$(PY) lint/import_layers.py kcoord
 
 bench: venv-all
 	$(PY) -m bench

@@ -53,7 +53,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--records", type=str,
                    help="comma-separated record counts to replay (default 1000000,10000000)")
     g.add_argument("--keep-data", action="store_true",
-                   help="keep the generated load data dirs in /tmp for reuse")
+                   help="keep the generated load data dirs in /tmp for reuse (faults: each "
+                        "run's logs and history)")
     g = p.add_argument_group("cluster_chaos")
     g.add_argument("--cycles", type=int, help="kill/stop cycles (default 100, 5 with --quick)")
     g = p.add_argument_group("faults")

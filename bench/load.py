@@ -32,6 +32,8 @@ PARTITIONS = 50          # offsets.topic.num.partitions (Kafka's default)
 KEYS_PER_GROUP = 10      # one topic, 10 partitions
 BATCH = 100              # records per batch
 DATA_ROOT = Path("/tmp")
+# this bench measures replay: no coordinator snapshots (bench/snapshot_restart.py has them)
+NO_SNAPSHOTS = {"group.coordinator.snapshot.interval.records": "0"}
 
 
 def groups_for(records: int, commits_per_key: int) -> int:
@@ -111,7 +113,8 @@ def live_children(pid: int) -> list[str]:
     return out
 
 
-def measure(data_dir: Path, timeout: float, crash: bool = False) -> dict:
+def measure(data_dir: Path, timeout: float, crash: bool = False,
+            settings: dict[str, str] | None = None) -> dict:
     """Start kcoord serve on data_dir; time until all shards are loaded.
     crash: remove the clean-shutdown marker first, as a kill leaves the
     data dir (the stop at the end is clean and writes it again)."""
@@ -119,7 +122,8 @@ def measure(data_dir: Path, timeout: float, crash: bool = False) -> dict:
     if crash:
         (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
     server = KcoordServer(data_dir=data_dir,
-                          settings={"offsets.topic.num.partitions": str(PARTITIONS)})
+                          settings={"offsets.topic.num.partitions": str(PARTITIONS),
+                                    **(settings or {})})
     t0 = time.monotonic()
     server.start()
     t_listen = time.monotonic() - t0
@@ -185,9 +189,9 @@ def run(args) -> dict:
                 meta = generate(data_dir, n, per_key)
                 meta_file.write_text(json.dumps(meta))
         with timed(f"load: restart with {n:,} records"):
-            m = measure(data_dir, timeout=600)
+            m = measure(data_dir, timeout=600, settings=NO_SNAPSHOTS)
         with timed(f"load: restart with {n:,} records after a crash"):
-            c = measure(data_dir, timeout=600, crash=True)
+            c = measure(data_dir, timeout=600, crash=True, settings=NO_SNAPSHOTS)
         results.append({"records": n, "commits_per_key": per_key, "data": meta, **m,
                         "after_crash": c})
         if not args.keep_data:

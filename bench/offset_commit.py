@@ -26,7 +26,8 @@ def create_topic(bootstrap: str) -> None:
 DURABILITY = {
     "kcoord": "durable: each group commit round appends one batch per shard with new records "
               "and fsyncs them all together in threads before answering "
-              "(group.coordinator.append.linger.ms=10)",
+              "(group.coordinator.append.linger.ms=-1, adaptive: a round starts once the "
+              "loop's queue drained, one round under way)",
     "tansu": "memory:// storage engine, no disk",
     "mock": "in memory, no disk",
 }

@@ -50,8 +50,10 @@ def below(data, hw: int):
 
 
 class DataPlane:
-    def __init__(self, catalogue: Catalogue, config, fsync: FsyncBatcher) -> None:
+    def __init__(self, catalogue: Catalogue, config, fsync: FsyncBatcher, clock=None) -> None:
         self.catalogue = catalogue
+        # the server's one clock (its ms()): append and marker times, timestamp bounds
+        self.now_ms = clock.ms if clock is not None else now_ms
         self.config = config
         self.sync = fsync
         self.appended = AppendNotifier()
@@ -89,7 +91,7 @@ class DataPlane:
         code = state.check_marker(producer_id, epoch, coordinator_epoch)
         if code:
             return code, None
-        now = now_ms()
+        now = self.now_ms()
         offset, _ = plog.append(control_batch(producer_id, epoch, commit, coordinator_epoch, now))
         aborted = state.on_marker(producer_id, epoch, 1 if commit else 0, coordinator_epoch,
                                   offset, now)
@@ -246,7 +248,7 @@ class DataPlane:
         log_append = topic.configs.get("message.timestamp.type") == "LogAppendTime"
         if not log_append:  # CreateTime: LogValidator's checks of every record's timestamp
             before_ms, after_ms = timestamp_bounds(topic.configs, self.catalogue.defaults)
-            now = now_ms()
+            now = self.now_ms()
         try:
             count = 0
             end = 0
@@ -284,7 +286,7 @@ class DataPlane:
             return self._part_error(index, code), None
         append_time = -1
         if log_append:
-            append_time = now_ms()
+            append_time = self.now_ms()
             records = bytearray(records)
             for pos, _ in iter_batches(records):
                 set_log_append_time(records, pos, append_time)

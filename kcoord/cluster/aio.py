@@ -19,17 +19,22 @@ async def bounded(aw, timeout: float):
         drop(fut)
         raise
     if not done:
-        fut.cancel()
+        drop(fut)
         raise asyncio.TimeoutError()
     return fut.result()
 
 
 def drop(fut: asyncio.Future) -> None:
-    """Cancel `fut`, or, when it already ended in the same loop turn as our
-    own cancellation, retrieve its exception (no "never retrieved" traceback)."""
-    if not fut.done():
-        fut.cancel()
-    elif not fut.cancelled():
+    """Cancel `fut` and retrieve its outcome whenever it ends: it may end with
+    an error all the same (it ended in our cancellation's loop turn, or a
+    wait_for inside it turned the cancellation into the error of what it
+    waited on), and nobody else will look (no "never retrieved" traceback)."""
+    fut.cancel()
+    fut.add_done_callback(_retrieve)
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
         fut.exception()
 
 
@@ -37,7 +42,5 @@ async def cancel_and_wait(task: asyncio.Future | None, timeout: float) -> None:
     """Cancel a task and give it up to `timeout` s to end (its outcome is dropped)."""
     if task is None:
         return
-    task.cancel()
+    drop(task)
     await asyncio.wait({task}, timeout=timeout)
-    if task.done() and not task.cancelled():
-        task.exception()  # retrieved: no "exception was never retrieved" noise

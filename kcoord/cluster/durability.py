@@ -66,7 +66,7 @@ class ReplicatedDurability:
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         ends = [plog.log_end_offset for plog in logs]
-        self.fsync.sync_in_threads(logs, lambda errors: self._flushed(logs, ends, errors, done))
+        self.fsync.sync_then(logs, lambda errors: self._flushed(logs, ends, errors, done))
 
     def _flushed(self, logs: list, ends: list, errors: list, done) -> None:
         manager = self.manager

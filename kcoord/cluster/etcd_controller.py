@@ -133,6 +133,9 @@ class EtcdController:
             failure=[])
         if ok:
             self._recorded.update(record)
+            # from here these incarnations may join ISRs (view.isr_eligible)
+            log.info("incarnations handled: %s",
+                     ", ".join(f"node {n} lease {lease:x}" for n, lease in sorted(record.items())))
         return ok
 
     async def rebalance_once(self) -> bool:

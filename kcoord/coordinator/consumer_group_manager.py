@@ -1,9 +1,13 @@
 """ConsumerGroupManager: the KIP-848 consumer groups of one shard in the
 deterministic core (Kafka's GroupMetadataManager consumerGroupHeartbeat path,
-KAFKA_REFERENCE section 2): heartbeat, reconciliation, target assignment,
-leave and fence, timers, topic changes, describe and admin.  What a request
-may carry and its error answers: consumer_requests.py; subscription
-metadata: consumer_subscriptions.py.
+KAFKA_REFERENCE section 2): the heartbeat (member update, subscription
+metadata and epoch bump), leave and fence, timers, topic changes, replay.
+Its parts, one job each: what a request may carry and its error answers
+(consumer_requests.py), which member a heartbeat speaks for
+(consumer_members.py), subscription metadata (consumer_subscriptions.py),
+the target assignment and reconciliation (consumer_target.py), regex
+authorization (consumer_regex_access.py), describe, admin and offsets
+validation (consumer_group_admin.py).
 
 Every entry point takes `now` and returns a Result: records to append (state
 changes only when the runtime replays them), the answer (`response`),
@@ -21,19 +25,22 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from . import consumer_group as cg
+from . import consumer_group_admin as admin
 from .consumer_group import GROUP_EMPTY, GROUP_STABLE
-from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
+from .assignors import ASSIGNORS
 from .group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
-from .consumer_group import (EMPTY, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                             STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember,
-                             TopicInfo)
-from .consumer_requests import (GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, describe_error,
-                                heartbeat_error, validate_heartbeat)
+from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                             STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember)
+from .consumer_group_admin import (delete_group, validate_offset_commit,
+                                   validate_offset_fetch)
+from .consumer_members import dynamic_member, static_member
+from .consumer_regex_access import RegexAccess
+from .consumer_requests import HeartbeatError, heartbeat_error, validate_heartbeat
 from .consumer_subscriptions import compute_subscription_metadata
+from .consumer_target import members_after, reconcile_member, update_target
 from .result import Record, Result, Timer
 from .observer import CoordinatorObserver
 from .timers import Timers
@@ -79,13 +86,14 @@ class ConsumerGroupManager:
     def __init__(self, config, classic_groups: dict | None = None,
                  new_member_id: Callable[[], str] | None = None,
                  timers: Timers | None = None,
-                 share_groups: Mapping[str, Any] | None = None) -> None:
+                 share_groups: Mapping[str, Any] | None = None,
+                 groups: dict[str, ConsumerGroup] | None = None) -> None:
         self.config = config
         # the overrides' dict itself (GroupOverrides mutates it, never replaces it):
         # one dict.get on the steady heartbeat's path
         self._overrides_by_group = config.group_overrides.by_group
         self.classic_groups = classic_groups if classic_groups is not None else {}
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups: dict[str, ConsumerGroup] = groups if groups is not None else {}
         # the shard's share groups (one id namespace)
         self.share_groups: Mapping[str, Any] = share_groups if share_groups is not None else {}
         self.topics: Mapping[str, Any] = {}
@@ -102,13 +110,8 @@ class ConsumerGroupManager:
         self.observer: CoordinatorObserver | None = None
         self.epoch_reasons: dict[str, str] = {}  # group -> why its next epoch bump happens
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
-        # While an authorizer is on (config.topic_describable) the server passes
-        # each heartbeat's (principal, client host) as its `principal` argument;
-        # (group, regex) -> that of the latest heartbeat of a member subscribed
-        # with the regex: whose DESCRIBE rights filter the regex's matches, as
-        # Kafka 4.0 filters a group's regex resolution with the context of a
-        # heartbeat (in memory: after a load, see regex_filter)
-        self.regex_principals: dict[tuple[str, str], tuple[str, str]] = {}
+        # whose DESCRIBE rights filter each regex subscription while an authorizer is on
+        self.regex_access = RegexAccess(config)
 
     # ------------------------------------------------------------- config
     @property
@@ -245,7 +248,7 @@ class ConsumerGroupManager:
                 or member.classic_member_metadata is not None):
             return None
         if principal is not None:  # an authorizer: who filters the regex
-            self._note_regex_principal(group, member.subscribed_topic_regex, principal)
+            self.regex_access.note(group, member.subscribed_topic_regex, principal)
         # the session moves (timers.py: a timer is armed only when none fires early enough)
         config = self.config
         if self._overrides_by_group.get(group_id) is None:  # group_timeouts, inlined
@@ -290,27 +293,6 @@ class ConsumerGroupManager:
             records.append(Record(GROUP_METADATA, {"group": group_id}, None))
         return ConsumerGroup(group_id)  # materialized when its records are replayed
 
-    @staticmethod
-    def _check_epoch(member: ConsumerMember, received: int, owned: list[dict] | None) -> None:
-        if received == 0:
-            # a fenced member rejoins with its member id (KAFKA-19233): accepted, it gets its
-            # current assignment back instead of FENCED_MEMBER_EPOCH until its session expires
-            return
-        if received > member.member_epoch:
-            raise HeartbeatError(
-                Err.FENCED_MEMBER_EPOCH,
-                f"The consumer group member has a greater member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                f"all its partitions and rejoin.")
-        if received < member.member_epoch:
-            # a lost response: the previous epoch with owned partitions we still assign is fine
-            if received != member.previous_member_epoch or not cg.is_subset(owned, member.assigned):
-                raise HeartbeatError(
-                    Err.FENCED_MEMBER_EPOCH,
-                    f"The consumer group member has a smaller member epoch ({received}) than the "
-                    f"one known by the group coordinator ({member.member_epoch}). The member must "
-                    f"abandon all its partitions and rejoin.")
-
     def _heartbeat(self, req: dict, client_id: str, client_host: str, now: int,
                    side: Result | None = None, principal: tuple[str, str] | None = None
                    ) -> Result:
@@ -333,10 +315,10 @@ class ConsumerGroupManager:
             member_id = self.new_member_id()
 
         if instance_id is None:
-            member, replaced = self._dynamic_member(group, member_id, epoch, owned, create), None
+            member, replaced = dynamic_member(group, member_id, epoch, owned, create), None
         else:  # replaced: a departed static member this one replaces
-            member, replaced = self._static_member(group, member_id, instance_id, epoch, owned,
-                                                   create, records)
+            member, replaced = static_member(group, member_id, instance_id, epoch, owned,
+                                             create, records)
 
         # 1. Update the member; a subscription change bumps the group epoch.
         names = req.get("subscribed_topic_names")
@@ -381,7 +363,7 @@ class ConsumerGroupManager:
             subscription_changed = ("subscribed_topic_names" in changes
                                     or "subscribed_topic_regex" in changes)
 
-        self._note_regex_principal(group, updated.subscribed_topic_regex, principal)
+        self.regex_access.note(group, updated.subscribed_topic_regex, principal)
         target_epoch, target = self.refresh_target(group, updated, replaced,
                                                    subscription_changed, records)
 
@@ -412,71 +394,6 @@ class ConsumerGroupManager:
         res.response = response
         return res
 
-    def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int, owned,
-                        create: bool) -> ConsumerMember:
-        """Kafka's getOrMaybeSubscribeDynamicConsumerGroupMember."""
-        member = group.members.get(member_id)
-        if member is None:
-            if not create:
-                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID,
-                                     f"Member {member_id} is not a member of group "
-                                     f"{group.group_id}.")
-            member = ConsumerMember(member_id)
-        self._check_epoch(member, epoch, owned)
-        return member
-
-    def _static_member(self, group: ConsumerGroup, member_id: str, instance_id: str, epoch: int,
-                       owned, create: bool, records: list[Record]
-                       ) -> tuple[ConsumerMember, ConsumerMember | None]:
-        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: (member, the
-        departed static member it replaces or None); a replacement writes the
-        old member's tombstones and the new one's records, with its target."""
-        group_id = group.group_id
-        existing = group.static_member(instance_id)
-        if not create:
-            if existing is None:
-                raise HeartbeatError(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if existing.member_id != member_id:
-                raise HeartbeatError(
-                    Err.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by "
-                    f"member {existing.member_id}.")
-            self._check_epoch(existing, epoch, owned)
-            return existing, None
-        if existing is None:
-            return group.members.get(member_id) or ConsumerMember(member_id), None
-        if existing.member_id == member_id:
-            return existing, None  # the same instance rejoins after being fenced
-        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise HeartbeatError(
-                Err.UNRELEASED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} cannot join "
-                f"the group because the instance id is owned by {existing.member_id} member.")
-        member = existing.copy(member_id=member_id, member_epoch=0, previous_member_epoch=0)
-        records.extend(cg.member_tombstones(group_id, existing.member_id))
-        records.append(cg.member_metadata_record(group_id, member))
-        records.append(cg.target_member_record(
-            group_id, member_id, group.target.get(existing.member_id, EMPTY)))
-        records.append(cg.current_assignment_record(group_id, member))
-        return member, existing
-
-    @staticmethod
-    def reconcile_member(group: ConsumerGroup, member: ConsumerMember, target_epoch: int,
-                         target: dict, owned, records: list[Record]) -> ConsumerMember:
-        """Step 3 of a heartbeat (also of a classic member's join): the member
-        reconciled towards its target, with a CurrentMemberAssignment record
-        if that changed it."""
-        if member.is_reconciled_to(target_epoch):
-            return member
-        try:
-            reconciled = cg.reconcile(member, target_epoch, target,
-                                      group.current_partition_epoch, owned)
-        except cg.FencedError as exc:
-            raise HeartbeatError(Err.FENCED_MEMBER_EPOCH, str(exc)) from None
-        if reconciled is not member:
-            records.append(cg.current_assignment_record(group.group_id, reconciled))
-        return reconciled
-
     def refresh_target(self, group: ConsumerGroup, updated: ConsumerMember,
                        replaced: ConsumerMember | None, subscription_changed: bool,
                        records: list[Record]) -> tuple[int, dict]:
@@ -488,7 +405,7 @@ class ConsumerGroupManager:
         group_epoch = group.group_epoch
         metadata = group.subscription_metadata
         if subscription_changed or group.metadata_refresh:
-            after = self._members_after(group, updated, replaced)
+            after = members_after(group, updated, replaced)
             metadata = compute_subscription_metadata(after.values(), self.topics,
                                                      self.regex_filter(group))
             bump = subscription_changed
@@ -504,115 +421,10 @@ class ConsumerGroupManager:
                     else "the subscribed topics changed")
             group.metadata_refresh = False
         if group_epoch > group.assignment_epoch:
-            target = self._update_target(group, group_epoch, updated, replaced, metadata, records)
+            target = update_target(group, group_epoch, updated, replaced, metadata, records,
+                                   self.assignor_names, self.regex_filter(group))
             return group_epoch, target
         return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
-
-    @staticmethod
-    def _members_after(group: ConsumerGroup, updated: ConsumerMember | None,
-                       replaced: ConsumerMember | None) -> dict[str, ConsumerMember]:
-        members = group.members
-        if replaced is not None or (updated is not None and
-                                    members.get(updated.member_id) is not updated):
-            members = dict(members)
-            if replaced is not None:
-                members.pop(replaced.member_id, None)
-            if updated is not None:
-                members[updated.member_id] = updated
-        return members
-
-    def _note_regex_principal(self, group: ConsumerGroup, regex: str | None,
-                              who: tuple[str, str] | None) -> None:
-        if who is not None and regex:
-            principals = self.regex_principals
-            key = (group.group_id, regex)
-            old = principals.get(key)
-            if old != who:
-                if len(principals) > 100_000:  # groups come and go: bounded (regex_filter
-                    principals.clear()         # falls back to the persisted subscription)
-                principals[key] = who
-                if old is None:
-                    # the first known since a load (or a new regex): the group
-                    # resolves again on this or its next heartbeat.  Members of
-                    # other principals sharing the regex only change whose rights
-                    # the next resolution uses (no refresh each, no epoch churn).
-                    group.metadata_refresh = True
-
-    def regex_filter(self, group: ConsumerGroup) -> Callable[[str, str], bool] | None:
-        """(regex, topic) -> does a resolution keep this match: all without an
-        authorizer; with one, the topics the principal of the latest heartbeat
-        of a member subscribed with the regex may DESCRIBE; and while that is
-        unknown (a shard just loaded), only the topics the group's persisted
-        subscription already holds, so nothing not yet authorized is assigned
-        before a heartbeat says who."""
-        describable = getattr(self.config, "topic_describable", None)
-        if describable is None:
-            return None
-        principals = self.regex_principals
-        gid = group.group_id
-        known = group.subscription_metadata
-
-        def allows(regex: str, topic: str) -> bool:
-            who = principals.get((gid, regex))
-            if who is None:
-                return topic in known
-            return describable(who[0], who[1], topic)
-        return allows
-
-    # ------------------------------------------------------------- target assignment
-    def preferred_assignor(self, members) -> str:
-        counts: dict[str, int] = {}
-        for m in members:
-            if m.server_assignor is not None:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        names = self.assignor_names
-        if counts:
-            best = max(counts.items(), key=lambda kv: (kv[1], -names.index(kv[0])
-                                                        if kv[0] in names else -len(names)))
-            if best[0] in ASSIGNORS:
-                return best[0]
-        return names[0]
-
-    def _update_target(self, group: ConsumerGroup, group_epoch: int,
-                       updated: ConsumerMember | None, replaced: ConsumerMember | None,
-                       metadata: Mapping[str, TopicInfo], records: list[Record]) -> dict:
-        members = self._members_after(group, updated, replaced)
-        assignor = self.preferred_assignor(members.values())
-        partitions = {info[0]: info[1] for info in metadata.values()}
-        subscription_cache: dict[tuple, frozenset] = {}
-        allows = self.regex_filter(group)
-        specs: dict[str, MemberSpec] = {}
-        for mid, m in members.items():
-            key = (m.subscribed_topic_names, m.subscribed_topic_regex)
-            subscribed = subscription_cache.get(key)
-            if subscribed is None:
-                ids = [metadata[n][0] for n in m.subscribed_topic_names if n in metadata]
-                regex = m.subscribed_topic_regex
-                if regex:
-                    ids += [metadata[n][0] for n in cg.regex_matches(regex, metadata)
-                            if allows is None or allows(regex, n)]
-                subscribed = subscription_cache[key] = frozenset(ids)
-            current = group.target.get(mid)
-            if current is None:
-                current = group.target.get(replaced.member_id, EMPTY) \
-                    if replaced is not None and m is updated else EMPTY
-            specs[mid] = MemberSpec(subscribed, current, m.instance_id, m.rack_id)
-        try:
-            result = ASSIGNORS[assignor](GroupSpec(specs, is_homogeneous(specs)), partitions)
-        except Exception as exc:  # AssignorError, or a custom assignor's failure
-            raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
-                                 f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: {exc}") from None
-        gid = group.group_id
-        for mid in specs:
-            new = result.get(mid, EMPTY)
-            old = group.target.get(mid)
-            if old is None or (new is not old and not cg.assignment_equal(old, new)):
-                records.append(cg.target_member_record(gid, mid, new))
-        records.append(cg.target_epoch_record(gid, group_epoch))
-        if updated is None:
-            return EMPTY
-        return cg.normalize(result.get(updated.member_id, EMPTY))
 
     # ------------------------------------------------------------- leave and fence
     def _leave(self, req: dict, now: int | None = None) -> Result:
@@ -777,125 +589,35 @@ class ConsumerGroupManager:
         records.append(cg.group_epoch_record(gid, epoch))
         self.epoch_reasons[gid] = "the subscribed topics changed"
         try:
-            self._update_target(group, epoch, None, None, metadata, records)
+            update_target(group, epoch, None, None, metadata, records, self.assignor_names,
+                          self.regex_filter(group))
         except HeartbeatError as exc:  # the next heartbeat tries again
             log.error("group %s: %s", gid, exc.message)
 
-    # ------------------------------------------------------------- describe
-    def topic_name(self, topic_id: bytes, group: ConsumerGroup) -> str | None:
-        for name, info in group.subscription_metadata.items():
-            if info[0] == topic_id:
-                return name
-        for name, info in self.topics.items():
-            if info[0] == topic_id:
-                return name
-        return None
+    # ------------------------------------------------------------- the rest (describe, admin)
+    reconcile_member = staticmethod(reconcile_member)
+    validate_offset_commit = staticmethod(validate_offset_commit)
+    validate_offset_fetch = staticmethod(validate_offset_fetch)
+    delete_group = staticmethod(delete_group)
 
-    def _described_assignment(self, assignment: Mapping, names: dict[bytes, str]) -> dict:
-        return {"topic_partitions": [
-            {"topic_id": t, "topic_name": names[t], "partitions": sorted(p)}
-            for t, p in sorted(assignment.items()) if p and t in names]}
+    def regex_filter(self, group: ConsumerGroup) -> Callable[[str, str], bool] | None:
+        """RegexAccess.filter: which regex matches a resolution keeps."""
+        return self.regex_access.filter(group)
 
-    def describe(self, group_ids: list[str], include_authorized_operations: bool = False) -> list[dict]:
-        out = []
-        for gid in group_ids:
-            if not gid:
-                out.append(describe_error(gid, Err.INVALID_GROUP_ID, None))
-                continue
-            group = self.groups.get(gid)
-            if group is None:
-                out.append(describe_error(gid, Err.GROUP_ID_NOT_FOUND,
-                                          f"Group {gid} is not a consumer group."
-                                          if gid in self.share_groups else f"Group {gid} not found."))
-                continue
-            names = {info[0]: n for n, info in self.topics.items()}
-            names.update({info[0]: n for n, info in group.subscription_metadata.items()})
-            members = []
-            for m in group.members.values():
-                members.append({
-                    "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
-                    "member_epoch": m.member_epoch, "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex,
-                    "assignment": self._described_assignment(m.assigned, names),
-                    "target_assignment": self._described_assignment(group.target.get(m.member_id, EMPTY),
-                                                                    names)})
-            out.append({"error_code": 0, "error_message": None, "group_id": gid,
-                        "group_state": group.state, "group_epoch": group.group_epoch,
-                        "assignment_epoch": group.assignment_epoch,
-                        "assignor_name": self.preferred_assignor(group.members.values()),
-                        "members": members,
-                        "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
-                        if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
-        return out
-
-    # ------------------------------------------------------------- offsets and admin
-    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
-                               version: int, transactional: bool = False) -> int:
-        """ConsumerGroup.validateOffsetCommit."""
-        if epoch < 0 and not group.members:
-            return Err.NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return Err.UNKNOWN_MEMBER_ID
-        if not transactional and member.classic_member_metadata is None and version < 9:
-            return Err.UNSUPPORTED_VERSION
-        if epoch != member.member_epoch:
-            if member.classic_member_metadata is not None:
-                return Err.ILLEGAL_GENERATION
-            return Err.ILLEGAL_GENERATION if transactional else Err.STALE_MEMBER_EPOCH
-        return Err.NONE
-
-    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, epoch: int) -> int:
-        """ConsumerGroup.validateOffsetFetch."""
-        if member_id is None and epoch < 0:
-            return Err.NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return Err.UNKNOWN_MEMBER_ID
-        if epoch != member.member_epoch:
-            if member.classic_member_metadata is not None:
-                return Err.ILLEGAL_GENERATION
-            return Err.STALE_MEMBER_EPOCH
-        return Err.NONE
+    def describe(self, group_ids: list[str], include_authorized_operations: bool = False
+                 ) -> list[dict]:
+        return admin.describe(self.groups, self.topics, self.share_groups, self.assignor_names,
+                              group_ids, include_authorized_operations)
 
     def list_groups(self, states: set[str], types: set[str]) -> list[dict]:
-        if types and "consumer" not in types:
-            return []
-        out = []
-        for gid, group in self.groups.items():
-            state = group.state
-            if states and state.lower() not in states:
-                continue
-            out.append({"group_id": gid, "protocol_type": "consumer", "group_state": state,
-                        "group_type": "consumer"})
-        return out
-
-    def delete_group(self, group: ConsumerGroup) -> tuple[int, list[Record]]:
-        if group.members:
-            return Err.NON_EMPTY_GROUP, []
-        return Err.NONE, cg.group_tombstones(group)
+        return admin.list_groups(self.groups, states, types)
 
     def offset_delete(self, group: ConsumerGroup, req: dict,
                       committed: Mapping[tuple[str, int], Any]) -> tuple[dict, list[Record]]:
-        """OffsetDelete on a consumer group: subscribed topics are refused per partition."""
-        from .offsets import delete_offsets
-        subscribed = group.subscribed_topic_names(self.topics) if group.members else set()
-        return delete_offsets(group.group_id, req["topics"], subscribed.__contains__, committed)
+        return admin.offset_delete(group, self.topics, req, committed)
 
     def cleanup(self, now: int, offsets, retention_ms: int) -> list[Record]:
-        """Expire offsets of unsubscribed topics (base: commit time); delete a group
-        left empty with no offsets (Kafka's cleanupGroupMetadata)."""
-        from .offsets import offset_tombstone
-        records: list[Record] = []
-        for gid, group in list(self.groups.items()):
-            subscribed = group.subscribed_topic_names(self.topics) if group.members else None
-            expired = offsets.expired(gid, now, retention_ms, None, subscribed)
-            records.extend(offset_tombstone(gid, t, p) for t, p in expired)
-            if not group.members and len(offsets.group_offsets(gid)) == len(expired):
-                records.extend(cg.group_tombstones(group))
-        return records
+        return admin.cleanup(self.groups, self.topics, now, offsets, retention_ms)
 
     def snapshot(self) -> dict:
         return {gid: g.snapshot() for gid, g in self.groups.items()}

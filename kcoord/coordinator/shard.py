@@ -21,7 +21,7 @@ from .classic_group_manager import (GROUP_METADATA, ClassicGroupManager, leave_r
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
-from .share_protocol_handlers import ShareGroupManager
+from .share_group_manager import ShareGroupManager
 from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
                       offset_tombstone)
@@ -108,11 +108,12 @@ class CoordinatorShard:
         self.classic = ClassicGroupManager(  # classic groups (JoinGroup/SyncGroup)
             self.config, self.timers, new_uuid or random_uuid)
         self.groups = self.classic.groups  # the classic groups (the name readers know)
+        consumer_groups: dict = {}  # the consumer manager's, which the share manager reads too
         self.share = ShareGroupManager(  # KIP-932 share groups
-            self.config, timers=self.timers,
-            other_group=self.is_other_group)
+            self.config, timers=self.timers, other_groups=(self.groups, consumer_groups))
         self.consumer = ConsumerGroupManager(  # KIP-848 consumer groups
-            self.config, self.groups, timers=self.timers, share_groups=self.share.groups)
+            self.config, self.groups, timers=self.timers, share_groups=self.share.groups,
+            groups=consumer_groups)
         # classic members in consumer groups, and conversions between the two types
         self.migration = GroupMigration(self.config, self.classic, self.consumer, self.timers)
         self.consumer.conversions = self.migration  # the consumer side asks it to convert
@@ -122,10 +123,6 @@ class CoordinatorShard:
         self.timer_handlers: dict[str, Callable[[tuple, int], Result]] = {
             **self.classic.timer_handlers(), **self.consumer.timer_handlers(),
             **self.migration.timer_handlers(), **self.share.timer_handlers()}
-
-    def is_other_group(self, group_id: str) -> bool:
-        """Is `group_id` a classic or consumer group (a share group may not take it)."""
-        return group_id in self.groups or group_id in self.consumer.groups
 
     def set_observer(self, observer: CoordinatorObserver | None) -> None:
         """Report rebalances and expiries to `observer` (None: to nobody).  Set

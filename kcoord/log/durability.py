@@ -52,7 +52,8 @@ class Durability(Protocol):
 
 
 class LocalDurability:
-    """Single node: a write is durable once fsynced here (in worker threads)."""
+    """Single node: a write is durable once fsynced here (in worker threads,
+    in the fsync batcher's adaptive rounds shared with the data plane)."""
 
     replicated = False
 
@@ -64,7 +65,7 @@ class LocalDurability:
         return self.batcher.closed
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
-        self.batcher.sync_in_threads(logs, done)
+        self.batcher.sync_then(logs, done)   # the shared adaptive rounds
 
     async def replayed(self, _plog, _end_offset: int, _epoch: int) -> None:
         return None  # one node: everything in its log is committed

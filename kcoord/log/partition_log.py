@@ -8,7 +8,8 @@ Durability: appends go to the page cache; flush() fsyncs the active segment
 (and the directory if segments were created or removed).  The broker calls
 flush() before answering acks=-1; flush_interval_messages adds a count-based
 flush.  On open only the active segment can hold unsynced bytes, so only it
-is verified batch by batch and cut at the first torn or corrupt batch;
+is verified batch by batch (past its recovery point: recovery_point.py)
+and cut at the first torn or corrupt batch;
 after a clean shutdown (the data dir's marker, clean_shutdown.py) close()
 left it fsynced with its indexes, and it is opened as a sealed one is.
 """
@@ -28,6 +29,7 @@ from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
 from .index import INT32_MAX
 from .epoch_checkpoint import read_epoch_checkpoint, write_epoch_checkpoint
 from .leader_epoch import EpochCache
+from .recovery_point import RecoveryPoint
 from .scan import file_batches, memory_batches
 from .start_offset import read_start_offset, write_start_offset
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment
@@ -56,6 +58,7 @@ class PartitionLog:
         self._dir_dirty = False       # segment files created/removed since the last flush
         self._closed = False
         self.recovery_scanned = False  # whether opening CRC-scanned the active segment
+        self.recovery_point = RecoveryPoint(self.path)  # how far a flush fsynced the active one
         self._open_segments(clean_shutdown)
         # raised by DeleteRecords (advance_log_start) above the first segment's base
         self._start_floor = read_start_offset(self.path)
@@ -63,6 +66,7 @@ class PartitionLog:
         # found counts): readers that must never see a write that could still
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
+        self._cuts = 0  # truncations so far: a flush racing one (in a worker thread) claims nothing
         self.epochs = self._load_epochs()
         # Set by replication while this node leads the partition: appends
         # that name no epoch (the coordinator's writes) are stamped with it.
@@ -112,7 +116,9 @@ class PartitionLog:
             self._segments.append(seg)
         active = Segment(self.path, ordered[-1], self.config)
         if not (clean_shutdown and active.open_clean()):
-            active.recover()  # logs a warning with the bytes dropped, if any
+            # logs a warning with the bytes dropped, if any; CRC-checks only
+            # past the recovery point (below it a flush fsynced every byte)
+            active.recover(self.recovery_point.read(active.base_offset, active.size))
             self.recovery_scanned = True
         self._segments.append(active)
         self._bases = [s.base_offset for s in self._segments]
@@ -345,11 +351,15 @@ class PartitionLog:
         created or removed (sealed segments were fsynced when sealed)."""
         self._check_open()
         end = self.log_end_offset  # read first: appends racing the fsync are not covered
-        self.active.flush()
+        cuts = self._cuts
+        active, generation = self.active, self.recovery_point.generation()
+        position = active.size
+        active.flush()
+        self.recovery_point.flushed(active.base_offset, position, generation)
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
-        if end > self.durable_end_offset:
+        if end > self.durable_end_offset and cuts == self._cuts:
             self.durable_end_offset = end
 
     def _fsync_dir(self) -> None:
@@ -429,6 +439,7 @@ class PartitionLog:
             if self.epochs.truncate_from_end(offset):
                 write_epoch_checkpoint(self.path, self.epochs)
             return
+        self.recovery_point.forget()  # bytes below it may be written again
         # Newest first: a crash midway leaves a shorter but consistent log.
         while len(self._segments) > 1 and self._bases[-1] >= offset:
             self._drop_segment(self._segments.pop())
@@ -448,6 +459,7 @@ class PartitionLog:
         if self._start_floor > self.log_end_offset:  # the log now restarts at its end
             write_start_offset(self.path, self.log_end_offset)
             self._start_floor = self.log_end_offset
+        self._cuts += 1
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
         if self.epochs.truncate_from_end(self.log_end_offset):
@@ -457,6 +469,7 @@ class PartitionLog:
         """Empty the log and restart it at `offset` (a follower behind its
         leader's log start: Kafka's truncateFullyAndStartAt)."""
         self._check_open()
+        self.recovery_point.forget()
         while len(self._segments) > 1:
             self._drop_segment(self._segments.pop())
             self._bases.pop()
@@ -466,6 +479,7 @@ class PartitionLog:
         if self._start_floor > offset:
             write_start_offset(self.path, offset)
             self._start_floor = offset
+        self._cuts += 1
         self.durable_end_offset = offset
         self.flush()
         self.epochs.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from itertools import chain
 from pathlib import Path
 
 from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
@@ -97,26 +98,29 @@ class Segment:
         self._bytes_since_index += LOG_OVERHEAD + header.batch_length
         self.next_offset = last + 1
 
-    def _reindex(self, *, verify: bool) -> int:
+    def _reindex(self, *, verify: bool, trusted: int = 0) -> int:
         """Rebuild both indexes and the summaries from the .log file.
 
         With verify=True (the active segment after a possible crash) every
-        batch's CRC and offset order are checked and the file is cut at the
-        first bad batch.  Returns the number of bytes dropped.
+        batch's CRC and offset order are checked from file position
+        `trusted` on (a batch boundary a flush fsynced up to) and the file
+        is cut at the first bad batch.  Returns the number of bytes dropped.
         """
         self.index.reset()
         self.time_index.reset()
         self._reset_state()
         end, reason = 0, None
         try:
-            for batch in file_batches(self._fd, 0, self.size, bodies=verify):
+            for batch in chain(file_batches(self._fd, 0, trusted, bodies=False),
+                               file_batches(self._fd, trusted, self.size, bodies=verify)):
                 header = batch.header
                 if verify:
                     if header.base_offset < self.next_offset:
                         raise CorruptSegmentError(
                             batch.position,
                             f"base offset {header.base_offset} below {self.next_offset}")
-                    if not batch_crc_ok(batch.buf, batch.offset, header):
+                    if batch.position >= trusted and \
+                            not batch_crc_ok(batch.buf, batch.offset, header):
                         raise CorruptSegmentError(batch.position, "CRC mismatch")
                 self._track(batch.position, header)
                 end = batch.position + LOG_OVERHEAD + header.batch_length
@@ -136,10 +140,10 @@ class Segment:
             log.error("%s: %s; indexed only the first %d bytes", self.log_path, reason, end)
         return dropped
 
-    def recover(self) -> int:
-        """Open as the active segment: verify every batch, cut a torn or
-        corrupt tail.  Returns the bytes dropped."""
-        return self._reindex(verify=True)
+    def recover(self, trusted: int = 0) -> int:
+        """Open as the active segment: verify every batch from file position
+        `trusted` on, cut a torn or corrupt tail.  Returns the bytes dropped."""
+        return self._reindex(verify=True, trusted=trusted)
 
     def open_clean(self) -> bool:
         """Open as the active segment after a clean shutdown (the close

@@ -14,7 +14,6 @@ is computed at request time.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
 from . import burrow_rules as burrow
@@ -184,7 +183,7 @@ class BurrowView:
     async def evaluate(self, group: str, now_ms: int | None = None) -> dict | None:
         """Burrow's ConsumerGroupStatus with every partition; None: NOTFOUND."""
         await self.refresh()
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        now_ms = self.runtime.clock.ms() if now_ms is None else now_ms
         parts = self._groups.get(group)
         if not parts:
             return None

@@ -8,8 +8,6 @@ kafka_exporter's names (`kafka_consumergroup_lag`, ...) plus
 """
 from __future__ import annotations
 
-import time
-
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
@@ -178,7 +176,7 @@ class KcoordCollector:
 
     # ---------------------------------------------------------------- lag
     def _lag(self):
-        now_ms = int(time.time() * 1000)
+        now_ms = self.runtime.clock.ms()  # the server's one clock
         topic_partitions = GaugeMetricFamily("kafka_topic_partitions",
                                              "Number of partitions for this topic",
                                              labels=["topic"])

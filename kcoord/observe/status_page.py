@@ -10,8 +10,6 @@ its tables (no framework, no external assets).
 """
 from __future__ import annotations
 
-import time
-
 from .events import ServerMetrics
 from .lag import RecordTimes, group_lags
 from ..coordinator import group_overviews, share_group_overviews
@@ -28,7 +26,7 @@ def _share_lags(shares) -> list:
 def status_snapshot(runtime, catalogue, metrics: ServerMetrics, times: RecordTimes,
                     shares=None) -> dict:
     """What the page shows, as JSON-ready data."""
-    now_ms = int(time.time() * 1000)
+    now_ms = runtime.clock.ms()  # the server's one clock
     lag: dict[str, list] = {}
     for row in group_lags(runtime, catalogue, now_ms, times):
         if row.log_end < 0:
@@ -67,7 +65,7 @@ def group_partitions(runtime, catalogue, times: RecordTimes, group: str,
     """The per-partition view of one group: committed offset, log end, lag and
     lag in seconds from the logs, Burrow's verdict and window from its view;
     a share group's start offset, high watermark and share lag."""
-    now_ms = int(time.time() * 1000)
+    now_ms = runtime.clock.ms()  # the server's one clock
     verdicts = {(p["topic"], p["partition"]): p
                 for p in (burrow_status or {}).get("partitions", [])}
     rows = []

@@ -12,6 +12,8 @@ Modules (Spark is imported only where it is needed):
   preflight    checks of the input before Spark starts (no Spark)
   burrow       Burrow's evaluation rules (no Spark)
   generations  group records -> one row per generation / epoch (no Spark)
+  share_state  __share_group_state (data dir or wire) replayed per share partition (no Spark)
+  share_jobs   the share-group table: share lag and problems
   jobs         the batch pipeline writing the Parquet tables
   stream       the Structured Streaming pipeline keeping lag and status current
   report       the HTML report with inline SVG plots

@@ -27,7 +27,7 @@ from ..observe import burrow_rules as burrow
 from .generations import GENERATION_FIELDS, generation_rows
 from .schema import ddl
 
-TABLES = ["commits", "offsets", "group_generations", "lag", "status"]
+TABLES = ["commits", "offsets", "group_generations", "lag", "status", "share_groups"]
 
 EVAL_FIELDS = [
     ("scope", "string"),            # "partition" or "group"
@@ -604,7 +604,30 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
                                              as_of_date(as_of))
     step("group_generations", t0)
 
+    t0 = time.time()
+    from pyspark.sql import functions as F
+
+    from .share_jobs import SHARE_GROUP_TABLE, share_groups_table
+    history = None
+    if live:
+        from .logend import server_log_end_history
+
+        def history(tps, times):       # live log ends: the past ones by ListOffsets
+            return server_log_end_history(live, tps, times, client_properties)
+    share_df, share_rows, share_live = share_groups_table(
+        spark, records, names, obs, None if bootstrap_server else data_dir, bootstrap_server,
+        client_properties, history)
+    table_rows[SHARE_GROUP_TABLE] = _write(
+        share_df.withColumn("date", F.lit(as_of_date(as_of)).cast("date")),
+        out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
+    step("share_groups", t0)
+
     summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)
+    summary["share_groups"] = {
+        "groups": sorted(share_live | {r["group"] for r in share_rows}),
+        "partitions": len(share_rows),
+        "with_problems": sorted({r["group"] for r in share_rows if r["problems"]})}
+    summary["share_partitions"] = share_rows   # small: one row per share partition
     # where the records came from: a data dir, or a bootstrap address read over the wire
     summary["data_dir"] = None if bootstrap_server else str(data_dir)
     summary["bootstrap_server"] = bootstrap_server
@@ -619,12 +642,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         from .report import write_report
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
-        history = None
-        if live:
-            from .logend import server_log_end_history
-
-            def history(tps, times):
-                return server_log_end_history(live, tps, times, client_properties)
         write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
                      (min(span), max(span)) if span else None, live_ends=bool(live),
                      history=history)
@@ -724,7 +741,12 @@ RECORD_NAMES = {0: "offset_commit_v0_key", 1: "offset_commit", 2: "group_metadat
                 3: "consumer_group_metadata", 4: "consumer_group_partition_metadata",
                 5: "consumer_group_member_metadata", 6: "consumer_group_target_assignment_metadata",
                 7: "consumer_group_target_assignment_member",
-                8: "consumer_group_current_member_assignment"}
+                8: "consumer_group_current_member_assignment",
+                10: "share_group_member_metadata", 11: "share_group_metadata",
+                12: "share_group_target_assignment_metadata",
+                13: "share_group_target_assignment_member",
+                14: "share_group_current_member_assignment",
+                15: "share_group_state_partition_metadata"}
 
 
 def _summary(records, counts, out_dir: Path, as_of: int, data_dir, obs, rows: dict) -> dict:

@@ -416,6 +416,7 @@ td.t, td.w, span.w {{ white-space: nowrap; }}
 <p class="note">Time lag: how long the oldest record a group has not consumed has waited.
 Deleted groups and partitions whose offsets were deleted or expired are not listed.</p>
 {status_table(status_rows)}
+<h2>Share groups</h2>{share_section(summary.get("share_partitions", []))}
 <h2>Rebalances</h2>{reb_chart}
 <table><tr><th>most generations</th><th>count</th></tr>{top_html}</table>
 <h2>Run summary</h2>
@@ -426,6 +427,36 @@ Deleted groups and partitions whose offsets were deleted or expired are not list
 <table><tr><th>table</th><th>rows</th></tr>{tables}</table>
 </body></html>
 """
+
+
+def _count(v) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+def share_section(rows: list[dict], most: int = 200) -> str:
+    """The share partitions (KIP-932), those with problems first."""
+    if not rows:
+        return "<p>none</p>"
+    rows = sorted(rows, key=lambda r: (not r["problems"], -(r["lag"] or 0), r["group"],
+                                       r["topic"], r["partition"]))
+    cells = []
+    for r in rows[:most]:
+        badges = "".join(_badge(p) for p in r["problems"]) or _badge("OK")
+        cells.append(
+            f"<tr><td>{html.escape(r['group'])}</td><td>{html.escape(r['topic'])}</td>"
+            + "".join(f"<td class='n'>{_count(r[k])}</td>" for k in (
+                "partition", "start_offset", "log_end_offset", "in_flight", "acknowledged",
+                "archived", "archived_at_limit", "lag")) +
+            f"<td>{badges}</td></tr>")
+    more = (f"<p class='note'>{len(rows) - most:,} more in the share_groups table.</p>"
+            if len(rows) > most else "")
+    return ("<p class='note'>Share lag: records between the share-partition start offset "
+            "and the log end not yet acknowledged or archived. In flight: records delivered "
+            "and not finished; archived at limit: records given up after the delivery-count "
+            "limit (poison records).</p><table><tr><th>share group</th><th>topic</th>"
+            "<th>partition</th><th>start offset</th><th>log end</th><th>in flight</th>"
+            "<th>acknowledged</th><th>archived</th><th>archived at limit</th><th>share lag</th>"
+            "<th>problems</th></tr>" + "".join(cells) + "</table>" + more)
 
 
 def _duration(ms: int) -> str:

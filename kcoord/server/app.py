@@ -71,7 +71,7 @@ class Server:
         self.catalogue = Catalogue(config.data_dir, config.values)
         self.security.use_catalogue(self.catalogue)
         self.fsync = FsyncBatcher()  # the one fsync batcher: data plane and coordinators
-        self.data = DataPlane(self.catalogue, config, self.fsync)
+        self.data = DataPlane(self.catalogue, config, self.fsync, clock=self.clock)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)
         # /metrics counts only when the HTTP endpoint is on; the log lines are always there

@@ -46,11 +46,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, INT_MAX),
     "group.coordinator.rebalance.protocols": (list, ["classic", "consumer"]),
-    "group.coordinator.append.linger.ms": (int, 10),
+    # -1: adaptive (Kafka 4.2's default, KAFKA-19826): a round starts once
+    # the loop has run what is queued, no linger on an idle path
+    "group.coordinator.append.linger.ms": (int, -1),
     # a __consumer_offsets shard's state is snapshotted beside its log every
     # this many records (and at a clean stop), so a restart replays only the
     # records after it; 0: no snapshots (server/snapshot_schedule.py)
-    "group.coordinator.snapshot.interval.records": (int, 1_000_000),
+    "group.coordinator.snapshot.interval.records": (int, 100_000),
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.min.session.timeout.ms": (int, 45000),
     "group.consumer.max.session.timeout.ms": (int, 60000),
@@ -133,7 +135,7 @@ MINIMUMS = {
     "group.min.session.timeout.ms": 0,
     "group.initial.rebalance.delay.ms": 0,
     "group.max.size": 1,
-    "group.coordinator.append.linger.ms": 0,
+    "group.coordinator.append.linger.ms": -1,
     "group.coordinator.snapshot.interval.records": 0,
     "group.consumer.session.timeout.ms": 1,
     "group.consumer.min.session.timeout.ms": 1,

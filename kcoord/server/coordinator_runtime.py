@@ -45,7 +45,7 @@ from ..protocol.errors import Err
 from .dispatch import Reply
 from ..log.durability import Durability, LocalDurability, NotReplicated
 from .clock import WallClock
-from .fsync_rounds import FsyncRounds
+from .fsync_rounds import FULL_BATCH_RECORDS, FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
@@ -309,6 +309,8 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if not self._queued:
             self._queued = True
             self.commit.add(self)
+        elif len(batch.records) >= FULL_BATCH_RECORDS:
+            self.commit.filled()
         return batch
 
     def _queue_run(self, meta, records: list) -> _Batch:
@@ -555,7 +557,7 @@ class CoordinatorRuntime:
         metrics = self.events if isinstance(self.events, ServerMetrics) else None
         self.metrics = metrics
         self.core_config = self.new_core_config(config.values)
-        # an adaptive linger (-1, the share coordinator's default) appends at once
+        # the adaptive linger (-1, the default) starts a round once the loop's queue drained
         self.linger = max(config[self.LINGER_KEY], 0)
         # one group commit for every shard
         self.commit = FsyncRounds(self.linger, durability or LocalDurability(), metrics=metrics,
@@ -735,6 +737,8 @@ class CoordinatorRuntime:
             # (latest per key), so live and reloaded state stay equal
             plog = shard.plog
             if plog.sealed_segments() and plog.active.base_offset > shard.compacted_upto:
+                if self.snapshots is not None and not self.snapshots.may_compact(shard):
+                    continue  # a catch-up reads the segments: next time
                 try:
                     compact(plog, now, delete_retention)
                 except Exception:

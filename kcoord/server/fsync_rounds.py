@@ -26,14 +26,25 @@ class Committable(Protocol):
         """The batch is durable (error None) or will not be: answer its writes."""
 
 
+# records of one shard that start a lingering round at once (Kafka flushes a
+# batch that has no room left; coordinator records are some 100 bytes, its
+# batches at most 1 MiB)
+FULL_BATCH_RECORDS = 8192
+
+
 class FsyncRounds:
     """Group commit across every shard of the runtime: rounds of appends made
     durable together (fsync batching; not consumer groups' commits).
 
-    A shard with records to write joins the next round.  A round starts
-    `group.coordinator.append.linger.ms` after its first write (at once when
-    the linger is 0), or as soon as the round before it is durable, so at
-    most one round is under way: each shard of the round appends its
+    A shard with records to write joins the next round.  With the adaptive
+    linger (-1, the default, as Kafka's KAFKA-19826; 0 is the same here) a
+    round starts once the loop has run the work already queued on it (the
+    requests read in that iteration have all written): no linger on an idle
+    path, and under load everything written while a round is durable-bound
+    joins the next.  A positive `group.coordinator.append.linger.ms` starts
+    it that long after its first write, or at once when a shard's batch
+    fills (FULL_BATCH_RECORDS).  Either way it starts as soon as the round
+    before it is durable, so at most one round is under way: each shard of the round appends its
     pending records as one batch (on the loop, to the page cache), then the
     durability object makes all of them durable together and the loop
     serves meanwhile; once they are all done the waiting writes are
@@ -76,7 +87,11 @@ class FsyncRounds:
             if self.linger > 0:
                 self._timer = loop.call_later(self.linger, self._round)
             else:
-                loop.call_soon(self._round)
+                loop.call_soon(self._round)   # behind the work already queued
+
+    def filled(self) -> None:
+        """A shard's pending batch is full: a lingering round starts now."""
+        self.hurry()
 
     def hurry(self) -> None:
         """Start the lingering round now (a transaction's steps wait on it one

@@ -15,6 +15,7 @@ import struct
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
+from typing import Protocol
 
 from ..coordinator.result import Record
 from ..coordinator.snapshot import decode_state
@@ -256,6 +257,23 @@ class ShardLoader:
                 sink.raw(*op)
         return True
 
+class ReplaySink(Protocol):
+    """What LogScan hands what it takes to, in log order (CoreReplay,
+    CollectSink; the declared seam for any other replay target)."""
+
+    records_loaded: int
+
+    def latest(self, latest: dict) -> None:
+        """The latest OffsetCommit per key taken since the last call (clears it)."""
+
+    def raw(self, key: bytes | None, value: bytes | None) -> None:
+        """Any other record (key None: a record without a key)."""
+
+    def txn(self, op: tuple) -> None:
+        """(pid, epoch, commit) of a marker, or (pid, epoch, [(key, value)])
+        of a transactional batch."""
+
+
 class LogScan:
     """The loader's walk of a shard's log: batches to records, the latest
     OffsetCommit of each key kept (ShardLoader.replay_log says why), and
@@ -263,7 +281,7 @@ class LogScan:
     latest commits), sink.raw(key, value), sink.txn(op); the sink counts
     records_loaded (commits taken are counted here, when taken)."""
 
-    def __init__(self, sink) -> None:
+    def __init__(self, sink: ReplaySink) -> None:
         self.sink = sink
 
     def scan_chunk(self, chunk, latest: dict, offset: int) -> int:

@@ -1,6 +1,6 @@
 """ShareGroupHeartbeat (76) and ShareGroupDescribe (77): KIP-932 share groups
 in the group coordinator (same shards, runtime and __consumer_offsets log
-as the classic and consumer groups; the core is coordinator/share_protocol_handlers.py).
+as the classic and consumer groups; the core is coordinator/share_group_manager.py).
 
 Share-partition initialization is the one step with I/O: a heartbeat whose
 answer carries a ShareInitialization is answered once its records are
@@ -17,7 +17,7 @@ import logging
 from typing import Callable
 
 from ..coordinator.result import Result
-from ..coordinator.share_protocol_handlers import (ShareHeartbeatAnswer, ShareInitialization,
+from ..coordinator.share_group_manager import (ShareHeartbeatAnswer, ShareInitialization,
                                                    ShareOffsetsDeletion, alter_offsets_error,
                                                    delete_offsets_error, describe_error,
                                                    heartbeat_error, validate_heartbeat)

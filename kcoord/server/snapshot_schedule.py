@@ -7,8 +7,9 @@
 - Every time the log has grown by the interval past the last snapshot: a
   worker process catches a separate core up (snapshot_catchup.py), one job
   at a time per runtime, so serving never pauses for it.
-- At a clean shutdown: the same catch-up in this process, for every shard
-  with records past its last snapshot.
+- At a clean shutdown: the same catch-up in this process, for the shards
+  with records past their last snapshot, longest tails first, within
+  SHUTDOWN_BUDGET_S (the next load replays what is left).
 
 A snapshot covers only durable records (fsynced here, below the high
 watermark in a cluster); the load checks it against the log anyway.
@@ -17,14 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 
 from ..coordinator.snapshot import encode_state
-from .shard_snapshot import mark_of, write_snapshot_file
+from .shard_snapshot import FILE_NAME, mark_of, snapshot_mark, write_snapshot_file
 from .snapshot_catchup import catch_up, portable_config, segments_of
 
 log = logging.getLogger("kcoord.coordinator")
+
+SHUTDOWN_BUDGET_S = 5.0  # the most a clean stop spends on snapshots
 
 
 class ShardSnapshots:
@@ -98,26 +102,56 @@ class ShardSnapshots:
         if result is not None:
             shard.snapshot_mark = result[0]
 
+    def may_compact(self, shard) -> bool:
+        """Before the shard's sealed segments are compacted: not while a
+        catch-up reads them; and a snapshot below them is deleted, since
+        compaction may drop a tombstone its tail still needs (the snapshot
+        holds the key the tombstone removes)."""
+        if shard.index in self.jobs:
+            return False
+        mark = snapshot_mark(shard.plog.path)
+        if mark is not None and mark.end < shard.plog.active.base_offset:
+            (shard.plog.path / FILE_NAME).unlink(missing_ok=True)
+            shard.snapshot_mark = None
+            log.info("shard %d: coordinator snapshot at offset %d deleted before compacting "
+                     "the segments after it", shard.index, mark.end)
+        return True
+
     def at_shutdown(self, shards: list) -> None:
-        """Let a catch-up under way finish, then catch up every shard with
-        records past its snapshot here (its logs flushed first)."""
+        """Let a catch-up under way finish, then catch up the shards with
+        records past their snapshot here (logs flushed first), the longest
+        tails first, for at most SHUTDOWN_BUDGET_S: a stop stays bounded,
+        and the next load replays what is left."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
-        for job_shard, job in list(self.jobs.items()):
+        for index, job in list(self.jobs.items()):
             if job.done() and not job.cancelled() and job.exception() is None \
                     and job.result() is not None:
-                shards[job_shard].snapshot_mark = job.result()[0]
+                shards[index].snapshot_mark = job.result()[0]
         self.jobs.clear()
+        tails = []
         for shard in shards:
             try:
                 shard.plog.flush()
                 upto = self.durable_end(shard.plog)
-                if upto <= self.covered(shard):
-                    continue
+            except Exception as exc:  # a closed log: nothing to snapshot
+                log.warning("shard %d: no shutdown snapshot: %r", shard.index, exc)
+                continue
+            if upto > self.covered(shard):
+                tails.append((upto - self.covered(shard), upto, shard))
+        tails.sort(key=lambda t: -t[0])
+        deadline = time.monotonic() + SHUTDOWN_BUDGET_S
+        for done, (_, upto, shard) in enumerate(tails):
+            if time.monotonic() > deadline:
+                log.info("%d shards left with records past their snapshot after %.0f s of "
+                         "shutdown snapshots: their next load replays them",
+                         len(tails) - done, SHUTDOWN_BUDGET_S)
+                break
+            try:
                 result = catch_up(str(shard.plog.path), segments_of(shard.plog),
                                   shard.snapshot_mark, upto, shard.config, shard.index)
-            except Exception as exc:  # a closed log, a full disk: the next load replays more
+            except Exception as exc:  # a full disk: the next load replays more
                 log.warning("shard %d: the shutdown snapshot failed: %r", shard.index, exc)
                 continue
             if result is not None:

@@ -131,6 +131,9 @@ class TxnHandlers:
     async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
         code = self._not_ready(req["transactional_id"])
         if not code:
+            # a retry while the last one's markers are under way answers as
+            # Kafka does once it is CompleteCommit/Abort, not CONCURRENT_TRANSACTIONS
+            await self.runtime.settled(req["transactional_id"])
             res = self.core.end_txn(req["transactional_id"], req["producer_id"],
                                     req["producer_epoch"], req["committed"], self.runtime.clock.ms())
             # answered once Prepare* is durable (Kafka's shape); markers follow

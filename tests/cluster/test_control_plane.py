@@ -264,6 +264,28 @@ def test_a_new_incarnation_joins_the_isr_only_after_the_controller_fenced_the_ol
     asyncio.run(main())
 
 
+def test_the_old_incarnations_lease_ending_leaves_the_new_registration(etcd):
+    """A restarted node registers under a new lease while the old one may
+    still run out later: the put moved its key to the new lease, so the old
+    lease's end (expiry, or a late revoke) unregisters nothing."""
+    async def main():
+        p = plane(etcd, 1)
+        await p.start()
+        try:
+            await wait(p, lambda: 1 in p.view.nodes, "registered")
+            old_lease = p.session.lease_id
+            await p.session._grant()
+            await p._reregister()
+            await wait(p, lambda: p.view.sessions.get(1) == p.session.lease_id, "new lease seen")
+            await p.client.revoke_lease(old_lease)
+            got = await p.client.get(p.keys.node(1).encode())
+            assert got is not None and got.lease == p.session.lease_id != old_lease
+            assert p.view.sessions.get(1) == p.session.lease_id
+        finally:
+            await p.stop(controlled=False)
+    asyncio.run(main())
+
+
 def test_a_paused_node_learns_its_lease_lapsed_and_is_fenced(etcd):
     """The whole process (both nodes and so the controller too) stalls past
     the lease, as under SIGSTOP: on waking each node tells its listeners the

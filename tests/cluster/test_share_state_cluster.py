@@ -11,7 +11,8 @@ from kcoord.coordinator.partitioner import partition_for
 from kcoord.log.start_offset import read_start_offset
 from kcoord.protocol.errors import Err
 from kcoord.server.share_runtime import share_key
-from tests.clients.wire import WireClient, create_topic, list_offset, metadata
+from tests.clients.wire import (WireClient, create_topic, decode_response, encode_request,
+                                list_offset, metadata)
 from tests.cluster.support import Cluster, wait_until
 
 FIND, INIT, READ, WRITE, SUMMARY, DESCRIBE_OFFSETS = 10, 83, 84, 85, 87, 90
@@ -157,6 +158,39 @@ def _offsets_agree(cluster, group: str, log) -> None:
     assert 0 <= start <= hw and not unconfirmed, (start, hw, unconfirmed[:10])
 
 
+def _consuming(cluster) -> tuple:
+    """Topic t (RF 3), a group whose share state lives on a third node (neither
+    t's leader nor the group's coordinator), one ShareConsumer receiving ->
+    (t's id, group, that share coordinator, Deliveries, the ShareWorker)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.clients.share_workers import Deliveries, ShareWorker
+    from tests.clients.test_share_consumers import flowing
+    bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # alive until its futures end
+    for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
+        f.result(60)
+    part = _leader_of_t(cluster, 1)
+    tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
+    group, share_leader = _group_away_from(cluster, tid, {data_leader})
+    log = Deliveries()
+    worker = ShareWorker("m", bootstrap, group, "t", log)
+    worker.start()
+    try:
+        flowing(bootstrap, "t", 1, log)
+    except BaseException:
+        worker.stop.set()
+        raise
+    return tid, group, share_leader, log, worker
+
+
+def _delivered_within_limit(log, values: list[bytes]) -> None:
+    """Every value delivered, its delivery counts 1, 2, ... within the limit."""
+    counts = {v: [c for _, c in log.received[v]] for v in values}
+    assert all(counts[v] for v in values)                       # none lost
+    assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
+               for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+
+
 def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(etcd, tmp_path):
     """confluent_kafka.ShareConsumer on a 3-node cluster, the share state on a
     third node (neither the data leader nor the group coordinator), reached
@@ -166,25 +200,11 @@ def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(e
     before a failure is delivered again after it, delivery counts go 1, 2,
     ... within the limit, and the pruned __share_group_state's log start is
     followed by the replicas."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-    from tests.clients.share_workers import Deliveries, ShareWorker
-    from tests.clients.test_share_consumers import flowing
-
     cluster = Cluster(etcd, tmp_path, settings=SHARE_SETTINGS).start()
     worker = None
     try:
-        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
-            f.result(60)
-        part = _leader_of_t(cluster, 1)
-        tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
-        group, share_leader = _group_away_from(cluster, tid, {data_leader})
+        tid, group, share_leader, log, worker = _consuming(cluster)
         key = share_key(group, tid, 0)
-        log = Deliveries()
-        worker = ShareWorker("m", bootstrap, group, "t", log)
-        worker.start()
-        flowing(bootstrap, "t", 1, log)
         values = [b"r%04d" % i for i in range(400)]
         _through_failover(cluster, log, values[:200], _sigkill(cluster, share_leader))
         survivor = cluster.running()[0]
@@ -203,10 +223,7 @@ def test_share_consumer_survives_the_share_coordinator_and_data_leader_failing(e
         wait_until(lambda: all(read_start_offset(cluster.nodes[n].data_dir / state_dir) > 0
                                for n in cluster.running()),
                    "__share_group_state pruned on its leader and followers")
-        counts = {v: [c for _, c in log.received[v]] for v in values}
-        assert all(counts[v] for v in values)                       # none lost
-        assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
-                   for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+        _delivered_within_limit(log, values)
     finally:
         if worker is not None:
             worker.stop.set()
@@ -220,25 +237,11 @@ def test_share_consumer_survives_its_share_coordinator_paused_past_its_lease(etc
     (its leadership of the state partition is gone), every record is
     acknowledged, none confirmed before the pause is delivered again after
     it, and DescribeShareGroupOffsets agrees with the acknowledgements."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-    from tests.clients.share_workers import Deliveries, ShareWorker
-    from tests.clients.test_share_consumers import flowing
-
     cluster = Cluster(etcd, tmp_path, settings=SHARE_SETTINGS).start()
     worker, paused = None, None
     try:
-        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for f in admin.create_topics([NewTopic("t", 1, 3)]).values():
-            f.result(60)
-        part = _leader_of_t(cluster, 1)
-        tid, data_leader = part["topic_id"], part["partitions"][0]["leader_id"]
-        group, paused = _group_away_from(cluster, tid, {data_leader})
+        tid, group, paused, log, worker = _consuming(cluster)
         key = share_key(group, tid, 0)
-        log = Deliveries()
-        worker = ShareWorker("m", bootstrap, group, "t", log)
-        worker.start()
-        flowing(bootstrap, "t", 1, log)
         survivor = next(n for n in (1, 2, 3) if n != paused)
         proc = cluster.nodes[paused].proc
         moved: dict = {}
@@ -254,16 +257,21 @@ def test_share_consumer_survives_its_share_coordinator_paused_past_its_lease(etc
 
         def wake() -> None:
             # the state as the new coordinator holds it, then a write of a marker
-            # start offset sent to the woken node before it may know it lost the lease
+            # start offset queued to the paused node (the kernel takes the connection
+            # and bytes), so it is there the moment the node wakes, before it may
+            # have learnt that its lease lapsed
             summary = wait_until(lambda: (p := _state_call(cluster, moved["node_id"], SUMMARY,
                                                            summary_of))["error_code"] == 0 and p,
                                  "the new coordinator's summary")
-            proc.send_signal(signal.SIGCONT)
-            stale.update(_state_call(cluster, paused, WRITE, {
-                "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
-                    "partition": 0, "state_epoch": summary["state_epoch"],
-                    "leader_epoch": summary["leader_epoch"], "start_offset": MARKER,
-                    "delivery_complete_count": 0, "state_batches": []}]}]}))
+            with WireClient(cluster.nodes[paused].port) as c:
+                c.send_raw(encode_request(WRITE, 0, {
+                    "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
+                        "partition": 0, "state_epoch": summary["state_epoch"],
+                        "leader_epoch": summary["leader_epoch"], "start_offset": MARKER,
+                        "state_batches": []}]}]}))
+                proc.send_signal(signal.SIGCONT)
+                _, answer = decode_response(WRITE, 0, c.recv_frame())
+            stale.update(answer["results"][0]["partitions"][0])
 
         values = [b"s%04d" % i for i in range(200)]
         _through_failover(cluster, log, values, pause, wake)
@@ -277,10 +285,7 @@ def test_share_consumer_survives_its_share_coordinator_paused_past_its_lease(etc
         owner = _coordinator(cluster, survivor, key)["node_id"]
         state = _state_call(cluster, owner, SUMMARY, summary_of)
         assert state["error_code"] == 0 and state["start_offset"] != MARKER, state
-        counts = {v: [c for _, c in log.received[v]] for v in values}
-        assert all(counts[v] for v in values)                       # none lost
-        assert all(c == list(range(1, len(c) + 1)) and len(c) <= LIMIT
-                   for c in counts.values()), {v: c for v, c in counts.items() if len(c) > 1}
+        _delivered_within_limit(log, values)
     finally:
         if worker is not None:
             worker.stop.set()

@@ -10,7 +10,7 @@ import pytest
 
 from kcoord.coordinator.consumer_group import TopicInfo
 from kcoord.coordinator.share_group import GROUP_EMPTY, GROUP_STABLE
-from kcoord.coordinator.share_protocol_handlers import ShareHeartbeatAnswer
+from kcoord.coordinator.share_group_manager import ShareHeartbeatAnswer
 from kcoord.coordinator.shard import CoordinatorConfig
 from kcoord.protocol.errors import Err
 from kcoord.protocol.record_codec import decode_record
@@ -338,7 +338,7 @@ def test_broken_variants_are_caught(monkeypatch):
     """The schedule's checks fail on a deliberately broken core: an assignor
     that ignores initialization, and a heartbeat that bumps a member's epoch
     in memory without a record (live no longer equals replayed)."""
-    from kcoord.coordinator import share_protocol_handlers as sph
+    from kcoord.coordinator import share_group_manager as sph
     real_assign = sph.simple_assignor.assign
     monkeypatch.setattr(sph.simple_assignor, "assign",
                         lambda spec, partitions, assignable=None: real_assign(spec, partitions))
@@ -469,7 +469,7 @@ def test_alter_offsets(h):
 def test_delete_offsets(h):
     """Kafka's sharePartitionsEligibleForOffsetDeletion and
     completeDeleteShareGroupOffsets, replayed."""
-    from kcoord.coordinator.share_protocol_handlers import ShareOffsetsDeletion
+    from kcoord.coordinator.share_group_manager import ShareOffsetsDeletion
     h.join("m1", names=("foo", "bar"))
     assert h.shard.share_delete_offsets(GROUP, ["foo"], h.topics).response["error_code"] == \
         Err.NON_EMPTY_GROUP

@@ -55,32 +55,8 @@ class QueueWorkload:
 
     # ------------------------------------------------------------ producer
     def _producer(self) -> None:
-        from confluent_kafka import Producer
-        h = self.history
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 120000, "logger": _Silent()})
-        n = 0
-
-        def report(op):
-            def done(err, msg):
-                if err is None:
-                    h.complete(op, OK, partition=msg.partition(), offset=msg.offset())
-                else:
-                    h.complete(op, UNKNOWN, error=str(err.code()))
-            return done
-        while not self.stop.is_set():
-            n += 1
-            value = f"q{n}"
-            p = n % PARTITIONS
-            op = h.invoke("producer", "produce", None, value, partition=p)
-            try:
-                producer.produce(TOPIC, value.encode(), partition=p, on_delivery=report(op))
-            except BufferError:
-                h.complete(op, FAIL, error="queue full")  # never handed to the client
-            producer.poll(0)
-            time.sleep(1.0 / self.rate)
-        producer.flush(30)
+        unique_producer(self.history, self.bootstrap, self.stop, self.rate, TOPIC, PARTITIONS,
+                        "producer", "produce", "q")
 
     # ------------------------------------------------------------ consumers
     def _consumer(self, group: str, protocol: str, name: str) -> None:
@@ -129,6 +105,42 @@ class QueueWorkload:
                 consumer.close()
             except Exception:  # closing during a fault: nothing left to record
                 pass
+
+
+def unique_producer(h: History, bootstrap: str, stop: threading.Event, rate: float,
+                    topic: str, partitions: int, process: str, f: str, prefix: str,
+                    on_ok=None) -> None:
+    """acks=all idempotent produce of `prefix`1, 2, ... round robin over the
+    partitions at `rate`/s until `stop`: each an operation `f`, ok with its
+    partition and offset (then on_ok(partition, offset)), unknown on a
+    delivery error, failed when the client's queue is full."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "message.timeout.ms": 120000, "logger": _Silent()})
+    n = 0
+
+    def report(op):
+        def done(err, msg):
+            if err is None:
+                h.complete(op, OK, partition=msg.partition(), offset=msg.offset())
+                if on_ok is not None:
+                    on_ok(msg.partition(), msg.offset())
+            else:
+                h.complete(op, UNKNOWN, error=str(err.code()))
+        return done
+    while not stop.is_set():
+        n += 1
+        value = f"{prefix}{n}"
+        p = n % partitions
+        op = h.invoke(process, f, None, value, partition=p)
+        try:
+            producer.produce(topic, value.encode(), partition=p, on_delivery=report(op))
+        except BufferError:
+            h.complete(op, FAIL, error="queue full")  # never handed to the client
+        producer.poll(0)
+        time.sleep(1.0 / rate)
+    producer.flush(30)
 
 
 class _Silent:

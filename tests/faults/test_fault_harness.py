@@ -63,11 +63,9 @@ def test_every_partition_kind_was_injected_and_healed(quick_run):
 
 def test_the_checkers_find_no_anomaly(quick_run):
     assert set(quick_run["anomalies"]) == {"register", "queue", "transactions"}
-    # "no-final-read" means a client stayed stuck in its calls, so the checker
-    # could not judge that run: counted in the results, not a safety anomaly
-    bad = {name: {k: v for k, v in r["anomalies"].items() if k != "no-final-read"}
-           for name, r in quick_run["checkers"].items()}
-    bad = {name: a for name, a in bad.items() if a}
+    # strict: "no-final-read" too (a librdkafka processor stuck past its calls'
+    # timeouts is fenced for the final read, so the checker can always judge)
+    bad = {name: r["anomalies"] for name, r in quick_run["checkers"].items() if r["anomalies"]}
     assert not bad, json.dumps(bad, indent=1)[:4000]
 
 
@@ -81,6 +79,7 @@ def test_a_graceful_stop_after_the_faults_is_clean(quick_run):
     """Every node exits 0 on SIGTERM, and none logs a task that failed on a
     closed log (parked Fetch long polls are answered before the logs close)."""
     assert all(code == 0 for code in quick_run["stop_exit_codes"].values()), quick_run
-    # other tracebacks at stop (one task exception was seen once, its log not kept) are
-    # reported in bench/results/faults.md, not asserted here
-    assert not [p for p in quick_run["stop_problems"] if "log is closed" in p], quick_run
+    # nor a replica fetcher's call failing as it is cancelled ("Task exception
+    # was never retrieved": its connection refused by a leader that stopped first)
+    assert not [p for p in quick_run["stop_problems"]
+                if "log is closed" in p or "never retrieved" in p], quick_run

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from kcoord.log import LogConfig
+from kcoord.protocol.errors import CorruptRecordError
 from kcoord.protocol.records import build_batch, decode_all, iter_batches, read_batch_header
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=200)
@@ -267,3 +268,56 @@ def test_segment_headers_stop_quietly_where_a_recovery_would_cut(tmp_path):
     bad[got[3][0] + 16] = 1                                  # batch 3's magic
     path.write_bytes(bytes(bad))
     assert list(segment_headers(path)) == got[:3]
+
+
+def test_recovery_point_limits_the_crc_scan_and_truncation_forgets_it(open_log, monkeypatch):
+    """Past the recovery point a flush wrote, the active segment is checked
+    batch by batch after a crash; below it only headers are read (a flipped
+    value byte there is not looked for).  A truncation forgets the point."""
+    from kcoord.log import recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1)
+    log = open_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=200))
+    for i in range(20):
+        log.append(batch(3, ts=1000 + i))
+    log.flush()
+    path = active_file(log)
+    point = (log.path / recovery_point.FILE_NAME).read_text().split()
+    assert point == ["0", str(path.stat().st_size)]
+    for i in range(5):
+        log.append(batch(3, ts=2000 + i))  # past the point: never flushed
+    data, batches = batches_of(path)
+    trusted_pos, trusted = batches[3]
+    torn_pos, torn = batches[22]
+
+    def damage():
+        flipped = bytearray(data)
+        flipped[trusted_pos + trusted.size - 3] ^= 0x40  # a value byte below the point
+        flipped[torn_pos + torn.size - 3] ^= 0x40        # and one past it
+        path.write_bytes(flipped)
+
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1 << 40)  # close: no new point
+    _, log = reopen_after(open_log, log, damage)
+    assert log.recovery_scanned and path.stat().st_size == torn_pos
+    assert log.log_end_offset == torn.base_offset
+    with pytest.raises(CorruptRecordError):  # left as it was: trusted, not scanned
+        decode_all(log.read(trusted.base_offset, 1))
+    log.truncate_to(10)
+    assert not (log.path / recovery_point.FILE_NAME).exists()
+
+
+def test_recovery_point_of_another_segment_is_ignored(open_log, monkeypatch):
+    from kcoord.log import recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1 << 40)  # flushes write none
+    log = populate(open_log)  # several segments; the point names an older one
+    (log.path / recovery_point.FILE_NAME).write_text("0 100\n")
+    path = active_file(log)
+    data, batches = batches_of(path)
+    pos, first = batches[0]
+
+    def damage():
+        flipped = bytearray(data)
+        flipped[pos + first.size - 3] ^= 0x40
+        path.write_bytes(flipped)
+
+    _, log = reopen_after(open_log, log, damage)
+    assert path.stat().st_size == pos  # checked from its first batch

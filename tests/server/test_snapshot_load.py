@@ -131,3 +131,23 @@ def test_unreadable_payload_is_ignored(tmp_path, caplog):
     core = _full_replay(plog)
     write_snapshot_file(plog.path, mark, encode_state(core)[:-10])  # whole file, broken pickle
     _ignored_with_one_line(plog, caplog, "ignoring the coordinator snapshot")
+
+
+def test_compaction_waits_for_a_catch_up_and_drops_a_snapshot_below_it(tmp_path):
+    """Compaction may drop a tombstone a snapshot's tail needs: a snapshot
+    below the sealed segments is deleted first; none runs under a catch-up."""
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0", LogConfig(segment_bytes=3_000))
+    write_log(plog, random.Random(5), 100, 0.1, 8)
+    shard = _shard(plog)
+    _load(shard)
+    mark = shard.snapshot_mark
+    assert mark is not None and (plog.path / FILE_NAME).exists()
+    shard.snapshots.jobs[0] = object()  # a catch-up under way
+    assert not shard.snapshots.may_compact(shard)
+    shard.snapshots.jobs.clear()
+    assert mark.end >= plog.active.base_offset
+    assert shard.snapshots.may_compact(shard) and (plog.path / FILE_NAME).exists()
+    write_log(plog, random.Random(6), 200, 0.1, 8)  # rolls segments past the snapshot
+    assert mark.end < plog.active.base_offset
+    assert shard.snapshots.may_compact(shard)
+    assert not (plog.path / FILE_NAME).exists() and shard.snapshot_mark is None

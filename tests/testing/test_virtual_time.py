@@ -4,7 +4,8 @@ No test here waits for a timeout on the wall clock."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, Producer,
+                             TopicPartition)
 
 from kcoord.server.clock import VirtualClock
 from kcoord.testing import KafkaServer
@@ -170,3 +171,17 @@ def test_share_group_record_lock_expires_after_advance():
             holder.close()
             if other is not None:
                 other.close()
+
+
+def test_log_append_time_is_the_servers_virtual_time(kafka):
+    # the data plane reads the server's one clock: a LogAppendTime record is
+    # stamped with virtual now, a day away from the wall clock here
+    topic = kafka.create_topic(config={"message.timestamp.type": "LogAppendTime"})
+    kafka.clock.advance(86_400)
+    stamped = []
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    p.produce(topic, b"x", partition=0, timestamp=1,
+              on_delivery=lambda err, msg: stamped.append((err, msg.timestamp())))
+    assert p.flush(30) == 0
+    (err, (kind, ts)), = stamped
+    assert (err, kind, ts) == (None, TIMESTAMP_LOG_APPEND_TIME, kafka.clock.now_ms())

@@ -125,13 +125,13 @@ class ShareGroupManager:
     """The share groups of one shard and the handlers that change them."""
 
     def __init__(self, config, timers: Timers | None = None,
-                 other_group: Callable[[str], bool] | None = None) -> None:
+                 other_groups: tuple[Mapping[str, Any], ...] = ()) -> None:
         self.config = config
         self.groups: dict[str, ShareGroup] = {}
         self.topics: Mapping[str, Any] = {}  # name -> (topic id, partitions)
         self.timers = timers if timers is not None else Timers()
-        # does a classic or consumer group hold this id (one namespace, no conversion)
-        self.other_group = other_group or (lambda _gid: False)
+        # the shard's classic and consumer groups (one id namespace, no conversion)
+        self.other_groups = other_groups
         # (group, topic id) -> when its partitions started initializing (in memory,
         # as Kafka's timestamp set on replay; a load restarts the clock)
         self.init_since: dict[tuple[str, bytes], int] = {}
@@ -217,14 +217,18 @@ class ShareGroupManager:
         shareGroup, whose message for a missing group is "Group g not found.")."""
         group = self.groups.get(group_id)
         if group is None:
-            if self.other_group(group_id):
+            if self._other_type(group_id):
                 raise HeartbeatError(Err.GROUP_ID_NOT_FOUND,
                                      f"Group {group_id} is not a share group.")
             raise HeartbeatError(Err.GROUP_ID_NOT_FOUND, missing.format(group_id))
         return group
 
+    def _other_type(self, group_id: str) -> bool:
+        """Does a classic or consumer group hold this id."""
+        return any(group_id in groups for groups in self.other_groups)
+
     def _get_or_create(self, group_id: str, create: bool) -> ShareGroup:
-        if group_id in self.groups or not create or self.other_group(group_id):
+        if group_id in self.groups or not create or self._other_type(group_id):
             return self.share_group(group_id)
         return ShareGroup(group_id)  # materialized when its records are replayed
 
