@@ -600,9 +600,15 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     from pyspark.sql import functions as F
 
     from .share_jobs import SHARE_GROUP_TABLE, share_groups_table
+    history = None
+    if live:
+        from .logend import server_log_end_history
+
+        def history(tps, times):       # live log ends: the past ones by ListOffsets
+            return server_log_end_history(live, tps, times, client_properties)
     share_df, share_rows, share_live = share_groups_table(
         spark, records, names, obs, None if bootstrap_server else data_dir, bootstrap_server,
-        client_properties)
+        client_properties, history)
     table_rows[SHARE_GROUP_TABLE] = _write(
         share_df.withColumn("date", F.lit(as_of_date(as_of)).cast("date")),
         out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
@@ -628,12 +634,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         from .report import write_report
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
-        history = None
-        if live:
-            from .logend import server_log_end_history
-
-            def history(tps, times):
-                return server_log_end_history(live, tps, times, client_properties)
         write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
                      (min(span), max(span)) if span else None, live_ends=bool(live),
                      history=history)
