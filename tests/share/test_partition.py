@@ -464,4 +464,7 @@ def test_the_counters_move_at_each_event():
     assert ranges(again) == [(3, 9, 2)] and c.deliveries.counts[1] == 7
     assert sp.expire(again.timers[0].lock, 2 * LOCK)    # at the limit: archived
     assert c.n_lock_timeouts == 12 and c.n_archived["delivery_limit"] == 7
-    assert c.n_acquired == 17
+    assert c.n_acquired == 17 and c.n_session_released == 0
+    sp.acquire("m3", 500, log((10, 11)), 2 * LOCK, LOCK)
+    assert sp.release_member("m3")                      # its session ended
+    assert c.n_session_released == 2 and c.n_lock_timeouts == 12
