@@ -34,9 +34,10 @@ def run(args) -> dict:
     rounds = 2 if args.quick else 5
     counts = {}
     for which, path in trees.items():
+        full = path.resolve()  # a relative tree is named as given, run from its full path
         out = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", str(path), str(rounds)],
-            cwd=path, env={**os.environ, "PYTHONPATH": str(path)}, capture_output=True,
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(full), str(rounds)],
+            cwd=full, env={**os.environ, "PYTHONPATH": str(full)}, capture_output=True,
             text=True, timeout=900)
         if out.returncode != 0:
             raise RuntimeError(f"{which} ({path}): {out.stderr.strip()[-500:]}")

@@ -17,6 +17,11 @@ RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
 (no load or pipeline data generated) and writes
 bench/results/runtime_compare_<names>.md/json instead.
 RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
+RUNTIME_COMPARE_SETTINGS=key=value,...: server settings for both trees (to
+pin a default that changed between them, e.g. the append linger).
+The load replay removes the coordinator snapshots beside the logs before
+each run (a tree that writes them would otherwise replay nothing the next
+time).
 """
 from __future__ import annotations
 
@@ -32,6 +37,9 @@ from .common import ROOT, KcoordServer, loadavg, median, run_loadgen, table, tim
 BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base"))
 AFTER_TREE = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT))
 TREES = {"before": BASE_TREE, "after": AFTER_TREE}
+SETTINGS = dict(kv.split("=", 1) for kv in os.environ.get("RUNTIME_COMPARE_SETTINGS", "").split(",")
+                if "=" in kv)
+SNAPSHOT_FILE = "coordinator.snapshot"  # server/shard_snapshot.py's FILE_NAME
 
 
 @contextlib.contextmanager
@@ -52,7 +60,7 @@ def tree(path: Path):
 
 
 def start(which: str, settings: dict | None = None, data_dir: Path | None = None) -> KcoordServer:
-    server = KcoordServer(settings=settings, data_dir=data_dir)
+    server = KcoordServer(settings={**SETTINGS, **(settings or {})}, data_dir=data_dir)
     with tree(TREES[which]):
         server.start()
     return server
@@ -108,8 +116,10 @@ def consumer_heartbeat(which: str, args) -> dict:
 
 def load_replay(which: str, args, data_dir: Path) -> dict:
     from .load import measure
+    for snapshot in data_dir.rglob(SNAPSHOT_FILE):
+        snapshot.unlink()  # every run replays the whole log
     with tree(TREES[which]):
-        return measure(data_dir, timeout=600)
+        return measure(data_dir, timeout=600, settings=SETTINGS)
 
 
 def pipeline_decoder(which: str, args, data_dir: Path) -> dict:
@@ -236,7 +246,8 @@ def report(runs: dict, reps: int, records: int, generated: dict, args,
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
                      "; ".join(errors)[:200] or ""])
     head = (f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
-            f"{reps} runs each, alternating (before, after, then after, before, ...); medians.")
+            f"{reps} runs each, alternating (before, after, then after, before, ...); medians."
+            + (f" Both trees with {SETTINGS}." if SETTINGS else ""))
     if only:
         md = [head, "Only " + ", ".join(only) + " (RUNTIME_COMPARE_ONLY). CPU per request: the "
               "server's user+system CPU over the measured phase divided by the requests "

@@ -211,6 +211,21 @@ def _pipeline_rows() -> list[list]:
         out.append([f"pipeline {r['records']:,} commit records to all tables, {mode}",
                     f"{r['pipeline_s']:.1f} s ({r['records'] / r['pipeline_s']:,.0f} records/s), "
                     f"code {r.get('git', '?')}", goal, status, r.get("date", "-")])
+        ratio = _stage_ratio(r)
+        if ratio is not None and mode.startswith("local[2]"):  # issue 26
+            out.append([f"pipeline {r['records']:,} records, {mode}: all tables / its own decode "
+                        "stage", f"{ratio:.2f}x (load {r.get('load_start', '?')}), code "
+                        f"{r.get('git', '?')}", "<= 2x", "met" if ratio <= 2 else "MISSED",
+                        r.get("date", "-")])
+    for n in sorted({k[0] or 0 for k in latest}):
+        wire, local = latest.get((n, "local[2] over the wire")), latest.get((n, "local[2]"))
+        if wire and local and wire.get("pipeline_s") and local.get("pipeline_s") \
+                and wire.get("date") == local.get("date"):
+            ratio = wire["pipeline_s"] / local["pipeline_s"]
+            out.append([f"pipeline {local['records']:,} records over the wire / file source",
+                        f"{ratio:.2f}x ({wire['pipeline_s']:.1f} s / {local['pipeline_s']:.1f} s), "
+                        f"code {wire.get('git', '?')}", "<= 1.3x",
+                        "met" if ratio <= 1.3 else "MISSED", wire.get("date", "-")])
     decoded: dict = {}
     for r in pl.get("runs", []):
         if (r.get("decode") or {}).get("records_per_cpu_s"):
@@ -221,6 +236,12 @@ def _pipeline_rows() -> list[list]:
                     f"{rate:,} records/CPU-s, code {r.get('git', '?')}", ">= 1 M records/CPU-s",
                     "met" if rate >= 1_000_000 else "MISSED", r.get("date", "-")])
     return out
+
+
+def _stage_ratio(run: dict) -> float | None:
+    """A pipeline run's time to every table over its own decode stage."""
+    decode = (run.get("timings") or {}).get("decode")
+    return run["pipeline_s"] / decode if decode else None
 
 
 def _consumer_group_rows() -> list[list]:

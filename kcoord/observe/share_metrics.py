@@ -32,13 +32,15 @@ ARCHIVE_REASONS = (REJECTED, DELIVERY_LIMIT, NO_RECORD)
 
 class PartitionCounters(ShareEvents):
     """One share partition's counters: plain ints, bumped on the hot path."""
-    __slots__ = ("n_acquired", "n_acks", "n_archived", "n_lock_timeouts", "deliveries")
+    __slots__ = ("n_acquired", "n_acks", "n_archived", "n_lock_timeouts", "n_session_released",
+                 "deliveries")
 
     def __init__(self) -> None:
         self.n_acquired = 0
         self.n_acks = dict.fromkeys(ACK_TYPES, 0)
         self.n_archived = dict.fromkeys(ARCHIVE_REASONS, 0)
         self.n_lock_timeouts = 0
+        self.n_session_released = 0
         self.deliveries = Histogram(DELIVERY_BUCKETS)   # records acquired, by delivery count
 
     def acquired(self, delivery_count: int, n: int) -> None:
@@ -54,6 +56,9 @@ class PartitionCounters(ShareEvents):
 
     def lock_timed_out(self, n: int) -> None:
         self.n_lock_timeouts += n
+
+    def session_released(self, n: int) -> None:
+        self.n_session_released += n
 
 
 class ShareMetrics:
@@ -127,6 +132,10 @@ class ShareCollector:
             "kcoord_share_partition_acquisition_lock_timeout",
             "Acquired records whose acquisition lock ran out (Kafka's SharePartitionMetrics "
             "AcquisitionLockTimeoutPerSec)", labels=["group", "topic", "partition"])
+        session_ends = CounterMetricFamily(
+            "kcoord_share_partition_session_release",
+            "Acquired records given back because their member's share session ended "
+            "(its connection closed, or it left)", labels=["group", "topic", "partition"])
         for (group, topic_id, partition), c in list(self.metrics.partitions.items()):
             acquired[group] = acquired.get(group, 0) + c.n_acquired
             for kind, n in c.n_acks.items():
@@ -139,6 +148,7 @@ class ShareCollector:
             name = self._name(topic_id)
             if name is not None:
                 timeouts.add_metric([group, name, str(partition)], c.n_lock_timeouts)
+                session_ends.add_metric([group, name, str(partition)], c.n_session_released)
         fam = CounterMetricFamily("kcoord_share_group_records_acquired",
                                   "Records acquired by share-group members (each delivery)",
                                   labels=["group"])
@@ -160,6 +170,7 @@ class ShareCollector:
             fam.add_metric([group, reason], n)
         yield fam
         yield timeouts
+        yield session_ends
         fam = HistogramMetricFamily("kcoord_share_group_record_delivery_count",
                                     "Records acquired by the delivery count they were given",
                                     labels=["group"])

@@ -322,7 +322,9 @@ def evaluate_keys(rows: dict, obs: dict, histories: dict, as_of: int,
     """Plain-Python core of `evaluate`: {key: [event rows]} -> partition and group rows."""
     by_group: dict[str, list[dict]] = {}
     for key in sorted(rows, key=lambda k: (k[0], k[1], k[2])):
+        # the last `intervals` in log order (window rows of several tasks may hold more)
         evs = sorted(rows[key], key=lambda r: (r["offset"], r["log_partition"]))
+        evs = evs[-settings.intervals:]
         group, topic, partition = key
         latest = evs[-1]
         hist = histories.get((topic, partition))
@@ -573,15 +575,21 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 
     t0 = time.time()
     events = commit_events(records)
-    commits = commits_table(events)
-    table_rows["commits"] = _write(commits, out_dir / "commits", as_of_date(as_of))
+    if options.get("split") == "partition":  # each stage file holds whole log partitions
+        table_rows["commits"], window, group_records, events = commits_in_one_pass(
+            spark, records, stage, out_dir / "commits", as_of_date(as_of), settings.intervals)
+    else:
+        group_records = records
+        table_rows["commits"] = _write(commits_table(events), out_dir / "commits",
+                                       as_of_date(as_of))
+        window = window_events(events, settings.intervals)
     step("commits", t0)
 
     t0 = time.time()
     bc = spark.sparkContext.broadcast(obs)
     from .timelag import dir_lookup, wire_lookup
     lookup = wire_lookup(live, client_properties) if live else dir_lookup(data_dir)
-    ev = write_snapshots(window_events(events, settings.intervals), bc, as_of, settings,
+    ev = write_snapshots(window, bc, as_of, settings,
                          partitions, out_dir, rows=table_rows, time_lag=lookup, stats=stats)
     status = status_view(ev)
     step("offsets, lag, status", t0)
@@ -590,7 +598,7 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     from .logend import topic_id_names
     names = (server_topic_names(bootstrap_server, client_properties) if bootstrap_server
              else topic_id_names(data_dir))
-    gens = generations(records, partitions, names).select(
+    gens = generations(group_records, partitions, names).select(
         "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
     table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
                                              as_of_date(as_of))
@@ -600,9 +608,15 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     from pyspark.sql import functions as F
 
     from .share_jobs import SHARE_GROUP_TABLE, share_groups_table
+    history = None
+    if live:
+        from .logend import server_log_end_history
+
+        def history(tps, times):       # live log ends: the past ones by ListOffsets
+            return server_log_end_history(live, tps, times, client_properties)
     share_df, share_rows, share_live = share_groups_table(
         spark, records, names, obs, None if bootstrap_server else data_dir, bootstrap_server,
-        client_properties)
+        client_properties, history)
     table_rows[SHARE_GROUP_TABLE] = _write(
         share_df.withColumn("date", F.lit(as_of_date(as_of)).cast("date")),
         out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
@@ -628,12 +642,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         from .report import write_report
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
-        history = None
-        if live:
-            from .logend import server_log_end_history
-
-            def history(tps, times):
-                return server_log_end_history(live, tps, times, client_properties)
         write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
                      (min(span), max(span)) if span else None, live_ends=bool(live),
                      history=history)
@@ -648,6 +656,38 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     if not keep_stage:
         shutil.rmtree(stage, ignore_errors=True)
     return summary
+
+
+def commits_in_one_pass(spark, records, stage: Path, table: Path, empty_date: str,
+                        intervals: int):
+    """The commits table and the small inputs of the later stages from partition_pass
+    (stage files of whole log partitions).  -> (commits rows written, the window rows,
+    the group records, the commit events the report reads)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from pyspark.sql import functions as F
+
+    from . import partition_pass
+    by_date = partition_pass.run(spark, stage / "records", stage, intervals)
+    partition_pass.place_dates(stage / "commits", table)
+    n = sum(by_date.values())
+    if n == 0:
+        spark_schema = commits_table(commit_events(records)).schema
+        _write_empty(table, to_arrow_schema(StructType(
+            [f for f in spark_schema.fields if f.name != "date"]), timezone="UTC"), empty_date)
+    fields = commit_events(records).select(*EVENT_COLUMNS).schema
+    window = spark.read.schema(fields).parquet(str(stage / "window"))
+    groups = spark.read.schema(records.select(*partition_pass.GROUP_COLUMNS).schema) \
+        .parquet(str(stage / "groups"))
+    # the report's commits: this run's dates of the table, as commit events
+    days = [d for d in by_date if d != partition_pass.day_name(None)]
+    mine = F.col("date").isin(*[F.lit(d).cast("date") for d in days])
+    if len(days) < len(by_date):
+        mine = mine | F.col("date").isNull()
+    events = spark.read.parquet(str(table)).filter(mine) \
+        .withColumnRenamed("log_offset", "offset").withColumn("tombstone", F.lit(False))
+    return n, window, groups, events
 
 
 def data_time(stamps, obs: dict) -> int:
@@ -672,18 +712,22 @@ def _write(df, path: Path, empty_date: str) -> int:
         .partitionBy("date").parquet(str(path))
     n = int(ob.get.get("rows", 0) or 0)
     if n == 0:
-        import shutil
-
-        import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
         schema = StructType([f for f in df.schema.fields if f.name != "date"])
-        target = Path(path) / f"date={empty_date}"
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        pq.write_table(to_arrow_schema(schema, timezone="UTC").empty_table(),
-                       str(target / "part-00000-empty.parquet"))
+        _write_empty(Path(path), to_arrow_schema(schema, timezone="UTC"), empty_date)
     return n
+
+
+def _write_empty(path: Path, schema: pa.Schema, empty_date: str) -> None:
+    """Replace the `empty_date` partition by one empty Parquet file with the schema."""
+    import shutil
+
+    import pyarrow.parquet as pq
+    target = path / f"date={empty_date}"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    pq.write_table(schema.empty_table(), str(target / "part-00000-empty.parquet"))
 
 
 def _tally(items) -> dict:

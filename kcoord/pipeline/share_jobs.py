@@ -75,16 +75,21 @@ def _end_at(series: list[tuple[int, int]], ts: int) -> int | None:
     return None if best is None else best[0]
 
 
-def share_rows(state_rows: list[dict], names: dict, obs: dict, live: set[str]) -> list[dict]:
+def share_rows(state_rows: list[dict], names: dict, obs: dict, live: set[str],
+               past: dict | None = None) -> list[dict]:
     """The table's rows (topic ids named; the lag against `obs`, the lag
-    job's {(topic, partition): [(log end, observed at)]})."""
+    job's {(topic, partition): [(log end, observed at)]}, the latest
+    observation being the end now; the trend against `past`, log ends at
+    the writes' times from a running server, else against `obs`)."""
     out = []
     for r in state_rows:
         topic = names.get(r["topic_id"])
         if topic is None or r["start_offset"] < 0:
             continue                  # a deleted topic, or a state never started
-        series = obs.get((topic, r["partition"]), [])
-        end = max(series, key=lambda o: o[1])[0] if series else None
+        tp = (topic, r["partition"])
+        now = obs.get(tp, [])
+        end = max(now, key=lambda o: o[1])[0] if now else None
+        series = now if past is None else past.get(tp, [])
         done = max(r["delivery_complete_count"], 0)
         lag = None if end is None else end - r["start_offset"] - done
         points = []
@@ -112,12 +117,19 @@ def share_rows(state_rows: list[dict], names: dict, obs: dict, live: set[str]) -
 
 def share_groups_table(spark, records, names: dict, obs: dict, data_dir=None,
                        bootstrap_server: str | None = None,
-                       client_properties: dict | None = None):
-    """-> (the table's DataFrame, its rows, the live share groups)."""
+                       client_properties: dict | None = None, history=None):
+    """-> (the table's DataFrame, its rows, the live share groups).  history:
+    with log ends from a running server, ({(topic, partition)}, [times]) ->
+    {(topic, partition): [(log end, time)]} (logend.server_log_end_history)."""
     state = [r.asDict(recursive=True) for r in
              share_state_df(spark, data_dir, bootstrap_server, client_properties).collect()]
     live = live_share_groups(records)
-    rows = share_rows(state, names, obs, live)
+    past = None
+    if history is not None:
+        tps = {(names[r["topic_id"]], r["partition"]) for r in state if r["topic_id"] in names}
+        times = sorted({h["ts"] for r in state for h in r["history"] or []})
+        past = history(tps, times) if tps and times else {}
+    rows = share_rows(state, names, obs, live, past)
     df = spark.createDataFrame([tuple(r[n] for n, _ in SHARE_GROUP_FIELDS) for r in rows],
                                schema=ddl(SHARE_GROUP_FIELDS))
     return df, rows, live

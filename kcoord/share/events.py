@@ -29,5 +29,8 @@ class ShareEvents:
     def lock_timed_out(self, n: int) -> None:
         """n acquired records whose acquisition lock ran out."""
 
+    def session_released(self, n: int) -> None:
+        """n acquired records given back because their member's share session ended."""
+
 
 NO_EVENTS = ShareEvents()

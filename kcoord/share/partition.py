@@ -468,6 +468,8 @@ class SharePartition:
                 size = run.last - run.first + 1
                 if timed_out:
                     self.events.lock_timed_out(size)
+                else:
+                    self.events.session_released(size)
                 if archive:
                     self.events.archived(DELIVERY_LIMIT if run.count >= limit else NO_RECORD,
                                          size)

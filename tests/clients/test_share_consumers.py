@@ -209,6 +209,11 @@ def test_member_killed_holding_records_others_get_them(server, how):
         for key in held:
             counts = [c for _, c in log.received[log.where[key]]]
             assert counts and counts[0] >= 2, (key, counts)     # delivered before, to the holder
+        # /metrics: what the holder held came back by lock expiry or by its session ending
+        samples, where = scrape(http_port(server)), dict(group=group, topic=topic, partition=0)
+        returned = (value(samples, "kcoord_share_partition_acquisition_lock_timeout_total", **where)
+                    + value(samples, "kcoord_share_partition_session_release_total", **where))
+        assert returned >= len(held), (returned, held)
     finally:
         if holder.poll() is None:
             holder.kill()               # a stopped process too

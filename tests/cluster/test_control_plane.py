@@ -55,6 +55,14 @@ async def all_registered(planes):
                    "all registered")
 
 
+async def registered_planes(etcd, ids) -> dict:
+    """Control planes for `ids`, started, each seeing every node and a controller."""
+    planes = {i: plane(etcd, i) for i in ids}
+    await asyncio.gather(*(p.start() for p in planes.values()))
+    await all_registered(list(planes.values()))
+    return planes
+
+
 def test_registration_election_and_placement(etcd):
     async def main():
         planes = [plane(etcd, i) for i in (1, 2, 3)]
@@ -209,10 +217,8 @@ def test_a_new_incarnation_joins_the_isr_only_after_the_controller_fenced_the_ol
     from kcoord.cluster.state import IneligibleReplica
 
     async def main():
-        planes = {i: plane(etcd, i) for i in (1, 2)}
-        await asyncio.gather(*(p.start() for p in planes.values()))
+        planes = await registered_planes(etcd, (1, 2))
         try:
-            await all_registered(list(planes.values()))
             await planes[1].create_topic("t", 1, 2)
             first = planes[1]
             await wait(first, lambda: first.view.state("t", 0) is not None

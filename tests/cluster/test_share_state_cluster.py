@@ -11,7 +11,8 @@ from kcoord.coordinator.partitioner import partition_for
 from kcoord.log.start_offset import read_start_offset
 from kcoord.protocol.errors import Err
 from kcoord.server.share_runtime import share_key
-from tests.clients.wire import WireClient, create_topic, list_offset, metadata
+from tests.clients.wire import (WireClient, create_topic, decode_response, encode_request,
+                                list_offset, metadata)
 from tests.cluster.support import Cluster, wait_until
 
 FIND, INIT, READ, WRITE, SUMMARY, DESCRIBE_OFFSETS = 10, 83, 84, 85, 87, 90
@@ -256,16 +257,21 @@ def test_share_consumer_survives_its_share_coordinator_paused_past_its_lease(etc
 
         def wake() -> None:
             # the state as the new coordinator holds it, then a write of a marker
-            # start offset sent to the woken node before it may know it lost the lease
+            # start offset queued to the paused node (the kernel takes the connection
+            # and bytes), so it is there the moment the node wakes, before it may
+            # have learnt that its lease lapsed
             summary = wait_until(lambda: (p := _state_call(cluster, moved["node_id"], SUMMARY,
                                                            summary_of))["error_code"] == 0 and p,
                                  "the new coordinator's summary")
-            proc.send_signal(signal.SIGCONT)
-            stale.update(_state_call(cluster, paused, WRITE, {
-                "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
-                    "partition": 0, "state_epoch": summary["state_epoch"],
-                    "leader_epoch": summary["leader_epoch"], "start_offset": MARKER,
-                    "delivery_complete_count": 0, "state_batches": []}]}]}))
+            with WireClient(cluster.nodes[paused].port) as c:
+                c.send_raw(encode_request(WRITE, 0, {
+                    "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
+                        "partition": 0, "state_epoch": summary["state_epoch"],
+                        "leader_epoch": summary["leader_epoch"], "start_offset": MARKER,
+                        "state_batches": []}]}]}))
+                proc.send_signal(signal.SIGCONT)
+                _, answer = decode_response(WRITE, 0, c.recv_frame())
+            stale.update(answer["results"][0]["partitions"][0])
 
         values = [b"s%04d" % i for i in range(200)]
         _through_failover(cluster, log, values, pause, wake)

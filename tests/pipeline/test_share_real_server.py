@@ -10,8 +10,6 @@ import pytest
 
 from tests.support import ServerProcess
 
-from .conftest import read_table
-
 TOPIC, GROUP, LIMIT = "share-pipe", "share-pipe-g", 5
 DESCRIBE_OFFSETS = 90
 DEADLINE_S = 180.0    # generous: CI's two cores are shared
@@ -51,9 +49,24 @@ def _consume(server) -> None:
     produce(server.bootstrap, TOPIC, [b"late-%d" % i for i in range(5)], 2)
 
 
+def _share_records(spark, **where):
+    """The share groups' __consumer_offsets records (types 10-15), from the
+    data dir (path=) or over the wire (bootstrap=)."""
+    reader = spark.read.format("kcoord_offsets").option("recordTypes", "10-15")
+    if "bootstrap" in where:
+        return reader.option("bootstrap", where["bootstrap"]).load()
+    return reader.load(str(where["path"]))
+
+
 def test_share_table_agrees_with_describe_share_group_offsets(spark, tmp_path):
+    """The share step alone (the whole run's other jobs are covered elsewhere and
+    would double this test's time): share_groups_table over the wire while the
+    server runs, then from its data dir once it stopped."""
     pytest.importorskip("confluent_kafka")
-    from kcoord.pipeline.jobs import run_pipeline
+    from kcoord.pipeline.jobs import data_dir_log_ends, server_observations, server_topic_names
+    from kcoord.pipeline.logend import server_log_end_history, topic_id_names
+    from kcoord.pipeline.report import share_section
+    from kcoord.pipeline.share_jobs import share_groups_table
     from tests.clients.share_workers import wait_for
 
     data = tmp_path / "data"
@@ -68,22 +81,24 @@ def test_share_table_agrees_with_describe_share_group_offsets(spark, tmp_path):
         described = wait_for(lambda: (lambda d: d if {p: lag for p, (_, lag) in d.items()}
                                       == {0: 3, 1: 2} else None)(_describe(server.port)),
                              "the late records in the share lag", DEADLINE_S)
-        wire_out = tmp_path / "wire-out"
-        wire = run_pipeline(spark, None, wire_out, bootstrap_server=server.bootstrap,
-                            report=False, log=lambda *_: None)
+        live = server.bootstrap
+        _, wire, wire_groups = share_groups_table(
+            spark, _share_records(spark, bootstrap=live), server_topic_names(live),
+            server_observations(live), bootstrap_server=live,
+            history=lambda tps, times: server_log_end_history(live, tps, times))
     finally:
         server.stop()
     assert server.proc.returncode == 0, server.log_text()
 
-    out = tmp_path / "out"
-    summary = run_pipeline(spark, data, out, log=lambda *_: None)
-    for where, result, table in (("wire", wire, wire_out), ("data dir", summary, out)):
-        rows = {r["partition"]: r for r in read_table(table / "share_groups")
-                if r["group"] == GROUP and r["topic"] == TOPIC}
+    _, local, local_groups = share_groups_table(
+        spark, _share_records(spark, path=data), topic_id_names(data), data_dir_log_ends(data),
+        data_dir=data)
+    for where, table, groups in (("wire", wire, wire_groups), ("data dir", local, local_groups)):
+        rows = {r["partition"]: r for r in table if r["group"] == GROUP and r["topic"] == TOPIC}
         assert {p: (r["start_offset"], r["lag"]) for p, r in rows.items()} == described, where
         assert all(r["in_flight"] == 0 and r["group_in_offsets"] for r in rows.values()), where
         assert rows[0]["archived_at_limit"] == 1 and rows[1]["archived_at_limit"] == 0, where
-        assert rows[0]["problems"] == ["ARCHIVED_AT_LIMIT"], where
-        assert result["share_groups"]["with_problems"] == [GROUP], where
-        assert result["table_rows"]["share_groups"] == 2, where
-    assert "Share groups" in (out / "report.html").read_text()
+        assert "ARCHIVED_AT_LIMIT" in rows[0]["problems"], where
+        assert "ARCHIVED_AT_LIMIT" not in rows[1]["problems"], where
+        assert groups == {GROUP}, where
+    assert "ARCHIVED_AT_LIMIT" in share_section(local)

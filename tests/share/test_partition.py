@@ -450,8 +450,10 @@ def test_the_counters_move_at_each_event():
     c = sp.events = PartitionCounters()
     got = sp.acquire("m1", 500, log((0, 4), (5, 9)), 0, LOCK)
     assert (c.n_acquired, c.deliveries.counts[0]) == (10, 10)
+    assert sp.in_flight() == (10, 1, 10)           # window, runs, acquired now
     sp.acknowledge("m1", [ack(0, 1, ACCEPT), ack(2, 2, REJECT), ack(3, 4, RELEASE)], 1)
     assert c.n_acks == {ACCEPT: 2, RELEASE: 2, REJECT: 1}
+    assert sp.in_flight() == (10, 4, 5)            # 0-1 done, 2 archived, 3-4 back, 5-9 held
     assert c.n_archived["rejected"] == 1
     assert sp.acknowledge("m2", [ack(5, 5, ACCEPT)], 1).error_code == Err.INVALID_RECORD_STATE
     assert c.n_acks[ACCEPT] == 2
@@ -462,4 +464,7 @@ def test_the_counters_move_at_each_event():
     assert ranges(again) == [(3, 9, 2)] and c.deliveries.counts[1] == 7
     assert sp.expire(again.timers[0].lock, 2 * LOCK)    # at the limit: archived
     assert c.n_lock_timeouts == 12 and c.n_archived["delivery_limit"] == 7
-    assert c.n_acquired == 17
+    assert c.n_acquired == 17 and c.n_session_released == 0
+    sp.acquire("m3", 500, log((10, 11)), 2 * LOCK, LOCK)
+    assert sp.release_member("m3")                      # its session ended
+    assert c.n_session_released == 2 and c.n_lock_timeouts == 12

@@ -1,0 +1,186 @@
+"""The commits table and the commit windows in one pass over the stage, in pyarrow.
+
+When every stage file holds whole __consumer_offsets partitions (split by
+partition, or over the wire), each file alone resolves its transactions (a
+commit's marker follows it in the same log partition) and knows the last
+commits of its keys.  One Spark task per file reads it with pyarrow, writes
+its commits rows (Parquet, one file per date) and its last `intervals`
+applied events per (group, topic, partition); the driver moves the commits
+files into the table.  No rows cross into the JVM: this replaces the Spark
+plan of jobs.commit_events / commits_table / window_events (same rows, tested
+side by side), which joins, shuffles and aggregates every commit.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# The stage columns the pass reads.
+COLUMNS = ["log_partition", "offset", "timestamp", "record_type", "value_version", "tombstone",
+           "producer_id", "transactional", "control_type", "group", "topic", "partition",
+           "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+           "expire_timestamp", "error", "member_id", "raw_value"]
+
+# what jobs.generations reads of the group records (types 2-8)
+GROUP_COLUMNS = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
+                 "offset", "raw_value", "error"]
+
+# commits table columns (after `date`): (name, stage column)
+COMMIT_COLUMNS = [("group", "group"), ("topic", "topic"), ("partition", "partition"),
+                  ("committed_offset", "committed_offset"), ("leader_epoch", "leader_epoch"),
+                  ("metadata", "metadata"), ("commit_timestamp", "commit_timestamp"),
+                  ("expire_timestamp", "expire_timestamp"), ("log_partition", "log_partition"),
+                  ("log_offset", "offset"), ("record_timestamp", "timestamp"),
+                  ("value_version", "value_version"), ("key_type", "record_type"),
+                  ("txn", "txn")]
+
+WINDOW_COLUMNS = ["group", "topic", "partition", "log_partition", "offset", "tombstone",
+                  "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                  "expire_timestamp"]
+
+DAY_MS = 86_400_000
+
+
+def _ints(col, fill: int) -> np.ndarray:
+    return pc.fill_null(col, fill).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def txn_outcomes(events: pa.Table, markers: pa.Table) -> pa.Array:
+    """`txn` per event: null for a plain commit, else committed / aborted / open from
+    the first control record of the same producer after it in its log partition."""
+    txn = pc.fill_null(events["transactional"], False).to_numpy(zero_copy_only=False)
+    out = np.full(len(events), None, dtype=object)
+    if not txn.any():
+        return pa.array(out, pa.string())
+    rows = np.flatnonzero(txn)
+    markers = markers.filter(pc.and_(pc.is_valid(markers["producer_id"]),
+                                     pc.is_valid(markers["offset"])))
+    n, m = len(rows), len(markers)
+    lp = np.concatenate([_ints(events["log_partition"], -1)[rows],
+                         _ints(markers["log_partition"], -1)])
+    pid = np.concatenate([_ints(events["producer_id"], -1)[rows], _ints(markers["producer_id"], -1)])
+    off = np.concatenate([_ints(events["offset"], -1)[rows], _ints(markers["offset"], -1)])
+    mtype = np.concatenate([np.full(n, -1), _ints(markers["control_type"], -1)])
+    is_marker = np.concatenate([np.zeros(n, bool), np.ones(m, bool)])
+    order = np.lexsort((off, pid, lp))
+    # the nearest marker at or after each position, in (log partition, producer, offset) order
+    pos = np.where(is_marker[order], np.arange(n + m), n + m)
+    nearest = np.minimum.accumulate(pos[::-1])[::-1]
+    commits = order < n  # sorted positions holding a transactional commit
+    i, j = order[commits], nearest[commits]
+    k = order[np.minimum(j, n + m - 1)]
+    hit = (j < n + m) & (lp[k] == lp[i]) & (pid[k] == pid[i])
+    found = np.full(n, -1)
+    found[i[hit]] = mtype[k[hit]]
+    out[rows] = np.where(found == 1, "committed", np.where(found == 0, "aborted", "open"))
+    return pa.array(out, pa.string())
+
+
+def commit_events(table: pa.Table) -> pa.Table:
+    """Offset commit records (values and tombstones) with `txn` (jobs.commit_events)."""
+    base = table.filter(pc.and_(pc.is_null(table["error"]), pc.is_in(
+        table["record_type"], pa.array([0, 1], table.schema.field("record_type").type))))
+    markers = table.filter(pc.is_valid(table["control_type"]))
+    return base.append_column("txn", txn_outcomes(base, markers))
+
+
+def commit_rows(events: pa.Table) -> pa.Table:
+    """The commits table's rows with their `date` (UTC day of the commit timestamp)."""
+    rows = events.filter(pc.invert(pc.fill_null(events["tombstone"], False)))
+    ts = rows["commit_timestamp"]
+    days = np.floor_divide(_ints(ts, 0), DAY_MS).astype(np.int32)
+    date = pa.array(days, pa.date32(), mask=pc.is_null(ts).to_numpy(zero_copy_only=False))
+    return pa.table([date] + [rows[src] for _, src in COMMIT_COLUMNS],
+                    names=["date"] + [n for n, _ in COMMIT_COLUMNS])
+
+
+def last_events(events: pa.Table, intervals: int) -> pa.Table:
+    """The last `intervals` applied events (commits and tombstones) per key, in log order."""
+    txn = events["txn"]
+    applied = events.filter(pc.or_(pc.is_null(txn), pc.fill_null(pc.equal(txn, "committed"), False)))
+    if len(applied) == 0:
+        return applied.select(WINDOW_COLUMNS)
+    codes = [_ints(pc.dictionary_encode(applied[c]).combine_chunks().indices, -1)
+             for c in ("group", "topic")]
+    part = _ints(applied["partition"], -(1 << 31))
+    key_order = (-_ints(applied["log_partition"], -1), -_ints(applied["offset"], -1), part,
+                 codes[1], codes[0])
+    order = np.lexsort(key_order)  # by key, newest first
+    g, t, p = codes[0][order], codes[1][order], part[order]
+    start = np.ones(len(order), bool)
+    start[1:] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (p[1:] != p[:-1])
+    idx = np.arange(len(order))
+    rank = idx - np.maximum.accumulate(np.where(start, idx, 0))
+    return applied.take(pa.array(order[rank < intervals])).select(WINDOW_COLUMNS)
+
+
+def day_name(day) -> str:
+    """A date partition's directory value, as Spark names it."""
+    return "__HIVE_DEFAULT_PARTITION__" if day is None else day.isoformat()
+
+
+def group_records(table: pa.Table) -> pa.Table:
+    types = table["record_type"]
+    keep = pc.and_(pc.is_null(table["error"]),
+                   pc.and_(pc.greater_equal(types, 2), pc.less_equal(types, 8)))
+    return table.filter(pc.fill_null(keep, False)).select(GROUP_COLUMNS)
+
+
+def run_file(path: str, index: int, work_dir: str, intervals: int) -> dict:
+    """One stage file -> its commits files (by date), its window file and its group
+    records file, under work_dir; -> {date: commits rows}."""
+    import pyarrow.parquet as pq
+    table = pq.read_table(path, columns=COLUMNS)
+    name = f"part-{index:05d}.parquet"
+    pq.write_table(group_records(table), os.path.join(work_dir, "groups", name),
+                   compression="none")
+    events = commit_events(table)
+    commits_dir = os.path.join(work_dir, "commits")
+    rows = commit_rows(events)
+    written: dict = {}
+    for day in pc.unique(rows["date"]).to_pylist():
+        part = rows.filter(pc.is_null(rows["date"]) if day is None
+                           else pc.fill_null(pc.equal(rows["date"], day), False))
+        target = Path(commits_dir) / f"date={day_name(day)}"
+        target.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part.drop_columns(["date"]), str(target / name))
+        written[day_name(day)] = len(part)
+    pq.write_table(last_events(events, intervals), os.path.join(work_dir, "window", name),
+                   compression="none")
+    return written
+
+
+def run(spark, stage_dir: Path, work_dir: Path, intervals: int) -> dict:
+    """Run the pass over every stage file.  -> {date: commits rows}.  Under work_dir:
+    commits/date=D (for the caller to place), window/ and groups/ (Parquet)."""
+    files = sorted(str(p) for p in Path(stage_dir).glob("*.parquet"))
+    for d in ("commits", "window", "groups"):
+        shutil.rmtree(work_dir / d, ignore_errors=True)
+        (work_dir / d).mkdir(parents=True)
+    work = str(work_dir)
+
+    def task(index, paths):
+        for path in paths:
+            yield run_file(path, index, work, intervals)
+
+    by_date: dict = {}
+    if files:
+        for written in spark.sparkContext.parallelize(files, len(files)) \
+                .mapPartitionsWithIndex(task).collect():
+            for day, n in written.items():
+                by_date[day] = by_date.get(day, 0) + n
+    return by_date
+
+
+def place_dates(src: Path, table_dir: Path) -> None:
+    """Replace table_dir's date partitions with those under src (other dates stay)."""
+    table_dir.mkdir(parents=True, exist_ok=True)
+    for part in sorted(src.glob("date=*")):
+        target = table_dir / part.name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(part), str(target))

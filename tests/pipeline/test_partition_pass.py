@@ -1,0 +1,54 @@
+"""The one-pass commits and windows (partition_pass) against the Spark plan they replace."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def _sorted(rows, names):
+    return sorted(tuple(r[n] for n in names) for r in rows)
+
+
+def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp_path):
+    from kcoord.pipeline import jobs, partition_pass
+    data, _ = workload
+    stage = tmp_path / "stage"
+    records, _ = jobs.stage_records(spark, data, stage / "records")
+    by_date = partition_pass.run(spark, stage / "records", stage, 3)
+    partition_pass.place_dates(stage / "commits", tmp_path / "commits")
+
+    events = jobs.commit_events(records)
+    spark_commits = jobs.commits_table(events).collect()
+    one_pass = spark.read.parquet(str(tmp_path / "commits")).collect()
+    names = [n for n, _ in partition_pass.COMMIT_COLUMNS] + ["date"]
+    assert len(spark_commits) > 1000 and {r["txn"] for r in spark_commits} == {
+        None, "committed", "aborted", "open"}
+    assert _sorted(one_pass, names) == _sorted(spark_commits, names)
+    assert sum(by_date.values()) == len(spark_commits)
+
+    # a key's window may come from several files: evaluate keeps the last 3 in log order
+    window = spark.read.parquet(str(stage / "window")).collect()
+    keep: dict = {}
+    for r in sorted(window, key=lambda r: (r["offset"], r["log_partition"])):
+        keep.setdefault((r["group"], r["topic"], r["partition"]), []).append(r)
+    trimmed = [r for rows in keep.values() for r in rows[-3:]]
+    assert _sorted(trimmed, jobs.EVENT_COLUMNS) == _sorted(
+        jobs.window_events(events, 3).collect(), jobs.EVENT_COLUMNS)
+
+
+def test_transaction_outcome_is_the_next_marker_of_its_producer_in_its_log_partition():
+    from kcoord.pipeline.partition_pass import txn_outcomes
+    # (log partition, offset, producer, transactional)
+    commits = [(0, 1, 7, True), (0, 2, 8, True), (0, 3, None, False), (1, 1, 7, True),
+               (0, 6, 7, True), (0, 9, 8, True), (1, 5, 9, True)]
+    # (log partition, offset, producer, control type): 1 commit, 0 abort
+    markers = [(0, 4, 7, 1), (0, 5, 8, 0), (1, 3, 8, 1), (0, 7, 7, 0), (1, 2, 7, 0),
+               (0, 8, 9, 1)]
+    events = pa.table({"log_partition": pa.array([c[0] for c in commits], pa.int32()),
+                       "offset": [c[1] for c in commits],
+                       "producer_id": pa.array([c[2] for c in commits], pa.int64()),
+                       "transactional": [c[3] for c in commits]})
+    marks = pa.table({"log_partition": pa.array([m[0] for m in markers], pa.int32()),
+                      "offset": [m[1] for m in markers], "producer_id": [m[2] for m in markers],
+                      "control_type": pa.array([m[3] for m in markers], pa.int16())})
+    assert txn_outcomes(events, marks).to_pylist() == [
+        "committed", "aborted", None, "aborted", "aborted", "open", "open"]
