@@ -589,8 +589,10 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     bc = spark.sparkContext.broadcast(obs)
     from .timelag import dir_lookup, wire_lookup
     lookup = wire_lookup(live, client_properties) if live else dir_lookup(data_dir)
+    # a few window rows per key: one task per core, as each task unpickles every log end
+    few = min(partitions, spark.sparkContext.defaultParallelism)
     ev = write_snapshots(window, bc, as_of, settings,
-                         partitions, out_dir, rows=table_rows, time_lag=lookup, stats=stats)
+                         few, out_dir, rows=table_rows, time_lag=lookup, stats=stats)
     status = status_view(ev)
     step("offsets, lag, status", t0)
 
