@@ -127,6 +127,7 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     finally:
         nemesis.heal_everything()
     t_healed = time.monotonic()
+    healed_wall = time.time()
     log("faults: every fault healed; waiting for the cluster to be in sync")
     recovered = True
     try:
@@ -134,6 +135,8 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     except TimeoutError:
         recovered = False
         log("faults: the cluster did not get back in sync within 90 s")
+    etcd_stalls = etcd_disk_stalls(cluster.root / "etcd.log", healed_wall,
+                                   cluster.ttl_ms / 1000)
     time.sleep(3.0)  # the workloads run on a healed cluster for a moment
     log("faults: stopping the workloads; final reads")
     unread = {}
@@ -162,8 +165,35 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     sizes = {i: (cluster.root / f"node-{i}.log").stat().st_size for i in cluster.nodes}
     codes = cluster.stop()
     stop_problems = _stop_problems(cluster, sizes)
-    return summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
-                   recovered, codes, stop_problems, register.groups)
+    out = summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
+                  recovered, codes, stop_problems, register.groups)
+    out["etcd_disk_stalls_after_heal_s"] = etcd_stalls
+    return out
+
+
+def etcd_disk_stalls(etcd_log: Path, since_wall: float, ttl_s: float) -> list[float]:
+    """etcd's own WAL fdatasyncs that took longer than a lease TTL after the heal.
+    While etcd's disk stalls that long no lease can be kept alive, so every node is
+    fenced again and again: liveness after a heal is only promised without them."""
+    from datetime import datetime
+    stalls = []
+    try:
+        lines = etcd_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return stalls
+    for line in lines:
+        if "slow fdatasync" not in line:
+            continue
+        try:
+            entry = json.loads(line)
+            at = datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).timestamp()
+            took = entry["took"]
+            seconds = float(took[:-2]) / 1000 if took.endswith("ms") else float(took[:-1])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if at >= since_wall and seconds > ttl_s:
+            stalls.append(round(seconds, 2))
+    return stalls
 
 
 def _stop_problems(cluster: FaultCluster, sizes: dict[int, int]) -> list[str]:
