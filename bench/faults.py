@@ -72,6 +72,14 @@ BUGS: list[tuple[str, str]] = [
 ]
 # Found and not fixed yet.
 OPEN: list[str] = [
+    "OPEN SAFETY BUG, first to fix: in the suite's bounded quick run (seed 23, 2026-11-28, all "
+    "partition kinds, a power cut, a pause, a clock jump, an etcd pause) a transaction whose "
+    "commit_transaction returned OK (kfx-txn-1, 20 records of txn-in partition 1, offsets "
+    "36-55) was missing from the final read_committed read (lost-output 20, "
+    "committed-txn-missing 1). Not diagnosed; suspects: EndTxn answered at PrepareCommit "
+    "before it is replicated past the high watermark, or the threaded adaptive fsync claiming "
+    "records appended during a round. The bounded test reports these two classes as an "
+    "expected failure until fixed.",
     "the register groups making no commit for 80 s after an etcd kill (seed 106 replay) did not "
     "come back: that run predates the members keeping their generation across coordinator "
     "moves; since, the join records show each member joining once per run (seed 109, etcd "
