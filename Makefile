@@ -12,7 +12,7 @@ HTTP_BASE_PORT ?= 9644
 DATA_DIR ?= ./data
 JS_DIR := tests/clients/js
 
-.PHONY: serve test lint venv venv-all js bench clean cluster faults-tools
+.PHONY: serve test lint venv venv-all js bench clean cluster faults-tools native
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,12 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json
 	cd $(JS_DIR) && npm install --no-audit --no-fund --silent
 	touch $@
 
-serve: venv
+# the hot modules compiled with mypyc, in place (native/build.py): skipped when
+# up to date; a failed build leaves pure Python with one warning line
+native:
+	$(PY) native/build.py --install
+
+serve: venv native
 	$(VENV)/bin/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR) --set http.listen=$(HTTP_LISTEN)
 
 # a local cluster: etcd and 3 nodes on 127.0.0.1:BASE_PORT.. (9092-9094), each
@@ -60,9 +65,16 @@ ifeq ($(FAULT_TOOLS),missing)
 	else echo "fault harness tools (iproute2 nftables faketime) missing: its tests will skip"; fi
 endif
 
-test: venv-all js faults-tools
+# the suite on the compiled build, then the protocol, core and simulation
+# tests again on the .py files (KCOORD_PURE_PYTHON=1)
+PURE_TESTS := tests/protocol tests/coordinator tests/test_native_build.py \
+	tests/txn/test_txn_core.py tests/txn/test_txn_offsets_core.py tests/txn/test_txn_simulation.py \
+	tests/server/test_runtime_sim.py tests/cluster/test_replication_sim.py
+
+test: venv-all js faults-tools native
 	$(MAKE) lint
-	$(PY) -m pytest -q
+	KCOORD_EXPECT_COMPILED=1 $(PY) -m pytest -q
+	KCOORD_PURE_PYTHON=1 $(PY) -m pytest -q $(PURE_TESTS)
 
 # ruff, vulture and mypy as configured in pyproject.toml, and the import
 # layers (lint/import_layers.py: arrows point down, no cycle); any finding fails.

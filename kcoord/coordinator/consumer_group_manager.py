@@ -112,6 +112,10 @@ class ConsumerGroupManager:
         self._rebalancing: set[str] = set()  # groups with a bump not yet reconciled
         # whose DESCRIBE rights filter each regex subscription while an authorizer is on
         self.regex_access = RegexAccess(config)
+        # the steady-heartbeat shortcut (off: every heartbeat the long way, which the
+        # tests compare it with) and how many heartbeats it answered here
+        self.steady_shortcut = True
+        self.steady_answers = 0
 
     # ------------------------------------------------------------- config
     @property
@@ -193,8 +197,9 @@ class ConsumerGroupManager:
         if topics is not None and topics is not self.topics:
             self._set_topics(topics)
         steady = self.steady_heartbeat(req, client_id or "", client_host or "", now,
-                                       principal=principal)
+                                       principal=principal) if self.steady_shortcut else None
         if steady is not None:
+            self.steady_answers += 1
             return steady if steady.__class__ is Result else Result(response=steady)
         error = self.validate_heartbeat(req, version)
         # replies to parked classic requests and timer changes of an online upgrade:
@@ -595,10 +600,23 @@ class ConsumerGroupManager:
             log.error("group %s: %s", gid, exc.message)
 
     # ------------------------------------------------------------- the rest (describe, admin)
-    reconcile_member = staticmethod(reconcile_member)
-    validate_offset_commit = staticmethod(validate_offset_commit)
-    validate_offset_fetch = staticmethod(validate_offset_fetch)
-    delete_group = staticmethod(delete_group)
+    # methods, not staticmethod(...) class attributes: a compiled (mypyc) class
+    # would keep those per instance, where pickling the core fails
+    def reconcile_member(self, group: ConsumerGroup, member: ConsumerMember,
+                         target_epoch: int, target: dict, owned,
+                         records: list[Record]) -> ConsumerMember:
+        return reconcile_member(group, member, target_epoch, target, owned, records)
+
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
+                               version: int, transactional: bool = False) -> int:
+        return validate_offset_commit(group, member_id, epoch, version, transactional)
+
+    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
+                              epoch: int) -> int:
+        return validate_offset_fetch(group, member_id, epoch)
+
+    def delete_group(self, group: ConsumerGroup) -> tuple[int, list[Record]]:
+        return delete_group(group)
 
     def regex_filter(self, group: ConsumerGroup) -> Callable[[str, str], bool] | None:
         """RegexAccess.filter: which regex matches a resolution keeps."""

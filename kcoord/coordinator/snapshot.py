@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import io
 import pickle
 import sys
@@ -37,6 +38,9 @@ def code_fingerprint() -> bytes:
     """The digest of every module of this package and the Python version:
     the classes a payload's pickle names are these ones only if it matches."""
     digest = hashlib.sha256(f"{sys.version_info[:2]}".encode())
+    # compiled (mypyc) classes and their .py twins may pickle differently
+    shard = importlib.util.find_spec(__package__ + ".shard")
+    digest.update(b"py" if shard and str(shard.origin).endswith(".py") else b"compiled")
     root = Path(__file__).parent
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())

@@ -56,6 +56,7 @@ class Harness:
         self.log: list[tuple[bytes, bytes | None]] = []
         self.topics: dict[str, TopicInfo] = dict(topics or {})
         self.fired: list[tuple] = []
+        self.earlier_steady_answers = 0  # by the shards reload() replaced
 
     # ------------------------------------------------------------- plumbing
     def apply(self, result: Result) -> list[dict]:
@@ -108,12 +109,18 @@ class Harness:
         loaded again from its log, as after a move to another node and back:
         its durable state must be the live one, and on_loaded re-arms timers."""
         live = self.shard.snapshot()
-        new_member_id = self.shard.consumer.new_member_id
+        old = self.shard.consumer
+        self.earlier_steady_answers += old.steady_answers
         self.shard = self.replayed()
-        self.shard.consumer.new_member_id = new_member_id
+        self.shard.consumer.new_member_id = old.new_member_id
+        self.shard.consumer.steady_shortcut = old.steady_shortcut
         assert self.shard.snapshot() == live
         self.timers = {}
         self.apply(self.shard.on_loaded(self.now))
+
+    def steady_answers(self) -> int:
+        """Heartbeats the steady shortcut answered, over reloads."""
+        return self.earlier_steady_answers + self.shard.consumer.steady_answers
 
     def group(self, group_id: str = GROUP):
         return self.shard.consumer.groups.get(group_id)
