@@ -12,10 +12,12 @@ the follower is played by hand through the leader's serve_follower_fetch
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
 from kcoord.broker.catalogue import Catalogue
+from kcoord.broker.producer_ids import ProducerIds
 from kcoord.cluster.replica import ReplicationConfig
 from kcoord.cluster.durability import ReplicatedDurability
 from kcoord.cluster.replica_manager import ReplicaManager
@@ -25,9 +27,13 @@ from kcoord.cluster.state import PartitionState
 from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.protocol.errors import Err
 from kcoord.server.config import Config
+from kcoord.coordinator.result import Result
 from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED, CoordinatorRuntime
 from kcoord.server.group_handlers import GroupHandlers
 from kcoord.server.shard_batches import build_shard_batches
+from kcoord.server.txn_handlers import TxnHandlers
+from kcoord.server.txn_runtime import TxnRuntime
+from kcoord.protocol.internal_topics import TXN_TOPIC
 
 from tests.server.runtime_harness import answer, ctx
 
@@ -48,7 +54,7 @@ class ClusterNode:
     """Node ME's coordinator runtime and replica manager, wired as
     the server builds and starts them (ownership first)."""
 
-    def __init__(self, data_dir) -> None:
+    def __init__(self, data_dir, min_isr: int = 1) -> None:
         self.config = Config(data_dir=data_dir)
         self.config.update({"offsets.topic.num.partitions": 1,
                             "group.initial.rebalance.delay.ms": 0})
@@ -56,7 +62,7 @@ class ClusterNode:
         if self.catalogue.get("t") is None:
             self.catalogue.create("t", 1, {})  # (the commits' topic; never replicated here)
         self.manager = ReplicaManager(ME, self.catalogue, Store(), lambda node: None,
-                                      replication=ReplicationConfig(30000, 1),
+                                      replication=ReplicationConfig(30000, min_isr),
                                       coordinated=True)
         self.durability = ReplicatedDurability(self.manager, FsyncBatcher())
         self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
@@ -71,11 +77,11 @@ class ClusterNode:
         self.ownership.on_partition_state(state)
         self.manager.on_partition_state(state)
 
-    def follower_fetched(self, offset: int, epoch: int) -> None:
+    def follower_fetched(self, offset: int, epoch: int, topic: str = OFFSETS) -> None:
         """The peer fetches from `offset` in `epoch` (so it holds everything before)."""
-        replica = self.manager.replica(OFFSETS, 0)
+        replica = self.manager.replica(topic, 0)
         _, outs = replica.serve_follower_fetch(PEER, offset, epoch, 0)
-        self.manager.handle((OFFSETS, 0), outs)
+        self.manager.handle((topic, 0), outs)
 
     def close(self) -> None:
         self.runtime.stop()
@@ -293,3 +299,119 @@ def test_the_commit_timeout_is_read_from_the_config(tmp_path):
         assert single.commit.write_timeout is None  # single node: fsync, no timeout
     finally:
         catalogue.close()
+
+
+def commit(node: ClusterNode, offset: int, group: str = "g"):
+    req = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+           "group_instance_id": None, "retention_time_ms": -1, "topics": [
+               {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                             "committed_leader_epoch": -1,
+                                             "committed_metadata": ""}]}]}
+    return node.groups.offset_commit(ctx(8, 8), req)
+
+
+def commit_code(response) -> int:
+    if isinstance(response, (bytes, bytearray)):
+        return Err.NONE  # the cached encoded body: only when every partition succeeded
+    (topic,) = response["topics"]
+    (partition,) = topic["partitions"]
+    return partition["error_code"]
+
+
+def test_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """min.insync.replicas 2, the ISR the leader alone: Kafka's replica manager
+    refuses the acks=all append (NOT_ENOUGH_REPLICAS) and the group
+    coordinator answers COORDINATOR_NOT_AVAILABLE.  Nothing is appended (a
+    write answered as failed must never show up later), an offset commit
+    leaves the shard loaded, an internal write reverts memory by a reload;
+    with the ISR back, commits go through."""
+    node = ClusterNode(tmp_path, min_isr=2)
+
+    async def scenario():
+        node.manager.start()
+        node.state(ME, 1, 1, isr=(ME,))
+        await settle()
+        assert node.shard.state is ACTIVE
+        end = node.plog.log_end_offset
+        assert commit_code(await answer(commit(node, 5))) == Err.COORDINATOR_NOT_AVAILABLE
+        assert node.plog.log_end_offset == end, "a refused commit was appended"
+        assert node.shard.state is ACTIVE, "the refused commit reloaded the shard"
+        # a write the runtime makes by itself (as a session expiry's) is
+        # refused by the group commit before it appends; memory reloads
+        node.shard.apply(Result(records=commit_records("g", 6)))
+        await settle()
+        assert node.plog.log_end_offset == end, "a refused internal write was appended"
+        await node.runtime.wait_loaded()
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {})
+        # the follower back in the ISR: the commit is appended and acknowledged
+        node.state(ME, 1, 2, isr=(ME, PEER))
+        node.follower_fetched(end, 1)
+        reply = commit(node, 7)
+        for _ in range(200):
+            await settle()
+            if node.plog.flushed_offset > end:
+                break
+        node.follower_fetched(node.plog.log_end_offset, 1)
+        assert commit_code(await answer(reply)) == Err.NONE
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 7})
+        await node.manager.stop()
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.close()
+
+
+async def replicated(node: ClusterNode, answer_of, plog, epoch: int, topic: str = OFFSETS):
+    """The answer of a write once the peer fetched all it appended."""
+    task = asyncio.ensure_future(answer(answer_of))
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        node.follower_fetched(plog.log_end_offset, epoch, topic)
+        if task.done():
+            break
+    return await task
+
+
+def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """The same refusal for __transaction_state (InitProducerId answers
+    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
+    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
+    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+    node = ClusterNode(tmp_path, min_isr=2)
+    node.config.update({"transaction.state.log.num.partitions": 1})
+    ids = ProducerIds(None)
+    txn = TxnRuntime(node.catalogue, node.config, SimpleNamespace(), node.runtime,
+                     FsyncBatcher(), ids, node.durability)  # (the data plane is not used here)
+    handlers = TxnHandlers(txn, ids, node.groups)
+    txn_log = txn.logs[0]
+    init = {"transactional_id": "tx", "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+
+    async def scenario():
+        node.manager.start()
+        node.state(ME, 1, 1, isr=(ME,))
+        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, (ME,), (ME, PEER), 1))
+        txn.load(0, 1)
+        await txn.wait_loaded()
+        await settle()
+        end = txn_log.log_end_offset
+        answer_ = await handlers.init_producer_id(ctx(22, 4), dict(init))
+        assert answer_["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
+        assert txn_log.log_end_offset == end, "a refused transaction state write was appended"
+        assert node.runtime.write_txn("g", 5, 0, lambda *_: pytest.fail("the op ran"),
+                                      lambda code: code) == Err.COORDINATOR_NOT_AVAILABLE
+        assert await node.runtime.complete_txn(0, 5, 0, True) == Err.NOT_ENOUGH_REPLICAS
+        assert node.plog.log_end_offset == 0, "a refused marker was appended"
+        # the ISR back: InitProducerId is appended and answered
+        node.manager.on_partition_state(
+            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 2))
+        answer_ = await replicated(node, handlers.init_producer_id(ctx(22, 4), dict(init)),
+                                   txn_log, 1, TXN_TOPIC)
+        assert answer_["error_code"] == Err.NONE and answer_["producer_id"] >= 0
+        assert txn_log.log_end_offset > end
+        txn.stop()
+        await node.manager.stop()
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.close()
