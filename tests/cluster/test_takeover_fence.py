@@ -373,23 +373,43 @@ async def replicated(node: ClusterNode, answer_of, plog, epoch: int, topic: str 
     return await task
 
 
-def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
-    """The same refusal for __transaction_state (InitProducerId answers
-    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
-    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
-    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+def txn_node(tmp_path):
+    """Node ME with min.insync.replicas 2 and a transaction runtime on one
+    __transaction_state partition: (node, runtime, handlers)."""
     node = ClusterNode(tmp_path, min_isr=2)
     node.config.update({"transaction.state.log.num.partitions": 1})
     ids = ProducerIds(None)
     txn = TxnRuntime(node.catalogue, node.config, SimpleNamespace(), node.runtime,
                      FsyncBatcher(), ids, node.durability)  # (the data plane is not used here)
-    handlers = TxnHandlers(txn, ids, node.groups)
+    return node, txn, TxnHandlers(txn, ids, node.groups)
+
+
+def run_txn(node: ClusterNode, txn: TxnRuntime, scenario) -> None:
+    """Run `scenario` with the replica manager started; stop all after."""
+    async def whole():
+        node.manager.start()
+        try:
+            await scenario()
+        finally:
+            txn.stop()
+            await node.manager.stop()
+    try:
+        asyncio.run(whole())
+    finally:
+        node.close()
+
+
+def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """The same refusal for __transaction_state (InitProducerId answers
+    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
+    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
+    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+    node, txn, handlers = txn_node(tmp_path)
     txn_log = txn.logs[0]
     init = {"transactional_id": "tx", "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1}
 
     async def scenario():
-        node.manager.start()
         node.state(ME, 1, 1, isr=(ME,))
         node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, (ME,), (ME, PEER), 1))
         txn.load(0, 1)
@@ -410,12 +430,7 @@ def test_transaction_writes_below_min_insync_replicas_are_refused_before_appendi
                                    txn_log, 1, TXN_TOPIC)
         assert answer_["error_code"] == Err.NONE and answer_["producer_id"] >= 0
         assert txn_log.log_end_offset > end
-        txn.stop()
-        await node.manager.stop()
-    try:
-        asyncio.run(scenario())
-    finally:
-        node.close()
+    run_txn(node, txn, scenario)
 
 
 def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
@@ -426,12 +441,7 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
     markers and CompleteAbort must still follow (seed 117's fault run: the
     transaction stayed PrepareAbort until the next leadership change, every
     retry CONCURRENT_TRANSACTIONS, txn-group's offsets never stable)."""
-    node = ClusterNode(tmp_path, min_isr=2)
-    node.config.update({"transaction.state.log.num.partitions": 1})
-    ids = ProducerIds(None)
-    txn = TxnRuntime(node.catalogue, node.config, SimpleNamespace(), node.runtime,
-                     FsyncBatcher(), ids, node.durability)  # (no data partition in the txn)
-    handlers = TxnHandlers(txn, ids, node.groups)
+    node, txn, handlers = txn_node(tmp_path)
     txn_log = txn.logs[0]
 
     def txn_state(isr, version: int) -> None:
@@ -439,7 +449,6 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
                                                        version))
 
     async def scenario():
-        node.manager.start()
         node.state(ME, 1, 1)
         txn_state((ME, PEER), 1)
         txn.load(0, 1)
@@ -471,9 +480,4 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
             if txn.core.txns["tx"].state == COMPLETE_ABORT:
                 break
         assert txn.core.txns["tx"].state == COMPLETE_ABORT, "the PrepareAbort never completed"
-        txn.stop()
-        await node.manager.stop()
-    try:
-        asyncio.run(scenario())
-    finally:
-        node.close()
+    run_txn(node, txn, scenario)
