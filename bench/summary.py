@@ -99,6 +99,43 @@ def rows() -> list[list]:
     out.extend(_consumer_group_rows())
     out.extend(_assignor_rows())
     out.extend(_pipeline_rows())
+    out.extend(_compiled_rows())
+    return out
+
+
+# issue 26's goal for a row of bench/compiled.py, judged on the compiled median:
+# (what the goal says, whether compiled `c` beside the mock's `m` meets it)
+_COMPILED_GOALS = {
+    "OffsetCommit commits/s": ("ahead of the mock", lambda c, m: m is not None and c > m),
+    "OffsetCommit server CPU us/commit": ("<= 2x the mock's",
+                                          lambda c, m: m is not None and c <= 2 * m),
+    "classic heartbeat server CPU us": ("<= the mock's", lambda c, m: m is not None and c <= m),
+    "KIP-848 heartbeat server CPU us": ("<= the mock's", lambda c, m: m is not None and c <= m),
+    "produce acks=1 MB/s": ("ahead of the mock", lambda c, m: m is not None and c > m),
+    "produce acks=all MB/s": ("ahead of the mock", lambda c, m: m is not None and c > m),
+    "produce acks=all server CPU s/GB": ("<= 2x the mock's",
+                                         lambda c, m: m is not None and c <= 2 * m),
+    "replay records/CPU-s": (">= 4.4 M", lambda c, _m: c >= 4.4e6),
+}
+
+
+def _compiled_rows() -> list[list]:
+    """Issue 26: each row compiled (mypyc) beside pure Python, paired in one run."""
+    res = _load("compiled")
+    if not res:
+        return []
+    out = []
+    for label, r in res["measures"].items():
+        med = r["median"]
+        c, p, m = med.get("compiled"), med.get("pure"), med.get("mock")
+        if c is None or p is None:
+            continue
+        goal, judge = _COMPILED_GOALS.get(label, ("-", None))
+        out.append([f"{label}, compiled vs pure Python (issue 26)",
+                    f"compiled {_fmt(c)} vs pure {_fmt(p)} ({c / p:.2f}x)"
+                    + (f"; mock {_fmt(m)}" if m is not None else ""), goal,
+                    "-" if judge is None else ("met" if judge(c, m) else "MISSED"),
+                    res["machine"]["date"]])
     return out
 
 

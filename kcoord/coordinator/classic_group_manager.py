@@ -37,6 +37,7 @@ from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALAN
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
 from .timers import Timers
+from .compiled import mypyc_attr
 
 if TYPE_CHECKING:
     from .shard import CoordinatorConfig
@@ -78,6 +79,8 @@ def _protocols(req: dict) -> list[tuple[str, bytes]]:
     return [(p["name"], bytes(p["metadata"])) for p in req["protocols"]]
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 class ClassicGroupManager:
     """The classic groups of one shard and the handlers that change them."""
 

@@ -17,6 +17,7 @@ from ..protocol.messages.coordinator_records import (  # the record types, one c
     CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 from .result import Record
+from .compiled import mypyc_attr
 
 # ------------------------------------------------------------------ constants
 RECORD_TYPES = frozenset(range(CONSUMER_GROUP_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT + 1))
@@ -163,6 +164,8 @@ def is_subset(owned: list[dict] | None, assigned: Mapping[bytes, frozenset[int]]
 
 
 # ------------------------------------------------------------------ the model
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -237,6 +240,8 @@ def _assignment_snapshot(a: Mapping) -> tuple:
     return tuple((t, tuple(sorted(p))) for t, p in sorted(a.items()) if p)
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 @dataclass
 class ConsumerGroup:
     group_id: str

@@ -44,6 +44,7 @@ from .consumer_target import members_after, reconcile_member, update_target
 from .result import Record, Result, Timer
 from .observer import CoordinatorObserver
 from .timers import Timers
+from .compiled import mypyc_attr
 
 if TYPE_CHECKING:
     from .classic_group import ClassicGroup
@@ -80,6 +81,8 @@ def _answered(res: Result, response: dict) -> Result:
     return res
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 class ConsumerGroupManager:
     """The consumer groups of one shard and the handlers that change them."""
 

@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
 from .result import Record
+from .compiled import mypyc_attr
 
 
 
@@ -88,6 +89,8 @@ def offset_tombstone(group: str, topic: str, partition: int) -> Record:
     return Record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition}, None)
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 class OffsetStore:
     def __init__(self) -> None:
         self.by_group: dict[str, dict[tuple[str, int], OffsetValue]] = {}

@@ -30,8 +30,11 @@ from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
 from .txn_offsets import PendingTxnOffsets
 from .timers import Timers
+from .compiled import mypyc_attr
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 @dataclass
 class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
@@ -94,6 +97,8 @@ def group_tombstone(group_id: str) -> Record:
     return Record(GROUP_METADATA, {"group": group_id}, None)
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 class CoordinatorShard:
     """The three group managers, the offsets, and the routing between them: a
     request goes to the manager of its group's type (a classic request for a

@@ -14,8 +14,11 @@ deadline, it arms and cancels what it is told.
 from __future__ import annotations
 
 from .result import Result, Timer
+from .compiled import mypyc_attr
 
 
+# pickled with the core (snapshot.py): rebuilt from its attributes, no __init__
+@mypyc_attr(serializable=True)
 class Timers:
     __slots__ = ("deadlines", "armed")
 

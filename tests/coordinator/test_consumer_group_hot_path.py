@@ -27,7 +27,6 @@ def _traced(seed: int, shortcut: bool) -> tuple[list, list, list, dict, int]:
     methods natively)."""
     sim = Simulation(seed)
     sim.h.shard.consumer.steady_shortcut = shortcut
-    sim = Simulation(seed)
     trace = []
     heartbeat = sim.h.heartbeat
 
