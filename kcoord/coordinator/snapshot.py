@@ -20,6 +20,7 @@ import importlib.util
 import io
 import pickle
 import sys
+import types
 from pathlib import Path
 
 from .observer import NULL_OBSERVER
@@ -73,6 +74,16 @@ class _StatePickler(pickle.Pickler):
         if obj is NULL_OBSERVER:
             return _OBSERVER
         return self.config_objects.get(id(obj))
+
+    def reducer_override(self, obj):
+        """A bound method of a compiled (mypyc) class: its function has no
+        __name__, so pickle's own reduction fails; found by name on the class."""
+        if obj.__class__ is types.MethodType and not hasattr(obj.__func__, "__name__"):
+            for klass in type(obj.__self__).__mro__:
+                for name, value in vars(klass).items():
+                    if value is obj.__func__:
+                        return getattr, (obj.__self__, name)
+        return NotImplemented
 
 
 class _StateUnpickler(pickle.Unpickler):
