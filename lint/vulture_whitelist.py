@@ -93,3 +93,4 @@ HTTP_KEYS
 # pickle calls these hooks of the snapshot's Pickler/Unpickler (coordinator/snapshot.py)
 _.persistent_id
 _.persistent_load
+_.reducer_override
