@@ -9,8 +9,9 @@ kcoord/__init__.py before anything else, decides per process:
 
 - no manifest: nothing was built (or the build failed): pure Python;
 - KCOORD_PURE_PYTHON=1: the .py files, the extensions skipped;
-- a compiled module's source changed since the build (a developer's edit),
-  or the build is for another interpreter: the .py files, with one warning
+- a compiled module's source, or any module of coordinator/ or protocol/
+  (whose types the compiled code holds), changed since the build (a
+  developer's edit), or the build is for another interpreter: the .py files, with one warning
   line.  All or nothing: compiled modules call each other natively, so one
   stale module cannot be swapped out alone.
 """
@@ -50,6 +51,17 @@ def interpreter_tag() -> str:
     return importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
+# the compiled code also holds the types it was checked against: every module of
+# these packages (a compiled module's imports) counts as a source of the build
+INPUT_PACKAGES = ("coordinator", "protocol")
+
+
+def input_digests() -> dict[str, str]:
+    """kcoord-relative path -> sha256 of every .py the build depends on."""
+    return {p.relative_to(PACKAGE_DIR).as_posix(): source_digest(p)
+            for pkg in INPUT_PACKAGES for p in sorted((PACKAGE_DIR / pkg).rglob("*.py"))}
+
+
 def stale_reason(manifest: dict) -> str | None:
     """Why the built extensions must not run here, or None."""
     if manifest.get("interpreter") != interpreter_tag():
@@ -58,6 +70,11 @@ def stale_reason(manifest: dict) -> str | None:
         path = source_path(module)
         if not path.exists() or source_digest(path) != digest:
             return f"{path.name} changed since the build"
+    inputs = manifest.get("inputs", {})
+    now = input_digests()
+    for rel in sorted(set(inputs) | set(now)):
+        if inputs.get(rel) != now.get(rel):
+            return f"{rel} changed since the build"
     return None
 
 

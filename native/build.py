@@ -129,9 +129,10 @@ def check_import() -> None:
                        stdout=log, stderr=subprocess.STDOUT)
 
 
-def write_manifest(interpreter: str, digests: dict[str, str]) -> None:
+def write_manifest(interpreter: str, digests: dict[str, str], inputs: dict[str, str]) -> None:
     tmp = nb.MANIFEST.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"interpreter": interpreter, "modules": digests}, indent=1) + "\n")
+    tmp.write_text(json.dumps({"interpreter": interpreter, "modules": digests,
+                               "inputs": inputs}, indent=1) + "\n")
     tmp.replace(nb.MANIFEST)
 
 
@@ -146,11 +147,12 @@ def build(install: bool) -> str:
     # digests of the sources as the compiler reads them: an edit made during
     # the build shows as stale at the next import
     digests = {m: nb.source_digest(nb.source_path(m)) for m in MODULES}
+    inputs = nb.input_digests()
     # until the build is checked, a process that imports kcoord takes the .py
     # files (an interpreter that matches no extension: stale)
-    write_manifest("(a build under way)", digests)
+    write_manifest("(a build under way)", digests, inputs)
     compile_in_place()
-    write_manifest(nb.interpreter_tag(), digests)
+    write_manifest(nb.interpreter_tag(), digests, inputs)
     check_import()
     return f"compiled {len(MODULES)} modules with mypyc"
 

@@ -65,7 +65,10 @@ class ShareHarness(Harness):
         return [(r.type, r.value is not None) for r in (decode_record(k, v) for k, v in self.log)]
 
     def check_replay(self) -> None:
-        assert self.replayed().snapshot() == self.shard.snapshot()
+        # values first: pytest's message for a failing assert of a compiled
+        # method's call raises AttributeError (the method has no __name__)
+        replayed, live = self.replayed().snapshot(), self.shard.snapshot()
+        assert replayed == live
 
 
 @pytest.fixture
