@@ -11,7 +11,11 @@ have replication factor 3: every transaction-log write, marker and
 transactional offset commit is then acknowledged at the high watermark
 (fsynced on all three nodes), and markers for partitions led by other
 nodes travel as WriteTxnMarkers.  Server CPU is summed over all nodes
-(etcd not counted).  Results: bench/results/cluster_transactions.md/.json.
+(etcd not counted).  Then one more round on the cluster with the nodes'
+step trace on (the `kcoord.trace` logger at DEBUG, set through the
+BROKER_LOGGER config resource), not counted in the figures above: where a
+replicated transaction spends its time, per durable step
+(bench/step_breakdown.py).  Results: bench/results/cluster_transactions.md/.json.
 """
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import median, proc_cpu, table, timed, write_results  # noqa: E402
+
+INCREMENTAL_ALTER_CONFIGS, BROKER_LOGGER = 44, 8
+TRACED_TXNS = 100
 
 
 class _Nodes:
@@ -61,10 +68,42 @@ def _rounds(peer: _Nodes, replication: int, txns: int, rounds: int) -> list[dict
     return out
 
 
+def _set_trace(cluster, level: str | None) -> None:
+    """The `kcoord.trace` logger of every node at `level` (None: back to its default)."""
+    from tests.clients.wire import WireClient
+    op = 0 if level is not None else 1     # SET, DELETE
+    for node_id, node in cluster.nodes.items():
+        with WireClient(node.port) as client:
+            resp = client.request(INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": BROKER_LOGGER, "resource_name": str(node_id),
+                               "configs": [{"name": "kcoord.trace", "config_operation": op,
+                                            "value": level}]}],
+                "validate_only": False})
+        if resp["responses"][0]["error_code"]:
+            raise RuntimeError(f"node {node_id}: kcoord.trace not set: {resp}")
+
+
+def _traced_round(cluster, nodes: _Nodes, txns: int) -> dict:
+    """One more round with the step trace on: the breakdown of where it waits."""
+    from bench.step_breakdown import breakdown
+    from bench.transactions import ctp_run
+    _create(nodes.bootstrap, ["ctp-in-trace", "ctp-out-trace"], 3)
+    marks = {i: len(n.log_lines) for i, n in cluster.nodes.items()}
+    _set_trace(cluster, "DEBUG")
+    try:
+        with timed("consume-transform-produce on the cluster, step trace on"):
+            result = ctp_run(nodes, txns, "trace")
+    finally:
+        _set_trace(cluster, None)
+    return breakdown({i: n.log_lines[marks[i]:] for i, n in cluster.nodes.items()},
+                     result["transactions"])
+
+
 def run(args) -> None:
     from kcoord.cluster.etcd_server import EtcdServer
     from tests.cluster.support import Cluster
     from tests.support import ServerProcess
+    from bench.step_breakdown import tables as step_tables
     quick = getattr(args, "quick", False)
     txns, rounds = (50, 1) if quick else (300, 3)
     settings = {"group.initial.rebalance.delay.ms": "0"}
@@ -83,6 +122,7 @@ def run(args) -> None:
             nodes = _Nodes("3-node cluster (rf 3)", [n.port for n in cluster.nodes.values()],
                            [n.proc.pid for n in cluster.nodes.values()])
             results[nodes.name] = _rounds(nodes, 3, txns, rounds)
+            trace = _traced_round(cluster, nodes, TRACED_TXNS)
         finally:
             cluster.stop()
             etcd.stop()
@@ -102,10 +142,21 @@ def run(args) -> None:
         table(["setup", "transactions/s", "server CPU ms/txn (all nodes)", "transactions"],
               rows),
         "",
+        "## Where a replicated transaction waits (3 nodes, rf 3, step trace on)",
+        "",
+        "Medians in ms over one more round with the nodes' step trace on (not counted "
+        "above; tracing costs CPU). A step is timed on the node that answers it, from "
+        "the request in to the answer out; its write is appended, fsynced by the leader, "
+        "then replicated: the followers' parked fetches are answered, they append and "
+        "fsync, and their next fetch reports it, which moves the high watermark.",
+        "",
+        *step_tables(trace),
+        "",
     ]
     write_results("cluster_transactions",
                   "Transactions on a 3-node cluster beside a single node", sections,
-                  {"results": results, "txns_per_round": txns, "rounds": rounds})
+                  {"results": results, "txns_per_round": txns, "rounds": rounds,
+                   "step_breakdown": trace})
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import logging
 import time
 import weakref
 
-from ..log import OffsetOutOfRange
+from ..log import OffsetOutOfRange, step_trace
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
@@ -115,12 +115,16 @@ class DataPlane:
         if plog is None:
             return code
         end = plog.log_end_offset
+        trace_id = step_trace.sync_started([plog])
         await self.sync.sync([plog])
         if replica is None:
             return Err.NONE
+        step_trace.write_event("flushed", trace_id)
         self.replication.on_flushed([plog])
         self.appended.notify(plog)
-        return await self.replication.await_high_watermark(topic_name, index, end)
+        code = await self.replication.await_high_watermark(topic_name, index, end)
+        step_trace.write_event("replicated", trace_id)
+        return code
 
     def forget_txn_state(self, plog) -> None:
         """The log changed under its producer state (leadership moved, a
@@ -203,7 +207,9 @@ class DataPlane:
     async def _replicated_ack(self, logs, replicated, response, acks: int):
         """fsync, then (acks=-1) wait for the high watermark to pass each
         write: answered once every in-sync replica has it on disk."""
+        trace_id = step_trace.sync_started(logs)
         await self.sync.sync(logs)
+        step_trace.write_event("flushed", trace_id)
         self.replication.on_flushed(logs)
         self.appended.notify_logs(logs)   # followers read only what is fsynced
         if acks == -1:
@@ -213,6 +219,7 @@ class DataPlane:
                 error = await fut
                 if error != Err.NONE:
                     result["error_code"] = error
+            step_trace.write_event("replicated", trace_id)
         return response
 
     async def _after_sync(self, logs, response):

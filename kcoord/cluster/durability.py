@@ -6,6 +6,7 @@ import asyncio
 from typing import Callable
 
 from ..log.durability import NotReplicated
+from ..log import step_trace
 from ..log.fsync_batcher import FsyncBatcher
 from ..log.waiters import Waiters
 from ..protocol.errors import Err
@@ -59,6 +60,14 @@ class ReplicatedDurability:
             return plog.log_start_offset
         return found[1].high_watermark
 
+    def append_error(self, plog) -> int:
+        """Kafka's check before an acks=all append: this node leads the log
+        and its ISR holds min.insync.replicas; else nothing is appended."""
+        found = self.manager.replica_of_log(plog)
+        if found is None:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return found[1].check_append(-1)
+
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's
         role listener): fences waiting for leadership look again."""
@@ -66,9 +75,12 @@ class ReplicatedDurability:
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         ends = [plog.log_end_offset for plog in logs]
-        self.fsync.sync_then(logs, lambda errors: self._flushed(logs, ends, errors, done))
+        trace_id = step_trace.sync_started(logs)
+        self.fsync.sync_then(logs, lambda errors: self._flushed(logs, ends, errors, done,
+                                                                trace_id))
 
-    def _flushed(self, logs: list, ends: list, errors: list, done) -> None:
+    def _flushed(self, logs: list, ends: list, errors: list, done, trace_id: int) -> None:
+        step_trace.write_event("flushed", trace_id)
         manager = self.manager
         flushed = [plog for plog, e in zip(logs, errors) if e is None]
         manager.on_flushed(flushed)
@@ -88,13 +100,14 @@ class ReplicatedDurability:
         if not waits:
             done(errors)
             return
-        asyncio.get_running_loop().create_task(self._replicated(waits, errors, done))
+        asyncio.get_running_loop().create_task(self._replicated(waits, errors, done, trace_id))
 
-    async def _replicated(self, waits: list, errors: list, done) -> None:
+    async def _replicated(self, waits: list, errors: list, done, trace_id: int) -> None:
         for i, fut in waits:
             code = await fut
             if code != Err.NONE:
                 errors[i] = NotReplicated(code)
+        step_trace.write_event("replicated", trace_id)
         done(errors)
 
     def close(self) -> None:

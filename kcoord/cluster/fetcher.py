@@ -15,6 +15,7 @@ import logging
 import ssl
 import time
 
+from ..log import step_trace
 from ..protocol.errors import Err
 from ..protocol.client import AsyncExchange
 from ..protocol.records import LOG_OVERHEAD, iter_batches
@@ -217,8 +218,10 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg.fetch_wait_max_ms + cfg.request_timeout_ms) / 1000.0
+        step_trace.event("fetch-sent", self.leader_id, len(fetches))
         response = await self._unless_new_follower(conn.call(FETCH, FETCH_VERSION, body,
                                                              timeout))
+        step_trace.event("fetch-answer", self.leader_id)
         if response is None:
             # A partition that just became a follower of this leader would
             # otherwise wait out the long poll (replica.fetch.wait.max.ms)
@@ -252,7 +255,10 @@ class ReplicaFetcher:
                 replica.log.append_raw(data)
                 appended.append(replica.log)
         if appended:
+            if step_trace.on():
+                step_trace.event("fetch-appended", self.leader_id, step_trace.names(appended))
             await self.manager.flush(appended)     # durable before it is reported
+            step_trace.event("fetch-flushed", self.leader_id)
         for key, replica, q in fetches:
             a = answers.get(key)
             if a is None:
