@@ -14,8 +14,21 @@ records the load average, and the figures are medians over the runs.
     python -m bench runtime_compare [--quick] [--seconds S]
 
 RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
-(no load or pipeline data generated) and writes
+(no load or pipeline data generated unless named) and writes
 bench/results/runtime_compare_<names>.md/json instead.
+RUNTIME_COMPARE_ONLY=hot_paths is issue 22's figure: OffsetCommit, both
+heartbeats and the load replay, 8 paired runs of 5 measured seconds each
+(about 6-8 minutes on 2 quiet cores), results in
+bench/results/runtime_compare_hot_paths.md; its "paired" column (the median
+of each pair's after/before) is the figure, as it cancels slow drifts of
+the machine's load:
+
+    git worktree add --detach ../kcoord-before 626dd63
+    git worktree add --detach ../kcoord-after main
+    cd ../kcoord-after && KCOORD_BASE_TREE=../kcoord-before KCOORD_AFTER_TREE=. \\
+      RUNTIME_COMPARE_SETTINGS=group.coordinator.append.linger.ms=10 \\
+      RUNTIME_COMPARE_ONLY=hot_paths python -m bench runtime_compare
+
 RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
 RUNTIME_COMPARE_SETTINGS=key=value,...: server settings for both trees (to
 pin a default that changed between them, e.g. the append linger).
@@ -34,8 +47,8 @@ from pathlib import Path
 
 from .common import ROOT, KcoordServer, loadavg, median, run_loadgen, table, timed, write_results
 
-BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base"))
-AFTER_TREE = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT))
+BASE_TREE = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base")).resolve()
+AFTER_TREE = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT)).resolve()
 TREES = {"before": BASE_TREE, "after": AFTER_TREE}
 SETTINGS = dict(kv.split("=", 1) for kv in os.environ.get("RUNTIME_COMPARE_SETTINGS", "").split(",")
                 if "=" in kv)
@@ -150,66 +163,67 @@ WORKLOADS = {
 }
 
 
+# Issue 22's figure: the four hot paths, paired runs, short enough for one
+# quiet-machine run (about 6-8 minutes on 2 cores)
+HOT_PATHS = ["offset_commit", "classic_heartbeat", "consumer_heartbeat", "load_replay"]
+HOT_PATHS_REPS, HOT_PATHS_SECONDS = 8, 5.0
+
+
 def run(args) -> dict:
     if not (BASE_TREE / "kcoord").is_dir():
         raise SystemExit(f"no base tree at {BASE_TREE} (git worktree add {BASE_TREE} <commit>)")
-    reps = int(os.environ.get("RUNTIME_COMPARE_REPS") or (2 if args.quick else 3))
     only = [w for w in os.environ.get("RUNTIME_COMPARE_ONLY", "").split(",") if w]
-    if only:
-        return run_only(only, reps, args)
+    label = None
+    if only == ["hot_paths"]:
+        label, only = "hot_paths", list(HOT_PATHS)
+        args.seconds = args.seconds or HOT_PATHS_SECONDS
+    unknown = [n for n in only if n not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"RUNTIME_COMPARE_ONLY: unknown workload: {', '.join(unknown)}")
+    default_reps = HOT_PATHS_REPS if label else (2 if args.quick else 3)
+    reps = int(os.environ.get("RUNTIME_COMPARE_REPS") or default_reps)
+    names = only or list(WORKLOADS)
     records = 200_000 if args.quick else 2_000_000
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-cmp-"))
-    runs: dict[str, dict[str, list]] = {w: {"before": [], "after": []} for w in WORKLOADS}
+    runs: dict[str, dict[str, list]] = {w: {"before": [], "after": []} for w in names}
+    generated: dict = {}
+    print(f"[bench] runtime_compare: {', '.join(names)}; {reps} paired runs; "
+          f"load average {loadavg()}", flush=True)
     try:
-        from .load import generate
-        from .pipeline_bench import workload_params
-        from kcoord.pipeline.generate import generate as generate_pipeline_log
-        data = tmp / "load-data"
-        generated = generate(data, records, 200)
-        pipeline_data = tmp / "pipeline-data"
-        generate_pipeline_log(pipeline_data, workers=1,
-                              **workload_params(100_000 if args.quick else 1_000_000))
+        data, pipeline_data = tmp / "load-data", tmp / "pipeline-data"
+        if "load_replay" in names:
+            from .load import generate
+            generated = generate(data, records, 200)
+        if "pipeline_decoder" in names:
+            from .pipeline_bench import workload_params
+            from kcoord.pipeline.generate import generate as generate_pipeline_log
+            generate_pipeline_log(pipeline_data, workers=1,
+                                  **workload_params(100_000 if args.quick else 1_000_000))
         for rep in range(reps):
             order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
-            for name, (fn, _, _) in WORKLOADS.items():
+            for name in names:
                 for which in order:
-                    with timed(f"runtime_compare {name} {which} {rep + 1}/{reps}"):
-                        before = loadavg()
+                    start_load = loadavg()
+                    with timed(f"runtime_compare {name} {which} {rep + 1}/{reps} "
+                               f"(load average {start_load})"):
                         try:
-                            if fn is not None:
-                                r = fn(which, args)
-                            elif name == "load_replay":
-                                r = load_replay(which, args, data)
-                            else:
-                                r = pipeline_decoder(which, args, pipeline_data)
+                            r = _one_run(name, which, args, data, pipeline_data)
                         except Exception as exc:
                             r = {"error": f"{type(exc).__name__}: {exc}"}
-                        r["loadavg"] = [before, loadavg()]
+                        r["loadavg"] = [start_load, loadavg()]
                         runs[name][which].append(r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return report(runs, reps, records, generated, args)
+    return report(runs, reps, records, generated, args, only, label)
 
 
-def run_only(names: list[str], reps: int, args) -> dict:
-    """Only the named server workloads, alternating as run() does."""
-    unknown = [n for n in names if WORKLOADS.get(n, (None,))[0] is None]
-    if unknown:
-        raise SystemExit(f"RUNTIME_COMPARE_ONLY: not a server workload: {', '.join(unknown)}")
-    runs = {w: {"before": [], "after": []} for w in names}
-    for rep in range(reps):
-        order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
-        for name in names:
-            for which in order:
-                with timed(f"runtime_compare {name} {which} {rep + 1}/{reps}"):
-                    start_load = loadavg()
-                    try:
-                        r = WORKLOADS[name][0](which, args)
-                    except Exception as exc:
-                        r = {"error": f"{type(exc).__name__}: {exc}"}
-                    r["loadavg"] = [start_load, loadavg()]
-                    runs[name][which].append(r)
-    return report(runs, reps, 0, {}, args, names)
+def _one_run(name: str, which: str, args, data: Path, pipeline_data: Path) -> dict:
+    fn = WORKLOADS[name][0]
+    if fn is not None:
+        return fn(which, args)
+    if name == "load_replay":
+        return load_replay(which, args, data)
+    return pipeline_decoder(which, args, pipeline_data)
 
 
 def _value(r: dict, key: str):
@@ -217,64 +231,67 @@ def _value(r: dict, key: str):
     return v if isinstance(v, (int, float)) else None
 
 
+def _paired(before: list, after: list) -> list[float]:
+    """after/before - 1 (percent) of the runs made back to back (same rep)."""
+    return [(a - b) / b * 100 for b, a in zip(before, after) if a is not None and b]
+
+
 def report(runs: dict, reps: int, records: int, generated: dict, args,
-           only: list[str] | None = None) -> dict:
+           only: list[str] | None = None, label: str | None = None) -> dict:
     rows = []
     summary = {}
     for name, (_, key, unit) in WORKLOADS.items():
         if only and name not in only:
             continue
-        med = {}
-        for which in ("before", "after"):
-            values = [v for v in (_value(r, key) for r in runs[name][which]) if v is not None]
-            med[which] = median(values) if values else None
+        values = {w: [_value(r, key) for r in runs[name][w]] for w in ("before", "after")}
+        med = {w: median([v for v in values[w] if v is not None]) for w in ("before", "after")}
         change = None
         if med["before"] and med["after"]:
             change = (med["after"] - med["before"]) / med["before"] * 100
+        paired = _paired(values["before"], values["after"])
         loads = [_load1(r["loadavg"][0]) for w in ("before", "after") for r in runs[name][w]]
         errors = [r["error"] for w in ("before", "after") for r in runs[name][w] if "error" in r]
         summary[name] = {"unit": unit, "before": med["before"], "after": med["after"],
-                         "change_pct": change,
-                         "runs": {w: [_value(r, key) for r in runs[name][w]]
-                                  for w in ("before", "after")},
+                         "change_pct": change, "paired_change_pct": median(paired),
+                         "paired_changes_pct": paired, "runs": values,
                          "loadavg_at_start": loads, "errors": errors}
         fmt = (lambda v: "-" if v is None else f"{v:,.1f}")
-        rows.append([name, unit, fmt(med["before"]), fmt(med["after"]),
-                     "-" if change is None else f"{change:+.1f}%",
-                     " ".join(fmt(v) for v in summary[name]["runs"]["before"]),
-                     " ".join(fmt(v) for v in summary[name]["runs"]["after"]),
+        pct = (lambda v: "-" if v is None else f"{v:+.1f}%")
+        rows.append([name, unit, fmt(med["before"]), fmt(med["after"]), pct(change),
+                     pct(median(paired)), " ".join(f"{v:+.0f}" for v in sorted(paired)),
+                     " ".join(fmt(v) for v in values["before"]),
+                     " ".join(fmt(v) for v in values["after"]),
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
                      "; ".join(errors)[:200] or ""])
     head = (f"before = {BASE_TREE} ({_rev(BASE_TREE)}), after = {AFTER_TREE} ({_rev(AFTER_TREE)}); "
-            f"{reps} runs each, alternating (before, after, then after, before, ...); medians."
-            + (f" Both trees with {SETTINGS}." if SETTINGS else ""))
+            f"{reps} runs each, alternating (before, after, then after, before, ...); "
+            "change: of the medians; paired: the median of each rep's after/before."
+            + (f" Both trees with {SETTINGS}." if SETTINGS else "")
+            + (f" {args.seconds:g} s measured per server run." if args.seconds else ""))
+    md = [head]
     if only:
-        md = [head, "Only " + ", ".join(only) + " (RUNTIME_COMPARE_ONLY). CPU per request: the "
-              "server's user+system CPU over the measured phase divided by the requests "
-              "answered (lower is better). The machine is shared with other engineers' test "
-              "runs: the load average at the start of each run is given.", "",
-              table(["workload", "unit", "before", "after", "change", "before runs",
-                     "after runs", "loadavg", "errors"], rows)]
-        out = {"summary": summary, "runs": runs, "quick": bool(args.quick)}
-        write_results("runtime_compare_" + "_".join(only),
-                      "Runtime reshaping (issue 11): before and after in one run (part)", md, out)
-        return out
-    md = [head,
-          f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
-          f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per CPU-second of "
-          "the server (and its load workers) between listening and 'all shards loaded' "
-          "(higher is better). CPU per request: the server's user+system CPU over the "
-          "measured phase divided by the requests answered (lower is better).",
-          "Pipeline decoder: bench/pipeline_bench.py's decode_rate (the lag pipeline's "
-          "pure-Python decoder, one process, no Spark) over a generated log of "
-          f"{100_000 if args.quick else 1_000_000:,} commits.",
-          "The machine is shared with other engineers' test runs: the load average at the "
-          "start of each run is given.", "",
-          table(["workload", "unit", "before", "after", "change", "before runs", "after runs",
-                 "loadavg", "errors"], rows)]
+        md.append("Only " + ", ".join(only) + " (RUNTIME_COMPARE_ONLY"
+                  + (f"={label}" if label else "") + ").")
+    if "load_replay" in runs:
+        md.append(f"Load replay: {records:,} OffsetCommit records (200 commits per key) in "
+                  f"{generated.get('bytes', 0) / 1e6:.0f} MB, clean restart; records per "
+                  "CPU-second of the server (and its load workers) between listening and 'all "
+                  "shards loaded' (higher is better).")
+    md.append("CPU per request: the server's user+system CPU over the measured phase divided "
+              "by the requests answered (lower is better).")
+    if "pipeline_decoder" in runs:
+        md.append("Pipeline decoder: bench/pipeline_bench.py's decode_rate (the lag pipeline's "
+                  "pure-Python decoder, one process, no Spark) over a generated log of "
+                  f"{100_000 if args.quick else 1_000_000:,} commits.")
+    md += ["The machine may be shared with other test runs: the load average at the start of "
+           "each run is given.", "",
+           table(["workload", "unit", "before", "after", "change", "paired",
+                  "paired changes (%)", "before runs", "after runs", "loadavg", "errors"], rows)]
     out = {"summary": summary, "runs": runs, "quick": bool(args.quick)}
-    write_results("runtime_compare", "Runtime reshaping (issue 11): before and after in one run",
-                  md, out)
+    name = "runtime_compare" + ("_" + (label or "_".join(only)) if only else "")
+    path = write_results(name, "Runtime reshaping: before and after in one run"
+                         + (" (part)" if only and not label else ""), md, out)
+    print(md[-1], f"\n[bench] written to {path}", flush=True)
     return out
 
 

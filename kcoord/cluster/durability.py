@@ -60,6 +60,14 @@ class ReplicatedDurability:
             return plog.log_start_offset
         return found[1].high_watermark
 
+    def append_error(self, plog) -> int:
+        """Kafka's check before an acks=all append: this node leads the log
+        and its ISR holds min.insync.replicas; else nothing is appended."""
+        found = self.manager.replica_of_log(plog)
+        if found is None:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return found[1].check_append(-1)
+
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's
         role listener): fences waiting for leadership look again."""

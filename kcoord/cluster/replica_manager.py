@@ -72,6 +72,7 @@ class ReplicaManager:
         # it twice: no walk over every replica of the node)
         self._following: dict[int, list] | None = None
         self._pending_states: dict[tuple[str, int], PartitionState] = {}
+        self._log_keys: dict[int, tuple[str, int]] = {}  # id(log) -> key, checked on use
         self._waiters: dict[object, asyncio.Future] = {}
         self._tick_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -310,8 +311,13 @@ class ReplicaManager:
 
     def replica_of_log(self, plog) -> tuple[tuple[str, int], Replica] | None:
         """((topic, partition), replica) of a local log, None if not replicated here."""
+        key = self._log_keys.get(id(plog))  # a coordinator asks before every write: no scan
+        replica = self.replicas.get(key) if key is not None else None
+        if replica is not None and replica.log is plog:
+            return key, replica
         for key, replica in self.replicas.items():
             if replica.log is plog:
+                self._log_keys[id(plog)] = key
                 return key, replica
         return None
 

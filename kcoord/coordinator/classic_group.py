@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.api import API_KEYS, response_defaults
 from ..protocol.errors import Err
 from .result import Result
 
@@ -34,6 +35,7 @@ VALID_PREVIOUS = {
 }
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+JOIN_GROUP, SYNC_GROUP = API_KEYS["JoinGroup"], API_KEYS["SyncGroup"]
 
 
 class IllegalStateTransition(Exception):
@@ -41,14 +43,18 @@ class IllegalStateTransition(Exception):
 
 
 def join_error(code: int, member_id: str = "") -> dict:
-    """A JoinGroup response carrying only an error (JoinGroupResponseData defaults)."""
-    return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
-            "protocol_type": None, "protocol_name": None, "leader": "",
-            "skip_assignment": False, "member_id": member_id, "members": []}
+    """A JoinGroup answer carrying only an error: the schema's defaults (the
+    handler fits protocol_name to the request's version)."""
+    return {**response_defaults(JOIN_GROUP), "error_code": code, "member_id": member_id}
 
 
-def sync_response(code: int, assignment: bytes = b"", protocol_type: str | None = None,
-                  protocol_name: str | None = None) -> dict:
+def sync_error(code: int) -> dict:
+    """A SyncGroup answer carrying only an error: the schema's defaults."""
+    return {**response_defaults(SYNC_GROUP), "error_code": code}
+
+
+def sync_response(code: int, assignment: bytes, protocol_type: str | None,
+                  protocol_name: str | None) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "protocol_type": protocol_type,
             "protocol_name": protocol_name, "assignment": assignment}
 
@@ -239,7 +245,7 @@ class ClassicGroup:
                        "generation_id": -1, "protocol_type": None, "protocol_name": None,
                        "leader": "", "skip_assignment": False, "member_id": old_id, "members": []}
         self.complete_join(old, fenced_join, res)
-        self.complete_sync(old, sync_response(Err.FENCED_INSTANCE_ID), res)
+        self.complete_sync(old, sync_error(Err.FENCED_INSTANCE_ID), res)
         new = ClassicMember(new_id, old.group_instance_id, old.client_id, old.client_host,
                             old.rebalance_timeout_ms, old.session_timeout_ms, old.protocol_type,
                             list(old.protocols), old.assignment)

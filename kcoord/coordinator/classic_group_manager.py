@@ -32,7 +32,7 @@ from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import GROUP_METADATA
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
-                            ClassicGroup, ClassicMember, join_error, persisted_view,
+                            ClassicGroup, ClassicMember, join_error, persisted_view, sync_error,
                             sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
@@ -159,7 +159,7 @@ class ClassicGroupManager:
         gid = group.group_id
         for m in group.members.values():
             group.complete_join(m, join_error(Err.REBALANCE_IN_PROGRESS, m.member_id), side)
-            group.complete_sync(m, sync_response(Err.REBALANCE_IN_PROGRESS), side)
+            group.complete_sync(m, sync_error(Err.REBALANCE_IN_PROGRESS), side)
             self._cancel(side, (HEARTBEAT, gid, m.member_id))
         self._cancel(side, (JOIN, gid))
         self._cancel(side, (SYNC, gid))
@@ -495,7 +495,7 @@ class ClassicGroupManager:
             res.reply(member.join_token, join_error(Err.UNKNOWN_MEMBER_ID, ""))
             member.join_token = None
         if member.sync_token is not None:
-            res.reply(member.sync_token, sync_response(Err.UNKNOWN_MEMBER_ID))
+            res.reply(member.sync_token, sync_error(Err.UNKNOWN_MEMBER_ID))
             member.sync_token = None
 
     # ------------------------------------------------------------ expiry
@@ -547,10 +547,10 @@ class ClassicGroupManager:
         pname = req.get("protocol_name") if version >= 5 else None
         refused = sync_request_error(req, version)
         if refused:
-            return res.reply(token, sync_response(refused))
+            return res.reply(token, sync_error(refused))
         group = self.groups.get(group_id)
         if group is None or group.state == EMPTY:
-            return res.reply(token, sync_response(Err.UNKNOWN_MEMBER_ID))
+            return res.reply(token, sync_error(Err.UNKNOWN_MEMBER_ID))
         instance_id = req.get("group_instance_id") if version >= 3 else None
         error: int
         if group.state == DEAD:
@@ -563,13 +563,13 @@ class ClassicGroupManager:
                               or _inconsistent(pname, group.protocol_name)):
                 error = Err.INCONSISTENT_GROUP_PROTOCOL
         if error:
-            return res.reply(token, sync_response(error))
+            return res.reply(token, sync_error(error))
         if group.state == PREPARING_REBALANCE:
-            return res.reply(token, sync_response(Err.REBALANCE_IN_PROGRESS))
+            return res.reply(token, sync_error(Err.REBALANCE_IN_PROGRESS))
         member = group.members[member_id]
         if group.state == COMPLETING_REBALANCE:
             if member.sync_token is not None:  # a newer SyncGroup of the same member
-                res.reply(member.sync_token, sync_response(Err.REBALANCE_IN_PROGRESS))
+                res.reply(member.sync_token, sync_error(Err.REBALANCE_IN_PROGRESS))
             member.sync_token = token
             self._remove_pending_sync_member(res, group, member_id)
             if group.is_leader(member_id):

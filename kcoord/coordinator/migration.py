@@ -39,7 +39,7 @@ from ..protocol.messages.consumer_protocol import (decode_assignment, decode_sub
 from . import consumer_group as cg
 from .classic_group_manager import GROUP_METADATA, ClassicGroupManager
 from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, ClassicMember,
-                            join_error, sync_response)
+                            join_error, sync_error, sync_response)
 from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
                              ConsumerGroup, ConsumerMember)
 from .consumer_group_manager import SESSION_TIMER, ConsumerGroupManager
@@ -491,7 +491,7 @@ class GroupMigration:
                 self._must_rejoin(res, group, member, now)
                 raise HeartbeatError(Err.REBALANCE_IN_PROGRESS)
         except HeartbeatError as exc:
-            return res.reply(token, sync_response(exc.code))
+            return res.reply(token, sync_error(exc.code))
         self._cancel(res, (SYNC_TIMER, group.group_id, member.member_id))
         self._touch_session(res, group.group_id, member, now)
         assignment = self.assignment_bytes(group, member.assigned, bytes(protocols[0]["metadata"]))

@@ -18,6 +18,21 @@ LOST_LEADERSHIP = frozenset({Err.NOT_LEADER_OR_FOLLOWER, Err.NOT_COORDINATOR,
                              Err.FENCED_LEADER_EPOCH})
 
 
+# What Kafka's group and transaction coordinators answer a client for an
+# append the replica manager refused (or timed out): retriable codes of
+# their own APIs (GroupCoordinatorService, TransactionStateManager)
+_CLIENT_ANSWER = {Err.NOT_ENOUGH_REPLICAS: Err.COORDINATOR_NOT_AVAILABLE,
+                  Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Err.COORDINATOR_NOT_AVAILABLE,
+                  Err.REQUEST_TIMED_OUT: Err.COORDINATOR_NOT_AVAILABLE,
+                  Err.NOT_LEADER_OR_FOLLOWER: Err.NOT_COORDINATOR,
+                  Err.KAFKA_STORAGE_ERROR: Err.NOT_COORDINATOR}
+
+
+def coordinator_answer(code: int) -> int:
+    """The coordinator's client-facing code for an append error `code`."""
+    return _CLIENT_ANSWER.get(code, code)
+
+
 class NotReplicated(Exception):
     """A write the replicas will not acknowledge here; `error` is the Kafka
     code that says why.  A lost leadership (LOST_LEADERSHIP) unloads the
@@ -38,6 +53,11 @@ class Durability(Protocol):
     # write out after offsets.commit.timeout.ms (Kafka's write timeout)
     replicated: bool
     closed: bool
+
+    def append_error(self, plog) -> int:
+        """May a coordinator write be appended to `plog` now (Kafka's check
+        before an acks=all append)?  NONE, NOT_LEADER_OR_FOLLOWER, or
+        NOT_ENOUGH_REPLICAS (the ISR is below min.insync.replicas)."""
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         """Call `done(errors)` on the loop once what was appended to each log
@@ -63,6 +83,10 @@ class LocalDurability:
     @property
     def closed(self) -> bool:
         return self.batcher.closed
+
+    @staticmethod
+    def append_error(_plog) -> int:
+        return Err.NONE  # one node: it is the whole ISR
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         self.batcher.sync_then(logs, done)   # the shared adaptive rounds

@@ -33,9 +33,11 @@ class _IndexFile:
     def _entry(self, i: int) -> tuple:
         return self.ENTRY.unpack(os.pread(self._fd, self.ENTRY.size, i * self.ENTRY.size))
 
-    def _last_le(self, key: Callable[[tuple], int], target: int, strict: bool) -> tuple | None:
-        """The last entry whose key is <= target (< target if strict)."""
-        lo, hi = 0, self.entries  # answer index is lo - 1 at the end
+    def _count_le(self, key: Callable[[tuple], int], target: int, strict: bool,
+                  hi: int | None = None) -> int:
+        """How many of the first `hi` entries (all by default) have a key
+        <= target (< target if strict); keys increase along the file."""
+        lo, hi = 0, self.entries if hi is None else min(hi, self.entries)
         while lo < hi:
             mid = (lo + hi) // 2
             k = key(self._entry(mid))
@@ -43,7 +45,12 @@ class _IndexFile:
                 lo = mid + 1
             else:
                 hi = mid
-        return self._entry(lo - 1) if lo else None
+        return lo
+
+    def _last_le(self, key: Callable[[tuple], int], target: int, strict: bool) -> tuple | None:
+        """The last entry whose key is <= target (< target if strict)."""
+        n = self._count_le(key, target, strict)
+        return self._entry(n - 1) if n else None
 
     def _append(self, *values: int) -> None:
         os.pwrite(self._fd, self.ENTRY.pack(*values), self.entries * self.ENTRY.size)
@@ -57,9 +64,13 @@ class _IndexFile:
         return self.file_size % self.ENTRY.size == 0
 
     def reset(self) -> None:
-        os.ftruncate(self._fd, 0)
-        self.entries = 0
-        self.file_size = 0
+        self.keep(0)
+
+    def keep(self, entries: int) -> None:
+        """Drop every entry after the first `entries`."""
+        os.ftruncate(self._fd, entries * self.ENTRY.size)
+        self.entries = entries
+        self.file_size = entries * self.ENTRY.size
 
     def flush(self) -> None:
         os.fsync(self._fd)
@@ -85,6 +96,10 @@ class OffsetIndex(_IndexFile):
     def lookup(self, offset: int) -> int:
         entry = self._last_le(lambda e: e[0], offset - self.base_offset, strict=False)
         return entry[1] if entry else 0
+
+    def count_below(self, position: int, among: int) -> int:
+        """How many of the first `among` entries point below file `position`."""
+        return self._count_le(lambda e: e[1], position, strict=True, hi=among)
 
     def sane(self, log_size: int) -> bool:
         if not self.size_ok():
@@ -124,9 +139,14 @@ class TimeIndex(_IndexFile):
         last = self.last()
         return (last[0], self.base_offset + last[1]) if last else None
 
-    def reset(self) -> None:
-        super().reset()
-        self._last_ts = -1
+    def keep(self, entries: int) -> None:
+        super().keep(entries)
+        last = self.last()
+        self._last_ts = last[0] if last else -1
+
+    def count_up_to(self, offset: int, among: int) -> int:
+        """How many of the first `among` entries name an offset <= `offset`."""
+        return self._count_le(lambda e: e[1], offset - self.base_offset, strict=False, hi=among)
 
     def sane(self) -> bool:
         if not self.size_ok():

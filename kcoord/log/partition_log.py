@@ -82,9 +82,12 @@ class PartitionLog:
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         if self.recovery_scanned:
+            # below where opening walked, a flush fsynced the recovery point
+            # only after the epochs of its batches were checkpointed (_write)
             active = self.active
             with open(active.log_path, "rb") as fh:
-                for batch in file_batches(fh.fileno(), 0, active.size, bodies=False):
+                for batch in file_batches(fh.fileno(), active.walked_from, active.size,
+                                          bodies=False):
                     if batch.header.partition_leader_epoch >= 0:
                         cache.assign(batch.header.partition_leader_epoch, batch.header.base_offset)
         if cache.entries != before:
@@ -117,10 +120,14 @@ class PartitionLog:
         active = Segment(self.path, ordered[-1], self.config)
         if not (clean_shutdown and active.open_clean()):
             # logs a warning with the bytes dropped, if any; CRC-checks only
-            # past the recovery point (below it a flush fsynced every byte)
-            active.recover(self.recovery_point.read(active.base_offset, active.size))
+            # past the recovery point (below it a flush fsynced every byte,
+            # and the index entries it counted)
+            active.recover(*self.recovery_point.read(active.base_offset, active.size))
             self.recovery_scanned = True
         self._segments.append(active)
+        # (segment base, size) at the end of the last append: its batches'
+        # epochs are checkpointed, so a recovery point may name it
+        self._settled = (active.base_offset, active.size)
         self._bases = [s.base_offset for s in self._segments]
         self._size = sum(s.size for s in self._segments)
 
@@ -241,6 +248,7 @@ class PartitionLog:
                 changed |= self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         if changed:
             write_epoch_checkpoint(self.path, self.epochs)
+        self._settled = (self.active.base_offset, self.active.size)
         if self.config.flush_interval_messages is not None:
             self._unflushed_messages += sum(h.records_count for _, h in parsed)
             if self._unflushed_messages >= self.config.flush_interval_messages:
@@ -353,9 +361,12 @@ class PartitionLog:
         end = self.log_end_offset  # read first: appends racing the fsync are not covered
         cuts = self._cuts
         active, generation = self.active, self.recovery_point.generation()
-        position = active.size
+        counts = active.index_counts()  # before the size: recovery drops entries past it
+        base, settled = self._settled
+        position = min(settled, active.size) if base == active.base_offset else 0
         active.flush()
-        self.recovery_point.flushed(active.base_offset, position, generation)
+        self.recovery_point.flushed(active.base_offset, position, generation, counts,
+                                    active.sync_indexes)
         if self._dir_dirty:
             self._fsync_dir()
         self._unflushed_messages = 0
@@ -460,6 +471,7 @@ class PartitionLog:
             write_start_offset(self.path, self.log_end_offset)
             self._start_floor = self.log_end_offset
         self._cuts += 1
+        self._settled = (self.active.base_offset, self.active.size)
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
         if self.epochs.truncate_from_end(self.log_end_offset):
@@ -480,6 +492,7 @@ class PartitionLog:
             write_start_offset(self.path, offset)
             self._start_floor = offset
         self._cuts += 1
+        self._settled = (self.active.base_offset, self.active.size)
         self.durable_end_offset = offset
         self.flush()
         self.epochs.clear()

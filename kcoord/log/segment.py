@@ -17,7 +17,7 @@ from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
-from .scan import file_batches, pread_exact, whole_batches_prefix
+from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ class Segment:
         self.first_timestamp: int | None = None  # for time-based rolls (log.roll.ms)
         self.created_ms = int(time.time() * 1000)
         self._bytes_since_index = 0
+        self.walked_from = 0                     # where opening began reading batch headers
 
     # ----------------------------------------------------------- indexing
 
@@ -98,20 +99,25 @@ class Segment:
         self._bytes_since_index += LOG_OVERHEAD + header.batch_length
         self.next_offset = last + 1
 
-    def _reindex(self, *, verify: bool, trusted: int = 0) -> int:
-        """Rebuild both indexes and the summaries from the .log file.
+    def _reindex(self, *, verify: bool, trusted: int = 0, start: int | None = None) -> int:
+        """Rebuild both indexes and the summaries from the .log file, or
+        from file position `start` on, where _resume_index left them.
 
         With verify=True (the active segment after a possible crash) every
         batch's CRC and offset order are checked from file position
         `trusted` on (a batch boundary a flush fsynced up to) and the file
         is cut at the first bad batch.  Returns the number of bytes dropped.
         """
-        self.index.reset()
-        self.time_index.reset()
-        self._reset_state()
-        end, reason = 0, None
+        if start is None:
+            self.index.reset()
+            self.time_index.reset()
+            self._reset_state()
+            start = 0
+        self.walked_from = start
+        end, reason = start, None
+        trusted = max(trusted, start)
         try:
-            for batch in chain(file_batches(self._fd, 0, trusted, bodies=False),
+            for batch in chain(file_batches(self._fd, start, trusted, bodies=False),
                                file_batches(self._fd, trusted, self.size, bodies=verify)):
                 header = batch.header
                 if verify:
@@ -140,10 +146,57 @@ class Segment:
             log.error("%s: %s; indexed only the first %d bytes", self.log_path, reason, end)
         return dropped
 
-    def recover(self, trusted: int = 0) -> int:
+    def recover(self, trusted: int = 0, counts: tuple[int, int] | None = None) -> int:
         """Open as the active segment: verify every batch from file position
-        `trusted` on, cut a torn or corrupt tail.  Returns the bytes dropped."""
-        return self._reindex(verify=True, trusted=trusted)
+        `trusted` on, cut a torn or corrupt tail.  `counts`: how many
+        offset- and time-index entries were fsynced with the recovery point
+        at `trusted`; the indexes are then kept below it and only the
+        batches from its newest entry on are walked.  Returns the bytes dropped."""
+        start = self._resume_index(trusted, counts) if counts and trusted else None
+        return self._reindex(verify=True, trusted=trusted, start=start)
+
+    def _resume_index(self, trusted: int, counts: tuple[int, int]) -> int | None:
+        """Cut both indexes to the entries fsynced below `trusted` and set
+        the summaries as they were at the newest kept offset-index entry:
+        -> the position of that entry's batch, where the walk resumes;
+        None (nothing kept) if the indexes do not hold what was fsynced."""
+        n_index, n_time = counts
+        # (entries past the counted ones may be torn: they are cut below)
+        if not (self._indexes_existed and self.index.entries >= n_index
+                and self.time_index.entries >= n_time):
+            return None
+        # The flush counted the offset index, then the time index, while an
+        # append may have been adding to both: the last counted offset entry
+        # may lack its time entry, so it is left to the walk.
+        kept = self.index.count_below(trusted, n_index - 1)
+        if kept == 0:
+            return None
+        self.index.keep(kept)
+        relative, position = self.index.last()
+        try:
+            header = parse_header(self.pread(position, HEADER_SIZE), 0, position)
+            first = parse_header(self.pread(0, HEADER_SIZE), 0, 0)
+        except CorruptSegmentError:
+            return None
+        if header.base_offset + header.last_offset_delta != self.base_offset + relative:
+            return None
+        # Time entries up to that offset: the newest is the max timestamp there.
+        self.time_index.keep(self.time_index.count_up_to(self.base_offset + relative, n_time))
+        self._reset_state()
+        newest = self.time_index.last_entry()
+        if newest is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = newest
+        self.first_timestamp = first.max_timestamp
+        self.next_offset = header.base_offset
+        return position
+
+    def index_counts(self) -> tuple[int, int]:
+        """Entries in the offset and time indexes, in that order."""
+        return self.index.entries, self.time_index.entries
+
+    def sync_indexes(self) -> None:
+        self.index.flush()
+        self.time_index.flush()
 
     def open_clean(self) -> bool:
         """Open as the active segment after a clean shutdown (the close

@@ -9,12 +9,12 @@ from functools import lru_cache
 from typing import Callable
 
 from .codegen import build_codec
-from .error_response import error_item, error_response
+from .error_response import error_item, error_response, response_defaults
 from .messages import APIS, SCHEMAS
 
 __all__ = ["APIS", "SCHEMAS", "API_KEYS", "AUTH_OPS_NOT_REQUESTED", "request_codec",
-           "response_codec", "schema_codec", "error_response", "error_item", "warm_up",
-           "is_flexible", "serves"]
+           "response_codec", "schema_codec", "error_response", "error_item", "response_defaults",
+           "warm_up", "is_flexible", "serves"]
 
 API_KEYS: dict[str, int] = {api.name: key for key, api in APIS.items()}  # "JoinGroup" -> 11
 

@@ -12,12 +12,13 @@ Use it from protocol/api: `error_response(key, version, request, code)`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .messages import APIS
 from .schema import Field
 
-__all__ = ["error_response", "error_item", "ITEMS"]
+__all__ = ["error_response", "error_item", "response_defaults", "ITEMS"]
 
 ERROR_FIELDS = ("error_code", "partition_error_code")
 
@@ -157,6 +158,22 @@ def error_item(key: int, version: int, path: tuple[str, ...], item: Any, code: i
     items = next(i for i in chain if i.request == path[-1])
     _answer_items(holder, fields, items, {path[-1]: (item,)}, version, code, message)
     return holder[items.response][0]
+
+
+def response_defaults(key: int, version: int | None = None) -> dict:
+    """Every top-level field of the response at `version` (default: the
+    newest) set to the schema's default, arrays as fresh empty lists: the
+    answer of a version-free core, which sets the fields it knows on top."""
+    return {name: [] if isinstance(value, tuple) else value
+            for name, value in _defaults(key, version)}
+
+
+@lru_cache(maxsize=None)
+def _defaults(key: int, version: int | None) -> tuple[tuple[str, Any], ...]:
+    response = APIS[key].response
+    if version is None:
+        version = response.versions.high
+    return tuple((fd.name, fd.default) for fd in response.fields if version in fd.versions)
 
 
 def _present(fields: list[Field], version: int) -> dict[str, Field]:

@@ -43,14 +43,16 @@ from ..log.compaction import compact
 from ..observe.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
-from ..log.durability import Durability, LocalDurability, NotReplicated
+from ..log.durability import (
+    LOST_LEADERSHIP, Durability, LocalDurability, NotReplicated, coordinator_answer,
+)
 from .clock import WallClock
 from .fsync_rounds import FULL_BATCH_RECORDS, FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
 from .shard_loader import ShardLoader
-from .shard_snapshot import SnapshotMark
+from .shard_snapshot import SnapshotMark, remove_temporaries
 from .snapshot_schedule import ShardSnapshots
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -279,6 +281,17 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             else:
                 self._deliver(result.replies)
 
+    def refusal(self) -> int:
+        """Kafka's check before an acks=all append, made before an operation
+        that always writes runs (so its memory is untouched): NONE, or the
+        client's answer (COORDINATOR_NOT_AVAILABLE: the ISR is below
+        min.insync.replicas; NOT_COORDINATOR).  NONE when not active: the
+        operation answers the state's error."""
+        if self.state is not ACTIVE:
+            return Err.NONE
+        code = self.commit.durability.append_error(self.plog)
+        return coordinator_answer(code) if code else Err.NONE
+
     def write_records(self, records: list[Record], answer: Any = None,
                       reply: Any = None):
         """Replay records now and append them durably soon; -> `reply` (or a
@@ -332,6 +345,9 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         (pending until its marker); answered once durable."""
         if self.state is not ACTIVE:
             return error(self.state_error())
+        code = self.refusal()
+        if code:
+            return error(code)
         result = op(self.core, self.clock.ms())
         if not result.records:
             answer = self.finish(result, error, None)
@@ -356,6 +372,9 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             await asyncio.wait([task], timeout=load_wait)
         if self.state is not ACTIVE:
             return Err.NOT_LEADER_OR_FOLLOWER
+        code = self.commit.durability.append_error(self.plog)
+        if code:
+            return code  # NOT_ENOUGH_REPLICAS: the marker's sender retries it
         self.core.replay_txn_marker(producer_id, producer_epoch, commit)
         reply = Reply()
         self._queue_run(TxnEnd(producer_id, producer_epoch, commit), []).waiters.append(
@@ -383,6 +402,18 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         # records of two dicts each, freed cold, cost about 5% of its CPU).
         records, batch.records = batch.records, None
         runs, batch.runs = batch.runs, None
+        code = self.commit.durability.append_error(self.plog)
+        if code:
+            # refused before appending, as Kafka's replica manager refuses an
+            # acks=all write: memory is ahead of the log, so the shard's
+            # writes fail and it reloads (unloads when it no longer leads)
+            log.warning("shard %d: write refused before appending (%s)", self.index,
+                        Err(code).name)
+            if code in LOST_LEADERSHIP:
+                self.unload()
+            else:
+                self._failed()
+            return None
         try:
             if self.metrics is None:
                 first, _ = self.plog.append(self.encode_batch(records, now) if runs is None
@@ -592,6 +623,9 @@ class CoordinatorRuntime:
                                   self.events)
                        for i, plog in enumerate(topic.partitions)]
         interval = self.config[self.SNAPSHOT_KEY] if self.SNAPSHOT_KEY else 0
+        if self.SNAPSHOT_KEY:  # before any write of this server: a crash's leftovers
+            for plog in topic.partitions:
+                remove_temporaries(plog.path)
         if interval > 0:
             self.snapshots = ShardSnapshots(interval, self.commit.durability)
             for shard in self.shards:
@@ -637,6 +671,14 @@ class CoordinatorRuntime:
                 return reply
             return result
         return shard.finish(result, error, None)
+
+    def write_checked(self, group_id: str, op: Callable, error: ErrorFn, *args):
+        """write() for an operation that always writes (an offset commit):
+        refused before it runs when its records could not be appended."""
+        code = self.shard_for(group_id).refusal()
+        if code:
+            return error(code)
+        return self.write(group_id, op, error, *args)
 
     def write_parked(self, group_id: str, op: Callable, error: ErrorFn):
         """op(core, now, token) -> Result: the request is answered by the reply

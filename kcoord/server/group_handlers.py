@@ -183,8 +183,9 @@ class GroupHandlers:
             return self.commit_error(req, ctx.api_version, Err.INVALID_GROUP_ID)
         # the op is a bound method given its arguments, not a closure made
         # for every commit (the hot path: CPU per commit is benched)
-        return self.runtime.write(group_id, self._commit_op, partial(self.commit_error, req, ctx.api_version),
-                                  req, ctx.api_version)
+        return self.runtime.write_checked(group_id, self._commit_op,
+                                          partial(self.commit_error, req, ctx.api_version),
+                                          req, ctx.api_version)
 
     def _commit_op(self, core, now: int, req: dict, version: int) -> Result:
         result = core.offset_commit(req, version, now)

@@ -202,8 +202,9 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         topic = self.catalogue.by_id.get(topic_id)
         req = share_request(group_id, topic_id, partition,
                             None if topic is None else len(topic.partitions))
-        return self.write(share_key(group_id, topic_id, partition), _CORE_OPS[op],
-                          _error_answer(partition, extra), req, *args)
+        write = self.write_checked if op in _ALWAYS_WRITE else self.write
+        return write(share_key(group_id, topic_id, partition), _CORE_OPS[op],
+                     _error_answer(partition, extra), req, *args)
 
 
 def _op(name: str):
@@ -214,6 +215,7 @@ def _op(name: str):
 
 
 _CORE_OPS = {name: _op(name) for name in ("initialize", "read", "write", "delete", "summary")}
+_ALWAYS_WRITE = frozenset({"initialize", "write", "delete"})  # refused before they run
 
 
 async def answered(answer) -> dict:

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 
-from ..log.durability import Durability, NotReplicated
+from ..log.durability import Durability, NotReplicated, coordinator_answer
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.records import build_batch, decode_batch
@@ -195,10 +195,17 @@ class TxnRuntime:
     # -------------------------------------------------------------- writes
     def _append(self, records: list[TxnRecord]):
         """Replay now and append (not yet durable): -> the logs to make
-        durable, or None when a partition is not coordinated here."""
+        durable, or the client's error when a partition is not coordinated
+        here (NOT_COORDINATOR) or its ISR is below min.insync.replicas
+        (COORDINATOR_NOT_AVAILABLE: refused before anything is replayed or
+        appended, as Kafka's replica manager refuses an acks=all append)."""
         parts = {r.partition for r in records}
         if any(self.partitions[p].state is not ACTIVE for p in parts):
-            return None
+            return Err.NOT_COORDINATOR
+        for p in parts:
+            code = self.durability.append_error(self.logs[p])
+            if code:
+                return coordinator_answer(code)
         self.core.replay_all(records)
         now = self.clock.ms()
         by_partition: dict[int, list] = {}
@@ -227,8 +234,12 @@ class TxnRuntime:
             if error is None:
                 continue
             code = Err.NOT_COORDINATOR
-            if not isinstance(error, NotReplicated) and self.partitions[partition].loaded:
-                # not a lost leadership (a failed fsync): memory may be ahead of the log
+            lost = isinstance(error, NotReplicated) and error.lost_leadership
+            if not lost and self.partitions[partition].loaded:
+                # still the leader (a failed fsync, or the ISR shrank below
+                # min.insync.replicas after the append): memory is ahead of
+                # the log, or a committed Prepare* has no completion started;
+                # the reload replays what the log holds and finishes it
                 log.warning("transaction state partition %d: write failed (%s); reloading",
                             partition, error)
                 epoch = self.partitions[partition].epoch
@@ -242,8 +253,8 @@ class TxnRuntime:
         if not records:
             return Err.NONE
         logs = self._append(records)
-        if logs is None:
-            return Err.NOT_COORDINATOR
+        if isinstance(logs, int):
+            return logs
         return await self._durable(logs)
 
     async def write_and_complete(self, records: list[TxnRecord], wait: bool = True) -> int:
@@ -317,11 +328,25 @@ class TxnRuntime:
                 # but not waited for: the markers are durable, and a Prepare*
                 # found on load is completed again
                 logs = self._append(self.core.complete(tid, self.clock.ms()))
-                if logs:
+                if logs == Err.COORDINATOR_NOT_AVAILABLE:
+                    self._spawn(self._complete_later(tid, partition, epoch))
+                elif not isinstance(logs, int) and logs:
                     self._spawn(self._durable(logs))
         finally:
             if self._completing.get(tid) == epoch:
                 del self._completing[tid]
+
+    async def _complete_later(self, tid: str, partition: int, epoch: int) -> None:
+        """The Complete* record the ISR was too short to take: asked again
+        (Kafka retries it on COORDINATOR_NOT_AVAILABLE) while this node
+        coordinates the partition in `epoch` and the Prepare* stands."""
+        while self.owns(partition, epoch):
+            await asyncio.sleep(COMPLETION_RETRY_S)
+            logs = self._append(self.core.complete(tid, self.clock.ms()))
+            if logs != Err.COORDINATOR_NOT_AVAILABLE:
+                if not isinstance(logs, int) and logs:
+                    await self._durable(logs)
+                return
 
     async def _write_markers(self, c: Completion) -> None:
         data_logs = []

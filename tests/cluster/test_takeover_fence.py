@@ -12,10 +12,12 @@ the follower is played by hand through the leader's serve_follower_fetch
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
 from kcoord.broker.catalogue import Catalogue
+from kcoord.broker.producer_ids import ProducerIds
 from kcoord.cluster.replica import ReplicationConfig
 from kcoord.cluster.durability import ReplicatedDurability
 from kcoord.cluster.replica_manager import ReplicaManager
@@ -25,9 +27,14 @@ from kcoord.cluster.state import PartitionState
 from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.protocol.errors import Err
 from kcoord.server.config import Config
+from kcoord.coordinator.result import Result
 from kcoord.server.coordinator_runtime import ACTIVE, LOADING, NOT_OWNED, CoordinatorRuntime
 from kcoord.server.group_handlers import GroupHandlers
 from kcoord.server.shard_batches import build_shard_batches
+from kcoord.server.txn_handlers import TxnHandlers
+from kcoord.server.txn_runtime import TxnRuntime
+from kcoord.protocol.internal_topics import TXN_TOPIC
+from kcoord.txn.records import COMPLETE_ABORT
 
 from tests.server.runtime_harness import answer, ctx
 
@@ -48,7 +55,7 @@ class ClusterNode:
     """Node ME's coordinator runtime and replica manager, wired as
     the server builds and starts them (ownership first)."""
 
-    def __init__(self, data_dir) -> None:
+    def __init__(self, data_dir, min_isr: int = 1) -> None:
         self.config = Config(data_dir=data_dir)
         self.config.update({"offsets.topic.num.partitions": 1,
                             "group.initial.rebalance.delay.ms": 0})
@@ -56,7 +63,7 @@ class ClusterNode:
         if self.catalogue.get("t") is None:
             self.catalogue.create("t", 1, {})  # (the commits' topic; never replicated here)
         self.manager = ReplicaManager(ME, self.catalogue, Store(), lambda node: None,
-                                      replication=ReplicationConfig(30000, 1),
+                                      replication=ReplicationConfig(30000, min_isr),
                                       coordinated=True)
         self.durability = ReplicatedDurability(self.manager, FsyncBatcher())
         self.runtime = CoordinatorRuntime(self.catalogue, self.config, durability=self.durability)
@@ -71,11 +78,11 @@ class ClusterNode:
         self.ownership.on_partition_state(state)
         self.manager.on_partition_state(state)
 
-    def follower_fetched(self, offset: int, epoch: int) -> None:
+    def follower_fetched(self, offset: int, epoch: int, topic: str = OFFSETS) -> None:
         """The peer fetches from `offset` in `epoch` (so it holds everything before)."""
-        replica = self.manager.replica(OFFSETS, 0)
+        replica = self.manager.replica(topic, 0)
         _, outs = replica.serve_follower_fetch(PEER, offset, epoch, 0)
-        self.manager.handle((OFFSETS, 0), outs)
+        self.manager.handle((topic, 0), outs)
 
     def close(self) -> None:
         self.runtime.stop()
@@ -293,3 +300,184 @@ def test_the_commit_timeout_is_read_from_the_config(tmp_path):
         assert single.commit.write_timeout is None  # single node: fsync, no timeout
     finally:
         catalogue.close()
+
+
+def commit(node: ClusterNode, offset: int, group: str = "g"):
+    req = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+           "group_instance_id": None, "retention_time_ms": -1, "topics": [
+               {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                             "committed_leader_epoch": -1,
+                                             "committed_metadata": ""}]}]}
+    return node.groups.offset_commit(ctx(8, 8), req)
+
+
+def commit_code(response) -> int:
+    if isinstance(response, (bytes, bytearray)):
+        return Err.NONE  # the cached encoded body: only when every partition succeeded
+    (topic,) = response["topics"]
+    (partition,) = topic["partitions"]
+    return partition["error_code"]
+
+
+def test_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """min.insync.replicas 2, the ISR the leader alone: Kafka's replica manager
+    refuses the acks=all append (NOT_ENOUGH_REPLICAS) and the group
+    coordinator answers COORDINATOR_NOT_AVAILABLE.  Nothing is appended (a
+    write answered as failed must never show up later), an offset commit
+    leaves the shard loaded, an internal write reverts memory by a reload;
+    with the ISR back, commits go through."""
+    node = ClusterNode(tmp_path, min_isr=2)
+
+    async def scenario():
+        node.manager.start()
+        node.state(ME, 1, 1, isr=(ME,))
+        await settle()
+        assert node.shard.state is ACTIVE
+        end = node.plog.log_end_offset
+        assert commit_code(await answer(commit(node, 5))) == Err.COORDINATOR_NOT_AVAILABLE
+        assert node.plog.log_end_offset == end, "a refused commit was appended"
+        assert node.shard.state is ACTIVE, "the refused commit reloaded the shard"
+        # a write the runtime makes by itself (as a session expiry's) is
+        # refused by the group commit before it appends; memory reloads
+        node.shard.apply(Result(records=commit_records("g", 6)))
+        await settle()
+        assert node.plog.log_end_offset == end, "a refused internal write was appended"
+        await node.runtime.wait_loaded()
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {})
+        # the follower back in the ISR: the commit is appended and acknowledged
+        node.state(ME, 1, 2, isr=(ME, PEER))
+        node.follower_fetched(end, 1)
+        reply = commit(node, 7)
+        for _ in range(200):
+            await settle()
+            if node.plog.flushed_offset > end:
+                break
+        node.follower_fetched(node.plog.log_end_offset, 1)
+        assert commit_code(await answer(reply)) == Err.NONE
+        assert fetched(await answer(fetch(node))) == (Err.NONE, {("t", 0): 7})
+        await node.manager.stop()
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.close()
+
+
+async def replicated(node: ClusterNode, answer_of, plog, epoch: int, topic: str = OFFSETS):
+    """The answer of a write once the peer fetched all it appended."""
+    task = asyncio.ensure_future(answer(answer_of))
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        node.follower_fetched(plog.log_end_offset, epoch, topic)
+        if task.done():
+            break
+    return await task
+
+
+def txn_node(tmp_path):
+    """Node ME with min.insync.replicas 2 and a transaction runtime on one
+    __transaction_state partition: (node, runtime, handlers)."""
+    node = ClusterNode(tmp_path, min_isr=2)
+    node.config.update({"transaction.state.log.num.partitions": 1})
+    ids = ProducerIds(None)
+    txn = TxnRuntime(node.catalogue, node.config, SimpleNamespace(), node.runtime,
+                     FsyncBatcher(), ids, node.durability)  # (the data plane is not used here)
+    return node, txn, TxnHandlers(txn, ids, node.groups)
+
+
+def run_txn(node: ClusterNode, txn: TxnRuntime, scenario) -> None:
+    """Run `scenario` with the replica manager started; stop all after."""
+    async def whole():
+        node.manager.start()
+        try:
+            await scenario()
+        finally:
+            txn.stop()
+            await node.manager.stop()
+    try:
+        asyncio.run(whole())
+    finally:
+        node.close()
+
+
+def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """The same refusal for __transaction_state (InitProducerId answers
+    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
+    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
+    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+    node, txn, handlers = txn_node(tmp_path)
+    txn_log = txn.logs[0]
+    init = {"transactional_id": "tx", "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+
+    async def scenario():
+        node.state(ME, 1, 1, isr=(ME,))
+        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, (ME,), (ME, PEER), 1))
+        txn.load(0, 1)
+        await txn.wait_loaded()
+        await settle()
+        end = txn_log.log_end_offset
+        answer_ = await handlers.init_producer_id(ctx(22, 4), dict(init))
+        assert answer_["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
+        assert txn_log.log_end_offset == end, "a refused transaction state write was appended"
+        assert node.runtime.write_txn("g", 5, 0, lambda *_: pytest.fail("the op ran"),
+                                      lambda code: code) == Err.COORDINATOR_NOT_AVAILABLE
+        assert await node.runtime.complete_txn(0, 5, 0, True) == Err.NOT_ENOUGH_REPLICAS
+        assert node.plog.log_end_offset == 0, "a refused marker was appended"
+        # the ISR back: InitProducerId is appended and answered
+        node.manager.on_partition_state(
+            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 2))
+        answer_ = await replicated(node, handlers.init_producer_id(ctx(22, 4), dict(init)),
+                                   txn_log, 1, TXN_TOPIC)
+        assert answer_["error_code"] == Err.NONE and answer_["producer_id"] >= 0
+        assert txn_log.log_end_offset > end
+    run_txn(node, txn, scenario)
+
+
+def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
+    """EndTxn's PrepareAbort is appended with the ISR full, then the ISR
+    shrinks below min.insync.replicas before the follower has it: the high
+    watermark passes it on the leader alone (NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+    EndTxn answers an error, but the record is committed and in memory.  Its
+    markers and CompleteAbort must still follow (seed 117's fault run: the
+    transaction stayed PrepareAbort until the next leadership change, every
+    retry CONCURRENT_TRANSACTIONS, txn-group's offsets never stable)."""
+    node, txn, handlers = txn_node(tmp_path)
+    txn_log = txn.logs[0]
+
+    def txn_state(isr, version: int) -> None:
+        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, isr, (ME, PEER),
+                                                       version))
+
+    async def scenario():
+        node.state(ME, 1, 1)
+        txn_state((ME, PEER), 1)
+        txn.load(0, 1)
+        await txn.wait_loaded()
+        await settle()
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), {
+            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}), txn_log, 1, TXN_TOPIC)
+        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
+                "producer_epoch": got["producer_epoch"]}
+        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
+            ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        end = txn_log.log_end_offset
+        ending = asyncio.ensure_future(answer(handlers.end_txn(ctx(26, 3), dict(
+            ids_, committed=False))))
+        for _ in range(500):  # PrepareAbort appended and fsynced here, not fetched
+            await asyncio.sleep(0.01)
+            if txn_log.flushed_offset > end:
+                break
+        txn_state((ME,), 2)
+        assert (await ending)["error_code"] != Err.NONE
+        # the ISR whole again: the transaction completes without a new request
+        txn_state((ME, PEER), 3)
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            node.follower_fetched(txn_log.log_end_offset, 1, TXN_TOPIC)
+            node.follower_fetched(node.plog.log_end_offset, 1)
+            if txn.core.txns["tx"].state == COMPLETE_ABORT:
+                break
+        assert txn.core.txns["tx"].state == COMPLETE_ABORT, "the PrepareAbort never completed"
+    run_txn(node, txn, scenario)

@@ -99,3 +99,24 @@ def test_a_damaged_checkpoint_is_rebuilt_from_the_log(tmp_path, open_log):
     log.append(batch(2), leader_epoch=4)
     (tmp_path / "topic-0" / CHECKPOINT).write_text("garbage")
     assert open_log().epochs.entries == [(4, 0)]
+
+
+def test_a_recovery_point_never_covers_an_append_whose_epoch_is_not_checkpointed(open_log,
+                                                                              monkeypatch):
+    """A flush (a worker thread) may run between an append's write and its
+    epoch checkpoint; if the process then dies, reopening takes the epoch
+    from the batches: the recovery point that flush wrote must not cover
+    them, or the walk that fills epochs in would start past them."""
+    from kcoord.log import partition_log, recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1)
+    config = LogConfig(index_interval_bytes=50)
+    log = open_log(config)
+    for _ in range(10):
+        log.append(batch(3), leader_epoch=1)
+    log.flush()
+    many = b"".join(batch(3) for _ in range(10))  # one append, index entries inside it
+    with monkeypatch.context() as m:
+        # the flush runs, then the crash beats the checkpoint write
+        m.setattr(partition_log, "write_epoch_checkpoint", lambda *_a: log.flush())
+        log.append(many, leader_epoch=2)
+    assert open_log(config).epochs.entries == [(1, 0), (2, 30)]  # never closed: a crash

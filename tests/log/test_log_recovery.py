@@ -282,7 +282,7 @@ def test_recovery_point_limits_the_crc_scan_and_truncation_forgets_it(open_log, 
     log.flush()
     path = active_file(log)
     point = (log.path / recovery_point.FILE_NAME).read_text().split()
-    assert point == ["0", str(path.stat().st_size)]
+    assert point[:2] == ["0", str(path.stat().st_size)]
     for i in range(5):
         log.append(batch(3, ts=2000 + i))  # past the point: never flushed
     data, batches = batches_of(path)
@@ -321,3 +321,75 @@ def test_recovery_point_of_another_segment_is_ignored(open_log, monkeypatch):
 
     _, log = reopen_after(open_log, log, damage)
     assert path.stat().st_size == pos  # checked from its first batch
+
+
+def _timestamps_seen(log, stamps):
+    return [log.offset_for_timestamp(ts) for ts in stamps] + [log.max_timestamp_offset()]
+
+
+def test_after_a_crash_the_index_below_the_recovery_point_is_kept(open_log, monkeypatch, tmp_path):
+    """A crash (no close) past a recovery point: the offset and time index
+    entries fsynced below it are kept and batch headers are read only from
+    the newest kept entry on (a header damaged below it goes unnoticed);
+    past the point a torn write is still found and cut; unfsynced index
+    entries are dropped; reads, timestamps and appends then match a log
+    reindexed from scratch."""
+    from kcoord.log import recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1)
+    config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=200)
+    log = open_log(config)
+    stamps = [1000 + (i * 37) % 50 for i in range(40)]  # timestamps that go back and forth
+    for i, ts in enumerate(stamps[:30]):
+        log.append(batch(i % 3 + 1, ts=ts))
+    log.flush()
+    path = active_file(log)
+    point = (log.path / recovery_point.FILE_NAME).read_text().split()
+    assert point[:2] == ["0", str(path.stat().st_size)] and int(point[2]) > 3
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1 << 40)  # no newer point
+    for ts in stamps[30:]:
+        log.append(batch(2, ts=ts + 100))   # written, indexed, never fsynced; new maxima
+    # counts taken while those appends ran (a flush in a worker thread) name their entries too
+    (log.path / recovery_point.FILE_NAME).write_text(
+        "0 %s %d %d\n" % (point[1], *log.active.index_counts()))
+    before = records(log)
+    data, batches = batches_of(path)
+    torn_pos, torn = batches[31]  # the newest maximum
+    damaged = bytearray(data[:torn_pos + torn.size - 5])  # a torn write past the point
+    damaged[batches[1][0] + 16] = 9  # batch 1's magic, below the kept index entries
+    path.write_bytes(bytes(damaged))
+    index = path.with_suffix(".index")
+    index.write_bytes(index.read_bytes() + b"\xff" * 13)  # entries the crash left half-written
+
+    crashed = open_log(config)  # the first log was never closed: a kill -9
+    assert crashed.recovery_scanned and crashed.active.walked_from > batches[1][0]
+    assert crashed.log_end_offset == torn.base_offset and path.stat().st_size == torn_pos
+    damaged[batches[1][0] + 16] = 2  # repaired in place: the reads below go through batch 1
+    with open(path, "r+b") as fh:
+        fh.write(bytes(damaged[:torn_pos]))
+    assert records(crashed) == [r for r in before if r.offset < torn.base_offset]
+    probes = sorted(set(stamps)) + [ts + 100 for ts in stamps[30:]] + [2000]
+
+    # the same file reindexed from scratch (no recovery point): the reference
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / path.name).write_bytes(path.read_bytes())
+    reference = open_log(config, name="reference")
+    assert _timestamps_seen(crashed, probes) == _timestamps_seen(reference, probes)
+    for plog in (crashed, reference):
+        plog.append(batch(2, ts=5000))
+    assert _timestamps_seen(crashed, probes + [5000]) == _timestamps_seen(reference, probes + [5000])
+    assert records(crashed) == records(reference)
+
+
+def test_without_index_counts_the_recovery_point_rebuilds_the_index(open_log, monkeypatch):
+    """A point written before the counts existed (two fields) trusts the
+    bytes below it but walks and reindexes the segment from its start."""
+    from kcoord.log import recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1 << 40)
+    log = populate(open_log)
+    path = active_file(log)
+    (log.path / recovery_point.FILE_NAME).write_text(f"{log.segment_base_offsets[-1]} "
+                                                     f"{path.stat().st_size}\n")
+    crashed = open_log(CONFIG)
+    assert crashed.recovery_scanned and crashed.active.walked_from == 0
+    assert records(crashed) == records(log)
+

@@ -9,6 +9,7 @@ import itertools
 import pytest
 
 from kcoord.protocol.api import (APIS, AUTH_OPS_NOT_REQUESTED, API_KEYS, error_response,
+                                 response_defaults,
                                  request_codec, response_codec)
 from kcoord.protocol.error_response import ERROR_FIELDS, ITEMS
 from kcoord.protocol.errors import Err
@@ -158,3 +159,15 @@ def test_offset_fetch_v1_answers_partitions_and_v2_the_top_level():
         (0, -1, Err.GROUP_AUTHORIZATION_FAILED), (1, -1, Err.GROUP_AUTHORIZATION_FAILED)]
     v2 = _wire(key, 2, error_response(key, 2, req, Err.GROUP_AUTHORIZATION_FAILED))
     assert v2["error_code"] == Err.GROUP_AUTHORIZATION_FAILED and v2["topics"] == []
+
+
+def test_response_defaults_are_the_encoders_and_fresh_each_time():
+    """A version-free core's answer (the classic JoinGroup error): every field
+    the newest version has, as the encoder would fill it; lists not shared."""
+    join = API_KEYS["JoinGroup"]
+    first, second = response_defaults(join), response_defaults(join)
+    assert first["members"] == [] and first["members"] is not second["members"]
+    assert first["generation_id"] == -1 and first["protocol_type"] is None
+    newest = APIS[join].response.versions.high
+    assert _wire(join, newest, {"throttle_time_ms": 0}) == first
+    assert set(response_defaults(join, 3)) == set(first) - {"protocol_type", "skip_assignment"}

@@ -202,6 +202,9 @@ class FailingFence:
     def sync(self, logs, done) -> None:
         self.inner.sync(logs, done)
 
+    def append_error(self, plog) -> int:
+        return self.inner.append_error(plog)
+
     async def replayed(self, plog, end_offset: int, epoch: int) -> None:
         if self.fail:
             raise OSError("cannot read the log (test)")
