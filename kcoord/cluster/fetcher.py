@@ -19,6 +19,7 @@ from ..protocol.errors import Err
 from ..protocol.client import AsyncExchange
 from ..protocol.records import LOG_OVERHEAD, iter_batches
 from ..security.client import SaslLoginError, open_connection
+from .fetch_session import SESSION_ERRORS, FollowerSession
 from .aio import bounded, cancel_and_wait, drop
 from .replica import EpochQuery, FetchQuery, FetchServed
 
@@ -45,6 +46,9 @@ class LeaderConnection:
         self.props = props or {"security.protocol": "PLAINTEXT"}
         self._writer = None
         self._exchange: AsyncExchange | None = None
+        # the fetch session lives as long as the connection: a lost answer
+        # or a reconnect starts over with a full fetch
+        self.session = FollowerSession()
 
     async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
         if self._exchange is None:
@@ -58,6 +62,7 @@ class LeaderConnection:
             self._writer.close()
         self._writer = None
         self._exchange = None
+        self.session.reset()
 
 
 def batches_from(data, offset: int) -> bytes:
@@ -200,20 +205,27 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config
+        parts = {key: {"partition": key[1], "current_leader_epoch": q.current_leader_epoch,
+                       "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
+                       "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes}
+                 for key, _, q in fetches}
+        session_id, epoch, listed, forgotten = conn.session.request(parts)
         topics: dict[str, list] = {}
-        for (topic, p), _, q in fetches:
-            topics.setdefault(topic, []).append(
-                {"partition": p, "current_leader_epoch": q.current_leader_epoch,
-                 "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes})
+        for (topic, _), entry in listed.items():
+            topics.setdefault(topic, []).append(entry)
+        gone: dict[str, list] = {}
+        for topic, p in forgotten:
+            gone.setdefault(topic, []).append(p)
         body = {"cluster_id": None, "replica_id": self.manager.node_id,
                 "max_wait_ms": cfg.fetch_wait_max_ms, "min_bytes": 1,
-                "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1,
+                "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": session_id,
+                "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in gone.items()],
+                "rack_id": ""}
         timeout = (cfg.fetch_wait_max_ms + cfg.request_timeout_ms) / 1000.0
-        step_trace.event("fetch-sent", self.leader_id, len(fetches))
+        step_trace.event("fetch-sent", self.leader_id, len(listed), len(fetches))
         response = await self._unless_new_follower(conn.call(FETCH, FETCH_VERSION, body,
                                                              timeout))
         step_trace.event("fetch-answer", self.leader_id)
@@ -228,6 +240,11 @@ class ReplicaFetcher:
             for _, replica, q in fetches:
                 replica.on_request_failed(q, self.manager.now_ms())
             return
+        if response.get("error_code", Err.NONE) in SESSION_ERRORS:
+            conn.session.reset()    # gone on the leader (it restarted?): a full fetch next
+            for _, replica, q in fetches:
+                replica.on_request_failed(q, self.manager.now_ms())
+            return
         if response.get("error_code", Err.NONE) != Err.NONE:
             raise PeerRefused(f"Fetch error code {response['error_code']}"
                               + (" (CLUSTER_AUTHORIZATION_FAILED: the inter-broker principal "
@@ -235,8 +252,7 @@ class ReplicaFetcher:
                                  if response["error_code"] == Err.CLUSTER_AUTHORIZATION_FAILED
                                  else ""))
         self._last_refusal = None
-        answers = {(t["topic"], p["partition_index"]): p
-                   for t in response["responses"] for p in t["partitions"]}
+        answers = conn.session.answers(response, parts)
         appended = []
         errors = False
         for key, replica, q in fetches:

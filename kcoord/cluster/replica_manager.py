@@ -71,6 +71,10 @@ class ReplicaManager:
         self.coordinated = coordinated
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # leader id -> [(key, replica)] of the replicas following it here, built
+        # on demand, dropped on any role or replica change (a fetch round asks
+        # it twice: no walk over every replica of the node)
+        self._following: dict[int, list] | None = None
         self._pending_states: dict[tuple[str, int], PartitionState] = {}
         self._log_keys: dict[int, tuple[str, int]] = {}  # id(log) -> key, checked on use
         self._waiters: dict[object, asyncio.Future] = {}
@@ -133,6 +137,7 @@ class ReplicaManager:
                     and topic.partitions[key[1]] is replica.log):
                 continue
             del self.replicas[key]
+            self._following = None
             if topic is None:
                 self._pending_states.pop(key, None)
             gone = replace(replica.state, leader=NO_LEADER, isr=(), replicas=(),
@@ -160,6 +165,7 @@ class ReplicaManager:
             replica = Replica(self.node_id, plog, config, high_watermark=plog.log_start_offset,
                               isr_eligible=getattr(self.store, "isr_eligible", None))
             self.replicas[key] = replica
+            self._following = None
         self.handle(key, replica.on_state(state, self.now_ms()))
         self._sync_fetchers()
 
@@ -175,9 +181,18 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.wake.set()
 
+    def _followers_of(self, leader: int) -> list:
+        following = self._following
+        if following is None:
+            following = self._following = {}
+            for key, replica in self.replicas.items():
+                if replica.role is Role.FOLLOWER:
+                    following.setdefault(replica.state.leader, []).append((key, replica))
+        return following.get(leader, [])
+
     def requests_for(self, leader: int) -> list:
         out = []
-        for key, replica in self.replicas.items():
+        for key, replica in self._followers_of(leader):
             if replica.role is Role.FOLLOWER and replica.state.leader == leader:
                 request = replica.next_request()
                 if request is not None:
@@ -188,7 +203,7 @@ class ReplicaManager:
         """Does a partition following `leader` wait for a request to be sent
         (one that became its follower, or finished truncating)?"""
         return any(r.role is Role.FOLLOWER and r.state.leader == leader and r.has_request_ready
-                   for r in self.replicas.values())
+                   for _, r in self._followers_of(leader))
 
     # --------------------------------------------------------- outputs
     def handle(self, key, outs) -> None:
@@ -206,6 +221,7 @@ class ReplicaManager:
                     self.on_high_watermark(replica.log)   # its long polls only
             else:
                 log.info("%s-%d: %s", key[0], key[1], out)
+                self._following = None
                 self._role_changed(key, out)
                 if self.on_high_watermark is not None:
                     self.on_high_watermark()     # role changes wake long polls too
