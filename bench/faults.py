@@ -133,12 +133,14 @@ def _git() -> str:
         return "-"
 
 
-def one_run(seed: int, minutes: float, mix: str, quick: bool, keep: bool = False) -> dict | None:
+def one_run(seed: int, minutes: float, mix: str, quick: bool, keep: bool = False,
+            ttl_ms: int | None = None) -> dict | None:
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-faults-run-"))
     out = tmp / "run.json"
     cmd = [sys.executable, "-m", "tests.faults.run_one", "--seed", str(seed),
            "--minutes", str(minutes), "--mix", mix, "--out", str(out),
-           "--root", str(tmp / "data")] + (["--quick"] if quick else [])
+           "--root", str(tmp / "data")] + (["--quick"] if quick else []) + (
+               ["--ttl-ms", str(ttl_ms)] if ttl_ms else [])
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, timeout=minutes * 60 + 900)
     if proc.returncode == 2:
@@ -172,13 +174,24 @@ def run(args) -> None:
         print(f"faults: run {i + 1}/{runs}: seed {s}, mix {mix}, "
               f"{'quick' if args.quick else f'{minutes} min'} "
               f"(replay: python -m bench faults --seed {s} --mix {mix} "
-              f"{'--quick' if args.quick else f'--minutes {minutes:g}'})", flush=True)
-        result = one_run(s, minutes, mix, args.quick, getattr(args, "keep_data", False))
+              f"{'--quick' if args.quick else f'--minutes {minutes:g}'}"
+              f"{f' --ttl-ms {args.ttl_ms}' if getattr(args, 'ttl_ms', None) else ''})",
+              flush=True)
+        result = one_run(s, minutes, mix, args.quick, getattr(args, "keep_data", False),
+                         getattr(args, "ttl_ms", None))
         if result is None:
             return
         result.pop("checkers", None) if not _anomalous(result) else None
         previous.append(result)
         write(previous)
+
+
+def _churn(r: dict) -> str:
+    c = r.get("lease_churn")
+    if not c:
+        return "-"  # runs before the figure was recorded
+    return (f"{c['lease_expiries']} / {c['untouched_node_expiries']} "
+            f"({c['untouched_after_heal']})")
 
 
 def _anomalous(result: dict) -> bool:
@@ -224,7 +237,8 @@ def write(runs: list[dict]) -> None:
                  "-" if r.get("failed") else " / ".join(
                      str(r["anomalies"].get(k, "-")) for k in ("register", "queue", "transactions")),
                  "-" if r.get("failed") else sum(r["faults_by_kind"].values()),
-                 "-" if r.get("failed") else f"{r['longest_no_commit_after_heal_s']:.2f}"]
+                 "-" if r.get("failed") else f"{r['longest_no_commit_after_heal_s']:.2f}",
+                 r.get("ttl_ms", 2000) / 1000, _churn(r)]
                 for r in runs]
     full = [r for r in done if not r.get("quick") and r.get("minutes", 0) >= 5]
     sections = [
@@ -263,6 +277,8 @@ def write(runs: list[dict]) -> None:
         or "None.", "",
         "## Every run", "",
         table(["seed", "mix", "git", "minutes", "operations",
-               "anomalies register / queue / txn", "faults", "longest no-commit s"], run_rows)]
+               "anomalies register / queue / txn", "faults", "longest no-commit s",
+               "lease TTL s", "lease expiries: all / of nodes no fault touched (after the heal)"],
+              run_rows)]
     write_results("faults", "Fault runs (partitions, pauses, power cuts, clocks, etcd)",
                   sections, {"runs": runs})
