@@ -174,6 +174,12 @@ class PartitionTxnState:
         entry.new_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
+        # no client retries a batch of an ended transaction (commit flushes,
+        # abort waits out what is in flight): a batch with the same sequences
+        # now is new data reusing them (librdkafka after purging a batch it
+        # took for unwritten), answered OUT_OF_ORDER_SEQUENCE_NUMBER by the
+        # sequence check rather than acknowledged at the old batch's offset
+        entry.batches = []
         first = self.ongoing.pop(pid, None)
         if first is None or kind != ABORT:
             return None

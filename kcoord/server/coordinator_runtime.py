@@ -52,7 +52,7 @@ from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
 from .shard_loader import ShardLoader
-from .shard_snapshot import SnapshotMark
+from .shard_snapshot import SnapshotMark, remove_temporaries
 from .snapshot_schedule import ShardSnapshots
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -623,6 +623,9 @@ class CoordinatorRuntime:
                                   self.events)
                        for i, plog in enumerate(topic.partitions)]
         interval = self.config[self.SNAPSHOT_KEY] if self.SNAPSHOT_KEY else 0
+        if self.SNAPSHOT_KEY:  # before any write of this server: a crash's leftovers
+            for plog in topic.partitions:
+                remove_temporaries(plog.path)
         if interval > 0:
             self.snapshots = ShardSnapshots(interval, self.commit.durability)
             for shard in self.shards:

@@ -234,8 +234,12 @@ class TxnRuntime:
             if error is None:
                 continue
             code = Err.NOT_COORDINATOR
-            if not isinstance(error, NotReplicated) and self.partitions[partition].loaded:
-                # not a lost leadership (a failed fsync): memory may be ahead of the log
+            lost = isinstance(error, NotReplicated) and error.lost_leadership
+            if not lost and self.partitions[partition].loaded:
+                # still the leader (a failed fsync, or the ISR shrank below
+                # min.insync.replicas after the append): memory is ahead of
+                # the log, or a committed Prepare* has no completion started;
+                # the reload replays what the log holds and finishes it
                 log.warning("transaction state partition %d: write failed (%s); reloading",
                             partition, error)
                 epoch = self.partitions[partition].epoch

@@ -34,6 +34,7 @@ from kcoord.server.shard_batches import build_shard_batches
 from kcoord.server.txn_handlers import TxnHandlers
 from kcoord.server.txn_runtime import TxnRuntime
 from kcoord.protocol.internal_topics import TXN_TOPIC
+from kcoord.txn.records import COMPLETE_ABORT
 
 from tests.server.runtime_harness import answer, ctx
 
@@ -372,23 +373,43 @@ async def replicated(node: ClusterNode, answer_of, plog, epoch: int, topic: str 
     return await task
 
 
-def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
-    """The same refusal for __transaction_state (InitProducerId answers
-    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
-    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
-    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+def txn_node(tmp_path):
+    """Node ME with min.insync.replicas 2 and a transaction runtime on one
+    __transaction_state partition: (node, runtime, handlers)."""
     node = ClusterNode(tmp_path, min_isr=2)
     node.config.update({"transaction.state.log.num.partitions": 1})
     ids = ProducerIds(None)
     txn = TxnRuntime(node.catalogue, node.config, SimpleNamespace(), node.runtime,
                      FsyncBatcher(), ids, node.durability)  # (the data plane is not used here)
-    handlers = TxnHandlers(txn, ids, node.groups)
+    return node, txn, TxnHandlers(txn, ids, node.groups)
+
+
+def run_txn(node: ClusterNode, txn: TxnRuntime, scenario) -> None:
+    """Run `scenario` with the replica manager started; stop all after."""
+    async def whole():
+        node.manager.start()
+        try:
+            await scenario()
+        finally:
+            txn.stop()
+            await node.manager.stop()
+    try:
+        asyncio.run(whole())
+    finally:
+        node.close()
+
+
+def test_transaction_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
+    """The same refusal for __transaction_state (InitProducerId answers
+    COORDINATOR_NOT_AVAILABLE, nothing appended) and for a transaction's
+    writes to __consumer_offsets (TxnOffsetCommit before its op runs; its
+    marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
+    node, txn, handlers = txn_node(tmp_path)
     txn_log = txn.logs[0]
     init = {"transactional_id": "tx", "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1}
 
     async def scenario():
-        node.manager.start()
         node.state(ME, 1, 1, isr=(ME,))
         node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, (ME,), (ME, PEER), 1))
         txn.load(0, 1)
@@ -409,9 +430,54 @@ def test_transaction_writes_below_min_insync_replicas_are_refused_before_appendi
                                    txn_log, 1, TXN_TOPIC)
         assert answer_["error_code"] == Err.NONE and answer_["producer_id"] >= 0
         assert txn_log.log_end_offset > end
-        txn.stop()
-        await node.manager.stop()
-    try:
-        asyncio.run(scenario())
-    finally:
-        node.close()
+    run_txn(node, txn, scenario)
+
+
+def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
+    """EndTxn's PrepareAbort is appended with the ISR full, then the ISR
+    shrinks below min.insync.replicas before the follower has it: the high
+    watermark passes it on the leader alone (NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+    EndTxn answers an error, but the record is committed and in memory.  Its
+    markers and CompleteAbort must still follow (seed 117's fault run: the
+    transaction stayed PrepareAbort until the next leadership change, every
+    retry CONCURRENT_TRANSACTIONS, txn-group's offsets never stable)."""
+    node, txn, handlers = txn_node(tmp_path)
+    txn_log = txn.logs[0]
+
+    def txn_state(isr, version: int) -> None:
+        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, isr, (ME, PEER),
+                                                       version))
+
+    async def scenario():
+        node.state(ME, 1, 1)
+        txn_state((ME, PEER), 1)
+        txn.load(0, 1)
+        await txn.wait_loaded()
+        await settle()
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), {
+            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}), txn_log, 1, TXN_TOPIC)
+        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
+                "producer_epoch": got["producer_epoch"]}
+        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
+            ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        end = txn_log.log_end_offset
+        ending = asyncio.ensure_future(answer(handlers.end_txn(ctx(26, 3), dict(
+            ids_, committed=False))))
+        for _ in range(500):  # PrepareAbort appended and fsynced here, not fetched
+            await asyncio.sleep(0.01)
+            if txn_log.flushed_offset > end:
+                break
+        txn_state((ME,), 2)
+        assert (await ending)["error_code"] != Err.NONE
+        # the ISR whole again: the transaction completes without a new request
+        txn_state((ME, PEER), 3)
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            node.follower_fetched(txn_log.log_end_offset, 1, TXN_TOPIC)
+            node.follower_fetched(node.plog.log_end_offset, 1)
+            if txn.core.txns["tx"].state == COMPLETE_ABORT:
+                break
+        assert txn.core.txns["tx"].state == COMPLETE_ABORT, "the PrepareAbort never completed"
+    run_txn(node, txn, scenario)

@@ -83,3 +83,21 @@ def test_sequences_and_duplicates(tmp_path):
     assert back.producers[5].last_sequence == 1 and back.producers[5].epoch == 1
     assert back.duplicate_of(read_batch_header(batch(0, epoch=1))) == \
         state.duplicate_of(read_batch_header(batch(0, epoch=1)))
+
+
+def test_a_batch_of_an_ended_transaction_is_no_duplicate(tmp_path):
+    # seed 23's fault run: librdkafka purged a batch it took for unwritten at
+    # the abort and gave its sequences to the next transaction's batch
+    plog = PartitionLog(tmp_path / "r-0")
+    state = PartitionTxnState(plog.path)
+    old = build_batch([(None, b"old", [], 1)] * 2, producer_id=9, producer_epoch=0,
+                      base_sequence=0, transactional=True)
+    first = append(plog, state, old)
+    assert state.duplicate_of(read_batch_header(old)) == first  # a retry inside the txn
+    marker(plog, state, 9, commit=False)
+    new = build_batch([(None, b"new", [], 1)] * 2, producer_id=9, producer_epoch=0,
+                      base_sequence=0, transactional=True)
+    assert state.duplicate_of(read_batch_header(new)) is None
+    assert state.check_append(read_batch_header(new)) == Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+    plog.flush()
+    assert PartitionTxnState.scan(plog).duplicate_of(read_batch_header(new)) is None

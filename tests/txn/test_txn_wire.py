@@ -240,6 +240,20 @@ def test_restart_finishes_a_logged_prepare_commit(tmp_path):
         srv.kill()
 
 
+def test_sequences_reused_after_an_abort_are_refused_not_acknowledged(c):
+    # seed 23's fault run: the batch of an aborted transaction, taken for
+    # unwritten by librdkafka, had its sequences reused by the next
+    # transaction; acknowledged at the old offset, a commit then lost it
+    r = init(c, "w-reuse")
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    assert add(c, "w-reuse", pid, epoch, {"t": [0]}) == {("t", 0): Err.NONE}
+    assert produce(c, "t", 0, txn_batch(pid, epoch, [b"old1", b"old2"]))["error_code"] == 0
+    assert end(c, "w-reuse", pid, epoch, False) == Err.NONE
+    assert add(c, "w-reuse", pid, epoch, {"t": [0]}) == {("t", 0): Err.NONE}
+    assert produce(c, "t", 0, txn_batch(pid, epoch, [b"new1", b"new2"]))["error_code"] == \
+        Err.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 def test_next_transaction_waits_for_the_completion_not_concurrent_transactions(c):
     # EndTxn answers once Prepare* is durable; the markers follow, and the
     # next AddPartitions waits for them instead of CONCURRENT_TRANSACTIONS
