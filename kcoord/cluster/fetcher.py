@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 
 from ..log import step_trace
 from ..protocol.errors import Err
@@ -35,10 +34,6 @@ class PeerRefused(Exception):
     """The leader refused the follower's request as a whole (e.g.
     CLUSTER_AUTHORIZATION_FAILED: the inter-broker principal lacks
     CLUSTER_ACTION)."""
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LeaderConnection:
@@ -132,13 +127,13 @@ class ReplicaFetcher:
                     await self._ask_epochs(conn, queries)
                     # the truncated ones fetch now too: one fetch for all
                     for _, replica, request in fetches:
-                        replica.on_request_failed(request, now_ms())
+                        replica.on_request_failed(request, self.manager.now_ms())
                     continue
                 if fetches:
                     await self._fetch(conn, fetches)
             except asyncio.CancelledError:
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 raise
             except (SaslLoginError, ssl.SSLError, PeerRefused) as exc:
                 # misconfigured security: say so once per distinct cause, keep retrying
@@ -150,14 +145,14 @@ class ReplicaFetcher:
                 if conn is not None:
                     conn.close()
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
             except Exception as exc:  # connection lost, leader gone: retry after a backoff
                 log.debug("fetch from node %d failed: %s", self.leader_id, exc)
                 if conn is not None:
                     conn.close()
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
 
     async def _ask_epochs(self, conn, queries) -> None:
@@ -179,10 +174,10 @@ class ReplicaFetcher:
         for key, replica, q in queries:
             a = answers.get(key)
             if a is None:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
                 continue
             self.manager.handle(key, replica.on_epoch_answer(
-                q, a["error_code"], a["leader_epoch"], a["end_offset"], now_ms()))
+                q, a["error_code"], a["leader_epoch"], a["end_offset"], self.manager.now_ms()))
         if any(a["error_code"] != Err.NONE for a in answers.values()):
             await asyncio.sleep(self.manager.config.retry_backoff_ms / 1000.0)
 
@@ -243,12 +238,12 @@ class ReplicaFetcher:
             # ask again for all: nothing was appended, the offsets stand.
             conn.close()
             for _, replica, q in fetches:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
             return
         if response.get("error_code", Err.NONE) in SESSION_ERRORS:
             conn.session.reset()    # gone on the leader (it restarted?): a full fetch next
             for _, replica, q in fetches:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
             return
         if response.get("error_code", Err.NONE) != Err.NONE:
             raise PeerRefused(f"Fetch error code {response['error_code']}"
@@ -263,7 +258,7 @@ class ReplicaFetcher:
         for key, replica, q in fetches:
             a = answers.get(key)
             if a is None:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
                 continue
             errors |= a["error_code"] != Err.NONE
             data = batches_from(a["records"] or b"", q.fetch_offset)
@@ -280,7 +275,7 @@ class ReplicaFetcher:
             if a is None:
                 continue
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
-            self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+            self.manager.handle(key, replica.on_fetch_answer(q, served, self.manager.now_ms()))
             # The leader's log start moved (retention, DeleteRecords): follow
             # it, never past what is committed here (Kafka's follower does
             # maybeIncrementLogStartOffset the same way).

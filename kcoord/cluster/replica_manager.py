@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err
@@ -37,7 +38,8 @@ log = logging.getLogger("kcoord.cluster.replicas")
 COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)
 
 
-def now_ms() -> int:
+def wall_ms() -> int:
+    """Wall time in ms: the clock of a manager given none (tests of the cluster alone)."""
     return int(time.time() * 1000)
 
 
@@ -52,8 +54,10 @@ class FetcherConfig:
 class ReplicaManager:
     def __init__(self, node_id: int, catalogue, store, address_of, *,
                  replication: ReplicationConfig, fetcher: FetcherConfig | None = None,
-                 syncer=None, on_high_watermark=None, coordinated: bool = False) -> None:
+                 syncer=None, on_high_watermark=None, coordinated: bool = False,
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
+        self.now_ms = now_ms or wall_ms  # the server's clock: ISR lag, caught-up times
         self.catalogue = catalogue
         self.store = store                  # PartitionStateStore (alter_isr)
         self.address_of = address_of        # node id -> (host, port) or None
@@ -115,11 +119,11 @@ class ReplicaManager:
 
     def on_session_lost(self) -> None:
         for key, replica in self.replicas.items():
-            self.handle(key, replica.on_session_lost(now_ms()))
+            self.handle(key, replica.on_session_lost(self.now_ms()))
 
     def on_session_restored(self) -> None:
         for key, replica in list(self.replicas.items()):
-            self.handle(key, replica.on_session_restored(now_ms()))
+            self.handle(key, replica.on_session_restored(self.now_ms()))
 
     def topic_changed(self) -> None:
         """The local catalogue changed: replicas of a deleted (or reopened)
@@ -138,7 +142,7 @@ class ReplicaManager:
                 self._pending_states.pop(key, None)
             gone = replace(replica.state, leader=NO_LEADER, isr=(), replicas=(),
                            version=replica.state.version + 1)
-            self.handle(key, replica.on_state(gone, now_ms()))
+            self.handle(key, replica.on_state(gone, self.now_ms()))
         for state in list(self._pending_states.values()):
             self._apply(state)
         self._sync_fetchers()
@@ -162,7 +166,7 @@ class ReplicaManager:
                               isr_eligible=getattr(self.store, "isr_eligible", None))
             self.replicas[key] = replica
             self._following = None
-        self.handle(key, replica.on_state(state, now_ms()))
+        self.handle(key, replica.on_state(state, self.now_ms()))
         self._sync_fetchers()
 
     def _sync_fetchers(self) -> None:
@@ -258,7 +262,7 @@ class ReplicaManager:
                 continue
             replica = self.replicas.get(key)
             if replica is not None:
-                self.handle(key, replica.on_isr_result(proposed, result, now_ms()))
+                self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
             return
 
     def _spawn(self, coro) -> None:
@@ -270,7 +274,7 @@ class ReplicaManager:
         interval = max(self.replication.replica_lag_time_max_ms / 2000.0, 0.05)
         while True:
             await asyncio.sleep(interval)
-            now = now_ms()
+            now = self.now_ms()
             for key, replica in list(self.replicas.items()):
                 if replica.role is Role.LEADER:
                     self.handle(key, replica.tick(now))
@@ -305,7 +309,7 @@ class ReplicaManager:
         if replica is None:
             return FetchServed(Err.NOT_LEADER_OR_FOLLOWER, -1, -1)
         served, outs = replica.serve_follower_fetch(follower, fetch_offset, current_leader_epoch,
-                                                    now_ms())
+                                                    self.now_ms())
         self.handle((topic, partition), outs)
         return served
 
@@ -322,7 +326,7 @@ class ReplicaManager:
         return None
 
     def on_flushed(self, logs) -> None:
-        now = now_ms()
+        now = self.now_ms()
         by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
         for plog in logs:
             found = by_log.get(id(plog))
@@ -342,8 +346,8 @@ class ReplicaManager:
         return fut
 
 
-def build_replica_manager(config, catalogue, cluster, data_plane,
-                          fsync: FsyncBatcher) -> ReplicaManager:
+def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBatcher,
+                          now_ms: Callable[[], int] | None = None) -> ReplicaManager:
     """This node's ReplicaManager, built before the ClusterNode starts (the
     coordinator runtimes' durability is built from it); started by
     start_replication once the control plane runs."""
@@ -364,7 +368,8 @@ def build_replica_manager(config, catalogue, cluster, data_plane,
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
         fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
-        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True)
+        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True,
+        now_ms=now_ms)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
     manager.endpoint_of = cluster.client_endpoint
     manager.min_isr_for = min_isr_for

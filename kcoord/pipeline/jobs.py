@@ -605,21 +605,22 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("group_generations", t0)
 
     t0 = time.time()
-    from pyspark.sql import functions as F
-
-    from .share_jobs import SHARE_GROUP_TABLE, share_groups_table
+    from .share_jobs import SHARE_GROUP_FIELDS, SHARE_GROUP_TABLE, SHARE_METADATA, \
+        share_groups_table
+    from .snapshot_tables import rows_table, write_date
     history = None
     if live:
         from .logend import server_log_end_history
 
         def history(tps, times):       # live log ends: the past ones by ListOffsets
             return server_log_end_history(live, tps, times, client_properties)
-    share_df, share_rows, share_live = share_groups_table(
-        spark, group_records, names, obs, None if bootstrap_server else data_dir, bootstrap_server,
-        client_properties, history)
-    table_rows[SHARE_GROUP_TABLE] = _write(
-        share_df.withColumn("date", F.lit(as_of_date(as_of)).cast("date")),
-        out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
+    has_share = any(r["record_type"] == SHARE_METADATA and r["error"] is None for r in counts)
+    share_rows, share_live = share_groups_table(
+        spark, group_records if has_share else None, names, obs,
+        None if bootstrap_server else data_dir, bootstrap_server, client_properties, history)
+    # one row per share partition, built in the driver: written without a job
+    table_rows[SHARE_GROUP_TABLE] = write_date(rows_table(share_rows, SHARE_GROUP_FIELDS),
+                                               out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
     step("share_groups", t0)
 
     summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)

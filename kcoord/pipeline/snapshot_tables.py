@@ -86,10 +86,18 @@ def add_time_lag(rows: list[dict], lookup, as_of: int, stats: dict | None = None
 def _table(rows: list[dict], columns: list[tuple[str, str]]) -> pa.Table:
     """Arrow table of `rows`: (table column, row key) pairs, Spark's types (as_of is a
     literal there: not null)."""
-    schema = pa.schema([pa.field(name, _arrow_type(_TYPES[key]), nullable=key != "as_of")
-                        for name, key in columns])
+    return rows_table(rows, [(name, _TYPES[key], key) for name, key in columns],
+                      required={"as_of"})
+
+
+def rows_table(rows: list[dict], fields, required=frozenset()) -> pa.Table:
+    """Arrow table of driver rows: fields are (name, Spark type) or (name, Spark type,
+    row key); columns in `required` not null, as Spark marks its literals."""
+    fields = [f if len(f) == 3 else (f[0], f[1], f[0]) for f in fields]
+    schema = pa.schema([pa.field(name, _arrow_type(t), nullable=name not in required)
+                        for name, t, _ in fields])
     return pa.table({name: pa.array([r.get(key) for r in rows], schema.field(name).type)
-                     for name, key in columns}, schema=schema)
+                     for name, _, key in fields}, schema=schema)
 
 
 def write_date(table: pa.Table, path: Path, day: str) -> int:

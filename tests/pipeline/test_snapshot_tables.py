@@ -41,3 +41,24 @@ def test_driver_snapshots_equal_the_spark_plans(spark, workload, tmp_path):
         schemas = [pq.read_table(str(tmp_path / side / table)).schema.remove_metadata()
                    for side in ("old", "new")]
         assert schemas[0] == schemas[1], (table, str(schemas[0]), str(schemas[1]))
+
+
+def test_share_rows_written_in_the_driver_equal_sparks(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from kcoord.pipeline import jobs
+    from kcoord.pipeline.schema import ddl
+    from kcoord.pipeline.share_jobs import SHARE_GROUP_FIELDS
+    from kcoord.pipeline.snapshot_tables import rows_table, write_date
+    rows = [dict({n: None for n, _ in SHARE_GROUP_FIELDS}, group="g", topic="t", partition=p,
+                 start_offset=5, lag=p, lag_growing=bool(p), problems=["LAG_GROWING"] * p,
+                 group_in_offsets=True, last_write_ms=1_700_000_000_000) for p in range(3)]
+    df = spark.createDataFrame([tuple(r[n] for n, _ in SHARE_GROUP_FIELDS) for r in rows],
+                               schema=ddl(SHARE_GROUP_FIELDS))
+    assert jobs._write(df.withColumn("date", F.lit("2026-11-28").cast("date")),
+                       tmp_path / "old", "2026-11-28") == 3
+    assert write_date(rows_table(rows, SHARE_GROUP_FIELDS), tmp_path / "new", "2026-11-28") == 3
+    assert _rows(tmp_path / "new") == _rows(tmp_path / "old")
+    schemas = [pq.read_table(str(tmp_path / side)).schema.remove_metadata()
+               for side in ("old", "new")]
+    assert schemas[0] == schemas[1], (str(schemas[0]), str(schemas[1]))
