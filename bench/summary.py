@@ -348,14 +348,31 @@ def _share_cluster_rows() -> list[list]:
              "met" if lost == 0 and again == 0 else "MISSED", sc["machine"]["date"]]]
 
 
+def merged_rows(old_text: str, new: list[list]) -> list[list]:
+    """The README's rows in their order, each replaced by its regenerated row (same
+    benchmark name), rows written by hand kept; new benchmarks at the end."""
+    fresh = {r[0]: r for r in new}
+    out, seen = [], {"benchmark"}  # the header
+    for line in old_text.splitlines()[4:]:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if not line.startswith("| ") or len(cells) != 5 or cells[0] in seen:
+            continue
+        seen.add(cells[0])
+        out.append(fresh.get(cells[0], cells))
+    return out + [r for r in new if r[0] not in seen]
+
+
 def write() -> None:
+    path = RESULTS / "README.md"
+    old = path.read_text() if path.exists() else ""
     body = ["# Benchmark results: headline figures and goals", "",
             "Written by `python -m bench` from the JSON of each benchmark; the tables with "
             "every figure, the peers side by side, the machine and its load are in the "
             "<name>.md files beside this one. The machine has 2 shared cores on which other "
             "engineers run test suites, so absolute figures move between runs; figures within "
-            "one table come from one run.", "",
-            table(["benchmark", "figure", "goal", "status", "run"], rows()), ""]
+            "one table come from one run. Rows no JSON gives (written by hand) are kept.", "",
+            table(["benchmark", "figure", "goal", "status", "run"], merged_rows(old, rows())),
+            ""]
     (RESULTS / "README.md").write_text("\n".join(body))
 
 

@@ -60,7 +60,9 @@ def test_restarts_through_the_snapshot_keep_offsets_and_groups(tmp_path):
         def conns(client_id: str = "wire") -> Conn:
             opened.append(Conn(srv.port, client_id))
             return opened[-1]
-        _, ids, _ = form_group(conns, "classic", 1)
+        # a session longer than the test: under load the serving between restarts
+        # outlasts the default 10 s, and the member never heartbeats
+        _, ids, _ = form_group(conns, "classic", 1, session=300000)
         expected: dict[str, int] = {}
         with WireClient(srv.port) as c:
             assert create_topic(c, "t")["error_code"] == 0
