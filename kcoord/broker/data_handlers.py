@@ -430,7 +430,8 @@ class DataPlane:
         """-> (response, bytes read, any error).  `idle`: (a follower's fetch
         session, the partitions its request listed) to leave out the others
         that have nothing new for it."""
-        now = now_ms()
+        # the clock serve_follower_fetch records follower fetches with
+        now = self.replication.now_ms() if idle is not None else 0
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
         total = 0
         errors = False
