@@ -63,6 +63,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--mix", choices=["partitions", "process", "clock", "etcd", "all"],
                    help="which faults (default all)")
     g.add_argument("--runs", type=int, help="runs, one after the other (seeds N, N+1, ...)")
+    g.add_argument("--ttl-ms", type=int, help="the nodes' etcd.lease.ttl.ms (default 2000)")
     args = p.parse_args(argv)
     unknown = [b for b in args.benchmarks if b not in ALL + extra]
     if unknown:

@@ -41,6 +41,51 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
+class TreeCpu:
+    """CPU of this process and its descendants (the Spark JVM, its Python workers):
+    a thread samples each one's own utime+stime every 0.2 s and keeps the last value
+    of those that exit (a reaped child's CPU is not read from its parent, which would
+    count it twice).  Per-step CPU stays comparable when others' load stretches wall
+    times; a process living less than 0.2 s is missed."""
+
+    def __init__(self) -> None:
+        import threading
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.seen: dict[tuple[int, str], float] = {}   # (pid, start time) -> CPU s
+        self.stop = threading.Event()
+        self.sample()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            self.sample()
+
+    def sample(self) -> None:
+        parent: dict[int, int] = {}
+        cpu: dict[int, tuple[str, float]] = {}
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d.name)] = int(f[1])
+            cpu[int(d.name)] = (f[19], (int(f[11]) + int(f[12])) / self.tick)
+        me = os.getpid()
+        for pid, (started, c) in cpu.items():
+            p = pid
+            while p > 1 and p != me:
+                p = parent.get(p, 0)
+            if p == me:
+                self.seen[(pid, started)] = c
+
+    def total(self) -> float:
+        self.sample()
+        return sum(self.seen.values())
+
+
 def parse_count(text: str) -> int:
     text = text.strip().upper()
     mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
@@ -147,17 +192,29 @@ def run_local(data: Path, out: Path, log, bootstrap_server: str | None = None) -
                                                 "spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     started = time.time() - t0
+    steps_cpu: dict[str, float] = {}
+    tree = TreeCpu()
+    last = [tree.total()]
+
+    def step_log(msg):  # "[pipeline] NAME: 1.2s" ends each step: note its CPU too
+        if msg.startswith("[pipeline] ") and ":" in msg:
+            now = tree.total()
+            steps_cpu[msg[11:].rsplit(":", 1)[0]] = round(now - last[0], 1)
+            last[0] = now
+            msg += f" ({steps_cpu[msg[11:].rsplit(':', 1)[0]]} CPU-s)"
+        log(msg)
     try:
         if out.exists():
             shutil.rmtree(out)
         t0 = time.time()
-        summary = run_pipeline(spark, None if bootstrap_server else data, out, log=log,
+        summary = run_pipeline(spark, None if bootstrap_server else data, out, log=step_log,
                                bootstrap_server=bootstrap_server)
         took = time.time() - t0
     finally:
+        tree.stop.set()
         spark.stop()
     return {"session_start_s": round(started, 1), "pipeline_s": round(took, 1),
-            "summary": summary}
+            "summary": summary, "steps_cpu_s": steps_cpu}
 
 
 def run_cluster(data: Path, out: Path, workdir: Path, log) -> dict:
@@ -258,6 +315,10 @@ def write_results(new_runs: list[dict], meta: dict) -> None:
                 f"{k} {v:.0f}s" for k, v in r["timings"].items())
             if r["timings"].get("decode"):  # issue 26's goal: <= 2x
                 notes += f"; all tables / decode stage {r['pipeline_s'] / r['timings']['decode']:.2f}x"
+        cpu = r.get("steps_cpu_s")
+        if cpu and cpu.get("decode"):  # the same ratio in CPU: less moved by others' load
+            notes += "; CPU-s (process tree): " + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items()) \
+                + f"; all tables / decode stage in CPU {sum(cpu.values()) / cpu['decode']:.2f}x"
         gen = r.get("generate_s")
         gen = "reused" if gen == 0 else gen
         lines.append(
@@ -356,6 +417,8 @@ def main(argv=None) -> int:
                     res = run_cluster(data, workdir / f"out-cluster-{n}", workdir, log)
                 rec["pipeline_s"] = res["pipeline_s"]
                 rec["timings"] = res["summary"].get("timings_s", {})
+                if res.get("steps_cpu_s"):
+                    rec["steps_cpu_s"] = res["steps_cpu_s"]
                 rec["table_rows"] = res["summary"]["table_rows"]
                 rec["statuses"] = res["summary"]["statuses"]
                 if res["summary"].get("time_lag"):

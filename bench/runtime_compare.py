@@ -18,7 +18,9 @@ RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
 bench/results/runtime_compare_<names>.md/json instead.
 RUNTIME_COMPARE_ONLY=hot_paths is issue 22's figure: OffsetCommit, both
 heartbeats and the load replay, 8 paired runs of 5 measured seconds each
-(about 6-8 minutes on 2 quiet cores), results in
+(about 6-7 minutes on 2 quiet cores; no pair starts that would end past
+RUNTIME_COMPARE_BUDGET_S, 450 s, after the data is generated, so a loaded
+machine gives fewer pairs, at least 2, rather than a longer run), results in
 bench/results/runtime_compare_hot_paths.md; its "paired" column (the median
 of each pair's after/before) is the figure, as it cancels slow drifts of
 the machine's load:
@@ -167,6 +169,7 @@ WORKLOADS = {
 # quiet-machine run (about 6-8 minutes on 2 cores)
 HOT_PATHS = ["offset_commit", "classic_heartbeat", "consumer_heartbeat", "load_replay"]
 HOT_PATHS_REPS, HOT_PATHS_SECONDS = 8, 5.0
+HOT_PATHS_BUDGET_S = 450  # no rep starts that would end past this (the run stays under 8 min)
 
 
 def run(args) -> dict:
@@ -182,6 +185,8 @@ def run(args) -> dict:
         raise SystemExit(f"RUNTIME_COMPARE_ONLY: unknown workload: {', '.join(unknown)}")
     default_reps = HOT_PATHS_REPS if label else (2 if args.quick else 3)
     reps = int(os.environ.get("RUNTIME_COMPARE_REPS") or default_reps)
+    budget = float(os.environ.get("RUNTIME_COMPARE_BUDGET_S")
+                   or (HOT_PATHS_BUDGET_S if label else 0))
     names = only or list(WORKLOADS)
     records = 200_000 if args.quick else 2_000_000
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-cmp-"))
@@ -199,8 +204,16 @@ def run(args) -> dict:
             from kcoord.pipeline.generate import generate as generate_pipeline_log
             generate_pipeline_log(pipeline_data, workers=1,
                                   **workload_params(100_000 if args.quick else 1_000_000))
+        started, rep_s = time.monotonic(), 0.0
         for rep in range(reps):
+            elapsed = time.monotonic() - started
+            if budget and rep >= 2 and elapsed + rep_s > budget:
+                print(f"[bench] runtime_compare: {rep} paired runs done in {elapsed:.0f}s; "
+                      f"another would pass the {budget:.0f}s budget", flush=True)
+                reps = rep
+                break
             order = ["before", "after"] if rep % 2 == 0 else ["after", "before"]
+            rep_start = time.monotonic()
             for name in names:
                 for which in order:
                     start_load = loadavg()
@@ -212,6 +225,7 @@ def run(args) -> dict:
                             r = {"error": f"{type(exc).__name__}: {exc}"}
                         r["loadavg"] = [start_load, loadavg()]
                         runs[name][which].append(r)
+            rep_s = time.monotonic() - rep_start
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report(runs, reps, records, generated, args, only, label)

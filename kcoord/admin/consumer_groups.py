@@ -9,7 +9,9 @@ import sys
 
 from ..protocol.errors import Err
 from . import groups as ops
-from .client import AdminClient, AdminError, UsageError, read_properties
+from . import group_command
+from .client import AdminClient, AdminError, UsageError
+from .group_command import Refusals, run_command
 from .groups import Group, message
 from .offset_reset import (parse_datetime, parse_duration, plan_for, print_csv, print_plans,
                            read_plan, topic_partitions)
@@ -114,62 +116,29 @@ def check_args(args) -> None:
 # Exit codes: 0 done; 1 a refusal or failure, whose message (Kafka's wording)
 # is printed (a group that does not exist, is not empty or not inactive, a
 # partial delete, an error answer), or a bad command line.
-_refused: list[str] = []  # the refusals printed by this run
+_refused = Refusals()  # the refusals printed by this run
+print_error = _refused.print_error
 
 
 def run(args) -> int:
-    _refused.clear()
-    try:
-        check_args(args)
-        states = parse_states(args.state) if args.list and args.state else []
-        types = parse_types(args.type) if args.list and args.type else []
-    except UsageError as exc:
-        print(f"{exc}", file=sys.stderr)
-        print("Usage: kcoord consumer-groups --help", file=sys.stderr)
-        return 1
+    return run_command(args, "consumer", sys.modules[__name__], _refused, _prepare)
+
+
+def _prepare(args) -> dict:
+    check_args(args)
+    states = parse_states(args.state) if args.list and args.state else []
+    types = parse_types(args.type) if args.list and args.type else []
     if args.reset_offsets and not args.dry_run and not args.execute:
         print("WARN: No action will be performed as the --execute option is missing. "
               "You should add the --dry-run option explicitly if you are scripting this "
               "command and want to keep the current default behavior without prompting.",
               file=sys.stderr)
-    try:
-        with AdminClient(args.bootstrap_server, read_properties(args.command_config),
-                         args.timeout) as admin:
-            if args.list:
-                list_groups(admin, args, states, types)
-            elif args.describe:
-                describe(admin, args)
-            elif args.delete:
-                delete(admin, args)
-            elif args.reset_offsets:
-                reset_offsets(admin, args)
-            else:
-                delete_offsets(admin, args)
-    except UsageError as exc:
-        print(f"{exc}", file=sys.stderr)
-        return 1
-    except AdminError as exc:
-        print(f"\nError: Executing consumer group command failed due to {exc}")
-        return 1
-    return 1 if _refused else 0
-
-
-def print_error(msg: str) -> None:
-    """Kafka's printError; the command then exits 1 (Kafka's tool exits 0: scripts could not tell)."""
-    _refused.append(msg)
-    print(f"\nError: {msg}")
+    return {"states": states, "types": types}
 
 
 # ---------------------------------------------------------------- --list
 def parse_states(text: str) -> list[str]:
-    out = []
-    for item in text.split(","):
-        state = STATES_BY_NAME.get(item.strip().lower())
-        if state is None:
-            raise UsageError(f"Invalid state list '{text}'. Valid states are: "
-                             + ", ".join(STATES_BY_NAME.values()))
-        out.append(state)
-    return out
+    return group_command.parse_states(text, STATES_BY_NAME, list(STATES_BY_NAME.values()))
 
 
 def parse_types(text: str) -> list[str]:

@@ -8,7 +8,9 @@ import sys
 
 from ..protocol.errors import Err
 from . import share_group_ops as ops
-from .client import AdminClient, AdminError, UsageError, read_properties
+from . import group_command
+from .client import AdminClient, AdminError, UsageError
+from .group_command import Refusals, run_command
 from .groups import delete_groups, message
 from .offset_reset import (by_timestamp, clamp, edge_offsets, parse_datetime, print_csv,
                            print_plans, read_plan, topic_partitions)
@@ -133,58 +135,25 @@ def check_args(args) -> None:
 
 # Exit codes (as `kcoord consumer-groups`): 0 done; 1 a refusal or failure,
 # whose message (Kafka's wording) is printed, or a bad command line.
-_refused: list[str] = []  # the refusals this run printed
+_refused = Refusals()  # the refusals this run printed
+print_error = _refused.print_error
 
 
 def run(args) -> int:
-    _refused.clear()
-    try:
-        check_args(args)
-        states = parse_states(args.state) if args.list and args.state else []
-        if args.reset_offsets and args.to_datetime:
-            parse_datetime(args.to_datetime)  # a bad value is refused before any call
-    except UsageError as exc:
-        print(f"{exc}", file=sys.stderr)
-        print("Usage: kcoord share-groups --help", file=sys.stderr)
-        return 1
-    try:
-        with AdminClient(args.bootstrap_server, read_properties(args.command_config),
-                         args.timeout) as admin:
-            if args.list:
-                list_groups(admin, args, states)
-            elif args.describe:
-                describe(admin, args)
-            elif args.delete:
-                delete(admin, args)
-            elif args.reset_offsets:
-                reset_offsets(admin, args)
-            else:
-                delete_offsets(admin, args)
-    except UsageError as exc:  # ShareGroupCommand's IllegalArgumentException: stderr
-        print(f"{exc}", file=sys.stderr)
-        return 1
-    except AdminError as exc:
-        print(f"\nError: Executing share group command failed due to {exc}")
-        return 1
-    return 1 if _refused else 0
+    return run_command(args, "share", sys.modules[__name__], _refused, _prepare)
 
 
-def print_error(msg: str) -> None:
-    """Kafka's printError; the command then exits 1."""
-    _refused.append(msg)
-    print(f"\nError: {msg}")
+def _prepare(args) -> dict:
+    check_args(args)
+    states = parse_states(args.state) if args.list and args.state else []
+    if args.reset_offsets and args.to_datetime:
+        parse_datetime(args.to_datetime)  # a bad value is refused before any call
+    return {"states": states}
 
 
 # ---------------------------------------------------------------- --list
 def parse_states(text: str) -> list[str]:
-    out = []
-    for item in text.split(","):
-        state = STATES_BY_NAME.get(item.strip().lower())
-        if state is None:
-            raise UsageError(f"Invalid state list '{text}'. Valid states are: "
-                             + ", ".join(ops.SHARE_STATES))
-        out.append(state)
-    return out
+    return group_command.parse_states(text, STATES_BY_NAME, list(ops.SHARE_STATES))
 
 
 def list_groups(admin: AdminClient, args, states: list[str]) -> None:

@@ -17,6 +17,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..log import LogConfig, PartitionLog
 from ..protocol.config_types import ConfigError
@@ -66,8 +67,10 @@ class Topic:
 
 
 class Catalogue:
-    def __init__(self, data_dir: Path, defaults: dict[str, object]) -> None:
+    def __init__(self, data_dir: Path, defaults: dict[str, object],
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.now_ms = now_ms  # the server's clock, for its logs' segment.ms (None: wall time)
         self.defaults = defaults  # broker-level Kafka config (log.* keys)
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[bytes, Topic] = {}
@@ -127,8 +130,8 @@ class Catalogue:
     def _open(self, name: str, topic_id: bytes, count: int, configs: dict[str, str],
               clean_shutdown: bool = False) -> Topic:
         cfg = self.log_config(configs)
-        logs = [PartitionLog(self.data_dir / f"{name}-{p}", cfg, clean_shutdown=clean_shutdown)
-                for p in range(count)]
+        logs = [PartitionLog(self.data_dir / f"{name}-{p}", cfg, clean_shutdown=clean_shutdown,
+                             now_ms=self.now_ms) for p in range(count)]
         topic = Topic(name, topic_id, logs, dict(configs))
         self.topics[name] = topic
         self.by_id[topic_id] = topic
@@ -181,7 +184,8 @@ class Catalogue:
             return
         cfg = self.log_config(topic.configs)
         for p in range(current, total):
-            topic.partitions.append(PartitionLog(self.data_dir / f"{name}-{p}", cfg))
+            topic.partitions.append(PartitionLog(self.data_dir / f"{name}-{p}", cfg,
+                                                 now_ms=self.now_ms))
         self._save()
         self._changed()
 

@@ -12,6 +12,7 @@ from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .append_notifier import AppendNotifier
+from .fetch_sessions import FetchSessions
 from .batch_timestamps import InvalidTimestamps, check_batch, timestamp_bounds
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
@@ -72,6 +73,7 @@ class DataPlane:
         # replicated (leader-only produce and fetch, acks=-1 at the high
         # watermark, follower fetches); None on a single node.
         self.replication = None
+        self.fetch_sessions = FetchSessions()  # followers' fetch sessions (KIP-227)
 
     def txn_state(self, plog) -> PartitionTxnState:
         state = self._txn_states.get(plog)
@@ -340,6 +342,21 @@ class DataPlane:
     # --------------------------------------------------------------- Fetch
     @serves("Fetch")
     async def fetch(self, ctx, req: dict) -> dict:
+        follower = max(req.get("replica_id", -1), (req.get("replica_state") or {}).get(
+            "replica_id", -1))
+        if follower < 0 or self.replication is None or ctx.api_version < 7:
+            return await self._long_poll(ctx, req)
+        # a follower's fetch: in its session, only what changed travels
+        by_id = ctx.api_version >= 13
+        error, session, full, asked = self.fetch_sessions.resolve(req, follower, by_id)
+        if error:
+            return {"throttle_time_ms": 0, "error_code": error, "session_id": 0,
+                    "responses": []}
+        incremental = session is not None and full is not req
+        response = await self._long_poll(ctx, full, (session, asked) if incremental else None)
+        return self.fetch_sessions.respond(session, response, not incremental, asked, by_id)
+
+    async def _long_poll(self, ctx, req: dict, idle=None) -> dict:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
@@ -348,7 +365,7 @@ class DataPlane:
         while True:
             waiter = self.appended.wait(logs)  # armed before reading, so no append is missed
             watch: list = []
-            response, size, errors = self._fetch_once(version, req, watch)
+            response, size, errors = self._fetch_once(version, req, watch, idle)
             self._on_listener(response, ctx.listener)
             remaining = deadline - loop.time()
             if size >= min_bytes or errors or remaining <= 0 or self.stopping:
@@ -409,7 +426,12 @@ class DataPlane:
         self.stopping = True
         self.appended.notify()
 
-    def _fetch_once(self, version: int, req: dict, watch: list | None = None):
+    def _fetch_once(self, version: int, req: dict, watch: list | None = None, idle=None):
+        """-> (response, bytes read, any error).  `idle`: (a follower's fetch
+        session, the partitions its request listed) to leave out the others
+        that have nothing new for it."""
+        # the clock serve_follower_fetch records follower fetches with
+        now = self.replication.now_ms() if idle is not None else 0
         budget = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
         total = 0
         errors = False
@@ -424,6 +446,14 @@ class DataPlane:
             parts = []
             for preq in treq["partitions"]:
                 index = preq["partition"]
+                if idle is not None and topic is not None and 0 <= index < len(topic.partitions):
+                    skipped = self._idle_in_session(
+                        idle, (treq["topic_id"] if by_id else treq["topic"], index), topic,
+                        preq, follower, now)
+                    if skipped is not None:
+                        if watch is not None:
+                            watch.append(skipped)
+                        continue
                 entry = {"partition_index": index, "error_code": Err.NONE, "high_watermark": -1,
                          "last_stable_offset": -1, "log_start_offset": -1,
                          "aborted_transactions": None, "preferred_read_replica": -1,
@@ -478,6 +508,25 @@ class DataPlane:
         if self.replication is not None:
             self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
+
+    def _idle_in_session(self, idle, key, topic, preq: dict, follower: int, now: int):
+        """A partition of a follower's fetch session that its request did not
+        list and that has nothing new for it (no records past its position,
+        the high watermark and log start it knows): its fetch recorded, ->
+        its watch entry (left out of the answer); else None."""
+        session, asked = idle
+        if key in asked:
+            return None
+        last = session.sent.get(key)
+        plog = topic.partitions[key[1]]
+        if last is None or last[2] != plog.log_start_offset:
+            return None
+        replica = self.replication.replica(topic.name, key[1])
+        fetch_offset = preq["fetch_offset"]
+        if replica is None or not replica.follower_idle(
+                follower, fetch_offset, preq.get("current_leader_epoch", -1), last[0], now):
+            return None
+        return (topic, plog, replica, True, fetch_offset)
 
     def _fetch_txn_state(self, topic, plog, read_committed: bool):
         """The partition's transactional state for a fetch, or None.  Internal

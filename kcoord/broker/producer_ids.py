@@ -13,7 +13,8 @@ NODE_MASK = (1 << NODE_BITS) - 1
 class ProducerIds:
     def __init__(self, node_id: int | None = None) -> None:
         # ids stay unique across restarts without persisting a counter:
-        # the start time in ms leaves room for 1000 ids per ms of uptime
+        # the start time in ms leaves room for 1000 ids per ms of uptime.
+        # Wall time, not the server's clock: only real time grows across restarts
         self._next = int(time.time() * 1000) * 1000
         # a cluster's node: its id in the low 10 bits keeps nodes' ids apart
         self._node = None if node_id is None else node_id & NODE_MASK

@@ -373,14 +373,14 @@ class EtcdControlPlane:
     # -------------------------------------------------- controlled shutdown
     async def controlled_shutdown(self, timeout: float) -> None:
         """Mark this node stopping, wait (bounded) until the controller moved
-        every leadership it can move (another in-sync replica is live)."""
+        every leadership and ISR place it can move (another in-sync replica is
+        live), as KRaft's controlled shutdown leaves the broker in no ISR."""
         self.stopping = True
         await self._register()
 
         def handed_over() -> bool:
             live = self.view.serving() - {self.node_id}
-            return not any(s.leader == self.node_id and any(r in live for r in s.isr
-                                                            if r != self.node_id)
+            return not any(self.node_id in s.isr and any(r in live for r in s.isr)
                            for s in self.view.partitions.values())
 
         done = await self.wait_for(handed_over, timeout)

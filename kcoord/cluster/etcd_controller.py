@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.cluster.controller")
 
+# partition writes per etcd transaction: etcd takes at most 128 compares (two
+# per new partition, plus the controller's) and 128 puts in one (--max-txn-ops)
+TXN_CHUNK = 60
+
 
 class EtcdController:
     def __init__(self, plane: "EtcdControlPlane", epoch: int, create_revision: int) -> None:
@@ -108,8 +112,7 @@ class EtcdController:
         sessions = dict(view.sessions)
         failed = []
         if writes:
-            results = await asyncio.gather(*(self._write(old, new) for old, new in writes),
-                                           return_exceptions=True)
+            results = await self._write_all(writes)
             failed = [r for r in results if r is not True]
             for (old, new), r in zip(writes, results):
                 if r is True and (old is None or old.leader != new.leader):
@@ -146,20 +149,57 @@ class EtcdController:
                                               self.plane.imbalance_pct)
         if not moves:
             return False
-        results = await asyncio.gather(*(self._write(view.state(m.topic, m.partition), m)
-                                         for m in moves), return_exceptions=True)
+        results = await self._write_all([(view.state(m.topic, m.partition), m) for m in moves])
         log.info("preferred leader election: %d of %d partitions moved",
                  sum(r is True for r in results), len(moves))
         return False  # a lost compare is simply retried at the next check
+
+    async def _write_all(self, writes: list) -> list:
+        """Each write's outcome (True, False or its exception).  A bounce
+        rewrites about one state per partition: they go in chunks of one etcd
+        transaction each (one raft entry, not one per partition, on the etcd
+        every lease refresh also waits on); a chunk whose compare fails (a
+        stale state in it) is written one by one, so only the stale fail."""
+        chunks = [writes[i:i + TXN_CHUNK] for i in range(0, len(writes), TXN_CHUNK)]
+        together = await asyncio.gather(*(self._write_chunk(c) for c in chunks),
+                                        return_exceptions=True)
+        results: list = []
+        for chunk, ok in zip(chunks, together):
+            if ok is True:
+                results += [True] * len(chunk)
+            else:
+                results += await asyncio.gather(*(self._write(old, new) for old, new in chunk),
+                                                return_exceptions=True)
+        return results
+
+    async def _write_chunk(self, chunk: list) -> bool:
+        if len(chunk) == 1:
+            return False  # written alone by the caller
+        plane = self.plane
+        t = plane.txn
+        compare = [t.create(plane.keys.controller.encode()) == self.create_revision]
+        success = []
+        for old, new in chunk:
+            key = plane.keys.partition(new.topic, new.partition).encode()
+            compare += self._unchanged(key, old)
+            success.append(t.put(key, encode_state(new)))
+        ok, _ = await plane.client.transaction(compare=compare, success=success, failure=[])
+        return ok
+
+    def _unchanged(self, key: bytes, old: PartitionState | None) -> list:
+        """The compares of a write decided on state `old` (None: a new partition)."""
+        t = self.plane.txn
+        compare = [t.mod(key) == (0 if old is None else old.version)]
+        if old is None:
+            compare.append(t.create(key) == 0)
+        return compare
 
     async def _write(self, old: PartitionState | None, new: PartitionState) -> bool:
         plane = self.plane
         key = plane.keys.partition(new.topic, new.partition).encode()
         t = plane.txn
         compare = [t.create(plane.keys.controller.encode()) == self.create_revision,
-                   t.mod(key) == (0 if old is None else old.version)]
-        if old is None:
-            compare.append(t.create(key) == 0)
+                   *self._unchanged(key, old)]
         ok, _ = await plane.client.transaction(compare=compare,
                                                success=[t.put(key, encode_state(new))],
                                                failure=[])

@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 
 from ..log import step_trace
 from ..protocol.errors import Err
 from ..protocol.client import AsyncExchange
 from ..protocol.records import LOG_OVERHEAD, iter_batches
 from ..security.client import SaslLoginError, open_connection
+from .fetch_session import SESSION_ERRORS, FollowerSession
 from .aio import bounded, cancel_and_wait, drop
 from .replica import EpochQuery, FetchQuery, FetchServed
 
@@ -36,10 +36,6 @@ class PeerRefused(Exception):
     CLUSTER_ACTION)."""
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class LeaderConnection:
     """One connection to a leader's inter-broker listener, secured as the
     client properties say (TLS, SASL login: kcoord/security/client.py);
@@ -50,6 +46,9 @@ class LeaderConnection:
         self.props = props or {"security.protocol": "PLAINTEXT"}
         self._writer = None
         self._exchange: AsyncExchange | None = None
+        # the fetch session lives as long as the connection: a lost answer
+        # or a reconnect starts over with a full fetch
+        self.session = FollowerSession()
 
     async def call(self, api_key: int, version: int, body: dict, timeout: float) -> dict:
         if self._exchange is None:
@@ -63,6 +62,7 @@ class LeaderConnection:
             self._writer.close()
         self._writer = None
         self._exchange = None
+        self.session.reset()
 
 
 def batches_from(data, offset: int) -> bytes:
@@ -127,13 +127,13 @@ class ReplicaFetcher:
                     await self._ask_epochs(conn, queries)
                     # the truncated ones fetch now too: one fetch for all
                     for _, replica, request in fetches:
-                        replica.on_request_failed(request, now_ms())
+                        replica.on_request_failed(request, self.manager.now_ms())
                     continue
                 if fetches:
                     await self._fetch(conn, fetches)
             except asyncio.CancelledError:
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 raise
             except (SaslLoginError, ssl.SSLError, PeerRefused) as exc:
                 # misconfigured security: say so once per distinct cause, keep retrying
@@ -145,14 +145,14 @@ class ReplicaFetcher:
                 if conn is not None:
                     conn.close()
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
             except Exception as exc:  # connection lost, leader gone: retry after a backoff
                 log.debug("fetch from node %d failed: %s", self.leader_id, exc)
                 if conn is not None:
                     conn.close()
                 for _, replica, request in requests:
-                    replica.on_request_failed(request, now_ms())
+                    replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
 
     async def _ask_epochs(self, conn, queries) -> None:
@@ -174,10 +174,10 @@ class ReplicaFetcher:
         for key, replica, q in queries:
             a = answers.get(key)
             if a is None:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
                 continue
             self.manager.handle(key, replica.on_epoch_answer(
-                q, a["error_code"], a["leader_epoch"], a["end_offset"], now_ms()))
+                q, a["error_code"], a["leader_epoch"], a["end_offset"], self.manager.now_ms()))
         if any(a["error_code"] != Err.NONE for a in answers.values()):
             await asyncio.sleep(self.manager.config.retry_backoff_ms / 1000.0)
 
@@ -205,20 +205,27 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config
+        parts = {key: {"partition": key[1], "current_leader_epoch": q.current_leader_epoch,
+                       "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
+                       "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes}
+                 for key, _, q in fetches}
+        session_id, epoch, listed, forgotten = conn.session.request(parts)
         topics: dict[str, list] = {}
-        for (topic, p), _, q in fetches:
-            topics.setdefault(topic, []).append(
-                {"partition": p, "current_leader_epoch": q.current_leader_epoch,
-                 "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes})
+        for (topic, _), entry in listed.items():
+            topics.setdefault(topic, []).append(entry)
+        gone: dict[str, list] = {}
+        for topic, p in forgotten:
+            gone.setdefault(topic, []).append(p)
         body = {"cluster_id": None, "replica_id": self.manager.node_id,
                 "max_wait_ms": cfg.fetch_wait_max_ms, "min_bytes": 1,
-                "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1,
+                "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": session_id,
+                "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in gone.items()],
+                "rack_id": ""}
         timeout = (cfg.fetch_wait_max_ms + cfg.request_timeout_ms) / 1000.0
-        step_trace.event("fetch-sent", self.leader_id, len(fetches))
+        step_trace.event("fetch-sent", self.leader_id, len(listed), len(fetches))
         response = await self._unless_new_follower(conn.call(FETCH, FETCH_VERSION, body,
                                                              timeout))
         step_trace.event("fetch-answer", self.leader_id)
@@ -231,7 +238,12 @@ class ReplicaFetcher:
             # ask again for all: nothing was appended, the offsets stand.
             conn.close()
             for _, replica, q in fetches:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
+            return
+        if response.get("error_code", Err.NONE) in SESSION_ERRORS:
+            conn.session.reset()    # gone on the leader (it restarted?): a full fetch next
+            for _, replica, q in fetches:
+                replica.on_request_failed(q, self.manager.now_ms())
             return
         if response.get("error_code", Err.NONE) != Err.NONE:
             raise PeerRefused(f"Fetch error code {response['error_code']}"
@@ -240,14 +252,13 @@ class ReplicaFetcher:
                                  if response["error_code"] == Err.CLUSTER_AUTHORIZATION_FAILED
                                  else ""))
         self._last_refusal = None
-        answers = {(t["topic"], p["partition_index"]): p
-                   for t in response["responses"] for p in t["partitions"]}
+        answers = conn.session.answers(response, parts)
         appended = []
         errors = False
         for key, replica, q in fetches:
             a = answers.get(key)
             if a is None:
-                replica.on_request_failed(q, now_ms())
+                replica.on_request_failed(q, self.manager.now_ms())
                 continue
             errors |= a["error_code"] != Err.NONE
             data = batches_from(a["records"] or b"", q.fetch_offset)
@@ -264,7 +275,7 @@ class ReplicaFetcher:
             if a is None:
                 continue
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
-            self.manager.handle(key, replica.on_fetch_answer(q, served, now_ms()))
+            self.manager.handle(key, replica.on_fetch_answer(q, served, self.manager.now_ms()))
             # The leader's log start moved (retention, DeleteRecords): follow
             # it, never past what is committed here (Kafka's follower does
             # maybeIncrementLogStartOffset the same way).

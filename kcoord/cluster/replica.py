@@ -379,6 +379,27 @@ class Replica:
         self._maybe_increment_hwm(out)
         return FetchServed(Err.NONE, self.high_watermark, leader_end, log.log_start_offset), out
 
+    def follower_idle(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                      known_high_watermark: int, now: int) -> bool:
+        """A follower's fetch of this partition in its fetch session, at the
+        position it last reported, caught up to the leader's fsynced end,
+        in the ISR and told the current high watermark: record the fetch
+        (as serve_follower_fetch would: caught up now) and -> True, nothing
+        to answer.  Anything else -> False: serve_follower_fetch it."""
+        if self.role is not Role.LEADER or self.check_current_epoch(current_leader_epoch):
+            return False
+        progress = self._progress.get(replica_id)
+        leader_end = self.log.flushed_offset
+        if (progress is None or fetch_offset != leader_end
+                or progress.log_end_offset != fetch_offset
+                or known_high_watermark != self.high_watermark
+                or replica_id not in self.state.isr):
+            return False
+        progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
+        progress.last_fetch_leader_end = max(leader_end, progress.last_fetch_leader_end)
+        progress.last_fetch_ms = now
+        return True
+
     def answer_epoch_query(self, current_leader_epoch: int, epoch: int,
                            *, require_leader: bool = True) -> tuple[int, int, int]:
         """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err
@@ -37,7 +38,8 @@ log = logging.getLogger("kcoord.cluster.replicas")
 COORDINATED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)
 
 
-def now_ms() -> int:
+def wall_ms() -> int:
+    """Wall time in ms: the clock of a manager given none (tests of the cluster alone)."""
     return int(time.time() * 1000)
 
 
@@ -52,8 +54,10 @@ class FetcherConfig:
 class ReplicaManager:
     def __init__(self, node_id: int, catalogue, store, address_of, *,
                  replication: ReplicationConfig, fetcher: FetcherConfig | None = None,
-                 syncer=None, on_high_watermark=None, coordinated: bool = False) -> None:
+                 syncer=None, on_high_watermark=None, coordinated: bool = False,
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
+        self.now_ms = now_ms or wall_ms  # the server's clock: ISR lag, caught-up times
         self.catalogue = catalogue
         self.store = store                  # PartitionStateStore (alter_isr)
         self.address_of = address_of        # node id -> (host, port) or None
@@ -67,6 +71,10 @@ class ReplicaManager:
         self.coordinated = coordinated
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # leader id -> [(key, replica)] of the replicas following it here, built
+        # on demand, dropped on any role or replica change (a fetch round asks
+        # it twice: no walk over every replica of the node)
+        self._following: dict[int, list] | None = None
         self._pending_states: dict[tuple[str, int], PartitionState] = {}
         self._log_keys: dict[int, tuple[str, int]] = {}  # id(log) -> key, checked on use
         self._waiters: dict[object, asyncio.Future] = {}
@@ -111,11 +119,11 @@ class ReplicaManager:
 
     def on_session_lost(self) -> None:
         for key, replica in self.replicas.items():
-            self.handle(key, replica.on_session_lost(now_ms()))
+            self.handle(key, replica.on_session_lost(self.now_ms()))
 
     def on_session_restored(self) -> None:
         for key, replica in list(self.replicas.items()):
-            self.handle(key, replica.on_session_restored(now_ms()))
+            self.handle(key, replica.on_session_restored(self.now_ms()))
 
     def topic_changed(self) -> None:
         """The local catalogue changed: replicas of a deleted (or reopened)
@@ -129,11 +137,12 @@ class ReplicaManager:
                     and topic.partitions[key[1]] is replica.log):
                 continue
             del self.replicas[key]
+            self._following = None
             if topic is None:
                 self._pending_states.pop(key, None)
             gone = replace(replica.state, leader=NO_LEADER, isr=(), replicas=(),
                            version=replica.state.version + 1)
-            self.handle(key, replica.on_state(gone, now_ms()))
+            self.handle(key, replica.on_state(gone, self.now_ms()))
         for state in list(self._pending_states.values()):
             self._apply(state)
         self._sync_fetchers()
@@ -156,7 +165,8 @@ class ReplicaManager:
             replica = Replica(self.node_id, plog, config, high_watermark=plog.log_start_offset,
                               isr_eligible=getattr(self.store, "isr_eligible", None))
             self.replicas[key] = replica
-        self.handle(key, replica.on_state(state, now_ms()))
+            self._following = None
+        self.handle(key, replica.on_state(state, self.now_ms()))
         self._sync_fetchers()
 
     def _sync_fetchers(self) -> None:
@@ -171,9 +181,18 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.wake.set()
 
+    def _followers_of(self, leader: int) -> list:
+        following = self._following
+        if following is None:
+            following = self._following = {}
+            for key, replica in self.replicas.items():
+                if replica.role is Role.FOLLOWER:
+                    following.setdefault(replica.state.leader, []).append((key, replica))
+        return following.get(leader, [])
+
     def requests_for(self, leader: int) -> list:
         out = []
-        for key, replica in self.replicas.items():
+        for key, replica in self._followers_of(leader):
             if replica.role is Role.FOLLOWER and replica.state.leader == leader:
                 request = replica.next_request()
                 if request is not None:
@@ -184,7 +203,7 @@ class ReplicaManager:
         """Does a partition following `leader` wait for a request to be sent
         (one that became its follower, or finished truncating)?"""
         return any(r.role is Role.FOLLOWER and r.state.leader == leader and r.has_request_ready
-                   for r in self.replicas.values())
+                   for _, r in self._followers_of(leader))
 
     # --------------------------------------------------------- outputs
     def handle(self, key, outs) -> None:
@@ -202,6 +221,7 @@ class ReplicaManager:
                     self.on_high_watermark(replica.log)   # its long polls only
             else:
                 log.info("%s-%d: %s", key[0], key[1], out)
+                self._following = None
                 self._role_changed(key, out)
                 if self.on_high_watermark is not None:
                     self.on_high_watermark()     # role changes wake long polls too
@@ -242,7 +262,7 @@ class ReplicaManager:
                 continue
             replica = self.replicas.get(key)
             if replica is not None:
-                self.handle(key, replica.on_isr_result(proposed, result, now_ms()))
+                self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
             return
 
     def _spawn(self, coro) -> None:
@@ -254,7 +274,7 @@ class ReplicaManager:
         interval = max(self.replication.replica_lag_time_max_ms / 2000.0, 0.05)
         while True:
             await asyncio.sleep(interval)
-            now = now_ms()
+            now = self.now_ms()
             for key, replica in list(self.replicas.items()):
                 if replica.role is Role.LEADER:
                     self.handle(key, replica.tick(now))
@@ -289,7 +309,7 @@ class ReplicaManager:
         if replica is None:
             return FetchServed(Err.NOT_LEADER_OR_FOLLOWER, -1, -1)
         served, outs = replica.serve_follower_fetch(follower, fetch_offset, current_leader_epoch,
-                                                    now_ms())
+                                                    self.now_ms())
         self.handle((topic, partition), outs)
         return served
 
@@ -306,7 +326,7 @@ class ReplicaManager:
         return None
 
     def on_flushed(self, logs) -> None:
-        now = now_ms()
+        now = self.now_ms()
         by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
         for plog in logs:
             found = by_log.get(id(plog))
@@ -326,8 +346,8 @@ class ReplicaManager:
         return fut
 
 
-def build_replica_manager(config, catalogue, cluster, data_plane,
-                          fsync: FsyncBatcher) -> ReplicaManager:
+def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBatcher,
+                          now_ms: Callable[[], int] | None = None) -> ReplicaManager:
     """This node's ReplicaManager, built before the ClusterNode starts (the
     coordinator runtimes' durability is built from it); started by
     start_replication once the control plane runs."""
@@ -348,7 +368,8 @@ def build_replica_manager(config, catalogue, cluster, data_plane,
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
         fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
                               fetch_max_bytes=config["replica.fetch.max.bytes"]),
-        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True)
+        syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True,
+        now_ms=now_ms)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
     manager.endpoint_of = cluster.client_endpoint
     manager.min_isr_for = min_isr_for

@@ -15,8 +15,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.api import API_KEYS, response_defaults
 from ..protocol.errors import Err
+from .classic_requests import sync_error
 from .result import Result
 
 EMPTY = "Empty"
@@ -35,28 +35,10 @@ VALID_PREVIOUS = {
 }
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
-JOIN_GROUP, SYNC_GROUP = API_KEYS["JoinGroup"], API_KEYS["SyncGroup"]
 
 
 class IllegalStateTransition(Exception):
     pass
-
-
-def join_error(code: int, member_id: str = "") -> dict:
-    """A JoinGroup answer carrying only an error: the schema's defaults (the
-    handler fits protocol_name to the request's version)."""
-    return {**response_defaults(JOIN_GROUP), "error_code": code, "member_id": member_id}
-
-
-def sync_error(code: int) -> dict:
-    """A SyncGroup answer carrying only an error: the schema's defaults."""
-    return {**response_defaults(SYNC_GROUP), "error_code": code}
-
-
-def sync_response(code: int, assignment: bytes, protocol_type: str | None,
-                  protocol_name: str | None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "protocol_type": protocol_type,
-            "protocol_name": protocol_name, "assignment": assignment}
 
 
 @dataclass(eq=False)

@@ -28,12 +28,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
 from ..protocol.errors import Err
-from ..protocol.messages.coordinator_records import GROUP_METADATA
+from . import classic_group_admin as admin
 from .classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
-                            ClassicGroup, ClassicMember, join_error, persisted_view, sync_error,
-                            sync_response)
+                            ClassicGroup, ClassicMember, persisted_view)
+from .classic_group_admin import validate_offset_commit
+from .classic_group_records import (empty_group_metadata_record, group_from_metadata,
+                                    group_metadata_record)
+from .classic_requests import (HEARTBEAT_OK, HEARTBEAT_REBALANCING, heartbeat_answer,
+                               join_error, leave_response, leaving_members, left_member,
+                               protocols, sync_error, sync_request_error, sync_response)
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
 from .timers import Timers
@@ -46,37 +50,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 HEARTBEAT = "classic-heartbeat"
 JOIN = "classic-join"
 SYNC = "classic-sync"
-
-
-def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> Record:
-    """GroupMetadataValue v3 of the group's members with the given assignments."""
-    members = []
-    for m in group.members.values():
-        if not group.protocol_name:
-            raise ValueError("non-empty group metadata without a protocol")
-        members.append({
-            "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-            "client_id": m.client_id, "client_host": m.client_host,
-            "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
-            "subscription": m.metadata_for(group.protocol_name),
-            "assignment": assignment[m.member_id]})
-    ts = group.state_timestamp_ms
-    value = {"protocol_type": group.protocol_type or "", "generation": group.generation_id,
-             "protocol": group.protocol_name, "leader": group.leader_id,
-             "current_state_timestamp": -1 if ts is None else ts, "members": members}
-    return Record(GROUP_METADATA, {"group": group.group_id}, value, 3)
-
-
-def empty_group_metadata_record(group: ClassicGroup) -> Record:
-    """What Kafka writes to persist a group a JoinGroup has just created."""
-    ts = group.state_timestamp_ms
-    value = {"protocol_type": "", "generation": 0, "protocol": None, "leader": None,
-             "current_state_timestamp": -1 if ts is None else ts, "members": []}
-    return Record(GROUP_METADATA, {"group": group.group_id}, value, 3)
-
-
-def _protocols(req: dict) -> list[tuple[str, bytes]]:
-    return [(p["name"], bytes(p["metadata"])) for p in req["protocols"]]
 
 
 # pickled with the core (snapshot.py) and patched by tests: an ordinary class, its methods compiled
@@ -183,25 +156,8 @@ class ClassicGroupManager:
     def replay_group_metadata(self, group_id: str, value: dict | None) -> None:
         if value is None:
             self.groups.pop(group_id, None)
-            return
-        # loading (or a fresh shard): the record replaces the group, as in Kafka
-        protocol_type = value["protocol_type"] or None
-        ts = value.get("current_state_timestamp", -1)
-        group = ClassicGroup(group_id, state=STABLE if value["members"] else EMPTY,
-                             state_timestamp_ms=None if ts == -1 else ts,
-                             protocol_type=protocol_type, protocol_name=value["protocol"],
-                             generation_id=value["generation"], leader_id=value["leader"])
-        for m in value["members"]:
-            rebalance = m.get("rebalance_timeout", -1)
-            group.add(ClassicMember(
-                m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
-                m["session_timeout"] if rebalance == -1 else rebalance, m["session_timeout"],
-                value["protocol_type"] or "", [(value["protocol"] or "", bytes(m["subscription"]))],
-                bytes(m["assignment"])))
-        group.protocol_type = protocol_type
-        group.subscribed_topics = group.compute_subscribed_topics()
-        group.persisted = persisted_view(value)
-        self.groups[group_id] = group
+        else:  # loading (or a fresh shard): the record replaces the group, as in Kafka
+            self.groups[group_id] = group_from_metadata(group_id, value)
 
     # ========================================================= JoinGroup
     def join_request(self, req: dict, version: int, client_id: str | None, client_host: str,
@@ -217,7 +173,7 @@ class ClassicGroupManager:
             return Result().reply(token, join_error(Err.INVALID_SESSION_TIMEOUT, member_id))
         return {
             "group_id": req["group_id"], "member_id": member_id,
-            "protocol_type": req["protocol_type"], "protocols": _protocols(req),
+            "protocol_type": req["protocol_type"], "protocols": protocols(req),
             "session": session,
             "rebalance": session if version == 0 else req["rebalance_timeout_ms"],
             "instance_id": req.get("group_instance_id") if version >= 5 else None,
@@ -606,28 +562,28 @@ class ClassicGroupManager:
         case, timers.py): the hot path, kept short."""
         group_id = req["group_id"]
         if not group_id:
-            return _hb(Err.INVALID_GROUP_ID)
+            return heartbeat_answer(Err.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None:
-            return _hb(Err.UNKNOWN_MEMBER_ID)
+            return heartbeat_answer(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
-            return _hb(Err.COORDINATOR_NOT_AVAILABLE)
+            return heartbeat_answer(Err.COORDINATOR_NOT_AVAILABLE)
         member_id = req["member_id"]
         instance_id = req.get("group_instance_id") if version >= 3 else None
         member = group.members.get(member_id)
         if instance_id is not None or member is None:
             error = group.validate_member(member_id, instance_id)
             if error:
-                return _hb(error)
+                return heartbeat_answer(error)
         assert member is not None  # validate_member refused an unknown member
         if req["generation_id"] != group.generation_id:
-            return _hb(Err.ILLEGAL_GENERATION)
+            return heartbeat_answer(Err.ILLEGAL_GENERATION)
         if group.state == EMPTY:
-            return _hb(Err.UNKNOWN_MEMBER_ID)
+            return heartbeat_answer(Err.UNKNOWN_MEMBER_ID)
         # as _arm_heartbeat (lazily re-armed: timers.py)
         timer = self.timers.touch((HEARTBEAT, group_id, member_id),
                                   now + member.session_timeout_ms)
-        response = _HB_REBALANCING if group.state == PREPARING_REBALANCE else _HB_OK
+        response = HEARTBEAT_REBALANCING if group.state == PREPARING_REBALANCE else HEARTBEAT_OK
         if timer is None:
             return response
         return Result(timers=[timer], response=response)
@@ -648,7 +604,7 @@ class ClassicGroupManager:
         group = self.groups.get(group_id)
         if group is None:
             return leave_response(version, Err.NONE, [
-                _left(mid, iid, Err.UNKNOWN_MEMBER_ID) for mid, iid in identities]), res
+                left_member(mid, iid, Err.UNKNOWN_MEMBER_ID) for mid, iid in identities]), res
         if group.state == DEAD:
             return leave_response(version, Err.COORDINATOR_NOT_AVAILABLE, []), res
         responses = []
@@ -657,18 +613,18 @@ class ClassicGroupManager:
                 # removal of a static member by instance id alone (admin)
                 if instance_id is not None and instance_id in group.static_members:
                     self._remove_leaving_member(res, group, group.static_members[instance_id])
-                    responses.append(_left(member_id, instance_id, Err.NONE))
+                    responses.append(left_member(member_id, instance_id, Err.NONE))
                 else:
-                    responses.append(_left(member_id, instance_id, Err.UNKNOWN_MEMBER_ID))
+                    responses.append(left_member(member_id, instance_id, Err.UNKNOWN_MEMBER_ID))
             elif group.is_pending(member_id):
                 group.remove(member_id)
                 self._cancel(res, (HEARTBEAT, group_id, member_id))
-                responses.append(_left(member_id, instance_id, Err.NONE))
+                responses.append(left_member(member_id, instance_id, Err.NONE))
             else:
                 error = group.validate_member(member_id, instance_id)
                 if not error:
                     self._remove_leaving_member(res, group, member_id)
-                responses.append(_left(member_id, instance_id, error))
+                responses.append(left_member(member_id, instance_id, error))
         if any(r["error_code"] == Err.NONE for r in responses):
             if group.state in (STABLE, COMPLETING_REBALANCE):
                 self._maybe_prepare_rebalance_or_complete_join(
@@ -692,114 +648,15 @@ class ClassicGroupManager:
             if member is not None:
                 self._arm_heartbeat(res, group, member_id, member.session_timeout_ms, now)
 
-    @staticmethod
-    def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
-                               generation: int, transactional: bool = False) -> int:
-        """ClassicGroup.validateOffsetCommit."""
-        if group.state == DEAD:
-            return Err.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state == EMPTY:
-            return Err.NONE  # admin client or a consumer without group management
-        if generation >= 0 or member_id or instance_id is not None:
-            error = group.validate_member(member_id, instance_id)
-            if error:
-                return error
-            if generation != group.generation_id:
-                return Err.ILLEGAL_GENERATION
-        elif not transactional and group.state != EMPTY:
-            # no member id and no generation: only an empty group takes the commit
-            return Err.UNKNOWN_MEMBER_ID
-        if not transactional and group.state == COMPLETING_REBALANCE:
-            return Err.REBALANCE_IN_PROGRESS
-        return Err.NONE
+    validate_offset_commit = staticmethod(validate_offset_commit)  # no extra call per commit
 
     # ============================================================ admin
     def list_groups(self, states: set[str], types: set[str]) -> list[dict]:
-        if types and "classic" not in types:
-            return []
-        out = []
-        for group in self.groups.values():
-            if group.state == DEAD:
-                continue
-            if states and group.state.lower() not in states:
-                continue
-            out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                        "group_state": group.state, "group_type": "classic"})
-        return out
+        return admin.list_groups(self.groups, states, types)
 
     def describe_group(self, group_id: str) -> dict:
-        group = self.groups.get(group_id)
-        base: dict[str, Any] = {"error_code": Err.NONE, "group_id": group_id, "group_state": DEAD,
-                                "protocol_type": "", "protocol_data": "", "members": [],
-                                "authorized_operations": AUTH_OPS_NOT_REQUESTED}
-        if not group_id:
-            base["error_code"] = Err.INVALID_GROUP_ID
-            return base
-        if group is None:
-            return base
-        base.update(group_state=group.state, protocol_type=group.protocol_type or "")
-        stable = group.state == STABLE
-        if stable:
-            base["protocol_data"] = group.protocol_name or ""
-        for m in group.members.values():
-            base["members"].append({
-                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id, "client_host": m.client_host,
-                "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
-                "member_assignment": m.assignment})
-        return base
-
-
-def offsets_expiry_base(group: ClassicGroup):
-    """The base timestamp the group's offsets expire from (None: each offset's
-    commit time); False: nothing expires now."""
-    if group.protocol_type is None:
-        return None  # simple group: each offset's commit time
-    if group.state == EMPTY:
-        return group.state_timestamp_ms if group.state_timestamp_ms is not None else None
-    if (group.state == STABLE and group.protocol_type == "consumer"
-            and group.subscribed_topics is not None):
-        return None
-    return False
+        return admin.describe_group(self.groups, group_id)
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
-
-
-def _hb(code: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code}
-
-
-# shared heartbeat responses: never mutated (the codec only reads them)
-_HB_OK = _hb(Err.NONE)
-_HB_REBALANCING = _hb(Err.REBALANCE_IN_PROGRESS)
-
-
-def _left(member_id: str, instance_id: str | None, code: int) -> dict:
-    return {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
-
-
-def leaving_members(req: dict, version: int) -> list[tuple[str, str | None]]:
-    """The (member id, group instance id) pairs a LeaveGroup names."""
-    if version >= 3:
-        return [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
-    return [(req["member_id"], None)]
-
-
-def sync_request_error(req: dict, version: int) -> int:
-    """The error a SyncGroup gets before any group is looked at (0: none)."""
-    if version >= 5 and (req.get("protocol_type") is None or req.get("protocol_name") is None):
-        return Err.INCONSISTENT_GROUP_PROTOCOL
-    if not req["group_id"]:
-        return Err.INVALID_GROUP_ID
-    return Err.NONE
-
-
-def leave_response(version: int, code: int, members: list[dict]) -> dict:
-    if version >= 3:
-        return {"throttle_time_ms": 0, "error_code": code, "members": members}
-    # v0-2 carry one member: its error is the top-level error
-    if code == Err.NONE:
-        code = next((m["error_code"] for m in members if m["error_code"]), Err.NONE)
-    return {"throttle_time_ms": 0, "error_code": code, "members": []}

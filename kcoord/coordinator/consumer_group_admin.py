@@ -16,10 +16,22 @@ from .offsets import delete_offsets, offset_tombstone
 from .result import Record
 
 
-def _described_assignment(assignment: Mapping, names: dict[bytes, str]) -> dict:
+def described_assignment(assignment: Mapping, names: dict[bytes, str]) -> dict:
+    """An assignment as the describe APIs show it (topics by id and name)."""
     return {"topic_partitions": [
         {"topic_id": t, "topic_name": names[t], "partitions": sorted(p)}
         for t, p in sorted(assignment.items()) if p and t in names]}
+
+
+def described_group(group: Any, assignor_name: str, members: list[dict],
+                    include_authorized_operations: bool) -> dict:
+    """A consumer or share group's describe entry (its members already described)."""
+    return {"error_code": 0, "error_message": None, "group_id": group.group_id,
+            "group_state": group.state, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch, "assignor_name": assignor_name,
+            "members": members,
+            "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
+            if include_authorized_operations else AUTH_OPS_NOT_REQUESTED}
 
 
 def describe(groups: Mapping[str, ConsumerGroup], topics: Mapping[str, Any],
@@ -47,16 +59,12 @@ def describe(groups: Mapping[str, ConsumerGroup], topics: Mapping[str, Any],
                 "client_host": m.client_host,
                 "subscribed_topic_names": sorted(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
-                "assignment": _described_assignment(m.assigned, names),
-                "target_assignment": _described_assignment(group.target.get(m.member_id, EMPTY),
-                                                           names)})
-        out.append({"error_code": 0, "error_message": None, "group_id": gid,
-                    "group_state": group.state, "group_epoch": group.group_epoch,
-                    "assignment_epoch": group.assignment_epoch,
-                    "assignor_name": preferred_assignor(group.members.values(), assignor_names),
-                    "members": members,
-                    "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
-                    if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
+                "assignment": described_assignment(m.assigned, names),
+                "target_assignment": described_assignment(group.target.get(m.member_id, EMPTY),
+                                                          names)})
+        out.append(described_group(group, preferred_assignor(group.members.values(),
+                                                             assignor_names),
+                                   members, include_authorized_operations))
     return out
 
 

@@ -13,6 +13,7 @@ from .assignors import ASSIGNORS, GroupSpec, MemberSpec, is_homogeneous
 from .consumer_group import EMPTY, ConsumerGroup, ConsumerMember, TopicInfo
 from .consumer_requests import HeartbeatError
 from .result import Record
+from .target_assignment import write_new_target
 
 
 def members_after(group: ConsumerGroup, updated: ConsumerMember | None,
@@ -70,19 +71,10 @@ def update_target(group: ConsumerGroup, group_epoch: int, updated: ConsumerMembe
             current = group.target.get(replaced.member_id, EMPTY) \
                 if replaced is not None and m is updated else EMPTY
         specs[mid] = MemberSpec(subscribed, current, m.instance_id, m.rack_id)
-    try:
-        result = ASSIGNORS[assignor](GroupSpec(specs, is_homogeneous(specs)), partitions)
-    except Exception as exc:  # AssignorError, or a custom assignor's failure
-        raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
-                             f"Failed to compute a new target assignment for epoch "
-                             f"{group_epoch}: {exc}") from None
-    gid = group.group_id
-    for mid in specs:
-        new = result.get(mid, EMPTY)
-        old = group.target.get(mid)
-        if old is None or (new is not old and not cg.assignment_equal(old, new)):
-            records.append(cg.target_member_record(gid, mid, new))
-    records.append(cg.target_epoch_record(gid, group_epoch))
+    result = write_new_target(ASSIGNORS[assignor], (GroupSpec(specs, is_homogeneous(specs)),
+                                                    partitions),
+                              group.group_id, group_epoch, group.target, specs, records,
+                              cg.target_member_record, cg.target_epoch_record)
     if updated is None:
         return EMPTY
     return cg.normalize(result.get(updated.member_id, EMPTY))

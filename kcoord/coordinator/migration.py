@@ -37,9 +37,10 @@ from ..protocol.errors import Err
 from ..protocol.messages.consumer_protocol import (decode_assignment, decode_subscription,
                                                    encode_assignment)
 from . import consumer_group as cg
-from .classic_group_manager import GROUP_METADATA, ClassicGroupManager
-from .classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, ClassicMember,
-                            join_error, sync_error, sync_response)
+from .classic_group_manager import ClassicGroupManager
+from .classic_group_records import GROUP_METADATA
+from .classic_group import CONSUMER_PROTOCOL_TYPE, DEAD, STABLE, ClassicGroup, ClassicMember
+from .classic_requests import heartbeat_answer, join_error, left_member, sync_error, sync_response
 from .consumer_group import (EMPTY, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
                              ConsumerGroup, ConsumerMember)
 from .consumer_group_manager import SESSION_TIMER, ConsumerGroupManager
@@ -66,10 +67,6 @@ def classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]]
 def classic_protocols(member: ConsumerMember) -> list[tuple[str, bytes]]:
     return [(p["name"], bytes(p["metadata"]))
             for p in member.classic["supported_protocols"]]
-
-
-def _hb(code: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code}
 
 
 class GroupMigration:
@@ -507,19 +504,19 @@ class GroupMigration:
         try:
             member = self._classic_member(group, req["member_id"], instance_id)
         except HeartbeatError as exc:
-            res.response = _hb(exc.code)
+            res.response = heartbeat_answer(exc.code)
             return res
         if req["generation_id"] != member.member_epoch:
-            res.response = _hb(Err.ILLEGAL_GENERATION)
+            res.response = heartbeat_answer(Err.ILLEGAL_GENERATION)
             return res
         self._touch_session(res, group.group_id, member, now)
         if (member.member_epoch < group.group_epoch or member.state == UNREVOKED_PARTITIONS
                 or (member.state == UNRELEASED_PARTITIONS
                     and not self._waiting_on_unreleased(group, member))):
             self._must_rejoin(res, group, member, now)
-            res.response = _hb(Err.REBALANCE_IN_PROGRESS)
+            res.response = heartbeat_answer(Err.REBALANCE_IN_PROGRESS)
         else:
-            res.response = _hb(Err.NONE)
+            res.response = heartbeat_answer(Err.NONE)
         return res
 
     @staticmethod
@@ -546,15 +543,13 @@ class GroupMigration:
             try:
                 member = self._classic_member(group, member_id, instance_id, any_member_id=True)
             except HeartbeatError as exc:
-                responses.append({"member_id": member_id, "group_instance_id": instance_id,
-                                  "error_code": exc.code})
+                responses.append(left_member(member_id, instance_id, exc.code))
                 continue
             if member.member_id not in left:
                 res.records.extend(cg.member_tombstones(gid, member.member_id))
                 self.consumer.cancel_timers(res, gid, member.member_id)
                 left[member.member_id] = member
-            responses.append({"member_id": member.member_id, "group_instance_id": instance_id,
-                              "error_code": Err.NONE})
+            responses.append(left_member(member.member_id, instance_id, Err.NONE))
         if left:
             remaining = [m for mid, m in group.members.items() if mid not in left]
             metadata = compute_subscription_metadata(remaining, self.consumer.topics,

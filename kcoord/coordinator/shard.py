@@ -15,9 +15,11 @@ from typing import Any, Callable
 
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
-from .classic_group import DEAD, EMPTY, ClassicGroup, join_error
-from .classic_group_manager import (GROUP_METADATA, ClassicGroupManager, leave_response,
-                                    leaving_members, offsets_expiry_base, sync_request_error)
+from .classic_group import DEAD, EMPTY, ClassicGroup
+from .classic_group_admin import offsets_expiry_base
+from .classic_group_manager import ClassicGroupManager
+from .classic_group_records import GROUP_METADATA
+from .classic_requests import join_error, leave_response, leaving_members, sync_request_error
 from .consumer_group import RECORD_TYPES as CONSUMER_GROUP_RECORDS
 from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS

@@ -73,6 +73,10 @@ class PartitionStates:
         entry = self.initialized.get(topic_id)
         return entry[1] if entry is not None else frozenset()
 
+    def is_initialized(self, topic_id: bytes, partition: int) -> bool:
+        """May the share partition be assigned (the simple assignor's `assignable`)."""
+        return partition in self.initialized_partitions(topic_id)
+
     def snapshot(self) -> tuple:
         def side(d):
             return tuple(sorted((t, n, tuple(sorted(p))) for t, (n, p) in d.items()))

@@ -21,104 +21,27 @@ bumps the group epoch and hands them out.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import AUTH_OPS_NOT_REQUESTED
-from ..protocol.error_response import error_item, error_response
 from ..protocol.errors import Err
 from . import share_group as sg
-from .assignors import AssignorError, GroupSpec, MemberSpec
+from . import share_group_admin as admin
+from .assignors import GroupSpec, MemberSpec
 from .assignors import simple as simple_assignor
 from .consumer_group import assignment_equal, assignment_to_wire, normalize
-from .consumer_requests import GROUP_AUTHORIZED_OPERATIONS, HeartbeatError, is_blank
+from .consumer_requests import HeartbeatError
 from .group_configs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from .result import Record, Result
 from .share_group import EMPTY, LEAVE_GROUP_MEMBER_EPOCH, PartitionStates, ShareGroup, ShareMember
+from .share_requests import (ADMIN_MISSING, NOT_EMPTY, UNKNOWN_PARTITION, ShareHeartbeatAnswer,
+                             ShareInitialization, alter_offsets_error, delete_offsets_error,
+                             heartbeat_error, validate_heartbeat)
+from .target_assignment import write_new_target
 from .timers import Timers
 
 log = logging.getLogger("kcoord.share_group")
 
 SESSION_TIMER = "sg-session"
-MEMBER_ID_MAX_LENGTH = 36  # KafkaApis isMemberIdValid
-ADMIN_MISSING = "Group {} not found."  # GroupMetadataManager.group()'s message
-
-
-@dataclass(slots=True)
-class ShareInitialization:
-    """Initialize these share partitions (InitializeShareGroupState with
-    StateEpoch = the group epoch and StartOffset -1, or the offsets an
-    AlterShareGroupOffsets asked for): data the core emits."""
-    group_id: str
-    state_epoch: int
-    partitions: dict  # topic id -> frozenset of partitions
-    start_offset: int = -1
-    offsets: dict | None = None  # (topic id, partition) -> start offset, when given
-
-    def start_of(self, topic_id: bytes, partition: int) -> int:
-        if self.offsets is None:
-            return self.start_offset
-        return self.offsets.get((topic_id, partition), self.start_offset)
-
-
-@dataclass(slots=True)
-class ShareHeartbeatAnswer:
-    """An answer (a heartbeat's, an AlterShareGroupOffsets') that also asks for
-    share partitions to be initialized."""
-    response: dict
-    initialize: ShareInitialization
-
-
-def heartbeat_error(code: int, message: str | None = None) -> dict:
-    return error_response(76, 1, {}, int(code), message)
-
-
-def describe_error(gid: str, code: int, message: str | None) -> dict:
-    """A ShareGroupDescribe group entry that only carries an error."""
-    return error_item(77, 1, ("group_ids",), gid, int(code), message)
-
-
-def alter_offsets_error(code: int, message: str | None = None) -> dict:
-    return error_response(91, 0, {}, int(code), message)
-
-
-@dataclass(slots=True)
-class ShareOffsetsDeletion:
-    """DeleteShareGroupOffsets, step 1's answer: the topics refused, and the
-    share partitions (topic id -> (name, partitions)) whose state to delete."""
-    refused: list
-    partitions: dict
-
-
-def _deleted_topic(name: str, topic_id: bytes, code: int = 0, message: str | None = None) -> dict:
-    return {"topic_name": name, "topic_id": topic_id, "error_code": int(code),
-            "error_message": message}
-
-
-def delete_offsets_error(code: int, message: str | None = None) -> dict:
-    return error_response(92, 0, {}, int(code), message)
-
-
-def validate_heartbeat(req: dict) -> HeartbeatError | None:
-    """KafkaApis' member id check, then GroupCoordinatorService's
-    throwIfShareGroupHeartbeatRequestIsInvalid."""
-    member_id = req.get("member_id")
-    if member_id is None or member_id == "" or len(member_id) > MEMBER_ID_MAX_LENGTH:
-        return HeartbeatError(Err.INVALID_REQUEST, "Invalid member id in the request.")
-    if is_blank(member_id):
-        return HeartbeatError(Err.INVALID_REQUEST, "MemberId can't be empty.")
-    if req.get("group_id") is None or is_blank(req["group_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "GroupId can't be empty.")
-    if req.get("rack_id") is not None and is_blank(req["rack_id"]):
-        return HeartbeatError(Err.INVALID_REQUEST, "RackId can't be empty.")
-    epoch = req["member_epoch"]
-    if epoch == 0:
-        if not req.get("subscribed_topic_names"):
-            return HeartbeatError(Err.INVALID_REQUEST,
-                                  "SubscribedTopicNames must be set in first request.")
-    elif epoch < LEAVE_GROUP_MEMBER_EPOCH:
-        return HeartbeatError(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
-    return None
 
 
 class ShareGroupManager:
@@ -384,21 +307,11 @@ class ShareGroupManager:
             elif m.subscribed_topic_names != first:
                 homogeneous = False
                 break
-        try:
-            result = simple_assignor.assign(
-                GroupSpec(specs, homogeneous), partitions,
-                lambda t, p: p in states.initialized_partitions(t))
-        except AssignorError as exc:
-            raise HeartbeatError(Err.UNKNOWN_SERVER_ERROR,
-                                 f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: {exc}") from None
-        gid = group.group_id
-        for mid in specs:
-            new = result.get(mid, EMPTY)
-            old = group.target.get(mid)
-            if old is None or not assignment_equal(normalize(old), normalize(new)):
-                records.append(sg.target_member_record(gid, mid, new))
-        records.append(sg.target_epoch_record(gid, group_epoch))
+        result = write_new_target(
+            simple_assignor.assign, (GroupSpec(specs, homogeneous), partitions,
+                                     states.is_initialized),
+            group.group_id, group_epoch, group.target, specs, records,
+            sg.target_member_record, sg.target_epoch_record)
         return normalize(result.get(member_id, EMPTY))
 
     # ------------------------------------------------------------- initialization
@@ -452,15 +365,11 @@ class ShareGroupManager:
         asked to be initialized at the given start offsets (a fresh snapshot,
         StateEpoch = the group epoch).  Result.response: the answer, or a
         ShareHeartbeatAnswer carrying the ShareInitialization."""
-        try:
-            group = self._get_or_create(group_id, True)
-        except HeartbeatError as exc:
-            return Result(response=alter_offsets_error(exc.code, exc.message))
-        if group.members:
-            return Result(response=alter_offsets_error(
-                Err.NON_EMPTY_GROUP, "The group is not empty."))
+        group = self._admin_group(group_id, True, alter_offsets_error)
+        if isinstance(group, Result):
+            return group
         unknown = {"error_code": int(Err.UNKNOWN_TOPIC_OR_PARTITION),
-                   "error_message": "This server does not host this topic-partition."}
+                   "error_message": UNKNOWN_PARTITION}
         responses: list = []
         change: dict = {}
         offsets: dict = {}
@@ -589,136 +498,49 @@ class ShareGroupManager:
         return res
 
     # ------------------------------------------------------------- describe and admin
+    def _admin_group(self, group_id: str, create: bool,
+                     error: Callable[[int, str | None], dict]) -> ShareGroup | Result:
+        """The empty group an admin change may touch (`create`: a new one if
+        the id is free), or the Result refusing it with `error`'s answer."""
+        try:
+            group = self._get_or_create(group_id, True) if create else \
+                self.share_group(group_id, ADMIN_MISSING)
+        except HeartbeatError as exc:
+            return Result(response=error(exc.code, exc.message))
+        if group.members:
+            return Result(response=error(Err.NON_EMPTY_GROUP, NOT_EMPTY))
+        return group
+
     def describe(self, group_ids: list[str], include_authorized_operations: bool = False
                  ) -> list[dict]:
-        names = {info[0]: n for n, info in self.topics.items()}
-        out = []
-        for gid in group_ids:
-            if not gid:
-                out.append(describe_error(gid, Err.INVALID_GROUP_ID, None))
-                continue
-            try:
-                group = self.share_group(gid, ADMIN_MISSING)
-            except HeartbeatError as exc:
-                out.append(describe_error(gid, exc.code, exc.message))
-                continue
-            members = [{
-                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                "client_id": m.client_id, "client_host": m.client_host,
-                "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                "assignment": {"topic_partitions": [
-                    {"topic_id": t, "topic_name": names[t], "partitions": sorted(p)}
-                    for t, p in sorted(m.assigned.items()) if p and t in names]}}
-                for m in group.members.values()]
-            out.append({"error_code": 0, "error_message": None, "group_id": gid,
-                        "group_state": group.state, "group_epoch": group.group_epoch,
-                        "assignment_epoch": group.assignment_epoch,
-                        "assignor_name": simple_assignor.NAME, "members": members,
-                        "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
-                        if include_authorized_operations else AUTH_OPS_NOT_REQUESTED})
-        return out
+        return admin.describe(self.share_group, self.topics, group_ids,
+                              include_authorized_operations)
 
     def list_groups(self, states: set[str], types: set[str]) -> list[dict]:
-        if types and "share" not in types:
-            return []
-        return [{"group_id": gid, "protocol_type": "share", "group_state": group.state,
-                 "group_type": "share"}
-                for gid, group in self.groups.items()
-                if not states or group.state.lower() in states]
+        return admin.list_groups(self.groups, states, types)
 
-    def delete_group(self, group: ShareGroup) -> Result:
-        """DeleteGroups of a share group: only an empty one; every record is
-        tombstoned.  Result.response: the error code."""
-        if group.members:
-            return Result(response=Err.NON_EMPTY_GROUP)
-        return Result(records=sg.group_tombstones(group), response=Err.NONE)
+    delete_group = staticmethod(admin.delete_group)
 
     def begin_delete(self, group_id: str) -> Result:
-        """DeleteGroups of an empty share group, step 1 (Kafka's
-        shareGroupBuildPartitionDeleteRequest): its initialized and initializing
-        partitions move to deleting (no longer assignable; a heartbeat before
-        the deletion ends initializes them again).  Result.response: the share
-        partitions whose share state to delete, or None (nothing to delete)."""
-        group = self.groups.get(group_id)
-        partitions = self.share_state_partitions(group_id) if group is not None else {}
-        if group is None or group.members or not partitions:
-            return Result(response=None)
-        states = group.partition_states
-        if states is None:  # (share_state_partitions found some: it has states)
-            return Result(response=None)
-        deleting = dict(states.deleting)
-        for side in (states.initialized, states.initializing):
-            for t, (name, _) in side.items():
-                deleting[t] = name
-        return Result(records=[sg.partition_states_record(
-            group_id, PartitionStates({}, {}, deleting))], response=partitions)
+        return admin.begin_delete(self.groups.get(group_id))
 
     def begin_delete_offsets(self, group_id: str, topic_names: list[str]) -> Result:
-        """DeleteShareGroupOffsets, step 1 (Kafka's
-        sharePartitionsEligibleForOffsetDeletion): the named topics' initialized
-        partitions move to deleting; a topic already deleting is deleted again
-        (all its partitions).  Result.response: a ShareOffsetsDeletion, or the
+        """DeleteShareGroupOffsets, step 1 (share_group_admin.begin_delete_offsets)
+        of an empty share group; Result.response: a ShareOffsetsDeletion, or the
         error answer."""
-        try:
-            group = self.share_group(group_id, ADMIN_MISSING)
-        except HeartbeatError as exc:
-            return Result(response=delete_offsets_error(exc.code, exc.message))
-        if group.members:
-            return Result(response=delete_offsets_error(
-                Err.NON_EMPTY_GROUP, "The group is not empty."))
-        states = group.partition_states
-        if states is None:
-            return Result(response=ShareOffsetsDeletion([], {}))
-        initialized, deleting = dict(states.initialized), dict(states.deleting)
-        refused, partitions = [], {}
-        for name in topic_names:
-            info = self.topics.get(name)
-            if info is None:
-                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
-                                              "This server does not host this topic-partition."))
-            elif info[0] in initialized:
-                partitions[info[0]] = (name, initialized.pop(info[0])[1])
-                deleting[info[0]] = name
-            elif info[0] in deleting:
-                partitions[info[0]] = (name, frozenset(range(info[1])))
-            else:
-                refused.append(_deleted_topic(name, bytes(16), Err.UNKNOWN_TOPIC_OR_PARTITION,
-                                              "There is no offset information to delete."))
-        record = sg.partition_states_record(
-            group_id, PartitionStates(dict(states.initializing), initialized, deleting))
-        return Result(records=[record], response=ShareOffsetsDeletion(refused, partitions))
+        group = self._admin_group(group_id, False, delete_offsets_error)
+        if isinstance(group, Result):
+            return group
+        return admin.begin_delete_offsets(group, self.topics, topic_names)
 
     def complete_delete_offsets(self, group_id: str, topic_ids) -> Result:
-        """DeleteShareGroupOffsets, step 2 (completeDeleteShareGroupOffsets): the
-        topics whose share state is gone leave deleting."""
-        group = self.groups.get(group_id)
-        states = group.partition_states if group is not None else None
-        if states is None:
-            return Result(response=None)
-        deleting = {t: n for t, n in states.deleting.items() if t not in set(topic_ids)}
-        return Result(records=[sg.partition_states_record(group_id, PartitionStates(
-            dict(states.initializing), dict(states.initialized), deleting))], response=None)
+        return admin.complete_delete_offsets(self.groups.get(group_id), topic_ids)
 
     def initialized_partitions(self, group_id: str) -> Result:
-        """Kafka's initializedShareGroupPartitions: topic id -> the group's
-        initialized share partitions (empty for an unknown group)."""
-        group = self.groups.get(group_id)
-        states = group.partition_states if group is not None else None
-        return Result(response={} if states is None else
-                      {t: parts for t, (_, parts) in states.initialized.items()})
+        return admin.initialized_partitions(self.groups.get(group_id))
 
     def share_state_partitions(self, group_id: str) -> dict[bytes, frozenset]:
-        """The share partitions of the group that may have share state (initialized,
-        initializing or being deleted): what deleting the group deletes."""
-        group = self.groups.get(group_id)
-        states = group.partition_states if group is not None else None
-        if states is None:
-            return {}
-        out: dict[bytes, frozenset] = {}
-        for side in (states.initialized, states.initializing):
-            for t, (_, parts) in side.items():
-                out[t] = out.get(t, frozenset()) | parts
-        return out
+        return admin.share_state_partitions(self.groups.get(group_id))
 
     def snapshot(self) -> dict:
         return {gid: g.snapshot() for gid, g in sorted(self.groups.items())}

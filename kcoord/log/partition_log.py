@@ -21,6 +21,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 from kcoord.protocol.records import assign_offsets, decode_batch, set_partition_leader_epoch
 
@@ -42,13 +43,20 @@ def _base_offset_of(path: Path) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
 
+def wall_ms() -> int:
+    """Wall time in ms: a log's clock when the server gives it none."""
+    return int(time.time() * 1000)
+
+
 class PartitionLog:
     def __init__(self, path: Path, config: LogConfig | None = None, *,
-                 clean_shutdown: bool = False):
+                 clean_shutdown: bool = False, now_ms: Callable[[], int] | None = None):
         """clean_shutdown: the data dir's clean-shutdown marker was found
         (clean_shutdown.py), so the active segment is trusted as closed,
-        not scanned for a torn tail."""
+        not scanned for a torn tail.  now_ms: the server's clock (segment.ms
+        ages; default wall time)."""
         self.path = Path(path)
+        self.now_ms = now_ms or wall_ms
         self._config = config or LogConfig()
         self.path.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
@@ -118,6 +126,7 @@ class PartitionLog:
             seg.load_sealed()
             self._segments.append(seg)
         active = Segment(self.path, ordered[-1], self.config)
+        active.created_ms = self.now_ms()
         if not (clean_shutdown and active.open_clean()):
             # logs a warning with the bytes dropped, if any; CRC-checks only
             # past the recovery point (below it a flush fsynced every byte,
@@ -269,7 +278,7 @@ class PartitionLog:
             since = active.first_timestamp
             if since is None or since < 0:
                 since = active.created_ms
-            return time.time() * 1000 - since > segment_ms
+            return self.now_ms() - since > segment_ms
         return False
 
     def _roll(self, new_base: int) -> None:
@@ -279,6 +288,7 @@ class PartitionLog:
     def _add_segment(self, base: int) -> None:
         seg = Segment(self.path, base, self.config)
         seg.recover()  # normally a fresh, empty file: this just sets its state
+        seg.created_ms = self.now_ms()
         self._segments.append(seg)
         self._bases.append(base)
         self._size += seg.size

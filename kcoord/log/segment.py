@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from itertools import chain
 from pathlib import Path
 
@@ -65,6 +64,7 @@ class Segment:
         self._indexes_existed = index_path.exists() and time_path.exists()
         self.index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_path, base_offset)
+        self.created_ms = -1  # set by its log from the server's clock (segment.ms ages)
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -72,7 +72,6 @@ class Segment:
         self.max_timestamp = -1                  # largest batch maxTimestamp seen
         self.offset_of_max_timestamp = -1        # last offset of the batch that set it
         self.first_timestamp: int | None = None  # for time-based rolls (log.roll.ms)
-        self.created_ms = int(time.time() * 1000)
         self._bytes_since_index = 0
         self.walked_from = 0                     # where opening began reading batch headers
 

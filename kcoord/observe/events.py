@@ -132,7 +132,7 @@ class ServerMetrics(GroupEventLog):
             self.rebalance_seconds[protocol].observe(took)
         self.recent.append({"group": group_id, "protocol": protocol, "epoch": epoch,
                             "members": members, "reason": reason, "seconds": took,
-                            "at": time.time()})
+                            "at": time.time()})  # wall time: when a person saw it happen
         return took
 
     def member_expired(self, group_id, member_id, protocol) -> None:

@@ -149,26 +149,16 @@ class ShareCollector:
             if name is not None:
                 timeouts.add_metric([group, name, str(partition)], c.n_lock_timeouts)
                 session_ends.add_metric([group, name, str(partition)], c.n_session_released)
-        fam = CounterMetricFamily("kcoord_share_group_records_acquired",
-                                  "Records acquired by share-group members (each delivery)",
-                                  labels=["group"])
-        for group, n in sorted(acquired.items()):
-            fam.add_metric([group], n)
-        yield fam
-        fam = CounterMetricFamily("kcoord_share_group_record_acknowledgements",
-                                  "Records acknowledged per type (Kafka's ShareGroupMetrics "
-                                  "RecordAcknowledgementsPerSec{ackType})",
-                                  labels=["group", "ack_type"])
-        for (group, kind), n in sorted(acks.items()):
-            fam.add_metric([group, kind], n)
-        yield fam
-        fam = CounterMetricFamily("kcoord_share_group_records_archived",
-                                  "Records archived (never delivered again): rejected, at the "
-                                  "delivery count limit, or with no record to deliver",
-                                  labels=["group", "reason"])
-        for (group, reason), n in sorted(archived.items()):
-            fam.add_metric([group, reason], n)
-        yield fam
+        yield _counter("kcoord_share_group_records_acquired",
+                       "Records acquired by share-group members (each delivery)",
+                       ["group"], {(g,): n for g, n in acquired.items()})
+        yield _counter("kcoord_share_group_record_acknowledgements",
+                       "Records acknowledged per type (Kafka's ShareGroupMetrics "
+                       "RecordAcknowledgementsPerSec{ackType})", ["group", "ack_type"], acks)
+        yield _counter("kcoord_share_group_records_archived",
+                       "Records archived (never delivered again): rejected, at the "
+                       "delivery count limit, or with no record to deliver",
+                       ["group", "reason"], archived)
         yield timeouts
         yield session_ends
         fam = HistogramMetricFamily("kcoord_share_group_record_delivery_count",
@@ -215,3 +205,11 @@ class ShareCollector:
             lag.add_metric(values, row.lag)
         yield start
         yield lag
+
+
+def _counter(name: str, doc: str, labels: list[str], counts: dict[tuple, int]):
+    """A counter family with one sample per label tuple, in label order."""
+    fam = CounterMetricFamily(name, doc, labels=labels)
+    for key, n in sorted(counts.items()):
+        fam.add_metric(list(key), n)
+    return fam

@@ -445,10 +445,10 @@ def add_time_lag(ev, lookup, as_of: int, stats: dict | None = None):
                                    TIME_LAG_SCHEMA)
     part = ev.filter(F.col("scope") == "partition") \
         .join(F.broadcast(stamps), ["topic", "partition", "committed_offset"], "left")
+    wait = F.lit(as_of) - F.col("first_unconsumed_timestamp")  # null: the record is unknown
     part = part.withColumn("time_lag_seconds", F.when(
         F.col("lag") == 0, F.lit(0.0)).when(
-        F.col("lag") > 0, F.greatest(F.lit(as_of) - F.col("first_unconsumed_timestamp"), F.lit(0))
-        / 1000.0).cast("double"))
+        F.col("lag") > 0, F.when(wait < 0, F.lit(0)).otherwise(wait) / 1000.0).cast("double"))
     worst = part.filter(F.col("live")).groupBy("group").agg(
         F.max("time_lag_seconds").alias("g_time_lag"))
     grp = ev.filter(F.col("scope") == "group").join(worst, "group", "left") \
@@ -582,18 +582,16 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         group_records = records
         table_rows["commits"] = _write(commits_table(events), out_dir / "commits",
                                        as_of_date(as_of))
-        window = window_events(events, settings.intervals)
+        window = window_events(events, settings.intervals).toArrow()
     step("commits", t0)
 
     t0 = time.time()
-    bc = spark.sparkContext.broadcast(obs)
+    from . import snapshot_tables
     from .timelag import dir_lookup, wire_lookup
     lookup = wire_lookup(live, client_properties) if live else dir_lookup(data_dir)
-    # a few window rows per key: one task per core, as each task unpickles every log end
-    few = min(partitions, spark.sparkContext.defaultParallelism)
-    ev = write_snapshots(window, bc, as_of, settings,
-                         few, out_dir, rows=table_rows, time_lag=lookup, stats=stats)
-    status = status_view(ev)
+    # a few window rows per key, one output row per key: evaluated in the driver
+    status_rows = snapshot_tables.write_snapshots(window, obs, as_of, settings, out_dir,
+                                                  table_rows, time_lag=lookup, stats=stats)
     step("offsets, lag, status", t0)
 
     t0 = time.time()
@@ -607,21 +605,22 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     step("group_generations", t0)
 
     t0 = time.time()
-    from pyspark.sql import functions as F
-
-    from .share_jobs import SHARE_GROUP_TABLE, share_groups_table
+    from .share_jobs import SHARE_GROUP_FIELDS, SHARE_GROUP_TABLE, SHARE_METADATA, \
+        share_groups_table
+    from .snapshot_tables import rows_table, write_date
     history = None
     if live:
         from .logend import server_log_end_history
 
         def history(tps, times):       # live log ends: the past ones by ListOffsets
             return server_log_end_history(live, tps, times, client_properties)
-    share_df, share_rows, share_live = share_groups_table(
-        spark, records, names, obs, None if bootstrap_server else data_dir, bootstrap_server,
-        client_properties, history)
-    table_rows[SHARE_GROUP_TABLE] = _write(
-        share_df.withColumn("date", F.lit(as_of_date(as_of)).cast("date")),
-        out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
+    has_share = any(r["record_type"] == SHARE_METADATA and r["error"] is None for r in counts)
+    share_rows, share_live = share_groups_table(
+        spark, group_records if has_share else None, names, obs,
+        None if bootstrap_server else data_dir, bootstrap_server, client_properties, history)
+    # one row per share partition, built in the driver: written without a job
+    table_rows[SHARE_GROUP_TABLE] = write_date(rows_table(share_rows, SHARE_GROUP_FIELDS),
+                                               out_dir / SHARE_GROUP_TABLE, as_of_date(as_of))
     step("share_groups", t0)
 
     summary = _summary(records, counts, out_dir, as_of, data_dir, obs, table_rows)
@@ -635,7 +634,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     summary["bootstrap_server"] = bootstrap_server
     summary["source"] = (f"{bootstrap_server} (over the wire)" if bootstrap_server
                          else f"{data_dir} (data dir)")
-    status_rows = [r.asDict() for r in status.collect()]
     summary["statuses"] = {
         "groups": _tally(r["status"] for r in status_rows if r["scope"] == "group"),
         "partitions": _tally(r["status"] for r in status_rows if r["scope"] == "partition")}
@@ -652,8 +650,6 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     summary.update(stats)
     summary["elapsed_s"] = round(time.time() - started, 3)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    bc.unpersist()
-    ev.unpersist()
     gens.unpersist()
     if not keep_stage:
         shutil.rmtree(stage, ignore_errors=True)
@@ -663,8 +659,8 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
 def commits_in_one_pass(spark, records, stage: Path, table: Path, empty_date: str,
                         intervals: int):
     """The commits table and the small inputs of the later stages from partition_pass
-    (stage files of whole log partitions).  -> (commits rows written, the window rows,
-    the group records, the commit events the report reads)."""
+    (stage files of whole log partitions).  -> (commits rows written, the window rows
+    (Arrow), the group records, the commit events the report reads)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -678,8 +674,8 @@ def commits_in_one_pass(spark, records, stage: Path, table: Path, empty_date: st
         spark_schema = commits_table(commit_events(records)).schema
         _write_empty(table, to_arrow_schema(StructType(
             [f for f in spark_schema.fields if f.name != "date"]), timezone="UTC"), empty_date)
-    fields = commit_events(records).select(*EVENT_COLUMNS).schema
-    window = spark.read.schema(fields).parquet(str(stage / "window"))
+    import pyarrow.parquet as pq
+    window = pq.read_table(str(stage / "window"))  # a few rows per key: for the driver
     groups = spark.read.schema(records.select(*partition_pass.GROUP_COLUMNS).schema) \
         .parquet(str(stage / "groups"))
     # the report's commits: this run's dates of the table, as commit events

@@ -26,7 +26,7 @@ COLUMNS = ["log_partition", "offset", "timestamp", "record_type", "value_version
            "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
            "expire_timestamp", "error", "member_id", "raw_value"]
 
-# what jobs.generations reads of the group records (types 2-8)
+# what jobs.generations (types 2-8) and share_jobs (10-15) read of the group records
 GROUP_COLUMNS = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
                  "offset", "raw_value", "error"]
 
@@ -126,8 +126,7 @@ def day_name(day) -> str:
 
 def group_records(table: pa.Table) -> pa.Table:
     types = table["record_type"]
-    keep = pc.and_(pc.is_null(table["error"]),
-                   pc.and_(pc.greater_equal(types, 2), pc.less_equal(types, 8)))
+    keep = pc.and_(pc.is_null(table["error"]), pc.greater_equal(types, 2))
     return table.filter(pc.fill_null(keep, False)).select(GROUP_COLUMNS)
 
 

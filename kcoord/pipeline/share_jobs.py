@@ -42,11 +42,11 @@ SHARE_GROUP_FIELDS: list[tuple[str, str]] = [
 ]
 
 
-def share_state_df(spark, data_dir=None, bootstrap_server: str | None = None,
+def share_state_df(spark, parts: list[int], data_dir=None, bootstrap_server: str | None = None,
                    client_properties: dict | None = None,
                    delivery_limit: int = DEFAULT_DELIVERY_LIMIT):
-    """One row per share partition with a state (SHARE_STATE_FIELDS)."""
-    parts = share_state_partitions(data_dir, bootstrap_server, client_properties)
+    """One row per share partition with a state (SHARE_STATE_FIELDS), from the
+    __share_group_state partitions `parts` (share_state_partitions)."""
     names = [n for n, _ in SHARE_STATE_FIELDS]
     data_dir = None if data_dir is None else str(data_dir)
     props = dict(client_properties or {})
@@ -59,8 +59,11 @@ def share_state_df(spark, data_dir=None, bootstrap_server: str | None = None,
 
 
 def live_share_groups(records) -> set[str]:
-    """Share groups whose last ShareGroupMetadata record is not a tombstone."""
+    """Share groups whose last ShareGroupMetadata record is not a tombstone
+    (records None: the log holds none, known without a job)."""
     from pyspark.sql import functions as F
+    if records is None:
+        return set()
     rows = (records.filter((F.col("record_type") == SHARE_METADATA) & F.col("error").isNull())
             .groupBy("group").agg(F.max_by("tombstone", "offset").alias("gone")).collect())
     return {r["group"] for r in rows if not r["gone"]}
@@ -118,18 +121,18 @@ def share_rows(state_rows: list[dict], names: dict, obs: dict, live: set[str],
 def share_groups_table(spark, records, names: dict, obs: dict, data_dir=None,
                        bootstrap_server: str | None = None,
                        client_properties: dict | None = None, history=None):
-    """-> (the table's DataFrame, its rows, the live share groups).  history:
-    with log ends from a running server, ({(topic, partition)}, [times]) ->
-    {(topic, partition): [(log end, time)]} (logend.server_log_end_history)."""
-    state = [r.asDict(recursive=True) for r in
-             share_state_df(spark, data_dir, bootstrap_server, client_properties).collect()]
+    """-> (the table's rows, the live share groups).  records: None when the log
+    holds no ShareGroupMetadata record.  history: with log ends from a running
+    server, ({(topic, partition)}, [times]) -> {(topic, partition): [(log end,
+    time)]} (logend.server_log_end_history)."""
+    parts = share_state_partitions(data_dir, bootstrap_server, client_properties)
+    state = [] if not parts else [  # no share state yet: no job
+        r.asDict(recursive=True) for r in
+        share_state_df(spark, parts, data_dir, bootstrap_server, client_properties).collect()]
     live = live_share_groups(records)
     past = None
     if history is not None:
         tps = {(names[r["topic_id"]], r["partition"]) for r in state if r["topic_id"] in names}
         times = sorted({h["ts"] for r in state for h in r["history"] or []})
         past = history(tps, times) if tps and times else {}
-    rows = share_rows(state, names, obs, live, past)
-    df = spark.createDataFrame([tuple(r[n] for n, _ in SHARE_GROUP_FIELDS) for r in rows],
-                               schema=ddl(SHARE_GROUP_FIELDS))
-    return df, rows, live
+    return share_rows(state, names, obs, live, past), live

@@ -68,7 +68,7 @@ class Server:
         self.security = SecuritySetup(config.values, config.host, config.port, config.data_dir)
         self.security.load()
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
-        self.catalogue = Catalogue(config.data_dir, config.values)
+        self.catalogue = Catalogue(config.data_dir, config.values, now_ms=self.clock.ms)
         self.security.use_catalogue(self.catalogue)
         self.fsync = FsyncBatcher()  # the one fsync batcher: data plane and coordinators
         self.data = DataPlane(self.catalogue, config, self.fsync, clock=self.clock)
@@ -91,7 +91,7 @@ class Server:
             from ..cluster.replica_manager import build_replica_manager
             self.cluster = ClusterNode(config, self.catalogue)
             self.replica_manager = build_replica_manager(config, self.catalogue, self.cluster,
-                                                         self.data, self.fsync)
+                                                         self.data, self.fsync, self.clock.ms)
             self.durability = ReplicatedDurability(self.replica_manager, self.fsync)
         self.coordinator = CoordinatorRuntime(self.catalogue, config, self.events,
                                               durability=self.durability, clock=self.clock)

@@ -52,7 +52,7 @@ from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
 from .shard_loader import ShardLoader
-from .shard_snapshot import SnapshotMark
+from .shard_snapshot import SnapshotMark, remove_temporaries
 from .snapshot_schedule import ShardSnapshots
 from ..protocol.internal_topics import OFFSETS_TOPIC
 
@@ -593,6 +593,8 @@ class CoordinatorRuntime:
         # one group commit for every shard
         self.commit = FsyncRounds(self.linger, durability or LocalDurability(), metrics=metrics,
                                   clock=self.clock)
+        # one node: its own log never refuses an append (LocalDurability.append_error)
+        self._may_refuse = self.commit.durability.replicated
         if self.commit.durability.replicated:
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
         self.shards: list = []
@@ -623,6 +625,9 @@ class CoordinatorRuntime:
                                   self.events)
                        for i, plog in enumerate(topic.partitions)]
         interval = self.config[self.SNAPSHOT_KEY] if self.SNAPSHOT_KEY else 0
+        if self.SNAPSHOT_KEY:  # before any write of this server: a crash's leftovers
+            for plog in topic.partitions:
+                remove_temporaries(plog.path)
         if interval > 0:
             self.snapshots = ShardSnapshots(interval, self.commit.durability)
             for shard in self.shards:
@@ -671,10 +676,12 @@ class CoordinatorRuntime:
 
     def write_checked(self, group_id: str, op: Callable, error: ErrorFn, *args):
         """write() for an operation that always writes (an offset commit):
-        refused before it runs when its records could not be appended."""
-        code = self.shard_for(group_id).refusal()
-        if code:
-            return error(code)
+        refused before it runs when its records could not be appended (in a
+        cluster: one node's check costs nothing on the OffsetCommit path)."""
+        if self._may_refuse:
+            code = self.shard_for(group_id).refusal()
+            if code:
+                return error(code)
         return self.write(group_id, op, error, *args)
 
     def write_parked(self, group_id: str, op: Callable, error: ErrorFn):

@@ -20,6 +20,7 @@ from ..protocol.records import iter_batches
 log = logging.getLogger("kcoord.coordinator")
 
 FILE_NAME = "coordinator.snapshot"
+_TMP_GLOB = "coordinator.*.tmp"  # a write's temporary file, named after the writer's pid
 _MAGIC = b"KCSNAP1\n"
 _HEADER = struct.Struct(">qqIqI")  # end offset, last batch base, its CRC, payload length, payload CRC32
 
@@ -59,11 +60,21 @@ def write_snapshot(plog, end: int, payload: bytes) -> SnapshotMark | None:
     return mark
 
 
+def remove_temporaries(directory: Path) -> int:
+    """Remove the temporary files of snapshot writes a crash cut short
+    (call before this server starts any): -> how many."""
+    removed = 0
+    for path in Path(directory).glob(_TMP_GLOB):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def write_snapshot_file(directory: Path, mark: SnapshotMark, payload: bytes) -> None:
     """The file for `mark` and `payload` in `directory`, fsynced, then renamed
     over the old one (a reader never sees half a file)."""
     path = Path(directory) / FILE_NAME
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # matches _TMP_GLOB
     with open(tmp, "wb") as fh:
         fh.write(_MAGIC + _HEADER.pack(mark.end, mark.base, mark.crc, len(payload),
                                        zlib.crc32(payload)))

@@ -17,10 +17,10 @@ import logging
 from typing import Callable
 
 from ..coordinator.result import Result
-from ..coordinator.share_group_manager import (ShareHeartbeatAnswer, ShareInitialization,
-                                                   ShareOffsetsDeletion, alter_offsets_error,
-                                                   delete_offsets_error, describe_error,
-                                                   heartbeat_error, validate_heartbeat)
+from ..coordinator.share_requests import (ShareHeartbeatAnswer, ShareInitialization,
+                                             ShareOffsetsDeletion, alter_offsets_error,
+                                             delete_offsets_error, describe_error,
+                                             heartbeat_error, validate_heartbeat)
 from ..protocol.errors import Err
 from ..share.persister import SharePersister, ShareKey
 from .coordinator_runtime import CoordinatorRuntime

@@ -10,9 +10,12 @@ the shard's process at a clean shutdown.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import mmap
+import os
+import signal
 from pathlib import Path
 from typing import NamedTuple
 
@@ -44,12 +47,29 @@ def portable_config(config):
     return dataclasses.replace(config, topic_describable=None, group_overrides=GroupOverrides())
 
 
+_PR_SET_PDEATHSIG = 1  # Linux prctl option
+
+
+def die_with_parent(parent: int) -> None:
+    """A catch-up worker's initializer: the worker is killed with the
+    server (Linux's parent-death signal), so a server killed -9 leaves no
+    worker writing a snapshot into a data dir another server has opened
+    since (and maybe compacted below it)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # no prctl: catch_up still checks its parent before writing
+    if os.getppid() != parent:  # the server died before the signal was asked for
+        os._exit(0)
+
+
 def catch_up(directory: str, segments: list[Segment], mark: SnapshotMark | None, upto: int,
-             config, index: int) -> tuple[SnapshotMark, int] | None:
+             config, index: int, parent: int | None = None) -> tuple[SnapshotMark, int] | None:
     """Write the snapshot of the log up to the last batch boundary at or
     below `upto`, starting from the snapshot `mark` names (or from the log's
     start when there is none or it cannot be used).  -> (what the new one
-    covers, records replayed), or None when there was nothing past `mark`."""
+    covers, records replayed), or None when there was nothing past `mark`
+    (or when `parent`, the server that asked, is gone: nothing written)."""
     core, start = None, -1
     if mark is not None:
         payload = read_snapshot_file(Path(directory), mark)
@@ -86,7 +106,7 @@ def catch_up(directory: str, segments: list[Segment], mark: SnapshotMark | None,
             if first is not None:
                 scan.scan_chunk(mm[first:stop], latest, 0)
     sink.latest(latest)
-    if last is None:
+    if last is None or (parent is not None and os.getppid() != parent):
         return None
     write_snapshot_file(Path(directory), last, encode_state(core))
     return last, sink.records_loaded

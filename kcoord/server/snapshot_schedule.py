@@ -7,6 +7,10 @@
 - Every time the log has grown by the interval past the last snapshot: a
   worker process catches a separate core up (snapshot_catchup.py), one job
   at a time per runtime, so serving never pauses for it.
+- When the records past the snapshots of all shards together reach
+  TAIL_BOUND_INTERVALS intervals: the shard with the longest tail is caught
+  up the same way, so a restart after a crash replays about that many
+  records, not up to one interval per shard (50 with Kafka's default).
 - At a clean shutdown: the same catch-up in this process, for the shards
   with records past their last snapshot, longest tails first, within
   SHUTDOWN_BUDGET_S (the next load replays what is left).
@@ -18,17 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 
 from ..coordinator.snapshot import encode_state
+from .coordinator_state import ACTIVE
 from .shard_snapshot import FILE_NAME, mark_of, snapshot_mark, write_snapshot_file
-from .snapshot_catchup import catch_up, portable_config, segments_of
+from .snapshot_catchup import catch_up, die_with_parent, portable_config, segments_of
 
 log = logging.getLogger("kcoord.coordinator")
 
 SHUTDOWN_BUDGET_S = 5.0  # the most a clean stop spends on snapshots
+TAIL_BOUND_INTERVALS = 10  # the bound on the records past all shards' snapshots, in intervals
 
 
 class ShardSnapshots:
@@ -38,8 +45,33 @@ class ShardSnapshots:
     def __init__(self, interval: int, durability) -> None:
         self.interval = interval
         self.durability = durability
+        self.tail_bound = TAIL_BOUND_INTERVALS * interval
         self.pool: ProcessPoolExecutor | None = None
         self.jobs: dict[int, Future] = {}  # shard index -> its catch-up under way
+        self.tails: dict[int, int] = {}    # shard index -> records past its snapshot
+        self.shards: dict[int, object] = {}
+        self.total_tail = 0                # the sum of `tails`
+
+    def _note(self, shard) -> int:
+        """Record the shard's tail (log end - what its snapshot covers)."""
+        tail = shard.plog.log_end_offset - self.covered(shard)
+        self.total_tail += tail - self.tails.get(shard.index, 0)
+        self.tails[shard.index] = tail
+        self.shards[shard.index] = shard
+        return tail
+
+    def _longest(self):
+        """The serving shard with the longest tail, if any has one; shards
+        no longer served leave the count (a load notes them again)."""
+        best, most = None, 0
+        for index, tail in list(self.tails.items()):
+            shard = self.shards[index]
+            if shard.state is not ACTIVE:
+                self.total_tail -= self.tails.pop(index)
+                del self.shards[index]
+            elif tail > most:
+                best, most = shard, tail
+        return best
 
     def covered(self, shard) -> int:
         mark = shard.snapshot_mark
@@ -54,6 +86,7 @@ class ShardSnapshots:
 
     async def after_load(self, shard) -> None:
         """The shard's core has replayed its log (and nothing else yet)."""
+        self._note(shard)
         end = shard.replayed_end
         if end - self.covered(shard) < self.interval:
             return
@@ -67,19 +100,36 @@ class ShardSnapshots:
             log.warning("shard %d: writing the coordinator snapshot failed: %r", shard.index, exc)
             return
         shard.snapshot_mark = mark
+        self._note(shard)
+
+    def choose(self, shard):
+        """After an append to `shard`: (the shard to catch up, up to which
+        offset) if one is due, else None."""
+        need = self.interval
+        if self._note(shard) < need:
+            if self.jobs or self.total_tail < self.tail_bound:
+                return None
+            shard, need = self._longest(), 1
+            if shard is None:
+                return None
+        elif self.jobs:
+            return None
+        upto = self.durable_end(shard.plog)
+        return (shard, upto) if upto - self.covered(shard) >= need else None
 
     def after_append(self, shard) -> None:
-        """Start a catch-up in the worker if the log grew by the interval."""
-        if self.jobs or shard.plog.log_end_offset - self.covered(shard) < self.interval:
+        """Start a catch-up in the worker if the shard's log grew by the
+        interval, or else of the longest tail if all tails reach the bound."""
+        due = self.choose(shard)
+        if due is None:
             return
-        upto = self.durable_end(shard.plog)
-        if upto - self.covered(shard) < self.interval:
-            return
+        shard, upto = due
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+            self.pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
+                                            initializer=die_with_parent, initargs=(os.getpid(),))
         job = self.pool.submit(catch_up, str(shard.plog.path), segments_of(shard.plog),
                                shard.snapshot_mark, upto, portable_config(shard.config),
-                               shard.index)
+                               shard.index, os.getpid())
         self.jobs[shard.index] = job
         loop = asyncio.get_running_loop()
 
@@ -99,8 +149,11 @@ class ShardSnapshots:
             log.warning("shard %d: the snapshot catch-up failed: %r", shard.index, exc)
             return
         result = job.result()
-        if result is not None:
+        # the file it wrote is on disk; the log may have been cut since (a
+        # follower's truncation while the shard moved): then it is no mark
+        if result is not None and mark_of(shard.plog, result[0].end) == result[0]:
             shard.snapshot_mark = result[0]
+            self._note(shard)
 
     def may_compact(self, shard) -> bool:
         """Before the shard's sealed segments are compacted: not while a

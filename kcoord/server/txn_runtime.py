@@ -44,6 +44,11 @@ COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest a request waits for a completion under way
 
 
+def _resolve(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class TxnRuntime:
     def __init__(self, catalogue, config, data_plane, coordinator, fsync: FsyncBatcher,
                  producer_ids, durability: Durability, clock=None) -> None:
@@ -71,6 +76,9 @@ class TxnRuntime:
         self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
         self._finishing: dict[str, asyncio.Task] = {}  # transactional id -> its completion
+        # transactional id -> futures of requests waiting (settled) for its completion
+        self._settling: dict[str, list[asyncio.Future]] = {}
+        self._unsynced: list = []  # (logs, future) of this loop iteration's writes
         self._timers: list = []  # handles of the clock's timers
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
@@ -219,16 +227,34 @@ class TxnRuntime:
             logs.append((partition, plog))
         return logs
 
+    def _sync_together(self, plogs: list) -> asyncio.Future:
+        """A future of the errors of `plogs` (None each when durable).  The
+        writes of one loop iteration share one durability round (the requests
+        released together after a completion, and its Complete*): with
+        separate ones the first starts its fsync at once and the others wait
+        a whole fsync and replication round behind it."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        if not self._unsynced:
+            loop.call_soon(self._sync_round)
+        self._unsynced.append((plogs, fut))
+        return fut
+
+    def _sync_round(self) -> None:
+        writes, self._unsynced = self._unsynced, []
+        plogs = list({id(p): p for ps, _ in writes for p in ps}.values())
+
+        def done(errors) -> None:
+            failed = {id(p): e for p, e in zip(plogs, errors)}
+            for ps, fut in writes:
+                if not fut.done():
+                    fut.set_result([failed.get(id(p)) for p in ps])
+        self.durability.sync(plogs, done)
+
     async def _durable(self, logs) -> int:
         """NONE once the appended records are durable (a cluster: once the
         high watermark passed them), else NOT_COORDINATOR."""
-        fut = asyncio.get_running_loop().create_future()
-
-        def done(errors) -> None:
-            if not fut.done():
-                fut.set_result(errors)
-        self.durability.sync([plog for _, plog in logs], done)
-        errors = await fut
+        errors = await self._sync_together([plog for _, plog in logs])
         code = Err.NONE
         for (partition, _), error in zip(logs, errors):
             if error is None:
@@ -287,6 +313,7 @@ class TxnRuntime:
         def forget(t: asyncio.Task) -> None:
             if self._finishing.get(tid) is t:
                 del self._finishing[tid]
+                self._release(tid)      # it ended without a Complete* (lost the partition)
         task.add_done_callback(forget)
         return task
 
@@ -295,8 +322,22 @@ class TxnRuntime:
         the request after an EndTxn then finds the transaction complete
         instead of answering CONCURRENT_TRANSACTIONS at once."""
         task = self._finishing.get(transactional_id) if transactional_id else None
-        if task is not None and not task.done():
-            await asyncio.wait([task], timeout=COMPLETION_WAIT_S)
+        if task is None or task.done():
+            return
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._settling.setdefault(transactional_id, []).append(waiter)
+        timer = loop.call_later(COMPLETION_WAIT_S, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+
+    def _release(self, tid: str) -> None:
+        """The requests waiting for `tid`'s completion go on (each resumes in
+        the loop's next iteration, ahead of anything scheduled after this)."""
+        for waiter in self._settling.pop(tid, ()):
+            _resolve(waiter)
 
     # ---------------------------------------------------------- completion
     async def _complete(self, c: Completion) -> None:
@@ -328,6 +369,10 @@ class TxnRuntime:
                 # but not waited for: the markers are durable, and a Prepare*
                 # found on load is completed again
                 logs = self._append(self.core.complete(tid, self.clock.ms()))
+                # Waiting requests go first: their writes start the fsync and
+                # replication round that carries Complete* with them, instead
+                # of waiting one round behind Complete*'s own.
+                self._release(tid)
                 if logs == Err.COORDINATOR_NOT_AVAILABLE:
                     self._spawn(self._complete_later(tid, partition, epoch))
                 elif not isinstance(logs, int) and logs:

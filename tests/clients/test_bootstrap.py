@@ -1,7 +1,7 @@
 """Issue 2 acceptance: real Kafka clients bootstrap against `kcoord serve`.
 
-Each client connects to its own server (the `server` fixture: own port, own
-data dir), negotiates versions with ApiVersions (kafka-python opens with v4,
+Every client connects to one server of this module (`module_server`: own
+port, own data dir; started once, as its tests only read), negotiates versions with ApiVersions (kafka-python opens with v4,
 which kcoord answers per KIP-511) and reads cluster and topic metadata
 without error.  No client is pinned to an api_version.
 """
@@ -24,12 +24,12 @@ JS_DIR = Path(__file__).parent / "js"
 TOPIC, PARTITIONS = "bootstrap-topic", 3
 
 
-@pytest.fixture
-def server_with_topic(server):
+@pytest.fixture(scope="module")
+def server_with_topic(module_server):
     """A server holding one user topic, created over the wire, so metadata is not trivial."""
-    with WireClient(server.port) as client:
+    with WireClient(module_server.port) as client:
         assert create_topic(client, TOPIC, PARTITIONS)["error_code"] == 0
-    return server
+    return module_server
 
 
 def test_kafka_python_admin(server_with_topic):
@@ -51,10 +51,10 @@ def test_kafka_python_admin(server_with_topic):
         admin.close()
 
 
-def test_kafka_python_negotiates_versions(server):
+def test_kafka_python_negotiates_versions(module_server):
     """kafka-python opens with ApiVersions v4 and reads kcoord's advertised ranges."""
     from kafka.admin import KafkaAdminClient
-    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    admin = KafkaAdminClient(bootstrap_servers=module_server.bootstrap, request_timeout_ms=30000)
     try:
         versions = {int(k): tuple(v) for k, v in admin.api_versions().items()}
     finally:

@@ -22,6 +22,7 @@ import pytest
 
 from tests.clients import group_workers
 from tests.clients.group_workers import Ledger, Worker
+from tests.support import ServerProcess
 
 pytestmark = pytest.mark.clients
 
@@ -36,6 +37,18 @@ def wait_for(condition, what: str, timeout: float = DEADLINE_S, interval: float 
 
 def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
     group_workers.produce(bootstrap, topic, start, count, PARTITIONS)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module (each test has its own topics and group); a
+    500 ms heartbeat interval (Kafka's default is 5 s) so members learn their new
+    target assignment in a few round trips instead of tens of seconds."""
+    settings = {"group.initial.rebalance.delay.ms": "0",
+                "group.consumer.min.heartbeat.interval.ms": "500",
+                "group.consumer.heartbeat.interval.ms": "500"}
+    with ServerProcess(tmp_path_factory.mktemp("kip848") / "data", settings) as srv:
+        yield srv
 
 
 def describe(admin, group: str):

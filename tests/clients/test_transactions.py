@@ -24,9 +24,12 @@ FAST_TXN_SETTINGS = {"group.initial.rebalance.delay.ms": "0",
                      "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}
 
 
-@pytest.fixture
-def txn_server(tmp_path):
-    proc = ServerProcess(tmp_path / "data", settings=FAST_TXN_SETTINGS).start()
+@pytest.fixture(scope="module")
+def txn_server(tmp_path_factory):
+    """One server for the tests that do not kill it: each has its own topics,
+    transactional ids and groups (the other clients share the input topic "in")."""
+    proc = ServerProcess(tmp_path_factory.mktemp("txn") / "data", settings=FAST_TXN_SETTINGS).start()
+    make_topic(proc, "in")
     yield proc
     proc.kill()
 
@@ -298,12 +301,12 @@ def _kafkajs(bs: str, topic: str, group: str) -> None:
 
 @pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kafkajs"])
 def test_transactional_producers_of_other_clients(txn_server, client):
-    make_topic(txn_server, "in")
-    make_topic(txn_server, "out")
+    out = f"out-{client}"
+    make_topic(txn_server, out)
     bs = txn_server.bootstrap
     {"kafka-python": _kafka_python, "aiokafka": _aiokafka, "kafkajs": _kafkajs}[client](
-        bs, "out", f"{client}-g")
-    assert sorted(read_all(bs, "out", 1, "read_committed", 3)) == [b"c0", b"c1", b"c2"]
-    assert sorted(read_all(bs, "out", 1, "read_uncommitted", 5)) == [
+        bs, out, f"{client}-g")
+    assert sorted(read_all(bs, out, 1, "read_committed", 3)) == [b"c0", b"c1", b"c2"]
+    assert sorted(read_all(bs, out, 1, "read_uncommitted", 5)) == [
         b"a0", b"a1", b"c0", b"c1", b"c2"]
     assert _committed(bs, f"{client}-g", "in", 1) == [5]

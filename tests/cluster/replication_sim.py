@@ -386,8 +386,19 @@ class Simulation:
 
     def _serve_fetch(self, node: Node, src: int, src_inc: int, request: FetchQuery,
                      park: bool) -> None:
-        served, outs = node.replica.serve_follower_fetch(
-            src, request.fetch_offset, request.current_leader_epoch, self.now)
+        # A fetch session leaves out a partition where the follower is where
+        # it was, caught up and told the high watermark (data_handlers.py's
+        # _idle_in_session): the leader records the fetch through
+        # follower_idle, and serve_follower_fetch would have answered the same.
+        leader, asker = node.replica, self.nodes[src].replica
+        known = asker.high_watermark if asker is not None else -1   # what the follower heard
+        if leader.follower_idle(src, request.fetch_offset, request.current_leader_epoch,
+                                known, self.now):
+            served, outs = FetchServed(Err.NONE, leader.high_watermark, node.log.flushed_offset,
+                                       node.log.log_start_offset), []
+        else:
+            served, outs = leader.serve_follower_fetch(
+                src, request.fetch_offset, request.current_leader_epoch, self.now)
         self._handle(node, outs)
         records = ()
         if served.error == Err.NONE:

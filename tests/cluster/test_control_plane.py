@@ -164,6 +164,8 @@ def test_controlled_shutdown_hands_leaderships_over_before_stopping(etcd):
             await wait(planes[2], lambda: len(planes[2].view.topic_states("t")) == 6, "placed")
             controller = planes[2].view.controller.node_id
             target = controller  # the hardest case: the controller itself stops
+            await wait(planes[target], lambda: len(planes[target].view.topic_states("t")) == 6,
+                       "placed, seen by the target")
             assert any(s.leader == target for s in planes[target].view.topic_states("t"))
             await planes.pop(target).stop(controlled=True)
             other = next(iter(planes.values()))
@@ -225,6 +227,8 @@ def test_a_new_incarnation_joins_the_isr_only_after_the_controller_fenced_the_ol
                        and first.view.incarnations == first.view.sessions, "placed, handled")
             lead_id = first.view.controller.node_id
             leader, bouncer = planes[lead_id], planes[3 - lead_id]
+            # (each plane's view follows etcd's watch on its own)
+            await wait(leader, lambda: leader.view.state("t", 0) is not None, "seen by the leader")
             s = leader.view.state("t", 0)
             if s.leader != lead_id:
                 assert await leader.replace_state(s, replace(s, leader=lead_id,

@@ -10,7 +10,7 @@ import pytest
 
 from kcoord.coordinator.consumer_group import TopicInfo
 from kcoord.coordinator.share_group import GROUP_EMPTY, GROUP_STABLE
-from kcoord.coordinator.share_group_manager import ShareHeartbeatAnswer
+from kcoord.coordinator.share_requests import ShareHeartbeatAnswer
 from kcoord.coordinator.shard import CoordinatorConfig
 from kcoord.protocol.errors import Err
 from kcoord.protocol.record_codec import decode_record
@@ -472,7 +472,7 @@ def test_alter_offsets(h):
 def test_delete_offsets(h):
     """Kafka's sharePartitionsEligibleForOffsetDeletion and
     completeDeleteShareGroupOffsets, replayed."""
-    from kcoord.coordinator.share_group_manager import ShareOffsetsDeletion
+    from kcoord.coordinator.share_requests import ShareOffsetsDeletion
     h.join("m1", names=("foo", "bar"))
     assert h.shard.share_delete_offsets(GROUP, ["foo"], h.topics).response["error_code"] == \
         Err.NON_EMPTY_GROUP

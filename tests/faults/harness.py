@@ -20,6 +20,7 @@ from .checkers import anomaly_count, check_register
 from .cluster import FaultCluster, until
 from .history import OK, History
 from .lab import Lab, unavailable_reason
+from .leases import lease_churn
 from .nemesis import MIXES, PARTITIONS, Nemesis
 from .register import RegisterWorkload, final_reads
 from .wire import create_topic, find_coordinator, metadata_of
@@ -54,8 +55,36 @@ def _healthy(cluster: FaultCluster, topics: list[str]) -> bool:
                for t in meta["topics"] if t["name"] in topics for p in t["partitions"])
 
 
+# the operations that show a workload made progress
+PROGRESS_KINDS = {"queue": ("produce", "consume"), "transactions": ("txn", "txn-read"), "share": ()}
+PROGRESS_WAIT_S = 45.0
+
+
+def _await_progress(history, runners, within_s: float, log) -> float | None:
+    """After the sync, until every workload has an ok operation in the run
+    (bounded; no wait when each has one): the checked topics in sync is not
+    yet the transactions going (their coordinator partitions may still be
+    settling under lease churn, a Prepare* still finishing: seed 23's quick
+    runs stopped 3 s after the sync with none).  -> seconds waited, or None."""
+    kinds = {k for w in runners for k in PROGRESS_KINDS.get(getattr(w, "name", ""), ("write",))}
+    start = time.monotonic()
+
+    def made() -> bool:
+        return kinds <= {op.f for op in history.snapshot() if op.outcome == OK}
+    try:
+        until(made, "every workload making progress", within_s)
+    except TimeoutError:
+        log(f"faults: some workload made no progress, {within_s:.0f} s after the sync")
+        return None
+    waited = time.monotonic() - start
+    if waited > 1.0:
+        log(f"faults: every workload made progress {waited:.1f} s after the sync")
+    return round(waited, 1)
+
+
 def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
-        root: Path | None = None, workloads=("register", "queue", "txn"), log=print) -> dict:
+        root: Path | None = None, workloads=("register", "queue", "txn"), log=print,
+        ttl_ms: int = TTL_MS) -> dict:
     reason = unavailable_reason()
     if reason:
         raise Unavailable(reason)
@@ -72,7 +101,7 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
         from .share import SETTINGS as SHARE_SETTINGS
         settings = {**SETTINGS, **(SHARE_SETTINGS if "share" in workloads else {})}
         # libfaketime only where clock faults are injected (it slows every clock read)
-        cluster = FaultCluster(lab, root, TTL_MS, settings,
+        cluster = FaultCluster(lab, root, ttl_ms, settings,
                                clock=quick or mix in ("clock", "all")).start()
         return _run(lab, cluster, seed, minutes, mix, quick, workloads, log)
     finally:
@@ -137,8 +166,10 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
         log("faults: the cluster did not get back in sync within 90 s")
     etcd_stalls = etcd_disk_stalls(cluster.root / "etcd.log", healed_wall,
                                    cluster.ttl_ms / 1000)
+    progress_s = _await_progress(history, runners, PROGRESS_WAIT_S, log)
     time.sleep(3.0)  # the workloads run on a healed cluster for a moment
     log("faults: stopping the workloads; final reads")
+    t_stop = time.monotonic()  # the register stops committing here: no gap is counted past it
     unread = {}
     for w in runners:
         try:
@@ -166,8 +197,13 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     codes = cluster.stop()
     stop_problems = _stop_problems(cluster, sizes)
     out = summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
-                  recovered, codes, stop_problems, register.groups)
+                  recovered, codes, stop_problems, register.groups, t_stop)
     out["etcd_disk_stalls_after_heal_s"] = etcd_stalls
+    out["ttl_ms"] = cluster.ttl_ms
+    wall = time.time() - time.monotonic()  # the nodes' logs are stamped with the wall clock
+    out["lease_churn"] = lease_churn(cluster.root, list(cluster.nodes), out["faults"],
+                                     lambda t: t + wall, t_healed)
+    out["progress_wait_s"] = progress_s
     return out
 
 
@@ -211,7 +247,7 @@ def _stop_problems(cluster: FaultCluster, sizes: dict[int, int]) -> list[str]:
 
 
 def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
-            recovered, codes, stop_problems, groups) -> dict:
+            recovered, codes, stop_problems, groups, t_stop=None) -> dict:
     faults = [f for f in nemesis.done]
     by_kind: dict[str, int] = {}
     for f in faults:
@@ -231,7 +267,7 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
                     if op.f == "write" and op.outcome == OK)
     worst, worst_at = 0.0, None
     for f in faults:
-        nxt = min((g.start for g in faults if g.start > f.end), default=t_end)
+        nxt = min((g.start for g in faults if g.start > f.end), default=t_stop or t_end)
         for group in groups:
             first = next((t for t, g in writes if g == group and t >= f.end), None)
             gap = (first if first is not None and first <= nxt else nxt) - f.end

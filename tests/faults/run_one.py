@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .harness import Unavailable, run
+from .harness import TTL_MS, Unavailable, run
 from .nemesis import MIXES
 
 
@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     p.add_argument("--workloads", default="register,queue,txn")
     p.add_argument("--root", type=Path)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ttl-ms", type=int, default=TTL_MS)
     args = p.parse_args(argv)
     # a SIGTERM unwinds (the lab is torn down and the nodes killed on the way out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -35,7 +36,7 @@ def main(argv=None) -> int:
     try:
         result = run(args.seed, args.minutes, args.mix, args.quick, args.root,
                      tuple(args.workloads.split(",")),
-                     log=lambda line: print(line, flush=True))
+                     log=lambda line: print(line, flush=True), ttl_ms=args.ttl_ms)
     except Unavailable as exc:
         print(f"unavailable: {exc}", file=sys.stderr)
         return 2

@@ -58,12 +58,12 @@ def test_every_partition_kind_was_injected_and_healed(quick_run):
     for kind in PARTITIONS + ["pause-group-leader", "kill-power-cut", "etcd-pause"]:
         assert quick_run["faults_by_kind"].get(kind) == 1, (kind, quick_run["faults_by_kind"])
     assert all(f["end"] is not None for f in quick_run["faults"])
-    stalls = quick_run.get("etcd_disk_stalls_after_heal_s", [])
-    if not quick_run["recovered"] and stalls:
-        # the guarantee is liveness once etcd answers within a lease TTL (docs/cluster.md)
-        pytest.skip(f"etcd's own disk stalled past the lease TTL after the heal ({stalls} s "
-                    "fdatasyncs): no lease could be kept, so getting back in sync is not judged")
-    assert quick_run["recovered"], "the cluster did not get back in sync after healing"
+    # etcd keeps its data on tmpfs (its disk's fdatasync stalls expired every lease), so
+    # getting back in sync is judged again; its slow fdatasyncs stay recorded for the message
+    assert quick_run["recovered"], (
+        "the cluster did not get back in sync after healing; etcd fdatasyncs past the TTL: "
+        f"{quick_run.get('etcd_disk_stalls_after_heal_s')}, lease churn: "
+        f"{quick_run.get('lease_churn')}")
 
 
 def test_the_checkers_find_no_anomaly(quick_run):
@@ -80,10 +80,13 @@ def test_every_workload_made_progress(quick_run):
         assert ops.get(f, {}).get("ok", 0) > 0, (f, ops)
     stalled = [f for f in ("txn", "txn-read") if not ops.get(f, {}).get("ok", 0)]
     if stalled:
-        # open (issue 23): in about 1 quick run in 3 on 2026-11-28 the transactional
-        # processors recorded no transaction at all while every other workload ran;
-        # not diagnosed yet, so it is reported here rather than failing the suite
-        pytest.xfail(f"the transactions workload made no progress ({stalled}): open, see "
+        # open (issue 23): the harness already waited (bounded) after the sync for it.
+        # Replays showed two causes: the transactions' coordinator partitions kept
+        # offline by a sole in-sync replica whose lease keeps expiring (slow recovery,
+        # lease churn), and processors stuck in librdkafka's send_offsets_to_transaction
+        # (issues 5456/5511); seed 117's unfinished Prepare* was a third (fixed)
+        pytest.xfail(f"the transactions workload made no progress ({stalled}, waited "
+                     f"{quick_run.get('progress_wait_s')} s after the sync): open, see "
                      "bench/results/faults.md")
 
 

@@ -333,6 +333,24 @@ def test_segment_ms_rolls_old_segments(open_log):
     assert len(log.segment_base_offsets) == 2
 
 
+def test_segment_ms_ages_by_the_clock_the_log_is_given(tmp_path):
+    """segment.ms reads the server's clock (a virtual one in kcoord.testing),
+    not wall time: a clock far behind the batches' timestamps never rolls,
+    one a second past them does."""
+    from kcoord.log import PartitionLog
+    now = [10**12]   # 2001: older than the batches' time, so no segment looks old yet
+    log = PartitionLog(tmp_path / "topic-0", LogConfig(segment_ms=1000), now_ms=lambda: now[0])
+    try:
+        log.append(batch(1, ts=now[0] + 10**6))
+        log.append(batch(1, ts=now[0] + 10**6))
+        assert len(log.segment_base_offsets) == 1
+        now[0] += 10**6 + 1001
+        log.append(batch(1, ts=now[0]))
+        assert len(log.segment_base_offsets) == 2
+    finally:
+        log.close()
+
+
 def test_delete_removes_directory(open_log):
     log = open_log()
     log.append(batch(1))

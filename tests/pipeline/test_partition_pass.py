@@ -34,6 +34,14 @@ def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp
     assert _sorted(trimmed, jobs.EVENT_COLUMNS) == _sorted(
         jobs.window_events(events, 3).collect(), jobs.EVENT_COLUMNS)
 
+    # the group records the generations and share-group steps read instead of the stage
+    from pyspark.sql import functions as F
+    cols = [c for c in partition_pass.GROUP_COLUMNS if c != "raw_value"]
+    groups = spark.read.parquet(str(stage / "groups")).select(*cols).collect()
+    wanted = records.filter(F.col("error").isNull() & (F.col("record_type") >= 2)) \
+        .select(*cols).collect()
+    assert len(wanted) > 20 and _sorted(groups, cols) == _sorted(wanted, cols)
+
 
 def test_transaction_outcome_is_the_next_marker_of_its_producer_in_its_log_partition():
     from kcoord.pipeline.partition_pass import txn_outcomes

@@ -82,7 +82,7 @@ def test_share_table_agrees_with_describe_share_group_offsets(spark, tmp_path):
                                       == {0: 3, 1: 2} else None)(_describe(server.port)),
                              "the late records in the share lag", DEADLINE_S)
         live = server.bootstrap
-        _, wire, wire_groups = share_groups_table(
+        wire, wire_groups = share_groups_table(
             spark, _share_records(spark, bootstrap=live), server_topic_names(live),
             server_observations(live), bootstrap_server=live,
             history=lambda tps, times: server_log_end_history(live, tps, times))
@@ -90,7 +90,7 @@ def test_share_table_agrees_with_describe_share_group_offsets(spark, tmp_path):
         server.stop()
     assert server.proc.returncode == 0, server.log_text()
 
-    _, local, local_groups = share_groups_table(
+    local, local_groups = share_groups_table(
         spark, _share_records(spark, path=data), topic_id_names(data), data_dir_log_ends(data),
         data_dir=data)
     for where, table, groups in (("wire", wire, wire_groups), ("data dir", local, local_groups)):

@@ -34,9 +34,18 @@ def client(server):
         yield c
 
 
-def test_advertised(client):
+@pytest.fixture(scope="module")
+def stateless_client(module_server):
+    """One server for the tests whose requests must write nothing (group "g" never
+    exists on it: test_invalid_regular_expression checks so after each of them)."""
+    with WireClient(module_server.port) as c:
+        create_topic(c, "t", 4)
+        yield c
+
+
+def test_advertised(stateless_client):
     keys = {k["api_key"]: (k["min_version"], k["max_version"])
-            for k in client.api_versions()["api_keys"]}
+            for k in stateless_client.api_versions()["api_keys"]}
     assert keys[HEARTBEAT] == (0, 1) and keys[DESCRIBE] == (0, 0)
 
 
@@ -69,8 +78,8 @@ def test_join_and_heartbeat(client):
     (1, hb(epoch=-2), "InstanceId can't be null."),
     (1, hb(epoch=-5), "MemberEpoch is invalid."),
 ])
-def test_invalid_request(client, version, body, message):
-    resp = client.request(HEARTBEAT, version, body)
+def test_invalid_request(stateless_client, version, body, message):
+    resp = stateless_client.request(HEARTBEAT, version, body)
     assert resp["error_code"] == Err.INVALID_REQUEST
     assert resp["error_message"] == message
     assert resp["member_id"] is None
@@ -102,11 +111,11 @@ def test_unsupported_assignor(client):
 
 
 @pytest.mark.parametrize("regex", ["t[", "(?<=x)t", "(t)\\1", "*t"])
-def test_invalid_regular_expression(client, regex):
-    resp = client.request(HEARTBEAT, 1, hb(names=None, regex=regex))
+def test_invalid_regular_expression(stateless_client, regex):
+    resp = stateless_client.request(HEARTBEAT, 1, hb(names=None, regex=regex))
     assert resp["error_code"] == Err.INVALID_REGULAR_EXPRESSION == 128
     assert resp["error_message"].startswith(f"SubscribedTopicRegex `{regex}` is not a valid")
-    describe = client.request(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    describe = stateless_client.request(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
     assert describe["groups"][0]["error_code"] == Err.GROUP_ID_NOT_FOUND  # nothing was written
 
 

@@ -171,11 +171,32 @@ def srv(servers):
     return servers()
 
 
-@pytest.fixture
-def wire(srv):
-    w = Wire(srv.port)
+def with_topics(port: int) -> Wire:
+    w = Wire(port)
     create_topic(w, "orders", 4)
     create_topic(w, "audit", 2)
+    return w
+
+
+@pytest.fixture(scope="module")
+def shared_srv(tmp_path_factory):
+    """One server for the tests that never restart it: each uses groups of its own."""
+    with ServerProcess(tmp_path_factory.mktemp("offsets") / "data") as proc:
+        with_topics(proc.port).close()
+        yield proc
+
+
+@pytest.fixture
+def wire(shared_srv):
+    w = Wire(shared_srv.port)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def own_wire(srv):
+    """A connection to the test's own server (for the tests that restart it)."""
+    w = with_topics(srv.port)
     yield w
     w.close()
 
@@ -361,7 +382,8 @@ def test_pipelined_commit_then_fetch_sees_the_commit(wire):
 
 # ======================================================= FindCoordinator
 @pytest.mark.parametrize("version", range(7))
-def test_find_coordinator_every_version(srv, wire, version):
+def test_find_coordinator_every_version(shared_srv, wire, version):
+    srv = shared_srv
     if version >= 4:
         resp = wire.call(FIND_COORDINATOR, version, {"key_type": 0,
                                                      "coordinator_keys": ["g-a", "g-b", "g-c"]})
@@ -428,7 +450,8 @@ def test_offset_delete_unknown_group(wire):
     assert resp["error_code"] == Err.GROUP_ID_NOT_FOUND
 
 
-def test_offset_delete_on_simple_group(srv, wire):
+def test_offset_delete_on_simple_group(srv, own_wire):
+    wire = own_wire
     commit(wire, "simple", {"orders": [(0, 5, "a"), (1, 6, "b")], "audit": [(0, 7, "c")]})
     resp = wire.call(OFFSET_DELETE, 0, {"group_id": "simple", "topics": [
         {"name": "orders", "partitions": [{"partition_index": 0}, {"partition_index": 2}]}]})
@@ -445,7 +468,8 @@ def test_offset_delete_on_simple_group(srv, wire):
 
 
 # =========================================================== DeleteGroups
-def test_delete_groups_removes_offsets(srv, wire):
+def test_delete_groups_removes_offsets(srv, own_wire):
+    wire = own_wire
     gone, kept = groups_in_distinct_shards(2, "del")
     commit(wire, gone, {"orders": [(0, 1, "x"), (1, 2, "y")]})
     commit(wire, kept, {"orders": [(0, 3, "z")]})

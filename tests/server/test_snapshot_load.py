@@ -151,3 +151,86 @@ def test_compaction_waits_for_a_catch_up_and_drops_a_snapshot_below_it(tmp_path)
     assert mark.end < plog.active.base_offset
     assert shard.snapshots.may_compact(shard)
     assert not (plog.path / FILE_NAME).exists() and shard.snapshot_mark is None
+
+
+def test_the_tails_of_all_shards_together_are_bounded(tmp_path):
+    """No shard's tail reaches the interval, but once the tails of all of
+    them reach TAIL_BOUND_INTERVALS intervals the longest is caught up
+    (serving shards only), so a crash replays about the bound, not an
+    interval per shard."""
+    from kcoord.server.snapshot_schedule import TAIL_BOUND_INTERVALS
+    interval = 20
+    snapshots, shards = None, []
+    for i in range(TAIL_BOUND_INTERVALS + 3):
+        plog = PartitionLog(tmp_path / f"__consumer_offsets-{i}")
+        shard = ShardRuntime(i, plog, CoordinatorConfig(), 0)
+        snapshots = snapshots or ShardSnapshots(interval, shard.commit.durability)
+        shard.snapshots = snapshots
+        _load(shard)  # empty: serving, nothing noted past a snapshot
+        shards.append(shard)
+    shards[-1].unload()
+    rnd, chosen = random.Random(3), []
+    for i, shard in enumerate(shards):
+        write_log(shard.plog, rnd, interval - 1 - (i == 4) * 5, 0.0, 4)
+        chosen.append(snapshots.choose(shard))
+        assert shard.plog.log_end_offset - snapshots.covered(shard) < interval
+    total = 0
+    for i, shard in enumerate(shards[:-1]):
+        total += interval - 1 - (i == 4) * 5
+        if total < snapshots.tail_bound:
+            assert chosen[i] is None
+    due = [c for c in chosen if c is not None]
+    assert due and all(s is not shards[4] and s is not shards[-1] for s, _ in due)
+    assert due[0] == (shards[0], shards[0].plog.log_end_offset)  # the first of the longest
+
+
+
+_WORKER_OF_A_KILLED_SERVER = """
+import os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from kcoord.server.snapshot_catchup import die_with_parent
+pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=die_with_parent,
+                           initargs=(os.getpid(),))
+# a long catch-up under way: the worker waits for a shell that names itself, then sleeps
+pool.submit(os.system, "echo $$ > %s; exec sleep 600")
+print(next(iter(pool._processes)), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_catch_up_worker_dies_with_its_server(tmp_path):
+    """kill -9 of the server leaves no worker busy with a catch-up that
+    could write a snapshot into a data dir another server has opened since."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    started = tmp_path / "job-started"
+    server = subprocess.Popen([sys.executable, "-c", _WORKER_OF_A_KILLED_SERVER % started],
+                              stdout=subprocess.PIPE, text=True)
+    sleeper = None
+    try:
+        worker = int(server.stdout.readline())
+        deadline = time.monotonic() + 60
+        while not (started.exists() and started.read_text().strip()):
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.05)
+        sleeper = int(started.read_text())
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with open(f"/proc/{worker}/stat") as fh:
+                    if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except FileNotFoundError:
+                break
+            assert time.monotonic() < deadline, "the worker outlived its server"
+            time.sleep(0.05)
+    finally:
+        server.kill()
+        if sleeper is not None:
+            os.kill(sleeper, signal.SIGKILL)

@@ -1,0 +1,69 @@
+"""A follower's fetch session with one leader (KIP-227, Kafka's
+FetchSessionHandler), sans-I/O: which partitions a fetch lists, and the
+answer for every partition of the round, filled in from what the follower
+last heard for those the leader left out (nothing new for them).
+
+The first fetch is full (epoch 0) and opens the session; after it each
+fetch lists only the partitions whose fetch offset or leader epoch changed
+and forgets those no longer fetched.  Any failure (an error for the
+session, a lost answer, a dropped connection) starts over with a full
+fetch: a session is only as good as both sides agreeing on it.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import Err
+
+SESSION_ERRORS = {Err.FETCH_SESSION_ID_NOT_FOUND, Err.INVALID_FETCH_SESSION_EPOCH}
+_MAX_EPOCH = 0x7FFFFFFF
+
+
+class FollowerSession:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = 0                       # 0: the next fetch is full and opens one
+        self._sent: dict[tuple, tuple] = {}  # key -> (fetch offset, leader epoch) listed
+        self._heard: dict[tuple, dict] = {}  # key -> the last answer for it
+
+    def request(self, parts: dict[tuple, dict]) -> tuple[int, int, dict, list]:
+        """`parts`: (topic, partition) -> its partition entry, every
+        partition fetched this round.  -> (session id, epoch, the entries
+        to list, (topic, partition) keys to forget)."""
+        if self.epoch == 0:
+            return self.session_id, 0, dict(parts), []
+        sent = self._sent
+        listed = {k: p for k, p in parts.items()
+                  if sent.get(k) != (p["fetch_offset"], p["current_leader_epoch"])}
+        forgotten = [k for k in sent if k not in parts]
+        return self.session_id, self.epoch, listed, forgotten
+
+    def answers(self, response: dict, parts: dict[tuple, dict]) -> dict[tuple, dict]:
+        """The answer for each partition of `parts` to a response without a
+        top-level error (those the leader left out: no records, as last
+        heard; one never heard of is missing: the caller fails it)."""
+        got = {(t["topic"], p["partition_index"]): p
+               for t in response["responses"] for p in t["partitions"]}
+        heard = self._heard
+        for key, p in got.items():
+            heard[key] = p
+        out = {}
+        for key in parts:
+            p = got.get(key)
+            if p is None:
+                last = heard.get(key)
+                if last is None:
+                    continue    # never answered: the caller fails its request
+                p = {**last, "records": b"", "error_code": Err.NONE}
+            out[key] = p
+        session_id = response.get("session_id", 0)
+        if session_id == 0:     # the leader keeps no session: full fetches from now on
+            self.reset()
+            return out
+        self.session_id = session_id
+        self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
+        self._sent = {k: (p["fetch_offset"], p["current_leader_epoch"]) for k, p in parts.items()}
+        for key in [k for k in heard if k not in parts]:
+            del heard[key]
+        return out
