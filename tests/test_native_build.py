@@ -74,7 +74,9 @@ def test_a_changed_source_is_not_run_compiled(tree_copy):
     """A build whose recorded digest no longer matches the .py (a developer's
     edit): every module from its .py, and one warning line."""
     manifest = tree_copy / "kcoord" / "_compiled.json"
-    if manifest.exists():  # the real build: edit a compiled module's source
+    built = manifest.exists() and json.loads(manifest.read_text()).get(
+        "interpreter") == native_build.interpreter_tag()
+    if built:  # the real build: edit a compiled module's source
         source = tree_copy / "kcoord" / "coordinator" / "offsets.py"
         source.write_text(source.read_text() + "\n# edited after the build\n")
     else:  # no build here: a manifest that says offsets.py was built from other bytes
