@@ -41,30 +41,49 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
-def tree_cpu_seconds() -> float:
-    """CPU of this process and every live descendant (the Spark JVM, its Python
-    workers), reaped children included: per-step CPU stays comparable when other
-    engineers' load stretches wall times."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d.name)] = int(f[1])
-        cpu[int(d.name)] = sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
-    me, total = os.getpid(), 0.0
-    for pid, c in cpu.items():
-        p = pid
-        while p > 1 and p != me:
-            p = parent.get(p, 0)
-        if p == me:
-            total += c
-    return total
+class TreeCpu:
+    """CPU of this process and its descendants (the Spark JVM, its Python workers):
+    a thread samples each one's own utime+stime every 0.2 s and keeps the last value
+    of those that exit (a reaped child's CPU is not read from its parent, which would
+    count it twice).  Per-step CPU stays comparable when others' load stretches wall
+    times; a process living less than 0.2 s is missed."""
+
+    def __init__(self) -> None:
+        import threading
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.seen: dict[tuple[int, str], float] = {}   # (pid, start time) -> CPU s
+        self.stop = threading.Event()
+        self.sample()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            self.sample()
+
+    def sample(self) -> None:
+        parent: dict[int, int] = {}
+        cpu: dict[int, tuple[str, float]] = {}
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d.name)] = int(f[1])
+            cpu[int(d.name)] = (f[19], (int(f[11]) + int(f[12])) / self.tick)
+        me = os.getpid()
+        for pid, (started, c) in cpu.items():
+            p = pid
+            while p > 1 and p != me:
+                p = parent.get(p, 0)
+            if p == me:
+                self.seen[(pid, started)] = c
+
+    def total(self) -> float:
+        self.sample()
+        return sum(self.seen.values())
 
 
 def parse_count(text: str) -> int:
@@ -174,11 +193,12 @@ def run_local(data: Path, out: Path, log, bootstrap_server: str | None = None) -
     spark.sparkContext.setLogLevel("ERROR")
     started = time.time() - t0
     steps_cpu: dict[str, float] = {}
-    last = [tree_cpu_seconds()]
+    tree = TreeCpu()
+    last = [tree.total()]
 
     def step_log(msg):  # "[pipeline] NAME: 1.2s" ends each step: note its CPU too
         if msg.startswith("[pipeline] ") and ":" in msg:
-            now = tree_cpu_seconds()
+            now = tree.total()
             steps_cpu[msg[11:].rsplit(":", 1)[0]] = round(now - last[0], 1)
             last[0] = now
             msg += f" ({steps_cpu[msg[11:].rsplit(':', 1)[0]]} CPU-s)"
@@ -191,6 +211,7 @@ def run_local(data: Path, out: Path, log, bootstrap_server: str | None = None) -
                                bootstrap_server=bootstrap_server)
         took = time.time() - t0
     finally:
+        tree.stop.set()
         spark.stop()
     return {"session_start_s": round(started, 1), "pipeline_s": round(took, 1),
             "summary": summary, "steps_cpu_s": steps_cpu}
