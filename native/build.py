@@ -34,6 +34,8 @@ MODULES = [
     "kcoord.protocol.records",
     "kcoord.protocol.record_codec",
     "kcoord.protocol.coordinator_batch",
+    # the loader's walk of runs of plain OffsetCommit batches
+    "kcoord.protocol.commit_runs",
     # the request header of every frame; the codecs' entry points, and the
     # hot request/response codecs written ahead of time (GENERATED)
     "kcoord.protocol.headers",

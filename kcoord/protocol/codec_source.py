@@ -32,7 +32,8 @@ from .schema import Schema
 HOT_APIS = (0, 1, 8, 12, 68)
 
 # locals that hold only ints: declared int, so mypyc unboxes them
-_INT_LOCALS = re.compile(r"(pos|blen|n|end|k|ntag|size|flag|_|tag\d+|tend\d+)$")
+_INT_LOCALS = re.compile(r"(pos|blen|n|end|k|ntag|size|flag|_|tag\d+|tend\d+|_r\d+)$")
+_RANGE_LOOP = re.compile(r"^(\s*)for _ in range\((\w+)\):$")
 _CONST = re.compile(r"\b_(?:c|pk|up|pa|pca|ua)\d+\b")
 
 
@@ -81,6 +82,7 @@ class _Module:
         """Add the one function gen generated (shared if already there); its name."""
         source = _CONST.sub(lambda m: self.const(gen.consts[m.group(0)]), "\n".join(gen.lines))
         head, body = source.split("\n", 1)
+        body = _fixed_counts(body)
         if encoder:
             signature = "(m: dict, b: bytearray) -> None:"
         else:
@@ -91,6 +93,19 @@ class _Module:
             name = self.functions[canonical] = f"{'e' if encoder else 'd'}{len(self.functions)}"
             self.function_lines += ["", "", f"def {name}{canonical}"]
         return name
+
+
+def _fixed_counts(body: str) -> str:
+    """`for _ in range(n)` with n copied first: the body reassigns n (nested
+    lengths), and mypyc's loop rereads its bound where Python's range does not."""
+    out = []
+    for i, line in enumerate(body.split("\n")):
+        m = _RANGE_LOOP.match(line)
+        if m:
+            out += [f"{m.group(1)}_r{i} = {m.group(2)}", f"{m.group(1)}for _ in range(_r{i}):"]
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def _declarations(head: str, body: str) -> str:
