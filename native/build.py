@@ -32,6 +32,8 @@ MODULES = [
     "kcoord.protocol.records",
     "kcoord.protocol.record_codec",
     "kcoord.protocol.coordinator_batch",
+    # the loader's walk of runs of plain OffsetCommit batches
+    "kcoord.protocol.commit_runs",
     # the request header of every frame
     "kcoord.protocol.headers",
     # the core's commit, heartbeat and replay paths

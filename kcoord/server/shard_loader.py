@@ -17,13 +17,15 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Protocol
 
+from .. import native_build
 from ..coordinator.result import Record
 from ..coordinator.snapshot import decode_state
+from ..protocol import commit_runs
 from ..protocol.errors import ProtocolError
 from ..protocol.messages.coordinator_records import RECORD_TYPES
-from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok,
-                                decode_batch, iter_batches, read_record_spans, records_section,
-                                uniform_records)
+from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD,
+                                MIN_BATCH_LENGTH, batch_crc_ok, decode_batch, iter_batches,
+                                read_record_spans, records_section, uniform_records)
 from ..broker.txn_state import COMMIT, control_type
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
 from .shard_snapshot import read_snapshot
@@ -38,6 +40,11 @@ LOAD_CHUNK_BYTES = 4 << 20
 # and those other records); the shard's own process replays it.
 PARALLEL_LOAD_MIN_BYTES = 4 << 20
 LOAD_WORKERS = min(os.cpu_count() or 1, 4)
+# a worker reads its segment files in pieces of about this size (whole batches)
+WORKER_PIECE_BYTES = 64 << 20
+# Runs of plain OffsetCommit batches go through commit_runs' walk when it is
+# compiled; interpreted, the one-shape pattern (match_batch) is faster.
+TAKE_RUNS = native_build.is_compiled(commit_runs)
 
 
 _H = struct.Struct(">h")
@@ -126,9 +133,32 @@ def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
         if size <= 0:
             continue
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            scan.scan_chunk(mm, latest, 0)
+            for piece in file_pieces(mm, size, WORKER_PIECE_BYTES):
+                scan.scan_chunk(piece, latest, 0)
     sink.latest(latest)
     return sink.ops, sink.records_loaded
+
+
+def file_pieces(mm, size: int, piece: int):
+    """mm[:size] as bytes of whole batches of about `piece` bytes each (the
+    scan's fast walk takes bytes, and a piece bounds the copy); a batch
+    longer than `piece`, a torn tail or a bad length goes whole into the
+    last piece, where the scan stops at it or reports it."""
+    pos = 0
+    while pos < size:
+        end = pos
+        while size - end >= LOG_OVERHEAD:
+            length, = _I.unpack_from(mm, end + 8)
+            if length < MIN_BATCH_LENGTH or end + LOG_OVERHEAD + length > size:
+                break
+            if end > pos and end + LOG_OVERHEAD + length - pos > piece:
+                break
+            end += LOG_OVERHEAD + length
+        if end == pos:  # nothing whole to cut at: the rest as it is
+            yield mm[pos:size]
+            return
+        yield mm[pos:end]
+        pos = end
 
 
 class LogChunks:
@@ -284,22 +314,47 @@ class LogScan:
     def __init__(self, sink: ReplaySink) -> None:
         self.sink = sink
 
-    def scan_chunk(self, chunk, latest: dict, offset: int) -> int:
+    def scan_chunk(self, chunk, latest: dict, offset: int, runs: bool | None = None) -> int:
         """Take every batch of `chunk` (whole batches); -> the offset after
-        the last one (`offset` if there is none)."""
+        the last one (`offset` if there is none).  `runs` (default
+        TAKE_RUNS): runs of plain commit batches through commit_runs' walk."""
+        if (TAKE_RUNS if runs is None else runs) and chunk.__class__ is bytes:
+            return self._scan_runs(chunk, latest, offset)
         for pos, header in iter_batches(chunk):
             offset = header.base_offset + header.last_offset_delta + 1
-            if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
-                self.sink.latest(latest)
-                self._take_transactional(chunk, pos, header)
-                continue
-            crc_ok = not header.attributes & COMPRESSION_MASK and batch_crc_ok(chunk, pos, header)
-            if not (crc_ok and self.match_batch(chunk, pos, header, latest)):
-                # CorruptRecordError here (a bad CRC, a malformed record) ends the load
-                data, start, end = records_section(chunk, pos, header, verify_crc=not crc_ok)
-                self._take_spans(data, read_record_spans(data, header.records_count,
-                                                         start, end), latest)
+            self._take_batch(chunk, pos, header, latest)
         return offset
+
+    def _scan_runs(self, chunk: bytes, latest: dict, offset: int) -> int:
+        """scan_chunk by commit_runs' walk, each batch it stops at taken
+        the general way (_take_batch) before the walk goes on."""
+        pos = 0
+        while True:
+            pos, taken, after = commit_runs.take_commit_runs(chunk, pos, latest)
+            if taken:
+                self.sink.records_loaded += taken
+                offset = after
+            for _, header in iter_batches(chunk, pos):  # the batch the walk stopped at
+                offset = header.base_offset + header.last_offset_delta + 1
+                self._take_batch(chunk, pos, header, latest)
+                pos += LOG_OVERHEAD + header.batch_length
+                break
+            else:
+                return offset
+
+    def _take_batch(self, chunk, pos: int, header, latest: dict) -> None:
+        """One batch of the scan: transactional ones apart, a plain one
+        through the one-shape pattern, any other through the record walk."""
+        if header.attributes & 0x30:  # transactional offsets or a marker (txn_offsets.py)
+            self.sink.latest(latest)
+            self._take_transactional(chunk, pos, header)
+            return
+        crc_ok = not header.attributes & COMPRESSION_MASK and batch_crc_ok(chunk, pos, header)
+        if not (crc_ok and self.match_batch(chunk, pos, header, latest)):
+            # CorruptRecordError here (a bad CRC, a malformed record) ends the load
+            data, start, end = records_section(chunk, pos, header, verify_crc=not crc_ok)
+            self._take_spans(data, read_record_spans(data, header.records_count,
+                                                     start, end), latest)
 
     def match_batch(self, buf, pos: int, header, latest: dict) -> bool:
         """Take a CRC-checked uncompressed batch of type-1 OffsetCommits with

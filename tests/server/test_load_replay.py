@@ -195,6 +195,8 @@ def test_uniform_batches_take_the_pattern_path(tmp_path, seed, monkeypatch):
         return ok
 
     monkeypatch.setattr(LogScan, "match_batch", counting)
+    from kcoord.server import shard_loader
+    monkeypatch.setattr(shard_loader, "TAKE_RUNS", False)  # the compiled walk would take them first
     ref, loaded, errors = replay_one_by_one(plog)
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
