@@ -1,8 +1,11 @@
 """The bounded fault run (bench/faults.py runs the long ones): etcd and 3
 nodes in network namespaces, each partition kind once plus a pause of the
 group's coordinator, a power cut, a clock jump and an etcd pause, one at a
-time, with the offsets register, queue and transactions workloads; then
-every fault healed, the final reads and the three checkers.
+time (each held 2.5-3 s, past the 2 s lease TTL, 1.5-2 s apart), with the
+offsets register, queue and transactions workloads; then every fault
+healed, the cluster back in sync (the workloads' topics and the
+coordinators' own), the final reads and the three checkers.  The run
+records where its time went (`phases_s`).
 
 It runs in a process of its own (the harness moves into the clients'
 namespace) and skips where namespaces cannot be made (not root, `ip`,

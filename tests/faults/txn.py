@@ -11,6 +11,7 @@ processor rewinds to its group's committed offsets, as an exactly-once
 application must."""
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
@@ -26,6 +27,7 @@ from .reads import committed_offsets
 IN_TOPIC, OUT_TOPIC = "txn-in", "txn-out"
 PARTITIONS = 2
 GROUP = "txn-group"
+OVERDUE_S = 10.0  # a librdkafka call this far past its own timeout is stuck for good
 TXN_IDS = ["kfx-txn-0", "kfx-txn-1"]
 
 
@@ -42,7 +44,9 @@ class TxnWorkload:
         self.threads: list[threading.Thread] = []
         self.final_output: list[str] = []
         self.final_committed: dict[int, int] = {}
+        self.join_phases: dict[str, float] = {}  # seconds into join() each step ended
         self.stuck_fenced: list[str] = []  # where fenced processors were stuck
+        self._call_deadlines: dict[str, float] = {}  # a processor's call: its end + OVERDUE_S
 
     def start(self) -> None:
         targets = [(self._feeder, ()), (self._reader, ())] + [
@@ -50,9 +54,17 @@ class TxnWorkload:
         self.threads = start_threads(targets)
 
     def join(self, timeout: float = 75.0) -> None:
-        # a transaction under way may take its calls' bounds: 10 + 3 x 10 + 10 s
-        join_threads(self.threads, self.stop, timeout)
-        stuck = {tid: t for tid, t in zip(TXN_IDS, self.threads[2:]) if t.is_alive()}
+        # a transaction under way may take its calls' bounds: 10 + 3 x 10 + 10 s;
+        # a processor whose call outlived its own timeout by OVERDUE_S is stuck
+        # in librdkafka: it is fenced at once instead of waited for
+        t0 = time.monotonic()
+        join_threads(self.threads[:2], self.stop, timeout)
+        processors = dict(zip(TXN_IDS, self.threads[2:]))
+        while time.monotonic() < t0 + timeout and not all(
+                self._overdue(tid) for tid, t in processors.items() if t.is_alive()):
+            time.sleep(0.2)
+        self.join_phases = {"threads": round(time.monotonic() - t0, 1)}
+        stuck = {tid: t for tid, t in processors.items() if t.is_alive()}
         if stuck:
             # librdkafka's send_offsets_to_transaction can outlive its timeout for
             # good (librdkafka issues 5456, 5511): a processor stuck in it might
@@ -66,11 +78,26 @@ class TxnWorkload:
             self.stuck_fenced = [where]
         committed = committed_offsets(self.addrs, GROUP, IN_TOPIC, PARTITIONS)
         self.final_committed = {p: max(o, 0) for p, o in committed.items()}
+        self.join_phases["fence-and-offsets"] = round(time.monotonic() - t0, 1)
         self.final_output = self._read_all(deadline=time.monotonic() + 45)
+        self.join_phases["final-read"] = round(time.monotonic() - t0, 1)
+
+    def _call(self, tid: str, timeout_s: float, fn, *args):
+        """A blocking transactional call of `tid`'s processor, its deadline known to join."""
+        self._call_deadlines[tid] = time.monotonic() + timeout_s + OVERDUE_S
+        try:
+            return fn(*args)
+        finally:
+            self._call_deadlines.pop(tid, None)
+
+    def _overdue(self, tid: str) -> bool:
+        deadline = self._call_deadlines.get(tid)
+        return deadline is not None and time.monotonic() > deadline
 
     def check(self, ops) -> dict:
         mine = [op for op in ops if op.f in ("txn", "txn-read")]
         result = check_transactions(mine, self.final_output, self.final_committed)
+        result["join_phases_s"] = self.join_phases
         if self.stuck_fenced:  # the client's, counted apart (see join)
             result["counts"]["processor stuck in librdkafka, fenced"] = len(self.stuck_fenced)
             result["stuck_in_client"] = self.stuck_fenced
@@ -80,8 +107,7 @@ class TxnWorkload:
         """init_transactions of a new producer with `tid`: the coordinator
         bumps its epoch and aborts what the old one left open."""
         from confluent_kafka import KafkaException, Producer
-        producer = Producer(self._config(**{"transactional.id": tid,
-                                            "transaction.timeout.ms": 15000}))
+        producer = Producer(self._txn_config(tid))
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
             try:
@@ -93,6 +119,16 @@ class TxnWorkload:
 
     def _config(self, **extra) -> dict:
         return {"bootstrap.servers": self.bootstrap, "logger": _Silent(), **extra}
+
+    def _txn_config(self, tid: str) -> dict:
+        """A processor's producer; with KCOORD_FAULTS_TXN_DEBUG=1 librdkafka prints
+        its eos/protocol debug log, stamped as it happens, on the run's stderr
+        (client.id = the transactional id: which request a stuck processor waits on)."""
+        extra = {"transactional.id": tid, "transaction.timeout.ms": 15000}
+        if os.environ.get("KCOORD_FAULTS_TXN_DEBUG"):
+            return {"bootstrap.servers": self.bootstrap, "client.id": tid,
+                    "debug": "eos,protocol,broker", **extra}
+        return self._config(**extra)
 
     # ------------------------------------------------------------ feeder
     def _feeder(self) -> None:
@@ -124,8 +160,7 @@ class TxnWorkload:
         consumer = new_consumer()
 
         def new_producer():
-            p = Producer(self._config(**{"transactional.id": tid,
-                                         "transaction.timeout.ms": 15000}))
+            p = Producer(self._txn_config(tid))
             while not self.stop.is_set():
                 try:
                     p.init_transactions(20)
@@ -145,7 +180,7 @@ class TxnWorkload:
                 values = [f"{m.partition()}:{m.offset()}:{tid}.{seq}" for m in msgs]
                 op = h.invoke(tid, "txn", None, values,
                               inputs=[[m.partition(), m.offset()] for m in msgs])
-                outcome = self._one_transaction(producer, consumer, msgs, values)
+                outcome = self._one_transaction(tid, producer, consumer, msgs, values)
                 h.complete(op, outcome[0], error=outcome[1])
                 if outcome[0] != OK and not _rewind(consumer):
                     consumer.close()
@@ -158,18 +193,19 @@ class TxnWorkload:
             except Exception:  # closing during a fault: nothing left to record
                 pass
 
-    def _one_transaction(self, producer, consumer, msgs, values):
+    def _one_transaction(self, tid, producer, consumer, msgs, values):
         """(outcome, error, producer lost)."""
         from confluent_kafka import KafkaException
         try:
             producer.begin_transaction()
             for m, v in zip(msgs, values):
                 producer.produce(OUT_TOPIC, v.encode(), partition=m.partition())
-            producer.send_offsets_to_transaction(
-                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 10)
+            self._call(tid, 10, producer.send_offsets_to_transaction,
+                       consumer.position(consumer.assignment()),
+                       consumer.consumer_group_metadata(), 10)
             for _ in range(3):
                 try:
-                    producer.commit_transaction(10)
+                    self._call(tid, 10, producer.commit_transaction, 10)
                     return OK, None, False
                 except KafkaException as exc:
                     if not exc.args[0].retriable():
@@ -179,7 +215,7 @@ class TxnWorkload:
             err = exc.args[0]
             if err.txn_requires_abort():
                 try:
-                    producer.abort_transaction(10)
+                    self._call(tid, 10, producer.abort_transaction, 10)
                     return FAIL, err.name(), False
                 except KafkaException as exc2:
                     return UNKNOWN, exc2.args[0].name(), True
@@ -205,10 +241,14 @@ class TxnWorkload:
             consumer.close()
 
     def _read_all(self, deadline: float) -> list[str]:
-        """Everything a read_committed reader sees in txn-out, to the end."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        """Everything a read_committed reader sees in txn-out, to the end: each
+        partition's end-of-partition event (at its last stable offset) at or past
+        the high watermark it had when the read began (an aborted or open
+        transaction last in a partition leaves no record to see there)."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
         consumer = Consumer(self._config(**{"group.id": "txn-final",
                                             "enable.auto.commit": False,
+                                            "enable.partition.eof": True,
                                             "isolation.level": "read_committed"}))
         ends = {}
         while not ends and time.monotonic() < deadline:
@@ -220,21 +260,15 @@ class TxnWorkload:
         consumer.assign([TopicPartition(OUT_TOPIC, p, OFFSET_BEGINNING)
                          for p in range(PARTITIONS)])
         out: list[str] = []
-        last = {p: -1 for p in range(PARTITIONS)}
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            got = [m for m in consumer.consume(num_messages=500, timeout=0.5)
-                   if m.error() is None]
-            for m in got:
-                out.append(m.value().decode())
-                last[m.partition()] = m.offset()
-            if got:
-                quiet_since = time.monotonic()
-            # the end: each partition read to within its trailing markers, and quiet
-            near_end = all(last[p] >= ends.get(p, 0) - 3 or ends.get(p, 0) == 0
-                           for p in range(PARTITIONS))
-            if near_end and time.monotonic() - quiet_since > 2.0:
-                break
+        at_end: set[int] = set()
+        while len(at_end) < PARTITIONS and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=500, timeout=0.5):
+                err = m.error()
+                if err is None:
+                    out.append(m.value().decode())
+                elif (err.code() == KafkaError._PARTITION_EOF
+                      and m.offset() >= ends.get(m.partition(), 0)):
+                    at_end.add(m.partition())
         consumer.close()
         return out
 
