@@ -84,10 +84,11 @@ def test_every_workload_made_progress(quick_run):
     stalled = [f for f in ("txn", "txn-read") if not ops.get(f, {}).get("ok", 0)]
     if stalled:
         # open (issue 23): the harness already waited (bounded) after the sync for it.
-        # Replays showed two causes: the transactions' coordinator partitions kept
-        # offline by a sole in-sync replica whose lease keeps expiring (slow recovery,
-        # lease churn), and processors stuck in librdkafka's send_offsets_to_transaction
-        # (issues 5456/5511); seed 117's unfinished Prepare* was a third (fixed)
+        # Replays showed: the transactions' coordinator partitions kept offline by a
+        # sole in-sync replica whose lease keeps expiring (slow recovery, lease churn:
+        # open); processors stuck in librdkafka (issues 5456/5511: now replaced
+        # mid-run); seed 117's unfinished Prepare* and INVALID_PRODUCER_ID_MAPPING
+        # after an unload (both fixed)
         pytest.xfail(f"the transactions workload made no progress ({stalled}, waited "
                      f"{quick_run.get('progress_wait_s')} s after the sync): open, see "
                      "bench/results/faults.md")
