@@ -148,14 +148,15 @@ OPEN: list[str] = [
     "PrepareAbort (fixed) blocked it the same way. The harness now waits up to 45 s after the "
     "sync for a workload with no ok operation yet (progress_wait_s). A later replay still had "
     "none after that wait: a processor stuck in librdkafka's send_offsets_to_transaction "
-    "(fenced at the end) while the other workloads struggled too; the bounded test keeps "
-    "reporting this case as an expected failure. Since: a processor stuck in a librdkafka call "
+    "(fenced at the end) while the other workloads struggled too. Since: a processor stuck in a librdkafka call "
     "10 s past its own timeout is replaced mid-run (a new producer fences it; counted as "
     "'processor stuck in librdkafka, replaced'), and the INVALID_PRODUCER_ID_MAPPING after an "
     "unload (above) is fixed; what is left is __transaction_state's leaders churning with their "
     "leases at load 30-40 (ISR of one, every transaction write refused below min ISR 2; "
     "processors looping in init_transactions on CONCURRENT_TRANSACTIONS / "
-    "COORDINATOR_NOT_AVAILABLE for a minute).",
+    "COORDINATOR_NOT_AVAILABLE for a minute). The bounded test's progress check is strict again "
+    "(every one of 10 seed-23 quick runs on 2026-11-28, load 6-41, committed transactions; "
+    "in one the watchdog replaced a processor stuck in send_offsets_to_transaction).",
 ]
 # Seen, and not kcoord's: what the figures above count apart.
 NOT_OURS: list[str] = [
