@@ -72,11 +72,9 @@ class Proc:
 
     def start(self) -> None:
         log = open(self.log_path, "ab")
-        # the system under test runs ahead of the harness's clients (favour_nodes):
-        # `nice` (which execs: the pid stays the program's) from before any of its
-        # threads start; not root: nice warns and runs it at the clients' priority
-        delta = SUT_NICE - os.getpriority(os.PRIO_PROCESS, 0)
-        argv = (["nice", "-n", str(delta)] if delta else []) + self.argv
+        # the system under test runs ahead of the harness's clients (SUT_NICE):
+        # `nice` execs, so the pid stays the program's, and every thread it starts inherits
+        argv = (["nice", "-n", str(SUT_NICE)] if os.geteuid() == 0 else []) + self.argv
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                      env=self.env, start_new_session=True)
         log.close()
@@ -117,29 +115,13 @@ class Proc:
             return None
 
 
-# etcd and the nodes run at the harness's priority, its load-generating
-# clients CLIENTS_NICE lower: as in production, etcd and the brokers get the
-# CPU first (etcd's tuning guide), so a host the clients starve does not
-# expire the leases of nodes no fault touched
-SUT_NICE = os.getpriority(os.PRIO_PROCESS, 0)
-CLIENTS_NICE = 10
-
-
-class favour_nodes:
-    """Within it the calling thread, and every thread it starts (Linux nice
-    values are per thread and inherited), runs CLIENTS_NICE behind etcd and
-    the nodes; restored at the end (lowering a nice value needs root)."""
-
-    def __enter__(self) -> "favour_nodes":
-        self.before = os.getpriority(os.PRIO_PROCESS, 0)
-        os.setpriority(os.PRIO_PROCESS, 0, min(19, SUT_NICE + CLIENTS_NICE))
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, self.before)
-        except OSError:  # not root: this thread stays behind
-            pass
+# etcd and the nodes run SUT_NICE (a negative nice: root only) ahead of the
+# harness and its load-generating clients: as in production, etcd and the
+# brokers get the CPU first (etcd's tuning guide), so a host the clients
+# starve does not expire the leases of nodes no fault touched.  (Not the
+# clients niced down instead: that also put them behind every other process
+# of a shared host, and transactions timed out.)
+SUT_NICE = -5
 
 
 class FaultCluster:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .checkers import anomaly_count, check_register
-from .cluster import FaultCluster, favour_nodes, until
+from .cluster import FaultCluster, until
 from .history import OK, History
 from .lab import Lab, unavailable_reason
 from .leases import lease_churn
@@ -120,8 +120,7 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
         # libfaketime only where clock faults are injected (it slows every clock read)
         cluster = FaultCluster(lab, root, ttl_ms, settings,
                                clock=quick or mix in ("clock", "all")).start()
-        with favour_nodes():  # the clients' threads start in _run
-            return _run(lab, cluster, seed, minutes, mix, quick, workloads, log)
+        return _run(lab, cluster, seed, minutes, mix, quick, workloads, log)
     finally:
         if cluster is not None:
             cluster.kill_all()
