@@ -205,7 +205,8 @@ class KcoordServer(Peer):
     """`kcoord serve` through tests/support.py's ServerProcess, own data dir."""
     name = "kcoord"
 
-    def __init__(self, settings: dict | None = None, data_dir: Path | None = None) -> None:
+    def __init__(self, settings: dict | None = None, data_dir: Path | None = None,
+                 launcher: list[str] | None = None) -> None:
         super().__init__()
         from tests.support import ServerProcess
         self._tmp = None
@@ -213,7 +214,7 @@ class KcoordServer(Peer):
             self._tmp = tempfile.mkdtemp(prefix="kcoord-bench-")
             data_dir = Path(self._tmp) / "data"
         self.data_dir = Path(data_dir)
-        self.proc = ServerProcess(self.data_dir, settings)
+        self.proc = ServerProcess(self.data_dir, settings, launcher=launcher)
 
     def start(self) -> None:
         self.proc.start(timeout=300)

@@ -4,8 +4,10 @@
 
 Run by `make serve` and `make test` (`make native`).  The modules below were
 chosen by profiling the OffsetCommit, heartbeat (classic and KIP-848) and
-replay paths (bench/results/compiled.md); the request codecs are generated
-at run time (protocol/codegen.py) and are not among them.  The .py files
+replay paths (bench/results/compiled.md).  The request/response codecs,
+generated at run time by protocol/codegen.py, are first written ahead of
+time as kcoord/protocol/_generated_codecs.py (protocol/codec_source.py;
+git-ignored) and compiled as a group of their own.  The .py files
 stay the source: the extensions are written beside them with
 kcoord/_compiled.json, the sha256 of each source as built, which
 kcoord/native_build.py checks at import.  Nothing here may break an install:
@@ -34,8 +36,11 @@ MODULES = [
     "kcoord.protocol.coordinator_batch",
     # the loader's walk of runs of plain OffsetCommit batches
     "kcoord.protocol.commit_runs",
-    # the request header of every frame
+    # the request header of every frame; the codecs' entry points, and the
+    # hot request/response codecs written ahead of time (GENERATED)
     "kcoord.protocol.headers",
+    "kcoord.protocol.codec",
+    "kcoord.protocol._generated_codecs",
     # the core's commit, heartbeat and replay paths
     "kcoord.coordinator.offsets",
     "kcoord.coordinator.shard",
@@ -47,6 +52,10 @@ MODULES = [
     "kcoord.coordinator.consumer_target",
 ]
 GROUP = "kcoord._compiled"  # the shared library: kcoord/_compiled__mypyc.*.so
+# written by the build, then compiled apart (nothing calls into it natively,
+# and one big C file of everything would take the longest to compile)
+GENERATED = "kcoord.protocol._generated_codecs"
+GENERATED_GROUP = "kcoord._codecs"
 
 
 def _native_build():
@@ -89,6 +98,7 @@ def artefacts() -> list[Path]:
 
 def clean() -> None:
     nb.MANIFEST.unlink(missing_ok=True)
+    nb.source_path(GENERATED).unlink(missing_ok=True)
     for path in artefacts():
         path.unlink()
 
@@ -101,15 +111,29 @@ def up_to_date() -> bool:
     return sorted(manifest["modules"]) == sorted(MODULES) and nb.stale_reason(manifest) is None
 
 
+def generate_codecs() -> None:
+    """Write the codecs module from the schema tables (pure Python, so no
+    extension left from an earlier build takes part)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), nb.PURE_ENV: "1"}
+    with LOG.open("a") as log:
+        subprocess.run([sys.executable, "-m", "kcoord.protocol.codec_source",
+                        str(nb.source_path(GENERATED))], cwd=ROOT, env=env, check=True,
+                       stdout=log, stderr=subprocess.STDOUT)
+
+
 def compile_in_place() -> None:
     """mypyc through setuptools' build_ext --inplace, its output in the log."""
-    paths = [str(Path(*m.split(".")).with_suffix(".py")) for m in MODULES]
+    def path(m: str) -> str:
+        return str(Path(*m.split(".")).with_suffix(".py"))
+    paths = [path(m) for m in MODULES if m != GENERATED]
     script = (
         "import sys\n"
         "from setuptools import setup\n"
         "from mypyc.build import mypycify\n"
         f"setup(name='kcoord-compiled', py_modules=[], packages=[],\n"
         f"      ext_modules=mypycify({paths!r}, group_name={GROUP!r},\n"
+        f"                           target_dir='build/native')\n"
+        f"                + mypycify([{path(GENERATED)!r}], group_name={GENERATED_GROUP!r},\n"
         f"                           target_dir='build/native'),\n"
         "      script_args=['build_ext', '--inplace', '--build-temp', 'build/native/temp'])\n")
     with LOG.open("a") as log:
@@ -146,6 +170,7 @@ def build(install: bool) -> str:
     LOG.write_text("")
     if install:
         ensure_compiler()
+    generate_codecs()
     # digests of the sources as the compiler reads them: an edit made during
     # the build shows as stale at the next import
     digests = {m: nb.source_digest(nb.source_path(m)) for m in MODULES}

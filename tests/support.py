@@ -21,8 +21,10 @@ _LISTENER = re.compile(r"kcoord listener (\S+) \((\S+)\) on ([\d.]+):(\d+)")
 
 class ServerProcess:
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 port: int = 0, extra_args: list[str] | None = None) -> None:
+                 port: int = 0, extra_args: list[str] | None = None,
+                 launcher: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.launcher = list(launcher or [])  # a command the server runs under (valgrind)
         self.settings = dict(settings or {})
         self.requested_port = port
         self.port: int | None = None
@@ -37,7 +39,7 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "ServerProcess":
-        cmd = [sys.executable, "-m", "kcoord.cli", "serve",
+        cmd = [*self.launcher, sys.executable, "-m", "kcoord.cli", "serve",
                "--listen", f"127.0.0.1:{self.port or self.requested_port}",
                "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():

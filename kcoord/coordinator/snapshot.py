@@ -9,12 +9,16 @@ back on load.  The payload starts with a fingerprint of the code that
 pickled it (this package's source and the Python version): a payload of
 another kcoord version is refused (StaleSnapshot), never unpickled into
 changed classes.  It is trusted as much as the log beside it (the node's
-own data dir).
+own data dir).  The committed offsets, the bulk of a shard's state, are
+not pickled object by object: they follow the fingerprint as compact
+columns (offset_table.py; a flag byte says which), and the pickle refers
+to them by a persistent id.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import hashlib
 import importlib.util
 import io
@@ -24,10 +28,15 @@ import types
 from pathlib import Path
 
 from .observer import NULL_OBSERVER
+from .offset_table import decode_offsets, encode_offsets
 
 _CONFIG = "config"
 _OBSERVER = "observer"
+_OFFSETS = "offsets"
 _FINGERPRINT_SIZE = 32
+# after the fingerprint: the offsets as a table (then the pickle refers to
+# them), or pickled with the rest (a value the table's columns cannot hold)
+_TABLE, _PICKLED = b"T", b"P"
 
 
 class StaleSnapshot(ValueError):
@@ -66,13 +75,16 @@ def _config_objects(config) -> dict[int, str]:
 
 
 class _StatePickler(pickle.Pickler):
-    def __init__(self, buf, core) -> None:
+    def __init__(self, buf, core, offsets) -> None:
         super().__init__(buf, protocol=5)
         self.config_objects = _config_objects(core.config)
+        self.offsets = offsets  # written as a table before the pickle, or None
 
     def persistent_id(self, obj):
         if obj is NULL_OBSERVER:
             return _OBSERVER
+        if obj is self.offsets and obj is not None:
+            return _OFFSETS
         return self.config_objects.get(id(obj))
 
     def reducer_override(self, obj):
@@ -87,13 +99,16 @@ class _StatePickler(pickle.Pickler):
 
 
 class _StateUnpickler(pickle.Unpickler):
-    def __init__(self, buf, config) -> None:
+    def __init__(self, buf, config, offsets) -> None:
         super().__init__(buf)
         self.config = config
+        self.offsets = offsets
 
     def persistent_load(self, pid):
         if pid == _OBSERVER:
             return NULL_OBSERVER
+        if pid == _OFFSETS and self.offsets is not None:
+            return self.offsets
         if pid == _CONFIG or pid.startswith(_CONFIG + "."):
             obj = self.config
             for name in pid.split(".")[1:]:
@@ -106,7 +121,15 @@ def encode_state(core) -> bytes:
     """The state of a core that has only replayed (no observer set)."""
     buf = io.BytesIO()
     buf.write(code_fingerprint())
-    _StatePickler(buf, core).dump(core)
+    offsets = core.offsets.by_group
+    try:
+        table = encode_offsets(offsets)
+    except (OverflowError, ValueError, TypeError):  # a value no column holds: pickled
+        buf.write(_PICKLED)
+        offsets = None
+    else:
+        buf.write(_TABLE + len(table).to_bytes(8, "little") + table)
+    _StatePickler(buf, core, offsets).dump(core)
     return buf.getvalue()
 
 
@@ -116,6 +139,27 @@ def decode_state(payload: bytes, config):
     replays the log)."""
     if payload[:_FINGERPRINT_SIZE] != code_fingerprint():
         raise StaleSnapshot("written by another kcoord version")
+    collecting = gc.isenabled()
+    gc.disable()  # the decode makes only live objects: collections would walk the heap for none
+    try:
+        return _decode(payload, config)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode(payload: bytes, config):
+    at = _FINGERPRINT_SIZE + 1
+    offsets = None
+    if payload[at - 1:at] == _TABLE:
+        length = int.from_bytes(payload[at:at + 8], "little")
+        at += 8
+        offsets, used = decode_offsets(memoryview(payload)[at:at + length])
+        if used != length:
+            raise ValueError("offset table length disagrees")
+        at += length
+    elif payload[at - 1:at] != _PICKLED:
+        raise ValueError("unknown snapshot payload kind")
     buf = io.BytesIO(payload)
-    buf.seek(_FINGERPRINT_SIZE)
-    return _StateUnpickler(buf, config).load()
+    buf.seek(at)
+    return _StateUnpickler(buf, config, offsets).load()

@@ -123,6 +123,24 @@ def replay_group(group: str, records) -> list[dict]:
     return out
 
 
+def decoded_records(rows, names: dict):
+    """Group records with `raw_value` -> the same with `group_metadata` /
+    `consumer_group` decoded (what replay_group reads); `names` maps topic ids to names."""
+    from kcoord.protocol.messages.coordinator_records import decode_record_value
+
+    from .group_rows import consumer_group_row, group_metadata_row
+    for r in rows:
+        raw = r.pop("raw_value")
+        r["group_metadata"] = r["consumer_group"] = None
+        if raw is not None:
+            _, msg = decode_record_value(r["record_type"], raw)
+            if r["record_type"] == 2:
+                r["group_metadata"] = group_metadata_row(msg)
+            else:
+                r["consumer_group"] = consumer_group_row(r["record_type"], msg, names)
+        yield r
+
+
 def generation_rows(rows):
     """Rows sorted by (group, log_partition, offset) -> generation rows, group by group."""
     current = None

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..observe import burrow_rules as burrow
-from .generations import GENERATION_FIELDS, generation_rows
+from .generations import GENERATION_FIELDS, decoded_records, generation_rows
 from .schema import ddl
 
 TABLES = ["commits", "offsets", "group_generations", "lag", "status", "share_groups"]
@@ -482,24 +482,8 @@ def generations(records, partitions: int, topic_names: dict | None = None):
         .sortWithinPartitions("group", "log_partition", "offset")
 
     def run(batches):
-        from kcoord.protocol.messages.coordinator_records import decode_record_value
-
-        from .group_rows import consumer_group_row, group_metadata_row
-        names = dict(names0)
-
-        def rows():
-            for b in batches:
-                for r in b.to_pylist():
-                    raw = r.pop("raw_value")
-                    r["group_metadata"] = r["consumer_group"] = None
-                    if raw is not None:
-                        _, msg = decode_record_value(r["record_type"], raw)
-                        if r["record_type"] == 2:
-                            r["group_metadata"] = group_metadata_row(msg)
-                        else:
-                            r["consumer_group"] = consumer_group_row(r["record_type"], msg, names)
-                    yield r
-        out = list(generation_rows(rows()))
+        rows = (r for b in batches for r in b.to_pylist())
+        out = list(generation_rows(decoded_records(rows, dict(names0))))
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_arrow(fields))
 
@@ -574,16 +558,23 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         as_of = data_time(stamps, obs)
 
     t0 = time.time()
-    events = commit_events(records)
-    if options.get("split") == "partition":  # each stage file holds whole log partitions
-        table_rows["commits"], window, group_records, events = commits_in_one_pass(
-            spark, records, stage, out_dir / "commits", as_of_date(as_of), settings.intervals)
+    from .logend import topic_id_names
+    names = (server_topic_names(bootstrap_server, client_properties) if bootstrap_server
+             else topic_id_names(data_dir))
+    one_pass = options.get("split") == "partition"  # stage files of whole log partitions
+    gens = None
+    if one_pass:
+        # the generations are replayed in the same pass (a group sits in one log partition)
+        written, window, group_records, report_input = commits_in_one_pass(
+            spark, records, stage, out_dir, as_of_date(as_of), settings.intervals, names)
+        table_rows.update(written)
     else:
         group_records = records
+        events = commit_events(records)
         table_rows["commits"] = _write(commits_table(events), out_dir / "commits",
                                        as_of_date(as_of))
         window = window_events(events, settings.intervals).toArrow()
-    step("commits", t0)
+    step("commits, group_generations" if one_pass else "commits", t0)
 
     t0 = time.time()
     from . import snapshot_tables
@@ -594,15 +585,13 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
                                                   table_rows, time_lag=lookup, stats=stats)
     step("offsets, lag, status", t0)
 
-    t0 = time.time()
-    from .logend import topic_id_names
-    names = (server_topic_names(bootstrap_server, client_properties) if bootstrap_server
-             else topic_id_names(data_dir))
-    gens = generations(group_records, partitions, names).select(
-        "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
-    table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
-                                             as_of_date(as_of))
-    step("group_generations", t0)
+    if not one_pass:
+        t0 = time.time()
+        gens = generations(group_records, partitions, names).select(
+            "date", *[n for n, _ in GENERATION_FIELDS]).persist(StorageLevel.MEMORY_AND_DISK)
+        table_rows["group_generations"] = _write(gens, out_dir / "group_generations",
+                                                 as_of_date(as_of))
+        step("group_generations", t0)
 
     t0 = time.time()
     from .share_jobs import SHARE_GROUP_FIELDS, SHARE_GROUP_TABLE, SHARE_METADATA, \
@@ -642,7 +631,12 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
         from .report import write_report
         span = [r["min_commit"] for r in counts if r["min_commit"] is not None] + \
             [r["max_commit"] for r in counts if r["max_commit"] is not None]
-        write_report(out_dir, events, obs, status_rows, gens, summary, as_of,
+        if not one_pass:
+            from .report import spark_buckets
+            pairs = gens.select("group", "timestamp").collect()
+            report_input = (spark_buckets(events), lambda: [tuple(r) for r in pairs])
+        buckets, gen_pairs = report_input
+        write_report(out_dir, buckets, obs, status_rows, gen_pairs(), summary, as_of,
                      (min(span), max(span)) if span else None, live_ends=bool(live),
                      history=history)
         step("report", t0)
@@ -650,42 +644,55 @@ def _run_pipeline(spark, data_dir, out_dir, *, as_of: int | None = None,
     summary.update(stats)
     summary["elapsed_s"] = round(time.time() - started, 3)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    gens.unpersist()
+    if gens is not None:
+        gens.unpersist()
     if not keep_stage:
         shutil.rmtree(stage, ignore_errors=True)
     return summary
 
 
-def commits_in_one_pass(spark, records, stage: Path, table: Path, empty_date: str,
-                        intervals: int):
-    """The commits table and the small inputs of the later stages from partition_pass
-    (stage files of whole log partitions).  -> (commits rows written, the window rows
-    (Arrow), the group records, the commit events the report reads)."""
+def commits_in_one_pass(spark, records, stage: Path, out_dir: Path, empty_date: str,
+                        intervals: int, topic_names: dict):
+    """The commits and group_generations tables and the small inputs of the later stages
+    from partition_pass (stage files of whole log partitions).  -> ({table: rows written},
+    the window rows (Arrow), the group records, the report's inputs (lag_series buckets,
+    a function -> (group, timestamp) of each generation), read with pyarrow from this
+    run's dates of the tables)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    from pyspark.sql import functions as F
-
     from . import partition_pass
-    by_date = partition_pass.run(spark, stage / "records", stage, intervals)
-    partition_pass.place_dates(stage / "commits", table)
-    n = sum(by_date.values())
-    if n == 0:
+    from .report import arrow_buckets
+    by_date = partition_pass.run(spark, stage / "records", stage, intervals, topic_names)
+    written = {}
+    for name in partition_pass.TABLES:
+        partition_pass.place_dates(stage / name, out_dir / name)
+        written[name] = sum(by_date[name].values())
+    if written["commits"] == 0:
         spark_schema = commits_table(commit_events(records)).schema
-        _write_empty(table, to_arrow_schema(StructType(
+        _write_empty(out_dir / "commits", to_arrow_schema(StructType(
             [f for f in spark_schema.fields if f.name != "date"]), timezone="UTC"), empty_date)
+    if written["group_generations"] == 0:
+        _write_empty(out_dir / "group_generations", _arrow(GENERATION_FIELDS), empty_date)
     import pyarrow.parquet as pq
     window = pq.read_table(str(stage / "window"))  # a few rows per key: for the driver
     groups = spark.read.schema(records.select(*partition_pass.GROUP_COLUMNS).schema) \
         .parquet(str(stage / "groups"))
-    # the report's commits: this run's dates of the table, as commit events
-    days = [d for d in by_date if d != partition_pass.day_name(None)]
-    mine = F.col("date").isin(*[F.lit(d).cast("date") for d in days])
-    if len(days) < len(by_date):
-        mine = mine | F.col("date").isNull()
-    events = spark.read.parquet(str(table)).filter(mine) \
-        .withColumnRenamed("log_offset", "offset").withColumn("tombstone", F.lit(False))
-    return n, window, groups, events
+
+    def this_run(name, columns, filters=None) -> pa.Table:
+        days = sorted(by_date[name]) or [empty_date]  # none: the empty file with the schema
+        return pa.concat_tables([pq.read_table(str(out_dir / name / f"date={day}"),
+                                               columns=columns, filters=filters) for day in days])
+
+    commit_cols = ["group", "topic", "partition", "log_offset", "committed_offset",
+                   "commit_timestamp", "txn"]
+    buckets = arrow_buckets(lambda groups: this_run("commits", commit_cols,
+                                                    [("group", "in", list(groups))]))
+
+    def gen_pairs():
+        t = this_run("group_generations", ["group", "timestamp"])
+        return list(zip(t["group"].to_pylist(), t["timestamp"].to_pylist(), strict=True))
+    return written, window, groups, (buckets, gen_pairs)
 
 
 def data_time(stamps, obs: dict) -> int:

@@ -7,8 +7,8 @@ commits of its keys.  One Spark task per file reads it with pyarrow, writes
 its commits rows (Parquet, one file per date) and its last `intervals`
 applied events per (group, topic, partition); the driver moves the commits
 files into the table.  No rows cross into the JVM: this replaces the Spark
-plan of jobs.commit_events / commits_table / window_events (same rows, tested
-side by side), which joins, shuffles and aggregates every commit.
+plan of jobs.commit_events / commits_table / window_events / generations (same
+rows, tested side by side), which joins, shuffles and aggregates every commit.
 """
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ WINDOW_COLUMNS = ["group", "topic", "partition", "log_partition", "offset", "tom
                   "expire_timestamp"]
 
 DAY_MS = 86_400_000
+
+# the tables the pass writes per date
+TABLES = ("commits", "group_generations")
 
 
 def _ints(col, fill: int) -> np.ndarray:
@@ -89,14 +92,34 @@ def commit_events(table: pa.Table) -> pa.Table:
     return base.append_column("txn", txn_outcomes(base, markers))
 
 
+def utc_dates(ms) -> pa.Array:
+    """The UTC day of each ms timestamp (null stays null), as Spark's to_date."""
+    days = np.floor_divide(_ints(ms, 0), DAY_MS).astype(np.int32)
+    return pa.array(days, pa.date32(), mask=pc.is_null(ms).to_numpy(zero_copy_only=False))
+
+
 def commit_rows(events: pa.Table) -> pa.Table:
     """The commits table's rows with their `date` (UTC day of the commit timestamp)."""
     rows = events.filter(pc.invert(pc.fill_null(events["tombstone"], False)))
-    ts = rows["commit_timestamp"]
-    days = np.floor_divide(_ints(ts, 0), DAY_MS).astype(np.int32)
-    date = pa.array(days, pa.date32(), mask=pc.is_null(ts).to_numpy(zero_copy_only=False))
-    return pa.table([date] + [rows[src] for _, src in COMMIT_COLUMNS],
+    return pa.table([utc_dates(rows["commit_timestamp"])] + [rows[src] for _, src in COMMIT_COLUMNS],
                     names=["date"] + [n for n, _ in COMMIT_COLUMNS])
+
+
+def generation_table(groups: pa.Table, topic_names: dict) -> pa.Table:
+    """Generation rows (jobs.generations) of the group records of whole log partitions,
+    with their `date`."""
+    from .generations import GENERATION_FIELDS, decoded_records, generation_rows
+    from .schema import _arrow_type
+    schema = pa.schema([pa.field(n, _arrow_type(t)) for n, t in GENERATION_FIELDS])
+    types = groups["record_type"]
+    recs = groups.filter(pc.fill_null(pc.less_equal(types, 8), False)).sort_by(
+        [("group", "ascending"), ("log_partition", "ascending"), ("offset", "ascending")])
+    cols = ["group", "record_type", "tombstone", "member_id", "timestamp", "log_partition",
+            "offset", "raw_value"]
+    rows = list(generation_rows(decoded_records(recs.select(cols).to_pylist(),
+                                                dict(topic_names))))
+    table = pa.Table.from_pylist(rows, schema=schema)
+    return table.add_column(0, "date", utc_dates(table["timestamp"]))
 
 
 def last_events(events: pa.Table, intervals: int) -> pa.Table:
@@ -130,49 +153,69 @@ def group_records(table: pa.Table) -> pa.Table:
     return table.filter(pc.fill_null(keep, False)).select(GROUP_COLUMNS)
 
 
-def run_file(path: str, index: int, work_dir: str, intervals: int) -> dict:
-    """One stage file -> its commits files (by date), its window file and its group
-    records file, under work_dir; -> {date: commits rows}."""
+def write_dates(rows: pa.Table, table_dir: str, name: str, dictionary=True) -> dict:
+    """rows (with `date`) -> one file `name` per date under table_dir/date=D; -> {D: rows}.
+    dictionary: Parquet dictionary encoding (True, or the columns to encode)."""
+    import pyarrow.parquet as pq
+    written: dict = {}
+    days = pc.unique(rows["date"]).to_pylist()
+    for day in days:
+        part = rows if len(days) == 1 else rows.filter(
+            pc.is_null(rows["date"]) if day is None
+            else pc.fill_null(pc.equal(rows["date"], day), False))
+        target = Path(table_dir) / f"date={day_name(day)}"
+        target.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part.drop_columns(["date"]), str(target / name), use_dictionary=dictionary)
+        written[day_name(day)] = len(part)
+    return written
+
+
+def run_file(path: str, index: int, work_dir: str, intervals: int,
+             topic_names: dict | None = None) -> dict:
+    """One stage file -> its commits and generations files (by date), its window file
+    and its group records file, under work_dir; -> {table: {date: rows}}."""
     import pyarrow.parquet as pq
     table = pq.read_table(path, columns=COLUMNS)
     name = f"part-{index:05d}.parquet"
-    pq.write_table(group_records(table), os.path.join(work_dir, "groups", name),
-                   compression="none")
+    groups = group_records(table)
+    pq.write_table(groups, os.path.join(work_dir, "groups", name), compression="none")
     events = commit_events(table)
-    commits_dir = os.path.join(work_dir, "commits")
-    rows = commit_rows(events)
-    written: dict = {}
-    for day in pc.unique(rows["date"]).to_pylist():
-        part = rows.filter(pc.is_null(rows["date"]) if day is None
-                           else pc.fill_null(pc.equal(rows["date"], day), False))
-        target = Path(commits_dir) / f"date={day_name(day)}"
-        target.mkdir(parents=True, exist_ok=True)
-        pq.write_table(part.drop_columns(["date"]), str(target / name))
-        written[day_name(day)] = len(part)
+    commits = commit_rows(events)
+    # dictionaries pay for the strings (few groups and topics), not for offsets and
+    # timestamps (nearly all distinct): half the write's CPU, and smaller files
+    strings = [f.name for f in commits.schema if pa.types.is_string(f.type)]
+    written = {"commits": write_dates(commits, os.path.join(work_dir, "commits"), name, strings),
+               "group_generations": write_dates(generation_table(groups, topic_names or {}),
+                                                os.path.join(work_dir, "group_generations"),
+                                                name)}
     pq.write_table(last_events(events, intervals), os.path.join(work_dir, "window", name),
                    compression="none")
     return written
 
 
-def run(spark, stage_dir: Path, work_dir: Path, intervals: int) -> dict:
-    """Run the pass over every stage file.  -> {date: commits rows}.  Under work_dir:
-    commits/date=D (for the caller to place), window/ and groups/ (Parquet)."""
+def run(spark, stage_dir: Path, work_dir: Path, intervals: int,
+        topic_names: dict | None = None) -> dict:
+    """Run the pass over every stage file.  -> {table: {date: rows}} for TABLES.  Under
+    work_dir: commits/date=D and group_generations/date=D (for the caller to place),
+    window/ and groups/ (Parquet)."""
     files = sorted(str(p) for p in Path(stage_dir).glob("*.parquet"))
-    for d in ("commits", "window", "groups"):
+    for d in TABLES + ("window", "groups"):
         shutil.rmtree(work_dir / d, ignore_errors=True)
         (work_dir / d).mkdir(parents=True)
     work = str(work_dir)
+    names = dict(topic_names or {})
 
     def task(index, paths):
         for path in paths:
-            yield run_file(path, index, work, intervals)
+            yield run_file(path, index, work, intervals, names)
 
-    by_date: dict = {}
+    by_date: dict = {t: {} for t in TABLES}
     if files:
         for written in spark.sparkContext.parallelize(files, len(files)) \
                 .mapPartitionsWithIndex(task).collect():
-            for day, n in written.items():
-                by_date[day] = by_date.get(day, 0) + n
+            for t, days in written.items():
+                for day, n in days.items():
+                    by_date[t][day] = by_date[t].get(day, 0) + n
     return by_date
 
 

@@ -24,30 +24,69 @@ def bucket_times(span) -> list[int]:
     return [lo + (b + 1) * width - 1 for b in range((hi - lo) // width + 1)]
 
 
-def lag_series(events, obs: dict, groups: list[str], span) -> dict[str, list[tuple[int, int]]]:
-    """{group: [(time ms, total lag)]} over up to BUCKETS time buckets of `span` (lo, hi ms)."""
-    from pyspark.sql import functions as F
+def spark_buckets(events):
+    """lag_series' bucket rows from commit events (a Spark DataFrame): ->
+    f(groups, lo, width) -> [(group, topic, partition, bucket, committed offset of
+    the bucket's last applied commit)]."""
+    def buckets(groups: list[str], lo: int, width: int) -> list[tuple]:
+        from pyspark.sql import functions as F
+        commits = events.filter(F.col("group").isin(groups) & ~F.col("tombstone")
+                                & (F.col("txn").isNull() | (F.col("txn") == "committed")))
+        rows = commits.withColumn("b", F.floor((F.col("commit_timestamp") - F.lit(lo)) / width)) \
+            .groupBy("group", "topic", "partition", "b") \
+            .agg(F.max_by("committed_offset", "offset").alias("c")).collect()
+        return [(r["group"], r["topic"], r["partition"], int(r["b"]), r["c"]) for r in rows]
+    return buckets
+
+
+def arrow_buckets(read):
+    """lag_series' bucket rows (as spark_buckets) from commits-table rows read with
+    pyarrow: read(groups) -> pa.Table of those groups' commits (group, topic,
+    partition, log_offset, committed_offset, commit_timestamp, txn).  A group's
+    commits sit in one log partition, so its log offsets order them."""
+    def buckets(groups: list[str], lo: int, width: int) -> list[tuple]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        t = read(groups)
+        txn = t["txn"]
+        applied = pc.or_(pc.is_null(txn), pc.fill_null(pc.equal(txn, "committed"), False))
+        t = t.filter(pc.and_(pc.and_(applied, pc.is_valid(t["commit_timestamp"])),
+                             pc.is_in(t["group"], pa.array(groups, pa.string()))))
+        if len(t) == 0:
+            return []
+        b = np.floor_divide(t["commit_timestamp"].to_numpy() - lo, width)
+        names = ["group", "topic", "partition", "b"]
+        t = t.append_column("b", pa.array(b, pa.int64())).sort_by(
+            [(c, "ascending") for c in names + ["log_offset"]])
+        last = np.zeros(len(t), bool)  # the last row (newest commit) of each key
+        last[-1] = True
+        for c in names:
+            k = t[c].to_numpy(zero_copy_only=False)
+            last[:-1] |= k[1:] != k[:-1]
+        rows = t.filter(pa.array(last)).select(names + ["committed_offset"]).to_pylist()
+        return [tuple(r.values()) for r in rows]
+    return buckets
+
+
+def lag_series(buckets, obs: dict, groups: list[str], span) -> dict[str, list[tuple[int, int]]]:
+    """{group: [(time ms, total lag)]} over up to BUCKETS time buckets of `span` (lo, hi ms);
+    buckets: spark_buckets or arrow_buckets."""
     if not groups or span is None:
         return {}
     lo, hi = span
     width = max(1, math.ceil((hi - lo + 1) / BUCKETS))
-    commits = events.filter(F.col("group").isin(groups) & ~F.col("tombstone")
-                            & (F.col("txn").isNull() | (F.col("txn") == "committed")))
-    rows = commits.withColumn("b", F.floor((F.col("commit_timestamp") - F.lit(lo)) / width)) \
-        .groupBy("group", "topic", "partition", "b") \
-        .agg(F.max_by("committed_offset", "offset").alias("c")).collect()
     hist = {tp: burrow.LogEndHistory(o) for tp, o in obs.items()}
     by_group: dict[str, dict[int, list]] = {}
-    for r in rows:
-        by_group.setdefault(r["group"], {}).setdefault(int(r["b"]), []).append(
-            ((r["topic"], r["partition"]), r["c"]))
+    for g, topic, partition, b, c in buckets(groups, lo, width):
+        by_group.setdefault(g, {}).setdefault(b, []).append(((topic, partition), c))
     out = {}
     nb = (hi - lo) // width + 1
-    for g, buckets in by_group.items():
+    for g, per_bucket in by_group.items():
         last: dict = {}
         series = []
         for b in range(0, nb):  # past a group's last commit too: a stopped group's lag grows
-            for tp, c in buckets.get(b, []):
+            for tp, c in per_bucket.get(b, []):
                 last[tp] = c
             if not last:
                 continue
@@ -63,14 +102,14 @@ def lag_series(events, obs: dict, groups: list[str], span) -> dict[str, list[tup
     return out
 
 
-def rebalance_series(gens, live_groups: set | None = None
+def rebalance_series(pairs: list[tuple[str, int]], live_groups: set | None = None
                      ) -> tuple[list[tuple[int, int]], int, list[tuple[str, int]]]:
-    """([(bin start ms, generations)], bin width ms, [(group, generations)] top 10).
+    """(group, timestamp) of each generation -> ([(bin start ms, generations)], bin width
+    ms, [(group, generations)] top 10).
 
     Bins have a round width (1 min, 5 min, 1 h, 1 day, ...) aligned on UTC, at
     most MAX_BINS of them.  Groups not in `live_groups` (deleted, or all their
     offsets gone) are left out."""
-    pairs = [(r["group"], r["timestamp"]) for r in gens.select("group", "timestamp").collect()]
     if live_groups is not None:
         pairs = [(g, t) for g, t in pairs if g in live_groups]
     if not pairs:
@@ -475,10 +514,11 @@ def attention_groups(status_rows: list[dict], most: int = 12) -> list[str]:
     return bad[:most] if bad else [r["group"] for r in groups[:4]]
 
 
-def write_report(out_dir: Path, events, obs: dict, status_rows: list[dict], gens,
+def write_report(out_dir: Path, buckets, obs: dict, status_rows: list[dict], gen_pairs,
                  summary: dict, as_of: int, span=None, live_ends: bool = False,
                  history=None) -> Path:
-    """span: (first, last) commit timestamp of the whole log, the lag plots' time range.
+    """buckets: the commits' lag_series input (spark_buckets / arrow_buckets); gen_pairs:
+    (group, timestamp) of each generation.  span: (first, last) commit timestamp of the whole log, the lag plots' time range.
 
     history: for log ends from a running server (one observation each), a
     function ({(topic, partition)}, [times]) -> {(topic, partition): [(end, time)]}
@@ -491,10 +531,10 @@ def write_report(out_dir: Path, events, obs: dict, status_rows: list[dict], gens
         tps = {(r["topic"], r["partition"]) for r in status_rows
                if r["scope"] == "partition" and r["group"] in wanted}
         obs = {**obs, **history(tps, bucket_times(span))}
-    lag = lag_series(events, obs, chosen, span)
+    lag = lag_series(buckets, obs, chosen, span)
     lag = {g: lag[g] for g in chosen if g in lag}
     live = {r["group"] for r in status_rows if r["scope"] == "group"}
-    page = render(summary, status_rows, lag, rebalance_series(gens, live), as_of, span, live_ends)
+    page = render(summary, status_rows, lag, rebalance_series(gen_pairs, live), as_of, span, live_ends)
     path = Path(out_dir) / "report.html"
     path.write_text(page)
     return path

@@ -1,10 +1,15 @@
 """Registry of APIs and cached generated codecs.
 
 Codecs are generated on first use of an (api, version) and cached, so
-start-up stays fast; `warm_up()` generates all of them ahead of time.
+start-up stays fast; `warm_up()` generates all of them ahead of time.  A
+compiled build (`make native`) brings the hot ones written ahead of time
+(codec_source.py, as _generated_codecs) and compiled: used only when that
+module runs compiled (as a .py it would be no faster, and could be stale).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from functools import lru_cache
 from typing import Callable
 
@@ -22,6 +27,18 @@ API_KEYS: dict[str, int] = {api.name: key for key, api in APIS.items()}  # "Join
 AUTH_OPS_NOT_REQUESTED = -(2**31)
 
 
+def _ahead_of_time() -> dict:
+    """(schema name, version) -> (strict encoder, bytes decoder), compiled."""
+    name = __package__ + "._generated_codecs"
+    spec = importlib.util.find_spec(name)
+    if spec is None or str(spec.origin).endswith(".py"):
+        return {}  # not built, KCOORD_PURE_PYTHON=1, or a build older than the sources
+    return importlib.import_module(name).CODECS
+
+
+_AHEAD = _ahead_of_time()
+
+
 @lru_cache(maxsize=None)
 def _codec(sch_name: str, key: int | None, is_request: bool, version: int):
     if key is None:
@@ -29,7 +46,7 @@ def _codec(sch_name: str, key: int | None, is_request: bool, version: int):
     else:
         api = APIS[key]
         sch = api.request if is_request else api.response
-    return build_codec(sch, version)
+    return build_codec(sch, version, _AHEAD.get((sch.name, version)))
 
 
 def request_codec(key: int, version: int) -> tuple[Callable, Callable]:

