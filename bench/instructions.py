@@ -76,7 +76,9 @@ def measure(row: str, mode: str, n: int) -> dict:
             one, two = _instructions(row, n), _instructions(row, 2 * n)
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"n": n, "ir_n": one, "ir_2n": two, "ir_per_request": (two - one) / n}
+    result = {"n": n, "ir_n": one, "ir_2n": two, "ir_per_request": (two - one) / n}
+    print(f"[bench]   {row} {mode}: {result}", flush=True)
+    return result
 
 
 def run(args) -> dict:
