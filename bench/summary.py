@@ -268,10 +268,13 @@ def _pipeline_rows() -> list[list]:
                     f"code {r.get('git', '?')}", goal, status, r.get("date", "-")])
         ratio = _stage_ratio(r)
         if ratio is not None and mode.startswith("local[2]"):  # issue 26
+            # judged in CPU-s when the run has them: others' load stretches walls unevenly
+            cpu = _cpu_value(r)
+            judged = cpu if cpu is not None else ratio
             out.append([f"pipeline {r['records']:,} records, {mode}: all tables / its own decode "
                         "stage", f"{ratio:.2f}x (load {r.get('load_start', '?')}){_cpu_ratio(r)}, "
-                        f"code {r.get('git', '?')}", "<= 2x", "met" if ratio <= 2 else "MISSED",
-                        r.get("date", "-")])
+                        f"code {r.get('git', '?')}", "<= 2x" + (" (in CPU-s)" if cpu else ""),
+                        "met" if judged <= 2 else "MISSED", r.get("date", "-")])
     for n in sorted({k[0] or 0 for k in latest}):
         wire, local = latest.get((n, "local[2] over the wire")), latest.get((n, "local[2]"))
         if wire and local and wire.get("pipeline_s") and local.get("pipeline_s") \
@@ -293,10 +296,15 @@ def _pipeline_rows() -> list[list]:
     return out
 
 
-def _cpu_ratio(run: dict) -> str:
-    """The same ratio in CPU-seconds of the process tree, when the run noted them."""
+def _cpu_value(run: dict) -> float | None:
+    """The stage ratio in CPU-seconds of the process tree, when the run noted them."""
     cpu = run.get("steps_cpu_s") or {}
-    return f"; in CPU-s {sum(cpu.values()) / cpu['decode']:.2f}x" if cpu.get("decode") else ""
+    return sum(cpu.values()) / cpu["decode"] if cpu.get("decode") else None
+
+
+def _cpu_ratio(run: dict) -> str:
+    cpu = _cpu_value(run)
+    return f"; in CPU-s {cpu:.2f}x" if cpu is not None else ""
 
 
 def _stage_ratio(run: dict) -> float | None:

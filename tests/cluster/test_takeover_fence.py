@@ -481,3 +481,43 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
                 break
         assert txn.core.txns["tx"].state == COMPLETE_ABORT, "the PrepareAbort never completed"
     run_txn(node, txn, scenario)
+
+
+def test_a_request_waiting_for_a_completion_answers_not_coordinator_once_unloaded(tmp_path):
+    """AddOffsetsToTxn right after a commit waits for that commit's markers;
+    the partition is unloaded meanwhile (a new leader elsewhere).  The answer
+    must be NOT_COORDINATOR (the client finds the new coordinator), not
+    INVALID_PRODUCER_ID_MAPPING because the unloaded core no longer knows the
+    producer: librdkafka aborts on that, the abort meets INVALID_TXN_STATE at
+    the new coordinator and the producer is fatal (a bounded fault run's
+    processor lost its producer this way with every lease churning)."""
+    node, txn, handlers = txn_node(tmp_path)
+    txn_log = txn.logs[0]
+
+    async def scenario():
+        node.state(ME, 1, 1)
+        node.manager.on_partition_state(
+            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 1))
+        txn.load(0, 1)
+        await txn.wait_loaded()
+        await settle()
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), {
+            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}), txn_log, 1, TXN_TOPIC)
+        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
+                "producer_epoch": got["producer_epoch"], "group_id": "g"}
+        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(ids_)),
+                               txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        # the commit is answered once PrepareCommit is durable; its marker to
+        # __consumer_offsets is not replicated (the peer never fetches it)
+        got = await replicated(node, handlers.end_txn(ctx(26, 3), dict(ids_, committed=True)),
+                               txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        waiting = asyncio.ensure_future(answer(handlers.add_offsets_to_txn(ctx(25, 3),
+                                                                           dict(ids_))))
+        await settle()
+        assert not waiting.done(), "AddOffsetsToTxn did not wait for the commit's markers"
+        assert txn.unload(0, 2)
+        assert (await waiting)["error_code"] == Err.NOT_COORDINATOR
+    run_txn(node, txn, scenario)

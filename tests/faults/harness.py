@@ -40,19 +40,36 @@ QUICK_SEQUENCE = PARTITIONS + ["loss", "pause-group-leader", "kill-power-cut", "
                                "etcd-pause"]
 
 
+# a quick run's holds: each fault outlasts the lease TTL (a cut from etcd or a pause
+# fences its node), and the next starts while the last one's recovery may still run
+QUICK_FAULT_S, QUICK_RECOVER_S = (2.5, 3.0), (1.5, 2.0)
+
+
 class Unavailable(Exception):
     """Namespaces (or etcd) cannot be had here; the reason says why."""
 
 
 def _healthy(cluster: FaultCluster, topics: list[str]) -> bool:
-    """Every node registered, and no partition of `topics` under-replicated."""
+    """Every node registered, and every one of `topics` there with no
+    partition under-replicated or leaderless."""
     for node_id in cluster.nodes:
         meta = metadata_of(cluster.addr(node_id))
         if len(meta["brokers"]) != 3:
             return False
-    meta = metadata_of(cluster.addr(1))
-    return all(len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] > 0
-               for t in meta["topics"] if t["name"] in topics for p in t["partitions"])
+    meta = metadata_of(cluster.addr(1), topics)
+    return len(meta["topics"]) == len(topics) and all(
+        t["error_code"] == 0 and t["partitions"] and all(
+            len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] > 0
+            for p in t["partitions"])
+        for t in meta["topics"])
+
+
+def internal_topics(workloads) -> list[str]:
+    """The coordinators' topics the workloads use: in sync too before the
+    cluster counts as recovered (a sole in-sync replica of __transaction_state
+    whose lease keeps expiring stalls every transaction it coordinates)."""
+    return ["__consumer_offsets"] + (["__transaction_state"] if "txn" in workloads else []) + (
+        ["__share_group_state"] if "share" in workloads else [])
 
 
 # the operations that show a workload made progress
@@ -111,6 +128,7 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
 
 
 def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
+    t_setup = time.monotonic()
     from . import queue as queue_mod
     from . import share as share_mod
     from . import txn as txn_mod
@@ -149,8 +167,8 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     try:
         time.sleep(3.0)  # a calm start: every workload under way before the first fault
         if quick:
-            nemesis.run([], time.monotonic() + 900, stop, fault_s=(3.5, 4.5),
-                        recover_s=(2.5, 3.5), sequence=list(QUICK_SEQUENCE))
+            nemesis.run([], time.monotonic() + 900, stop, fault_s=QUICK_FAULT_S,
+                        recover_s=QUICK_RECOVER_S, sequence=list(QUICK_SEQUENCE))
         else:
             nemesis.run(MIXES[mix], time.monotonic() + minutes * 60, stop)
     finally:
@@ -160,10 +178,12 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     log("faults: every fault healed; waiting for the cluster to be in sync")
     recovered = True
     try:
-        until(lambda: _healthy(cluster, topics), "in sync after healing", 90)
+        until(lambda: _healthy(cluster, topics + internal_topics(workloads)),
+              "in sync after healing", 90)
     except TimeoutError:
         recovered = False
         log("faults: the cluster did not get back in sync within 90 s")
+    t_synced = time.monotonic()
     etcd_stalls = etcd_disk_stalls(cluster.root / "etcd.log", healed_wall,
                                    cluster.ttl_ms / 1000)
     progress_s = _await_progress(history, runners, PROGRESS_WAIT_S, log)
@@ -171,11 +191,16 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     log("faults: stopping the workloads; final reads")
     t_stop = time.monotonic()  # the register stops committing here: no gap is counted past it
     unread = {}
+    joined: dict[str, float] = {}
     for w in runners:
+        w.stop.set()  # every workload winds down at once, then each is joined
+    for w in runners:
+        name = getattr(w, "name", "register")
         try:
             w.join()
         except (TimeoutError, OSError, ConnectionError, KeyError, AssertionError) as exc:
-            unread[getattr(w, "name", "register")] = f"{type(exc).__name__}: {exc}"
+            unread[name] = f"{type(exc).__name__}: {exc}"
+        joined[name] = round(time.monotonic() - t_stop, 1)
     t_end = time.monotonic()
     read = final_reads(history, addrs, register.groups)
     if read < len(register.groups):
@@ -194,6 +219,7 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
             "no-final-read"] = {"count": 1, "examples": [why]}
     log("faults: checked; stopping the nodes gracefully")
     sizes = {i: (cluster.root / f"node-{i}.log").stat().st_size for i in cluster.nodes}
+    t_checked = time.monotonic()
     codes = cluster.stop()
     stop_problems = _stop_problems(cluster, sizes)
     out = summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed, t_end,
@@ -204,6 +230,12 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
     out["lease_churn"] = lease_churn(cluster.root, list(cluster.nodes), out["faults"],
                                      lambda t: t + wall, t_healed)
     out["progress_wait_s"] = progress_s
+    # where a run's time goes (the suite's bounded run has a budget)
+    marks = [("setup", t_setup, t_start), ("faults", t_start, t_healed),
+             ("sync", t_healed, t_synced), ("progress", t_synced, t_stop),
+             ("stop-and-read", t_stop, t_checked), ("graceful-stop", t_checked, time.monotonic())]
+    out["phases_s"] = {name: round(b - a, 1) for name, a, b in marks}
+    out["joined_after_s"] = joined
     return out
 
 
@@ -288,6 +320,7 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
         "recovered": recovered,
         # librdkafka processors stuck past their calls' timeouts, fenced for the final reads
         "client_stuck": results.get("transactions", {}).get("stuck_in_client", []),
+        "client_replaced": results.get("transactions", {}).get("replaced_in_client", []),
         "stop_exit_codes": codes,
         "stop_problems": stop_problems,
     }

@@ -6,6 +6,7 @@ traceback) before it listens.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,21 @@ def cli(tmp_path):
         proc.stop()
 
 
+@pytest.fixture(scope="module")
+def set_server(tmp_path_factory):
+    """One server for the read-only --set checks: each reads only its own key's effect
+    (num.partitions set twice, node.id and advertised.listeners, message.max.bytes,
+    an unknown key)."""
+    server = CliServer(tmp_path_factory.mktemp("set") / "data", [
+        "--set", "num.partitions=2", "--set", "node.id=7",
+        "--set", "advertised.listeners=PLAINTEXT://kcoord.example:19093",
+        "--set", "message.max.bytes=2000", "--set", "some.future.setting=1",
+        "--set", "num.partitions=4"])
+    server.start()
+    yield server
+    server.stop()
+
+
 def write_properties(tmp_path: Path, text: str) -> str:
     path = tmp_path / "server.properties"
     path.write_text(text)
@@ -102,9 +118,8 @@ def test_set_overrides_config_file(cli, tmp_path):
         assert metadata(c, None)["cluster_id"] == "from-set"
 
 
-def test_last_set_wins(cli):
-    server = cli("--set", "num.partitions=2", "--set", "num.partitions=4")
-    assert auto_created_partitions(server, "auto-made") == 4
+def test_last_set_wins(set_server):
+    assert auto_created_partitions(set_server, "auto-made-last-set") == 4
 
 
 def test_default_num_partitions_is_one(cli):
@@ -119,11 +134,9 @@ def test_auto_create_off_from_config_file(cli, tmp_path):
         assert t["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_node_id_and_advertised_listener(cli):
-    server = cli("--set", "node.id=7", "--set",
-                 "advertised.listeners=PLAINTEXT://kcoord.example:19093")
-    with WireClient(server.port) as c:
-        response = metadata(c, ["auto-made"])
+def test_node_id_and_advertised_listener(set_server):
+    with WireClient(set_server.port) as c:
+        response = metadata(c, ["auto-made-node-id"])
         assert [(b["node_id"], b["host"], b["port"]) for b in response["brokers"]] == \
             [(7, "kcoord.example", 19093)]
         assert response["controller_id"] == 7
@@ -142,49 +155,64 @@ def test_log_segment_bytes_from_config_file(cli, tmp_path):
     assert len(segments) >= 3, segments
 
 
-def test_message_max_bytes_from_set(cli):
-    server = cli("--set", "message.max.bytes=2000")
-    with WireClient(server.port) as c:
+def test_message_max_bytes_from_set(set_server):
+    with WireClient(set_server.port) as c:
         assert create_topic(c, "limited", 1)["error_code"] == 0
         big = build_batch([(b"k", bytes(3000), [], None)], base_timestamp=0)
         assert produce(c, "limited", 0, big)["error_code"] == Err.MESSAGE_TOO_LARGE
 
 
-def test_unknown_key_is_kept_and_logged(cli):
-    server = cli("--set", "some.future.setting=1")
-    wait_for_log(server, "some.future.setting")
-    with WireClient(server.port) as c:
+def test_unknown_key_is_kept_and_logged(set_server):
+    wait_for_log(set_server, "some.future.setting")
+    with WireClient(set_server.port) as c:
         assert c.api_versions()["error_code"] == 0
 
 
 # --------------------------------------------------------------- bad values
-def run_failing(tmp_path: Path, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
-    """Run `kcoord serve` expecting it to exit on its own; fail if it starts listening."""
-    cmd = [sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
-           "--data-dir", str(tmp_path / "data"), *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
+# Every refused start-up below runs in ONE child interpreter (a `kcoord serve`
+# process start costs about as much as the check itself): the child calls the
+# command's entry point once per case with that case's stderr and exit status
+# kept apart, and stops the batch if a case ever gets as far as listening.
+BATCH = r"""
+import io, json, os, sys, traceback
+from kcoord.cli import main
 
-    def pump():
-        for line in proc.stderr:
-            lines.append(line)
+cases, results, current = json.load(sys.stdin), {}, [None]
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + timeout
+class PerCaseStderr(io.TextIOBase):
+    def write(self, text):
+        results[current[0]]["stderr"] += text
+        if "listening on" in text:  # a bad value was accepted: report it, stop here
+            results[current[0]]["started"] = True
+            sys.__stdout__.write(json.dumps(results))
+            sys.__stdout__.flush()
+            os._exit(0)
+        return len(text)
+
+sys.stderr = PerCaseStderr()
+for case, args in cases:
+    current[0] = case
+    results[case] = {"stderr": "", "returncode": None, "started": False}
     try:
-        while proc.poll() is None:
-            if any("listening on" in line for line in lines):
-                raise AssertionError(f"kcoord serve {' '.join(args)} started:\n{''.join(lines)}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"kcoord serve {' '.join(args)} neither exited nor listened")
-            time.sleep(0.05)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        reader.join(10)
-    return subprocess.CompletedProcess(cmd, proc.returncode, proc.stdout.read(), "".join(lines))
+        code = main(["serve", *args])
+    except SystemExit as exc:  # argparse
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    results[case]["returncode"] = code
+sys.__stdout__.write(json.dumps(results))
+"""
+
+
+def run_failing_batch(cases: dict[str, list[str]], data_root: Path) -> dict:
+    """{case: [args]} -> {case: {returncode, stderr, started}}, each case on its own data dir."""
+    jobs = [(case, ["--listen", "127.0.0.1:0", "--data-dir", str(data_root / f"data-{n}"), *args])
+            for n, (case, args) in enumerate(sorted(cases.items()))]
+    proc = subprocess.run([sys.executable, "-c", BATCH], input=json.dumps(jobs),
+                          capture_output=True, text=True, timeout=60 + 10 * len(jobs))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return json.loads(proc.stdout)
 
 
 BAD_SET = {
@@ -193,56 +221,11 @@ BAD_SET = {
     "no-equals": (["--set", "num.partitions"], "num.partitions"),
     "float-for-int": (["--set", "socket.request.max.bytes=1.5"], "1.5"),
 }
-
-
-@pytest.mark.parametrize("case", sorted(BAD_SET))
-def test_bad_set_value_exits_with_message(tmp_path, case):
-    args, shown = BAD_SET[case]
-    result = run_failing(tmp_path, *args)
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    assert shown in result.stderr, result.stderr
-
-
-@pytest.mark.parametrize("case", ["bad-line", "bad-value", "missing-file"])
-def test_bad_config_file_exits_with_message(tmp_path, case):
-    if case == "missing-file":
-        path, shown = str(tmp_path / "nope.properties"), "nope.properties"
-    elif case == "bad-line":
-        path, shown = write_properties(tmp_path, "num.partitions=2\nthis line has no separator\n"), \
-            "this line has no separator"
-    else:
-        path, shown = write_properties(tmp_path, "num.partitions=two\n"), "two"
-    result = run_failing(tmp_path, "--config", path)
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    assert shown in result.stderr, result.stderr
-
-
-@pytest.mark.parametrize("key,value", [("num.partitions", "abc"),
-                                       ("auto.create.topics.enable", "maybe"),
-                                       ("log.segment.bytes", "1e9")])
-def test_bad_value_message_names_the_key(tmp_path, key, value):
-    """With several --set options, the message must say which one is wrong."""
-    result = run_failing(tmp_path, "--set", "cluster.id=x", "--set", f"{key}={value}",
-                         "--set", "node.id=0")
-    assert result.returncode != 0
-    assert key in result.stderr and value in result.stderr, result.stderr
-
-
-@pytest.mark.parametrize("key,value", [("num.partitions", "0"),
-                                       ("socket.request.max.bytes", "-5"),
-                                       ("log.segment.bytes", "0")])
-def test_out_of_range_value_is_refused(tmp_path, key, value):
-    """Kafka refuses these at startup (num.partitions and socket.request.max.bytes
-    at least 1, log.segment.bytes at least 14); a server that starts with them
-    cannot create topics or read any request."""
-    result = run_failing(tmp_path, "--set", f"{key}={value}")
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    assert key in result.stderr, result.stderr
-
-
+BAD_FILE = ["bad-line", "bad-value", "missing-file"]
+NAMED_KEY = [("num.partitions", "abc"), ("auto.create.topics.enable", "maybe"),
+             ("log.segment.bytes", "1e9")]
+OUT_OF_RANGE = [("num.partitions", "0"), ("socket.request.max.bytes", "-5"),
+                ("log.segment.bytes", "0")]
 # Relations Kafka's GroupCoordinatorConfig checks at start-up; the message names the key.
 INCONSISTENT = [
     (["group.consumer.heartbeat.interval.ms=45000"], "group.consumer.heartbeat.interval.ms"),
@@ -257,13 +240,94 @@ INCONSISTENT = [
 ]
 
 
+def bad_config_file(root: Path, case: str) -> tuple[str, str]:
+    """(path, the text the message must show) for one bad --config case."""
+    if case == "missing-file":
+        return str(root / "nope.properties"), "nope.properties"
+    text, shown = {"bad-line": ("num.partitions=2\nthis line has no separator\n",
+                                "this line has no separator"),
+                   "bad-value": ("num.partitions=two\n", "two")}[case]
+    path = root / f"{case}.properties"
+    path.write_text(text)
+    return str(path), shown
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """Every bad-value case of this module, run in one batch: {case id: result}."""
+    root = tmp_path_factory.mktemp("refused")
+    cases = {f"set:{c}": args for c, (args, _) in BAD_SET.items()}
+    cases.update({f"file:{c}": ["--config", bad_config_file(root, c)[0]] for c in BAD_FILE})
+    cases.update({f"named:{k}": ["--set", "cluster.id=x", "--set", f"{k}={v}", "--set", "node.id=0"]
+                  for k, v in NAMED_KEY})
+    cases.update({f"range:{k}": ["--set", f"{k}={v}"] for k, v in OUT_OF_RANGE})
+    cases.update({f"group:{key}": [a for pair in pairs for a in ("--set", pair)]
+                  for pairs, key in INCONSISTENT})
+    return root, run_failing_batch(cases, root)
+
+
+def refused_case(refused, case: str) -> dict:
+    result = refused[1].get(case)
+    assert result is not None, f"{case} did not run: an earlier case started the server"
+    assert not result["started"], f"kcoord serve started with {case}:\n{result['stderr']}"
+    return result
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SET))
+def test_bad_set_value_exits_with_message(refused, case):
+    _, shown = BAD_SET[case]
+    result = refused_case(refused, f"set:{case}")
+    assert result["returncode"] != 0
+    assert "Traceback" not in result["stderr"], result["stderr"]
+    assert shown in result["stderr"], result["stderr"]
+
+
+@pytest.mark.parametrize("case", BAD_FILE)
+def test_bad_config_file_exits_with_message(refused, case):
+    _, shown = bad_config_file(refused[0], case)
+    result = refused_case(refused, f"file:{case}")
+    assert result["returncode"] != 0
+    assert "Traceback" not in result["stderr"], result["stderr"]
+    assert shown in result["stderr"], result["stderr"]
+
+
+@pytest.mark.parametrize("key,value", NAMED_KEY)
+def test_bad_value_message_names_the_key(refused, key, value):
+    """With several --set options, the message must say which one is wrong."""
+    result = refused_case(refused, f"named:{key}")
+    assert result["returncode"] != 0
+    assert key in result["stderr"] and value in result["stderr"], result["stderr"]
+
+
+@pytest.mark.parametrize("key,value", OUT_OF_RANGE)
+def test_out_of_range_value_is_refused(refused, key, value):
+    """Kafka refuses these at startup (num.partitions and socket.request.max.bytes
+    at least 1, log.segment.bytes at least 14); a server that starts with them
+    cannot create topics or read any request."""
+    result = refused_case(refused, f"range:{key}")
+    assert result["returncode"] != 0
+    assert "Traceback" not in result["stderr"], result["stderr"]
+    assert key in result["stderr"] and value in result["stderr"], result["stderr"]
+
+
 @pytest.mark.parametrize("pairs,key", INCONSISTENT, ids=[k for _, k in INCONSISTENT])
-def test_inconsistent_group_configs_are_refused(tmp_path, pairs, key):
-    args = [a for pair in pairs for a in ("--set", pair)]
-    result = run_failing(tmp_path, *args)
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    assert key in result.stderr, result.stderr
+def test_inconsistent_group_configs_are_refused(refused, pairs, key):
+    result = refused_case(refused, f"group:{key}")
+    assert result["returncode"] != 0
+    assert "Traceback" not in result["stderr"], result["stderr"]
+    assert key in result["stderr"], result["stderr"]
+
+
+def test_one_refused_start_in_its_own_process(tmp_path):
+    """The batch above calls the entry point; this checks the real process agrees:
+    `kcoord serve` with a bad value exits non-zero with one line on stderr, not listening."""
+    proc = subprocess.run([sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
+                           "--data-dir", str(tmp_path / "data"), "--set", "num.partitions=abc"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert "num.partitions" in proc.stderr and "abc" in proc.stderr
+    assert "listening on" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_consistent_group_configs_start(tmp_path):
