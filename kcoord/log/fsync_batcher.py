@@ -9,11 +9,14 @@ Two ways in:
   `__share_group_state`).  A round starts once the loop has run the work
   already queued on it (every
   request read in that iteration has appended), with no linger on an idle
-  path; its logs are fsynced in worker threads while the loop serves, and
-  at most one round is under way: whatever asks meanwhile joins the next
-  one, which starts as soon as it is done (group commit: under load many
-  writes share one fsync per log).  The futures of a round are released
-  together.
+  path; its logs are fsynced in worker threads while the loop serves.  At
+  most one round is under way per log, not per node: a log whose fsync is
+  under way makes whoever asks for it meanwhile join its next round, which
+  starts as soon as that fsync is done (group commit: under load many
+  writes share one fsync per log), while a log with no fsync under way
+  starts at once (a leader's write never waits behind the same node's
+  follower fsync of another log).  An ask is released once each of its
+  logs has been fsynced by a round started after it.
 - `sync_in_threads(logs, done)`: each log fsynced in a worker thread, all
   at once, off the loop: concurrent fsyncs of different files overlap (the
   filesystem merges them into few journal commits), so a round of many
@@ -33,16 +36,35 @@ from typing import Callable
 log = logging.getLogger("kcoord.fsync")
 
 
+class _Waiter:
+    """One ask: its logs not yet fsynced by a round started after it
+    (`pending`), those of them no round has taken yet (`unstarted`), and
+    the errors of its logs' failed fsyncs."""
+
+    __slots__ = ("callback", "pending", "unstarted", "failed")
+
+    def __init__(self, callback: Callable[[dict], None], ids: set) -> None:
+        self.callback = callback
+        self.pending = ids
+        self.unstarted = set(ids)
+        self.failed: dict = {}
+
+
 class FsyncBatcher:
     def __init__(self, linger_ms: float = 0.0, threads: int = 16) -> None:
         self.linger = linger_ms / 1000.0
         self.threads = threads
-        self._dirty: dict[int, object] = {}
-        self._callbacks: list = []  # of the next round: callback(failed: id(log) -> error)
+        self._dirty: dict[int, object] = {}     # asked for, not yet in a round started since
+        self._waiting: list[_Waiter] = []       # asks with logs no round has taken yet
+        self._busy: set[int] = set()            # logs whose fsync is under way
         self._scheduled = False
-        self._in_flight = False  # a round's fsyncs are under way in worker threads
         self._executor: ThreadPoolExecutor | None = None
         self.closed = False
+
+    @property
+    def in_flight(self) -> bool:
+        """Is any log's fsync under way?"""
+        return bool(self._busy)
 
     # ------------------------------------------------ adaptive rounds
     def sync(self, logs) -> asyncio.Future:
@@ -66,19 +88,18 @@ class FsyncBatcher:
     def sync_then(self, logs: list, done: Callable[[list], None]) -> None:
         """`done(errors)` on the loop once `logs` are on disk: errors[i] None
         or what flushing logs[i] raised.  The caller (a coordinator's group
-        commit) has coalesced its writes already: with no round under way
-        its round starts now, not one loop iteration later (under load an
+        commit) has coalesced its writes already: its logs with no fsync
+        under way start now, not one loop iteration later (under load an
         iteration serves many requests: waiting for it halved the rounds);
-        with one under way it joins the next, shared with everyone's."""
+        a log with one under way joins its next, shared with everyone's."""
         self._join(logs, lambda failed: done([failed.get(id(p)) for p in logs]))
-        if not self._in_flight:
-            self._run()
+        self._run()
 
     def _join(self, logs, callback: Callable[[dict], None]) -> None:
         for plog in logs:
             self._dirty[id(plog)] = plog
-        self._callbacks.append(callback)
-        if not self._scheduled and not self._in_flight:
+        self._waiting.append(_Waiter(callback, {id(p) for p in logs}))
+        if not self._scheduled:
             self._scheduled = True
             loop = asyncio.get_running_loop()
             if self.linger > 0:
@@ -87,19 +108,33 @@ class FsyncBatcher:
                 loop.call_soon(self._run)   # behind the work already queued: the queue drained
 
     def _run(self) -> None:
+        """Start a round of every asked-for log with no fsync under way (a
+        log's own rounds never overlap: each round of it covers whatever was
+        asked during the one before, so many writes share one fsync)."""
         self._scheduled = False
-        if self._in_flight:
+        start = [p for i, p in self._dirty.items() if i not in self._busy]
+        ids = {id(p) for p in start}
+        taken, still, ready = [], [], []
+        for w in self._waiting:
+            mine = w.unstarted & ids
+            if mine:
+                w.unstarted -= mine
+                taken.append((w, mine))
+            if w.unstarted:
+                still.append(w)
+            elif not w.pending:
+                ready.append(w)     # asked with no logs: nothing to wait for
+        self._waiting = still
+        self._release(ready)
+        if not start:
             return
-        dirty, callbacks = list(self._dirty.values()), self._callbacks
-        self._dirty, self._callbacks = {}, []
-        if not dirty:
-            self._release(callbacks, dirty, [])
-            return
+        for i in ids:
+            del self._dirty[i]
         if self.closed:  # stopping: no worker threads any more, fsync right here
-            self._release(callbacks, dirty, self._flush_here(dirty))
+            self._round_done(ids, taken, start, self._flush_here(start))
             return
-        self._in_flight = True
-        self.sync_in_threads(dirty, lambda errors: self._round_done(callbacks, dirty, errors))
+        self._busy |= ids
+        self.sync_in_threads(start, lambda errors: self._round_done(ids, taken, start, errors))
 
     @staticmethod
     def _flush_here(logs: list) -> list:
@@ -111,20 +146,27 @@ class FsyncBatcher:
                 errors[i] = exc
         return errors
 
-    def _round_done(self, callbacks: list, logs: list, errors: list) -> None:
-        self._in_flight = False
-        if self._callbacks and not self._scheduled:
-            self._run()     # what asked meanwhile has waited long enough: its fsyncs start now
-        self._release(callbacks, logs, errors)
-
-    @staticmethod
-    def _release(callbacks: list, logs: list, errors: list) -> None:
+    def _round_done(self, ids: set, taken: list, logs: list, errors: list) -> None:
+        self._busy -= ids
         failed = {id(plog): e for plog, e in zip(logs, errors) if e is not None}
         for error in failed.values():
             log.error("fsync failed: %r", error)
-        for callback in callbacks:
+        if any(i not in self._busy for i in self._dirty):
+            self._run()     # what asked meanwhile has waited long enough: its fsyncs start now
+        done = []
+        for w, mine in taken:
+            w.pending -= mine
+            for i in mine & failed.keys():
+                w.failed[i] = failed[i]
+            if not w.pending:
+                done.append(w)
+        self._release(done)
+
+    @staticmethod
+    def _release(waiters: list) -> None:
+        for w in waiters:
             try:
-                callback(failed)
+                w.callback(w.failed)
             except Exception:  # one writer's failure leaves the others answered
                 log.exception("an fsync round's callback failed")
 

@@ -320,6 +320,7 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
         "recovered": recovered,
         # librdkafka processors stuck past their calls' timeouts, fenced for the final reads
         "client_stuck": results.get("transactions", {}).get("stuck_in_client", []),
+        "client_replaced": results.get("transactions", {}).get("replaced_in_client", []),
         "stop_exit_codes": codes,
         "stop_problems": stop_problems,
     }

@@ -54,7 +54,12 @@ def quick_run(tmp_path_factory):
     if proc.returncode == 2:
         pytest.skip(f"fault harness: {text.strip().splitlines()[-1]}")
     assert proc.returncode == 0, text[-5000:]
-    return json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    # where the run's time went, and what each workload did (shown with -s)
+    print("fault run:", json.dumps({k: result.get(k) for k in (
+        "phases_s", "joined_after_s", "progress_wait_s", "recovered", "operations",
+        "client_stuck", "client_replaced")}))
+    return result
 
 
 def test_every_partition_kind_was_injected_and_healed(quick_run):
@@ -78,19 +83,19 @@ def test_the_checkers_find_no_anomaly(quick_run):
 
 
 def test_every_workload_made_progress(quick_run):
+    """Each checker judges a history with real progress: every workload has
+    successful operations.  Strict again for the transactions (issue 23):
+    the harness waits (bounded) after the sync for a workload with none yet,
+    replaces a processor stuck in librdkafka (issues 5456/5511) mid-run, and
+    the INVALID_PRODUCER_ID_MAPPING after an unload and seed 117's
+    unfinished Prepare* are fixed.  Still possible: __transaction_state kept
+    offline by a sole in-sync replica whose lease keeps expiring (lease churn
+    on an overloaded host), which the message shows."""
     ops = quick_run["operations"]
-    for f in ("write", "read", "produce", "consume", "commit"):
-        assert ops.get(f, {}).get("ok", 0) > 0, (f, ops)
-    stalled = [f for f in ("txn", "txn-read") if not ops.get(f, {}).get("ok", 0)]
-    if stalled:
-        # open (issue 23): the harness already waited (bounded) after the sync for it.
-        # Replays showed two causes: the transactions' coordinator partitions kept
-        # offline by a sole in-sync replica whose lease keeps expiring (slow recovery,
-        # lease churn), and processors stuck in librdkafka's send_offsets_to_transaction
-        # (issues 5456/5511); seed 117's unfinished Prepare* was a third (fixed)
-        pytest.xfail(f"the transactions workload made no progress ({stalled}, waited "
-                     f"{quick_run.get('progress_wait_s')} s after the sync): open, see "
-                     "bench/results/faults.md")
+    for f in ("write", "read", "produce", "consume", "commit", "txn", "txn-read"):
+        assert ops.get(f, {}).get("ok", 0) > 0, (
+            f, ops, f"waited {quick_run.get('progress_wait_s')} s after the sync",
+            quick_run.get("lease_churn"), quick_run.get("client_replaced"))
 
 
 def test_a_graceful_stop_after_the_faults_is_clean(quick_run):

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 from .checkers import check_transactions
 from .cluster import join_threads, start_threads
@@ -46,20 +47,47 @@ class TxnWorkload:
         self.final_committed: dict[int, int] = {}
         self.join_phases: dict[str, float] = {}  # seconds into join() each step ended
         self.stuck_fenced: list[str] = []  # where fenced processors were stuck
-        self._call_deadlines: dict[str, float] = {}  # a processor's call: its end + OVERDUE_S
+        self.replaced: list[str] = []      # where processors stuck mid-run were replaced
+        self.processors: dict[str, threading.Thread] = {}  # the current one per id
+        self._generation: dict[str, int] = {}
+        self._consumers: dict[str, Any] = {}  # each processor's current consumer
+        self._call_deadlines: dict[tuple[str, int], float] = {}  # a call's end + OVERDUE_S
 
     def start(self) -> None:
-        targets = [(self._feeder, ()), (self._reader, ())] + [
-            (self._processor, (tid,)) for tid in TXN_IDS]
-        self.threads = start_threads(targets)
+        self.threads = start_threads([(self._feeder, ()), (self._reader, ()),
+                                      (self._watchdog, ())])
+        for tid in TXN_IDS:
+            self._start_processor(tid)
+
+    def _start_processor(self, tid: str) -> None:
+        gen = self._generation[tid] = self._generation.get(tid, -1) + 1
+        self.processors[tid] = start_threads([(self._processor, (tid, gen))])[0]
+
+    def _watchdog(self) -> None:
+        """A processor stuck in a librdkafka call past its own timeout (issues
+        5456, 5511) is replaced, as an application's watchdog would: the new
+        producer's init_transactions fences the stuck one (its open transaction
+        aborted), its consumer is closed so the group hands its partitions on."""
+        while not self.stop.wait(1.0):
+            for tid in TXN_IDS:
+                if not self._overdue(tid):
+                    continue
+                self.replaced.append(_where(self.processors[tid]))
+                stuck = self._consumers.pop(tid, None)
+                self._start_processor(tid)
+                if stuck is not None:
+                    try:
+                        stuck.close()
+                    except Exception:  # already closed: nothing to hand on
+                        pass
 
     def join(self, timeout: float = 75.0) -> None:
         # a transaction under way may take its calls' bounds: 10 + 3 x 10 + 10 s;
         # a processor whose call outlived its own timeout by OVERDUE_S is stuck
         # in librdkafka: it is fenced at once instead of waited for
         t0 = time.monotonic()
-        join_threads(self.threads[:2], self.stop, timeout)
-        processors = dict(zip(TXN_IDS, self.threads[2:]))
+        join_threads(self.threads, self.stop, timeout)
+        processors = dict(self.processors)
         while time.monotonic() < t0 + timeout and not all(
                 self._overdue(tid) for tid, t in processors.items() if t.is_alive()):
             time.sleep(0.2)
@@ -83,21 +111,27 @@ class TxnWorkload:
         self.join_phases["final-read"] = round(time.monotonic() - t0, 1)
 
     def _call(self, tid: str, timeout_s: float, fn, *args):
-        """A blocking transactional call of `tid`'s processor, its deadline known to join."""
-        self._call_deadlines[tid] = time.monotonic() + timeout_s + OVERDUE_S
+        """A blocking transactional call of `tid`'s processor, its deadline known
+        to the watchdog and to join."""
+        key = (tid, self._generation[tid])
+        self._call_deadlines[key] = time.monotonic() + timeout_s + OVERDUE_S
         try:
             return fn(*args)
         finally:
-            self._call_deadlines.pop(tid, None)
+            self._call_deadlines.pop(key, None)
 
     def _overdue(self, tid: str) -> bool:
-        deadline = self._call_deadlines.get(tid)
+        """`tid`'s current processor is in a call past its timeout + OVERDUE_S."""
+        deadline = self._call_deadlines.get((tid, self._generation[tid]))
         return deadline is not None and time.monotonic() > deadline
 
     def check(self, ops) -> dict:
         mine = [op for op in ops if op.f in ("txn", "txn-read")]
         result = check_transactions(mine, self.final_output, self.final_committed)
         result["join_phases_s"] = self.join_phases
+        if self.replaced:  # the client's too (see _watchdog)
+            result["counts"]["processor stuck in librdkafka, replaced"] = len(self.replaced)
+            result["replaced_in_client"] = self.replaced
         if self.stuck_fenced:  # the client's, counted apart (see join)
             result["counts"]["processor stuck in librdkafka, fenced"] = len(self.stuck_fenced)
             result["stuck_in_client"] = self.stuck_fenced
@@ -147,21 +181,26 @@ class TxnWorkload:
         producer.flush(30)
 
     # ------------------------------------------------------------ processors
-    def _processor(self, tid: str) -> None:
+    def _processor(self, tid: str, gen: int) -> None:
         from confluent_kafka import Consumer, KafkaException, Producer
         h = self.history
+
+        def current() -> bool:  # not replaced by the watchdog, not told to stop
+            return self._generation[tid] == gen and not self.stop.is_set()
+
         def new_consumer():
             c = Consumer(self._config(**{
                 "group.id": GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed", "session.timeout.ms": 10000,
                 "heartbeat.interval.ms": 1000}))
             c.subscribe([IN_TOPIC])
+            self._consumers[tid] = c
             return c
         consumer = new_consumer()
 
         def new_producer():
             p = Producer(self._txn_config(tid))
-            while not self.stop.is_set():
+            while current():
                 try:
                     p.init_transactions(20)
                     return p
@@ -171,17 +210,19 @@ class TxnWorkload:
         producer = new_producer()
         seq = 0
         try:
-            while producer is not None and not self.stop.is_set():
+            while producer is not None and current():
                 msgs = [m for m in consumer.consume(num_messages=20, timeout=0.5)
                         if m.error() is None]
                 if not msgs:
                     continue
                 seq += 1
                 values = [f"{m.partition()}:{m.offset()}:{tid}.{seq}" for m in msgs]
-                op = h.invoke(tid, "txn", None, values,
+                op = h.invoke(tid if gen == 0 else f"{tid}/{gen}", "txn", None, values,
                               inputs=[[m.partition(), m.offset()] for m in msgs])
                 outcome = self._one_transaction(tid, producer, consumer, msgs, values)
                 h.complete(op, outcome[0], error=outcome[1])
+                if not current():
+                    break
                 if outcome[0] != OK and not _rewind(consumer):
                     consumer.close()
                     consumer = new_consumer()

@@ -5,6 +5,7 @@ the next one; a failed fsync fails that shard's writes and reloads it."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -36,12 +37,17 @@ class FlakyLog:
 
     def __init__(self, plog: PartitionLog) -> None:
         self.plog, self.fail, self.flushes = plog, False, 0
+        self.gate: threading.Event | None = None  # set: flush waits for it
+        self.flushed_ends: list[int] = []
 
     def __getattr__(self, name):
         return getattr(self.plog, name)
 
     def flush(self) -> None:
         self.flushes += 1
+        if self.gate is not None:
+            assert self.gate.wait(60), "the test never opened the gate"
+        self.flushed_ends.append(self.plog.log_end_offset)
         if self.fail:
             raise OSError("fsync failed (test)")
         self.plog.flush()
@@ -91,15 +97,22 @@ def test_writes_during_a_round_join_the_next(shards):
 
     async def main():
         await load(runtimes)
+        logs[0].gate = gate = threading.Event()  # holds the first round's fsync
         first = runtimes[0].write_records([commit("g", 0, 1)], 1)
         await asyncio.sleep(0)  # the round has started: its fsync is under way
         assert commit_.rounds == 1 and not first.done()
         second = runtimes[0].write_records([commit("g", 0, 2)], 2)
         third = runtimes[1].write_records([commit("h", 0, 3)], 3)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        # nothing of the writes made during the round reached a log or a reply
+        assert (logs[0].log_end_offset, logs[1].log_end_offset) == (1, 0)
+        assert not (first.done() or second.done() or third.done())
+        gate.set()
         assert await first == 1
-        assert not second.done()  # its round starts once the first one is durable
         assert (await second, await third) == (2, 3)
         assert commit_.rounds == 2
+        assert logs[0].flushed_ends == [1, 2]  # the second write had a round of its own
 
     asyncio.run(main())
     assert logged(logs[0].plog) == [("g", 0, 1), ("g", 0, 2)]
