@@ -100,6 +100,24 @@ def rows() -> list[list]:
     out.extend(_assignor_rows())
     out.extend(_pipeline_rows())
     out.extend(_compiled_rows())
+    out.extend(_instruction_rows())
+    return out
+
+
+def _instruction_rows() -> list[list]:
+    """Issue 26: server instructions per request (callgrind), compiled beside pure."""
+    res = _load("instructions")
+    if not res:
+        return []
+    out = []
+    for row, by_mode in res["results"].items():
+        c = by_mode.get("compiled", {}).get("ir_per_request")
+        p = by_mode.get("pure", {}).get("ir_per_request")
+        if c is None or p is None:
+            continue
+        out.append([f"{row} server instructions/request, compiled vs pure Python (issue 26)",
+                    f"compiled {_fmt(c, digits=0)} vs pure {_fmt(p, digits=0)} ({c / p:.2f}x)",
+                    "-", "-", res["machine"]["date"]])
     return out
 
 
