@@ -47,6 +47,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--connections", type=int, help="connections (apiversions 4, offset_commit 100)")
     g.add_argument("--depth", type=int, help="requests in flight per connection")
     g.add_argument("--seconds", type=float, help="time limit per measured run")
+    g = p.add_argument_group("instructions")
+    g.add_argument("--rows", help="its rows, comma-separated (default: all)")
     g = p.add_argument_group("produce_fetch")
     g.add_argument("--mb", type=int, help="MiB of 1 KiB records produced per run (default 256)")
     g = p.add_argument_group("load")

@@ -295,7 +295,7 @@ class Setup:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Pipelines, api_versions, frame, percentile, proc_times
+    from .loadgen import Pipelines, api_versions, frame, measure_hook, percentile, proc_times
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -357,12 +357,14 @@ async def generator(spec: dict) -> dict:
     warm = await phase(spec["warmup"], spec["seconds"], False)
     pipes.reset_stats()
     pid = spec["pid"]
+    measure_hook(spec, "before")
     u0, s0 = proc_times(pid)
     me0 = time.process_time()
     t1 = time.monotonic()
     run = await phase(spec["requests"], spec["seconds"], True)
     wall = time.monotonic() - t1
     u1, s1 = proc_times(pid)
+    measure_hook(spec, "after")
     me1 = time.process_time()
     pipes.close()
     lat = sorted(run.latencies)

@@ -392,7 +392,7 @@ def group_stable(members: list[Member]) -> bool:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Pipelines, api_versions, frame, percentile, proc_times
+    from .loadgen import Pipelines, api_versions, frame, measure_hook, percentile, proc_times
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -460,12 +460,14 @@ async def generator(spec: dict) -> dict:
     latencies: list[int] = []
     total = {"requests": 0, "wall": 0.0, "user": 0.0, "system": 0.0, "me": 0.0}
     for _ in range(spec.get("rounds", 1)):
+        measure_hook(spec, "before")
         u0, s0 = proc_times(pid)
         me0 = time.process_time()
         t1 = time.monotonic()
         run = await phase(spec["requests"], spec["seconds"], True)
         wall = time.monotonic() - t1
         u1, s1 = proc_times(pid)
+        measure_hook(spec, "after")
         me1 = time.process_time()
         cpu = (u1 + s1) - (u0 + s0)
         rounds.append({"requests": run.done, "wall_s": wall, "server_cpu_s": cpu,

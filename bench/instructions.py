@@ -5,10 +5,11 @@ fixed number of requests N, then (another server) 2N; the difference of
 the two instruction totals divided by N is one request's instructions,
 start-up, set-up, warm-up and shutdown cancelling out.
 
-    python -m bench instructions [--quick] [--requests N]
+    python -m bench instructions [--quick] [--requests N] [--rows offset_commit,...]
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -69,18 +70,22 @@ def _instructions(row: str, requests: int) -> int:
 
 
 def measure(row: str, mode: str, n: int) -> dict:
+    os.environ["PYTHONHASHSEED"] = "0"  # the two runs of a pair hash alike
     with _Mode(mode), timed(f"instructions {row} {mode} N={n} and 2N"):
         try:
             one, two = _instructions(row, n), _instructions(row, 2 * n)
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"n": n, "ir_n": one, "ir_2n": two, "ir_per_request": (two - one) / n}
+    result = {"n": n, "ir_n": one, "ir_2n": two, "ir_per_request": (two - one) / n}
+    print(f"[bench]   {row} {mode}: {result}", flush=True)
+    return result
 
 
 def run(args) -> dict:
     if not shutil.which("valgrind"):
         return {"error": "valgrind is not installed"}
-    rows, modes = ROWS, ("compiled", "pure")
+    rows = [r for r in (args.rows or ",".join(ROWS)).split(",") if r in ROWS]
+    modes = ("compiled", "pure")
     n = args.requests or (500 if args.quick else 2000)
     load = [loadavg()]
     results: dict = {row: {mode: measure(row, mode, n) for mode in modes} for row in rows}

@@ -48,6 +48,15 @@ def proc_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tck, int(fields[12]) / tck
 
 
+def measure_hook(spec: dict, when: str) -> None:
+    """Run the spec's hooks[when] command ("before"/"after" the measured
+    phase; bench/instr_compare.py counts a server's instructions in between)."""
+    cmd = spec.get("hooks", {}).get(when)
+    if cmd:
+        import subprocess
+        subprocess.run(cmd, check=True, timeout=600, capture_output=True)
+
+
 def frame(key: int, version: int, corr: int, msg: dict) -> bytes:
     header = encode_request_header(key, version, corr, "kcoord-bench", is_flexible(key, version))
     body = request_codec(key, version)[0](msg)
@@ -305,12 +314,14 @@ async def main(spec: dict) -> dict:
     warm = await phase(spec.get("warmup", depth * nconn * 3), spec["seconds"], False)
     pid = spec.get("pid")
     nan = (float("nan"), float("nan"))
+    measure_hook(spec, "before")
     u0, s0 = proc_times(pid) if pid else nan
     me0 = time.process_time()
     t0 = time.monotonic()
     run = await phase(spec["requests"], spec["seconds"], True)
     wall = time.monotonic() - t0
     u1, s1 = proc_times(pid) if pid else nan
+    measure_hook(spec, "after")
     me1 = time.process_time()
     cpu0, cpu1 = u0 + s0, u1 + s1
     pipes.close()

@@ -100,6 +100,24 @@ def rows() -> list[list]:
     out.extend(_assignor_rows())
     out.extend(_pipeline_rows())
     out.extend(_compiled_rows())
+    out.extend(_instruction_rows())
+    return out
+
+
+def _instruction_rows() -> list[list]:
+    """Issue 26: server instructions per request (callgrind), compiled beside pure."""
+    res = _load("instructions")
+    if not res:
+        return []
+    out = []
+    for row, by_mode in res["results"].items():
+        c = by_mode.get("compiled", {}).get("ir_per_request")
+        p = by_mode.get("pure", {}).get("ir_per_request")
+        if c is None or p is None:
+            continue
+        out.append([f"{row} server instructions/request, compiled vs pure Python (issue 26)",
+                    f"compiled {_fmt(c, digits=0)} vs pure {_fmt(p, digits=0)} ({c / p:.2f}x)",
+                    "-", "-", res["machine"]["date"]])
     return out
 
 
@@ -250,10 +268,13 @@ def _pipeline_rows() -> list[list]:
                     f"code {r.get('git', '?')}", goal, status, r.get("date", "-")])
         ratio = _stage_ratio(r)
         if ratio is not None and mode.startswith("local[2]"):  # issue 26
+            # judged in CPU-s when the run has them: others' load stretches walls unevenly
+            cpu = _cpu_value(r)
+            judged = cpu if cpu is not None else ratio
             out.append([f"pipeline {r['records']:,} records, {mode}: all tables / its own decode "
                         "stage", f"{ratio:.2f}x (load {r.get('load_start', '?')}){_cpu_ratio(r)}, "
-                        f"code {r.get('git', '?')}", "<= 2x", "met" if ratio <= 2 else "MISSED",
-                        r.get("date", "-")])
+                        f"code {r.get('git', '?')}", "<= 2x" + (" (in CPU-s)" if cpu else ""),
+                        "met" if judged <= 2 else "MISSED", r.get("date", "-")])
     for n in sorted({k[0] or 0 for k in latest}):
         wire, local = latest.get((n, "local[2] over the wire")), latest.get((n, "local[2]"))
         if wire and local and wire.get("pipeline_s") and local.get("pipeline_s") \
@@ -275,10 +296,15 @@ def _pipeline_rows() -> list[list]:
     return out
 
 
-def _cpu_ratio(run: dict) -> str:
-    """The same ratio in CPU-seconds of the process tree, when the run noted them."""
+def _cpu_value(run: dict) -> float | None:
+    """The stage ratio in CPU-seconds of the process tree, when the run noted them."""
     cpu = run.get("steps_cpu_s") or {}
-    return f"; in CPU-s {sum(cpu.values()) / cpu['decode']:.2f}x" if cpu.get("decode") else ""
+    return sum(cpu.values()) / cpu["decode"] if cpu.get("decode") else None
+
+
+def _cpu_ratio(run: dict) -> str:
+    cpu = _cpu_value(run)
+    return f"; in CPU-s {cpu:.2f}x" if cpu is not None else ""
 
 
 def _stage_ratio(run: dict) -> float | None:

@@ -3,7 +3,9 @@
 The lease is Kafka's ZooKeeper session: every key a node owns (its
 registration, the controller key when it is controller) lives under it, so
 etcd deletes them when the node stops refreshing it for the TTL.  The
-lease is refreshed every TTL/3; when etcd answers that it has expired
+lease is refreshed every TTL/3 counted from the previous send (a late
+answer does not push the next refresh back), each refresh waiting for its
+answer no longer than the lease can live; when etcd answers that it has expired
 (the node was paused or cut off longer than the TTL), `on_expired` is
 called and a new lease is granted: to the cluster this is a new
 incarnation of the node."""
@@ -93,6 +95,42 @@ def _call(listener: Callable[[], None] | None, what: str) -> None:
             log.exception("%s listener failed", what)
 
 
+# after a refresh failed at once (connection refused, reset): ask again this soon
+RETRY_S = 0.1
+
+
+class RefreshSchedule:
+    """When a lease refresh is sent and how long its answer is awaited, in
+    monotonic seconds: sends keep a TTL/3 cadence from the previous send, so
+    one slow answer cannot leave the lease without a refresh for a whole TTL;
+    an answer is awaited until the lease would run out (a reply after that is
+    useless: send a new one instead, on a new stream)."""
+
+    def __init__(self, ttl_s: float, now: float) -> None:
+        self.ttl_s = ttl_s
+        self.period = ttl_s / 3.0
+        self.last_ok = now      # the lease lives at least until last_ok + ttl_s
+        self.next_send = now + self.period
+
+    def delay(self, now: float) -> float:
+        return max(0.0, self.next_send - now)
+
+    def sent(self, now: float) -> float:
+        """A refresh goes out at `now`: the seconds to await its answer."""
+        self.next_send = now + self.period
+        return max(self.period, self.last_ok + self.ttl_s - now)
+
+    def answered(self, sent_at: float) -> None:
+        self.last_ok = max(self.last_ok, sent_at)  # etcd restarted the TTL no earlier
+
+    def failed(self, now: float) -> None:
+        self.next_send = min(self.next_send, now + RETRY_S)
+
+    def granted(self, now: float) -> None:
+        self.last_ok = now
+        self.next_send = now + self.period
+
+
 class EtcdSession:
     def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int, tls=None) -> None:
         self.endpoints = endpoints
@@ -105,7 +143,7 @@ class EtcdSession:
         self.on_lapsed: Callable[[], None] | None = None
         # called once when, after a lapse, etcd answers a refresh of the same lease
         self.on_restored: Callable[[], None] | None = None
-        self._last_ok = 0.0
+        self._schedule = RefreshSchedule(self.ttl_s, 0.0)
         self._lapsed = False
         self._keepalive: asyncio.Task | None = None
         self._closed = False
@@ -123,30 +161,37 @@ class EtcdSession:
 
     def _check_lapse(self) -> None:
         loop = asyncio.get_running_loop()
-        if not self._lapsed and loop.time() - self._last_ok >= self.ttl_s:
+        if not self._lapsed and loop.time() - self._schedule.last_ok >= self.ttl_s:
             self._lapsed = True
             log.warning("no etcd lease refresh answered for %ds: leaderships may be gone",
                         self.ttl_s)
             _call(self.on_lapsed, "lease lapse")
 
     async def _refresh_loop(self) -> None:
-        period = self.ttl_s / 3.0
-        self._last_ok = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        schedule = self._schedule = RefreshSchedule(self.ttl_s, loop.time())
+        failing = False
         while not self._closed:
-            await asyncio.sleep(period)
+            await asyncio.sleep(schedule.delay(loop.time()))
             self._check_lapse()  # also after a pause of the whole process
-            sent = asyncio.get_running_loop().time()
+            sent = loop.time()
+            wait = schedule.sent(sent)
             try:
-                reply = await bounded(self.client.refresh_lease(self.lease_id), self.ttl_s)
+                reply = await bounded(self.client.refresh_lease(self.lease_id), wait)
                 expired = reply is None or reply.TTL <= 0
+                failing = False
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("etcd lease refresh failed: %s", exc)
+                if not failing:  # once per run of failures: etcd down fails every 0.1 s
+                    log.warning("etcd lease refresh failed after %.1fs: %r",
+                                loop.time() - sent, exc)
+                failing = True
+                schedule.failed(loop.time())
                 self._check_lapse()
                 continue
             if not expired:
-                self._last_ok = sent  # etcd restarted the TTL no earlier than this
+                schedule.answered(sent)
                 if self._lapsed:
                     self._lapsed = False
                     log.warning("etcd lease %x refreshed again: it never expired",
@@ -159,7 +204,7 @@ class EtcdSession:
                             self.lease_id)
                 try:
                     await self._grant()
-                    self._last_ok = asyncio.get_running_loop().time()
+                    schedule.granted(loop.time())
                     self._lapsed = False
                     if self.on_expired is not None:
                         await self.on_expired()
@@ -168,6 +213,7 @@ class EtcdSession:
                 except Exception:
                     log.exception("re-registration after lease expiry failed; retrying")
                     self.lease_id = 0
+                    schedule.failed(loop.time())
 
     async def close(self, revoke: bool = True) -> None:
         self._closed = True

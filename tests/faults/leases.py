@@ -26,11 +26,24 @@ def touched(fault: dict, nodes) -> set[int]:
     return set()
 
 
+def true_time(stamped: float, node: int, jumps) -> float:
+    """A node's log stamp as true wall time: during a clock jump of that node
+    its log is stamped `offset_s` off (up to 120 s: it fell outside every
+    fault window and was counted as an untouched node's expiry)."""
+    for start, end, who, offset in jumps:
+        if who == node and start <= stamped - offset <= end:
+            return stamped - offset
+    return stamped
+
+
 def lease_churn(root: Path, nodes, faults: list[dict], wall_of, healed: float) -> dict:
     """`faults` in JSON form (monotonic start/end), `wall_of` maps a monotonic
     time to wall-clock time (the nodes' logs), `healed` the last heal (monotonic)."""
     windows = [(wall_of(f["start"]) - 1.0, wall_of(f["end"] if f["end"] is not None else healed)
                 + GRACE_S, touched(f, nodes)) for f in faults]
+    jumps = [(wall_of(f["start"]), wall_of(f["end"] if f["end"] is not None else healed),
+              f["detail"]["node"], f["detail"]["offset_s"])
+             for f in faults if f["kind"] == "clock-jump"]
     total, untouched, after_heal = 0, [], 0
     for node in nodes:
         try:
@@ -44,6 +57,7 @@ def lease_churn(root: Path, nodes, faults: list[dict], wall_of, healed: float) -
                 at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             except ValueError:
                 continue
+            at = true_time(at, node, jumps)
             total += 1
             if any(start <= at <= end and node in who for start, end, who in windows):
                 continue

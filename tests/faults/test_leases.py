@@ -31,3 +31,18 @@ def test_an_expiry_outside_its_nodes_faults_is_counted_apart(tmp_path):
     assert churn["untouched_node_expiries"] == 2
     assert churn["untouched_after_heal"] == 1
     assert churn["untouched_at_s"] == [-14.5, 10.5]
+
+
+def test_a_jumped_nodes_log_stamps_are_taken_back_to_true_time(tmp_path):
+    base = 1_000_000.0
+    from datetime import datetime
+    wall0 = datetime(2026, 11, 28, 14, 0, 0).timestamp()
+    # node 1's clock is 30 s ahead from 2 s to 8 s; it logs an expiry at true
+    # 5 s (stamped 35 s) while it is paused from 4 s to 6 s: a touched node's
+    (tmp_path / "node-1.log").write_text(LINE.format(35))
+    faults = [fault("clock-jump", 1, base + 2, base + 8), fault("pause-group-leader", 1, base + 4,
+                                                                  base + 6)]
+    faults[0]["detail"]["offset_s"] = 30
+    churn = lease_churn(tmp_path, [1, 2, 3], faults, lambda t: t - base + wall0, base + 20)
+    assert churn["lease_expiries"] == 1
+    assert churn["untouched_node_expiries"] == 0, churn
