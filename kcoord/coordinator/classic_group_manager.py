@@ -26,7 +26,7 @@ Timer keys, each kind with its handler (`timer_handlers`):
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..protocol.errors import Err
 from . import classic_group_admin as admin
@@ -52,6 +52,13 @@ JOIN = "classic-join"
 SYNC = "classic-sync"
 
 
+class OtherGroupHeartbeat(Protocol):
+    """Answers a classic Heartbeat whose group is not a classic group here
+    (the shard installs its GroupMigration: a classic member of a consumer group)."""
+
+    def heartbeat_unknown(self, req: dict, version: int, now: int) -> Result | dict: ...
+
+
 # pickled with the core (snapshot.py) and patched by tests: an ordinary class, its methods compiled
 @mypyc_attr(native_class=False)
 class ClassicGroupManager:
@@ -64,6 +71,7 @@ class ClassicGroupManager:
         self.timers = timers  # the shard's timer service
         self.new_uuid = new_uuid  # a function by name: the core pickles (snapshot.py)
         self.observer: CoordinatorObserver = NULL_OBSERVER  # the shard installs the server's
+        self.elsewhere: OtherGroupHeartbeat | None = None  # the shard installs its migration
 
     # ============================================================ timers
     def _arm(self, res: Result, key: tuple, deadline: int) -> None:
@@ -564,7 +572,9 @@ class ClassicGroupManager:
         if not group_id:
             return heartbeat_answer(Err.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None:  # routed here, not by the shard: one call less per heartbeat
+            if self.elsewhere is not None:
+                return self.elsewhere.heartbeat_unknown(req, version, now)
             return heartbeat_answer(Err.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
             return heartbeat_answer(Err.COORDINATOR_NOT_AVAILABLE)

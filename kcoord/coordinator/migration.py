@@ -495,6 +495,14 @@ class GroupMigration:
         return res.reply(token, sync_response(Err.NONE, assignment, ptype, pname))
 
     # ============================================================ Heartbeat
+    def heartbeat_unknown(self, req: dict, version: int, now: int) -> Result | dict:
+        """A classic Heartbeat for a group that is not classic (ClassicGroupManager
+        asks): its classic member's in a consumer group, else UNKNOWN_MEMBER_ID."""
+        group = self.consumer.groups.get(req["group_id"])
+        if group is None:
+            return heartbeat_answer(Err.UNKNOWN_MEMBER_ID)
+        return self.heartbeat(group, req, version, now)
+
     def heartbeat(self, group: ConsumerGroup, req: dict, version: int, now: int) -> Result:
         """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS when the
         member must rejoin (epoch behind the group, partitions to revoke, or partitions

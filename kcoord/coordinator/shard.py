@@ -124,6 +124,7 @@ class CoordinatorShard:
         # classic members in consumer groups, and conversions between the two types
         self.migration = GroupMigration(self.config, self.classic, self.consumer, self.timers)
         self.consumer.conversions = self.migration  # the consumer side asks it to convert
+        self.classic.elsewhere = self.migration  # a heartbeat for a non-classic group
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.observer: CoordinatorObserver = NULL_OBSERVER
         # a timer key's kind (its first element) -> its handler, named once by its manager
@@ -410,12 +411,7 @@ class CoordinatorShard:
     def heartbeat(self, req: dict, version: int, now: int) -> Result | dict:
         """Heartbeat: a Result whose response is the answer, or the answer alone
         (classic_group_manager.py's hot path)."""
-        group_id = req["group_id"]
-        if group_id not in self.groups:
-            consumer_group = self.consumer.groups.get(group_id)
-            if consumer_group is not None:  # a classic member of a consumer group
-                return self.migration.heartbeat(consumer_group, req, version, now)
-        return self.classic.heartbeat(req, version, now)
+        return self.classic.heartbeat(req, version, now)  # it asks the migration for the others
 
     def leave_group(self, req: dict, version: int, now: int) -> Result:
         """LeaveGroup; the answer is the result's response."""

@@ -360,7 +360,8 @@ class GroupHandlers:
         if not group_id:
             return error_response(HEARTBEAT, version, req, Err.INVALID_GROUP_ID)
         return self.runtime.write(
-            group_id, lambda core, now: core.heartbeat(req, version, now), _heartbeat_error)
+            group_id, lambda core, now: core.classic.heartbeat(req, version, now),
+            _heartbeat_error)  # the classic manager routes (core.heartbeat would add a call)
 
     @serves("LeaveGroup")
     def leave_group(self, ctx: RequestContext, req: dict):

@@ -15,7 +15,11 @@ from kcoord.pipeline.report import lag_section, status_table
 SESSION = """
 import sys
 from kcoord.pipeline.session import build_session
-s = build_session("local[1]", "quiet-test", 1, verbose={verbose})
+# the test JVM's start-up options only (tests/pipeline/conftest.py FAST_START): not the UI
+# or progress settings this checks
+s = build_session("local[1]", "quiet-test", 1, verbose={verbose}, conf={{
+    "spark.driver.memory": "1g",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}})
 print("UI", s.sparkContext.uiWebUrl, s.conf.get("spark.ui.showConsoleProgress"), flush=True)
 s.range(10).count()
 s.stop()
