@@ -31,20 +31,6 @@ from .view import (
 )
 
 log = logging.getLogger("kcoord.cluster")
-# compares in one batched alter_isr transaction: under etcd's default --max-txn-ops (128)
-ISR_TXN_OPS = 120
-
-
-def _settle(futs, outcome) -> None:
-    """Each caller's future gets `outcome` (an exception is raised to it),
-    unless the caller gave up (cancelled) meanwhile."""
-    for fut in futs:
-        if fut.done():
-            continue
-        if isinstance(outcome, BaseException):
-            fut.set_exception(outcome)
-        else:
-            fut.set_result(outcome)
 
 
 class EtcdControlPlane:
@@ -77,8 +63,6 @@ class EtcdControlPlane:
         # (topic, partition) -> the state this node's last alter_isr wrote (the
         # watch may not have brought it yet; the leader proposes on top of it)
         self._isr_written: dict[tuple[str, int], PartitionState] = {}
-        self._isr_batch: list = []  # alter_isr calls of this loop turn, written together
-        self._isr_tasks: set[asyncio.Task] = set()
 
     @property
     def client(self):
@@ -145,8 +129,6 @@ class EtcdControlPlane:
             await self.controller.stop()
             self.controller = None
         await cancel_and_wait(self._watch_task, 5.0)
-        for task in list(self._isr_tasks):
-            await cancel_and_wait(task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view
@@ -285,11 +267,10 @@ class EtcdControlPlane:
         """PartitionStateStore.alter_isr: compare-and-set on the mod revision.
         A replica it adds must still be the eligible incarnation the view
         shows (Kafka's broker epoch check of AlterPartition): its registration
-        unchanged and recorded as handled; else IneligibleReplica.  The
-        changes asked in one loop turn go to etcd together (_write_isr_batch)."""
+        unchanged and recorded as handled; else IneligibleReplica."""
+        key = self.keys.partition(proposed.topic, proposed.partition).encode()
         t = self.txn
         added = self._added_to_isr(proposed)
-        key = self.keys.partition(proposed.topic, proposed.partition).encode()
         compare = [t.mod(key) == proposed.version]
         for node in added:
             if not self.view.isr_eligible(node):
@@ -297,65 +278,6 @@ class EtcdControlPlane:
             compare += [t.mod(self.keys.node(node).encode()) == self.view.registered[node],
                         t.value(self.keys.incarnation(node).encode())
                         == str(self.view.sessions[node]).encode()]
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._isr_batch.append((proposed, key, compare, added, fut))
-        if len(self._isr_batch) == 1:
-            loop.call_soon(self._flush_isr_batch)
-        return await fut
-
-    def _flush_isr_batch(self) -> None:
-        batch, self._isr_batch = self._isr_batch, []
-        task = asyncio.get_running_loop().create_task(self._write_isr_batch(batch))
-        self._isr_tasks.add(task)
-        task.add_done_callback(self._isr_tasks.discard)
-
-    async def _write_isr_batch(self, batch: list) -> None:
-        """After a bounce each leader re-adds the returning node to many ISRs
-        at once: one etcd transaction per chunk (one raft entry on the etcd
-        every lease refresh also waits on), not one per partition; a chunk
-        whose compare fails (a stale version in it) is written one by one."""
-        try:
-            await self._write_isr_chunks(batch)
-        except asyncio.CancelledError:  # stopping: no caller waits forever
-            for item in batch:
-                item[4].cancel()
-            raise
-
-    async def _write_isr_chunks(self, batch: list) -> None:
-        chunks: list[list] = [[]]
-        for item in batch:  # etcd's default --max-txn-ops is 128 (compares count)
-            if chunks[-1] and sum(len(c[2]) for c in chunks[-1]) + len(item[2]) > ISR_TXN_OPS:
-                chunks.append([])
-            chunks[-1].append(item)
-        for chunk in chunks:
-            if len(chunk) > 1:
-                try:
-                    if await self._alter_isr_together(chunk):
-                        continue
-                except Exception as exc:  # refused whole (etcd unreachable): one by one
-                    log.info("batched ISR change of %d partitions failed (%s); one by one",
-                             len(chunk), exc)
-            outcomes = await asyncio.gather(*(self._alter_isr_one(*item[:4]) for item in chunk),
-                                            return_exceptions=True)
-            for item, outcome in zip(chunk, outcomes):
-                _settle([item[4]], outcome)
-
-    async def _alter_isr_together(self, chunk: list) -> bool:
-        t = self.txn
-        ok, responses = await self.client.transaction(
-            compare=[c for item in chunk for c in item[2]],
-            success=[t.put(key, encode_state(proposed)) for proposed, key, *_ in chunk],
-            failure=[])
-        if not ok:
-            return False
-        for (proposed, *_, fut), response in zip(chunk, responses):
-            _settle([fut], self._isr_record(proposed, response.response_put.header.revision))
-        return True
-
-    async def _alter_isr_one(self, proposed: PartitionState, key: bytes, compare: list,
-                             added: set[int]) -> PartitionState | None:
-        t = self.txn
         ok, responses = await self.client.transaction(
             compare=compare, success=[t.put(key, encode_state(proposed))],
             failure=[t.get(key)] if added else [])
@@ -364,12 +286,10 @@ class EtcdControlPlane:
             if stored and stored[0][1].mod_revision == proposed.version:
                 raise IneligibleReplica(f"nodes {sorted(added)} changed registration")
             return None
-        return self._isr_record(proposed, responses[0].response_put.header.revision)
-
-    def _isr_record(self, proposed: PartitionState, revision: int) -> PartitionState:
         written = PartitionState(proposed.topic, proposed.partition, proposed.leader,
                                  proposed.leader_epoch, tuple(proposed.isr),
-                                 tuple(proposed.replicas), revision)
+                                 tuple(proposed.replicas),
+                                 responses[0].response_put.header.revision)
         self._isr_written[(written.topic, written.partition)] = written
         return written
 

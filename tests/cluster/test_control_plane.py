@@ -111,23 +111,6 @@ def test_alter_isr_is_a_compare_and_set_on_the_version(etcd):
             assert planes[1].view.state("t", 0).isr == (s.leader,)
             grown = await planes[1].alter_isr(shrunk.with_isr(s.replicas))
             assert grown is not None and grown.isr == s.replicas
-
-            # changes asked together go in one etcd transaction (one revision);
-            # a stale one among them fails alone (the rest written one by one)
-            await planes[0].create_topic("b", 4, 2)
-            await wait(planes[0], lambda: len(planes[0].view.topic_states("b")) == 4, "placed")
-            states = planes[0].view.topic_states("b")
-            shrunk_all = await asyncio.gather(*(planes[0].alter_isr(st.with_isr((st.leader,)))
-                                                for st in states))
-            assert all(w is not None and w.isr == (st.leader,)
-                       for w, st in zip(shrunk_all, states)), shrunk_all
-            assert len({w.version for w in shrunk_all}) == 1, shrunk_all
-            again = await asyncio.gather(planes[0].alter_isr(states[0].with_isr(states[0].replicas)),
-                                         *(planes[0].alter_isr(w.with_isr(st.replicas))
-                                           for w, st in zip(shrunk_all[1:], states[1:])))
-            assert again[0] is None, again  # stale: the version before the shrink
-            assert all(w is not None and w.isr == st.replicas
-                       for w, st in zip(again[1:], states[1:])), again
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes))
     asyncio.run(main())
