@@ -9,13 +9,14 @@ start-up, set-up, warm-up and shutdown cancelling out.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from .common import KcoordServer, loadavg, run_loadgen, table, timed, write_results
+from .common import RESULTS, KcoordServer, loadavg, run_loadgen, table, timed, write_results
 from .compiled import _Mode
 
 ROWS = ("offset_commit", "classic_heartbeat", "consumer_heartbeat")
@@ -90,15 +91,23 @@ def run(args) -> dict:
     load = [loadavg()]
     results: dict = {row: {mode: measure(row, mode, n) for mode in modes} for row in rows}
     load.append(loadavg())
-    lines = [f"`python -m bench instructions{' --quick' if args.quick else ''}`; N = {n}; "
-             f"load {load[0]} -> {load[-1]} (instruction counts do not depend on it).", "",
+    for row in results.values():
+        row["n"], row["load"] = n, load
+    # the rows not run this time stay as their last run left them
+    try:
+        results = {**json.loads((RESULTS / "instructions.json").read_text())["results"],
+                   **results}
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    lines = ["`python -m bench instructions [--rows ...]`: N and the load of each row's run "
+             "are in the table (instruction counts do not depend on the load).", "",
              "(I(2N) - I(N)) / N of `kcoord serve` under valgrind --tool=callgrind; "
              "the same load generators as the CPU rows, small layouts "
              "(offset_commit: 4 connections x 8 deep, 10 partitions; heartbeats: 2 groups "
              "x 5 members).", ""]
     body = []
     for row, by_mode in results.items():
-        cells = [row]
+        cells = [f"{row} (N = {by_mode.get('n', n)}, load {by_mode.get('load', '?')})"]
         for mode in modes:
             r = by_mode[mode]
             cells.append(f"{r['ir_per_request']:,.0f}" if "error" not in r else r["error"][:60])
