@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 
-from ..log import step_trace
 from ..protocol.config_types import STRING, ConfigError
 from ..protocol.errors import Err
 
@@ -87,4 +86,3 @@ class BrokerLoggerResource:
         for logger, level in configs.items():
             _logger(logger).setLevel(LEVELS[level])
         self.explicit = dict(configs)
-        step_trace.refresh()
