@@ -88,33 +88,36 @@ def take_commit_runs(buf: bytes, pos: int, latest: dict) -> tuple[int, int, int]
     return pos, taken, after
 
 
+def _short_varint(buf: bytes, p: i64) -> tuple[i64, i64]:
+    """(zigzag value, position after) of the varint at p, or (0, -1) if it
+    takes more than two bytes; the caller has checked that p + 1 is inside
+    the record."""
+    z: i64 = buf[p]
+    if z < 0x80:
+        return (z >> 1) ^ -(z & 1), p + 1
+    c: i64 = buf[p + 1]
+    if c >= 0x80:
+        return 0, -1
+    z = (z & 0x7F) | (c << 7)
+    return (z >> 1) ^ -(z & 1), p + 2
+
+
 def _take_records(buf: bytes, pos: i64, end: i64, count: i64, latest: dict) -> bool:
     """The `count` records filling buf[pos:end] into latest; False at the
     first one this path does not take (or if they do not fill it exactly).
-    Each varint must be of one or two bytes: read inline (zigzag), as the
-    compiled loop's cost is per byte and per call."""
-    z: i64
-    c: i64
+    Each varint must be of one or two bytes."""
     p: i64
     v: i64
     w: i64
-    rec_end: i64
+    length: i64
+    klen: i64
     vlen: i64
     for _ in range(count):
-        # the record's length
         if pos + 1 >= end:
             return False
-        z = buf[pos]
-        if z < 0x80:
-            pos += 1
-        else:
-            c = buf[pos + 1]
-            if c >= 0x80:
-                return False
-            z = (z & 0x7F) | (c << 7)
-            pos += 2
-        rec_end = pos + ((z >> 1) ^ -(z & 1))
-        if rec_end <= pos + 4 or rec_end > end:
+        length, pos = _short_varint(buf, pos)
+        rec_end = pos + length
+        if pos < 0 or rec_end <= pos + 4 or rec_end > end:
             return False
         # attributes (unused in v2), then the timestamp and offset deltas
         p = pos + 1
@@ -128,30 +131,13 @@ def _take_records(buf: bytes, pos: i64, end: i64, count: i64, latest: dict) -> b
         # the key: its length, its 2-byte record type, the fields kept
         if p + 1 >= rec_end:
             return False
-        z = buf[p]
-        if z < 0x80:
-            p += 1
-        else:
-            c = buf[p + 1]
-            if c >= 0x80:
-                return False
-            z = (z & 0x7F) | (c << 7)
-            p += 2
-        v = p + ((z >> 1) ^ -(z & 1))
-        if v < p + 2 or v + 2 > rec_end or buf[p] != 0 or buf[p + 1] != _COMMIT_TYPE:
+        klen, p = _short_varint(buf, p)
+        v = p + klen
+        if p < 0 or v < p + 2 or v + 2 > rec_end or buf[p] != 0 or buf[p + 1] != _COMMIT_TYPE:
             return False
         # the value (no tombstone), then a header count of 0 ending the record
-        z = buf[v]
-        if z < 0x80:
-            w = v + 1
-        else:
-            c = buf[v + 1]
-            if c >= 0x80:
-                return False
-            z = (z & 0x7F) | (c << 7)
-            w = v + 2
-        vlen = (z >> 1) ^ -(z & 1)
-        if vlen < 0 or w + vlen + 1 != rec_end or buf[rec_end - 1] != 0:
+        vlen, w = _short_varint(buf, v)
+        if w < 0 or vlen < 0 or w + vlen + 1 != rec_end or buf[rec_end - 1] != 0:
             return False
         latest[buf[p + 2:v]] = buf[w:w + vlen]
         pos = rec_end
