@@ -384,6 +384,25 @@ def txn_node(tmp_path):
     return node, txn, TxnHandlers(txn, ids, node.groups)
 
 
+def txn_state(node: ClusterNode, isr: tuple, version: int) -> None:
+    """Node ME leads __transaction_state-0 (replicas ME and PEER) with `isr`."""
+    node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, isr, (ME, PEER), version))
+
+
+async def load_txn_partition(node: ClusterNode, txn: TxnRuntime, isr: tuple = (ME, PEER)) -> None:
+    """ME leads __transaction_state-0 with `isr`; the runtime has loaded it."""
+    txn_state(node, isr, 1)
+    txn.load(0, 1)
+    await txn.wait_loaded()
+    await settle()
+
+
+def init_request(transactional_id: str = "tx") -> dict:
+    """InitProducerId for a new producer of `transactional_id`."""
+    return {"transactional_id": transactional_id, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+
+
 def run_txn(node: ClusterNode, txn: TxnRuntime, scenario) -> None:
     """Run `scenario` with the replica manager started; stop all after."""
     async def whole():
@@ -406,17 +425,12 @@ def test_transaction_writes_below_min_insync_replicas_are_refused_before_appendi
     marker answers NOT_ENOUGH_REPLICAS, which the marker's sender retries)."""
     node, txn, handlers = txn_node(tmp_path)
     txn_log = txn.logs[0]
-    init = {"transactional_id": "tx", "transaction_timeout_ms": 60000,
-            "producer_id": -1, "producer_epoch": -1}
 
     async def scenario():
         node.state(ME, 1, 1, isr=(ME,))
-        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, (ME,), (ME, PEER), 1))
-        txn.load(0, 1)
-        await txn.wait_loaded()
-        await settle()
+        await load_txn_partition(node, txn, isr=(ME,))
         end = txn_log.log_end_offset
-        answer_ = await handlers.init_producer_id(ctx(22, 4), dict(init))
+        answer_ = await handlers.init_producer_id(ctx(22, 4), init_request())
         assert answer_["error_code"] == Err.COORDINATOR_NOT_AVAILABLE
         assert txn_log.log_end_offset == end, "a refused transaction state write was appended"
         assert node.runtime.write_txn("g", 5, 0, lambda *_: pytest.fail("the op ran"),
@@ -424,9 +438,8 @@ def test_transaction_writes_below_min_insync_replicas_are_refused_before_appendi
         assert await node.runtime.complete_txn(0, 5, 0, True) == Err.NOT_ENOUGH_REPLICAS
         assert node.plog.log_end_offset == 0, "a refused marker was appended"
         # the ISR back: InitProducerId is appended and answered
-        node.manager.on_partition_state(
-            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 2))
-        answer_ = await replicated(node, handlers.init_producer_id(ctx(22, 4), dict(init)),
+        txn_state(node, (ME, PEER), 2)
+        answer_ = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
                                    txn_log, 1, TXN_TOPIC)
         assert answer_["error_code"] == Err.NONE and answer_["producer_id"] >= 0
         assert txn_log.log_end_offset > end
@@ -444,19 +457,11 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
     node, txn, handlers = txn_node(tmp_path)
     txn_log = txn.logs[0]
 
-    def txn_state(isr, version: int) -> None:
-        node.manager.on_partition_state(PartitionState(TXN_TOPIC, 0, ME, 1, isr, (ME, PEER),
-                                                       version))
-
     async def scenario():
         node.state(ME, 1, 1)
-        txn_state((ME, PEER), 1)
-        txn.load(0, 1)
-        await txn.wait_loaded()
-        await settle()
-        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), {
-            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
-            "producer_epoch": -1}), txn_log, 1, TXN_TOPIC)
+        await load_txn_partition(node, txn)
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
+                               txn_log, 1, TXN_TOPIC)
         ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
                 "producer_epoch": got["producer_epoch"]}
         got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
@@ -469,10 +474,10 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
             await asyncio.sleep(0.01)
             if txn_log.flushed_offset > end:
                 break
-        txn_state((ME,), 2)
+        txn_state(node, (ME,), 2)
         assert (await ending)["error_code"] != Err.NONE
         # the ISR whole again: the transaction completes without a new request
-        txn_state((ME, PEER), 3)
+        txn_state(node, (ME, PEER), 3)
         for _ in range(500):
             await asyncio.sleep(0.01)
             node.follower_fetched(txn_log.log_end_offset, 1, TXN_TOPIC)
@@ -496,14 +501,9 @@ def test_a_request_waiting_for_a_completion_answers_not_coordinator_once_unloade
 
     async def scenario():
         node.state(ME, 1, 1)
-        node.manager.on_partition_state(
-            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 1))
-        txn.load(0, 1)
-        await txn.wait_loaded()
-        await settle()
-        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), {
-            "transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1,
-            "producer_epoch": -1}), txn_log, 1, TXN_TOPIC)
+        await load_txn_partition(node, txn)
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
+                               txn_log, 1, TXN_TOPIC)
         ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
                 "producer_epoch": got["producer_epoch"], "group_id": "g"}
         got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(ids_)),

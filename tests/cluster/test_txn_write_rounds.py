@@ -3,11 +3,11 @@ durability round (one fsync and one replication round on
 __transaction_state), on a replicated node driven in process."""
 import asyncio
 
-from kcoord.cluster.state import PartitionState
 from kcoord.protocol.errors import Err
 from kcoord.protocol.internal_topics import TXN_TOPIC
 
-from tests.cluster.test_takeover_fence import ME, PEER, ctx, replicated, run_txn, settle, txn_node
+from tests.cluster.test_takeover_fence import (ME, ctx, init_request, load_txn_partition,
+                                              replicated, run_txn, txn_node)
 
 
 def test_writes_of_one_iteration_share_one_durability_round(tmp_path):
@@ -22,15 +22,10 @@ def test_writes_of_one_iteration_share_one_durability_round(tmp_path):
 
     async def scenario():
         node.state(ME, 1, 1)
-        node.manager.on_partition_state(
-            PartitionState(TXN_TOPIC, 0, ME, 1, (ME, PEER), (ME, PEER), 1))
-        txn.load(0, 1)
-        await txn.wait_loaded()
-        await settle()
+        await load_txn_partition(node, txn)
         txn.durability.sync = counted
-        inits = [handlers.init_producer_id(ctx(22, 4), {
-            "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
-            "producer_epoch": -1}) for tid in ("a", "b", "c")]
+        inits = [handlers.init_producer_id(ctx(22, 4), init_request(tid))
+                 for tid in ("a", "b", "c")]
         answers = await asyncio.gather(*(replicated(node, i, txn_log, 1, TXN_TOPIC)
                                          for i in inits))
         assert [a["error_code"] for a in answers] == [Err.NONE] * 3
