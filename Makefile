@@ -93,6 +93,10 @@ lint:
 	    echo "vulture: dead code (delete it, or add it to lint/vulture_whitelist.py with why)"; \
 	    exit 1; fi
 	$(PY) -m mypy
+	@# typed strictly: coordinator/ and protocol/; everywhere: no call to a name a module lacks
+	@missing=$$($(PY) -m mypy kcoord | grep -E 'Module( "[^"]*")? has no attribute|\[name-defined\]'); \
+	  if [ -n "$$missing" ]; then echo "$$missing"; \
+	    echo "mypy: a module's attribute or a name is missing"; exit 1; fi
 	$(PY) lint/import_layers.py kcoord
 
 bench: venv-all

@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                               "CRITICAL, ERROR, WARNING, INFO, DEBUG")
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .log import step_trace
+    step_trace.refresh()  # --log-level DEBUG turns the step trace on
     if args.command == "serve":
         from .server.app import StartupError, run
         from .server.config import build_config

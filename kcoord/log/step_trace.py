@@ -3,7 +3,9 @@ transaction spends its time (bench/cluster_transactions.py reads them).
 
 Off unless the logger `kcoord.trace` is at DEBUG (set at run time through
 the BROKER_LOGGER config resource, as `kafka-configs --entity-type
-broker-loggers` does); off, a call costs one level check.  One line per
+broker-loggers` does); off, a call costs one level check, and the
+per-request check of the network layer one module attribute (`enabled`,
+re-read by `refresh()` whenever a level is set).  One line per
 event: `<event> <unix time, s> <fields...>`.  Events: `req`/`ans` (a
 request in and its answer out: api key, correlation id, client id), `sync`
 (a write asks to be made durable: id, logs), `flushed` (fsynced here: id),
@@ -22,8 +24,18 @@ _ids = itertools.count(1)
 DEBUG = logging.DEBUG
 
 
+enabled = False  # the level at the last refresh(): the per-request check is one load
+
+
 def on() -> bool:
+    """Whether the trace is on now (off the per-request path: asks the logger)."""
     return _log.isEnabledFor(DEBUG)
+
+
+def refresh() -> None:
+    """Re-read whether `kcoord.trace` is at DEBUG (after a logger's level changed)."""
+    global enabled
+    enabled = _log.isEnabledFor(DEBUG)
 
 
 def event(name: str, *fields) -> None:

@@ -593,8 +593,10 @@ class CoordinatorRuntime:
         # one group commit for every shard
         self.commit = FsyncRounds(self.linger, durability or LocalDurability(), metrics=metrics,
                                   clock=self.clock)
-        # one node: its own log never refuses an append (LocalDurability.append_error)
-        self._may_refuse = self.commit.durability.replicated
+        # one node: its own log never refuses an append (LocalDurability.append_error),
+        # so an always-writing op goes straight to write(), one call less per commit
+        if not self.commit.durability.replicated:
+            self.write_checked = self.write  # type: ignore[method-assign]
         if self.commit.durability.replicated:
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0
         self.shards: list = []
@@ -677,11 +679,10 @@ class CoordinatorRuntime:
     def write_checked(self, group_id: str, op: Callable, error: ErrorFn, *args):
         """write() for an operation that always writes (an offset commit):
         refused before it runs when its records could not be appended (in a
-        cluster: one node's check costs nothing on the OffsetCommit path)."""
-        if self._may_refuse:
-            code = self.shard_for(group_id).refusal()
-            if code:
-                return error(code)
+        cluster; one node binds write() in its place at construction)."""
+        code = self.shard_for(group_id).refusal()
+        if code:
+            return error(code)
         return self.write(group_id, op, error, *args)
 
     def write_parked(self, group_id: str, op: Callable, error: ErrorFn):

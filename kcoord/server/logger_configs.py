@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from ..log import step_trace
 from ..protocol.config_types import STRING, ConfigError
 from ..protocol.errors import Err
 
@@ -86,3 +87,4 @@ class BrokerLoggerResource:
         for logger, level in configs.items():
             _logger(logger).setLevel(LEVELS[level])
         self.explicit = dict(configs)
+        step_trace.refresh()

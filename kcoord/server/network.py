@@ -315,7 +315,7 @@ class KafkaConnection(asyncio.Protocol):
         ctx = RequestContext(key, version, correlation_id, client_id, self.host,
                              self.principal, self.listener, self)
         dispatcher.calls += 1
-        if step_trace.on():
+        if step_trace.enabled:
             step_trace.event("req", key, correlation_id, client_id)
         # metrics (observe.events.ServerMetrics, None when off): every request
         # counted per API, one in TIMING_SAMPLE timed from here to its answer
@@ -345,7 +345,7 @@ class KafkaConnection(asyncio.Protocol):
         if result is NO_RESPONSE:
             return
         if result.__class__ is dict or result.__class__ is bytes:
-            if step_trace.on():
+            if step_trace.enabled:
                 step_trace.event("ans", key, correlation_id, client_id)
             data = self._frame(encode, correlation_id, tagged_header, result)
             if (result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header
@@ -413,7 +413,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close("internal error")
             return
         slot.data = self._frame(encode, ctx.correlation_id, tagged_header, fut.result())
-        if step_trace.on():
+        if step_trace.enabled:
             step_trace.event("ans", ctx.api_key, ctx.correlation_id, ctx.client_id)
         slot.done = True
         # Only an answer at the head of the queue lets anything out.

@@ -66,3 +66,17 @@ def test_breakdown_of_one_replicated_step():
                 1.0, 1.0, 2.0, 0.5, 0.5)
     assert got["per_transaction"] == {"leader_fsyncs": 1.0, "follower_fsyncs": 1.0,
                                       "fetch_rounds_with_records": 1.0}
+
+
+def test_the_network_flag_follows_the_broker_logger_setting():
+    from kcoord.server.logger_configs import BrokerLoggerResource
+    resource, root_level = BrokerLoggerResource(0), logging.getLogger().level
+    try:
+        resource.replace("0", {"root": "INFO", "kcoord.trace": "DEBUG"})
+        assert step_trace.enabled is True
+        resource.replace("0", {"root": "INFO"})  # back to its parent's level: off
+        assert step_trace.enabled is False
+    finally:
+        logging.getLogger("kcoord.trace").setLevel(logging.NOTSET)
+        logging.getLogger().setLevel(root_level)
+        step_trace.refresh()
