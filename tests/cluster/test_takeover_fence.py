@@ -303,20 +303,7 @@ def test_the_commit_timeout_is_read_from_the_config(tmp_path):
 
 
 def commit(node: ClusterNode, offset: int, group: str = "g"):
-    req = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-           "group_instance_id": None, "retention_time_ms": -1, "topics": [
-               {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
-                                             "committed_leader_epoch": -1,
-                                             "committed_metadata": ""}]}]}
-    return node.groups.offset_commit(ctx(8, 8), req)
-
-
-def commit_code(response) -> int:
-    if isinstance(response, (bytes, bytearray)):
-        return Err.NONE  # the cached encoded body: only when every partition succeeded
-    (topic,) = response["topics"]
-    (partition,) = topic["partitions"]
-    return partition["error_code"]
+    return node.groups.offset_commit(ctx(8, 8), commit_req(group, offset))
 
 
 def test_writes_below_min_insync_replicas_are_refused_before_appending(tmp_path):
