@@ -295,7 +295,8 @@ class Setup:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Pipelines, api_versions, frame, measure_hook, percentile, proc_times
+    from .loadgen import (Pipelines, api_versions, frame, measure_hook, percentile, proc_times,
+                          take_turns)
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -355,6 +356,7 @@ async def generator(spec: dict) -> dict:
     phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec["warmup"], spec["seconds"], False)
+    turns = await take_turns(spec, phase)
     pipes.reset_stats()
     pid = spec["pid"]
     measure_hook(spec, "before")
@@ -385,7 +387,7 @@ async def generator(spec: dict) -> dict:
         "latency_ms": {"p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99),
                        "max": lat[-1] / 1e6 if lat else None},
         "stopped_by": "time limit" if run.done < spec["requests"] else "request count",
-        **stats,
+        "turns": turns, **stats,
     }
 
 

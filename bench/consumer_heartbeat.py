@@ -392,7 +392,8 @@ def group_stable(members: list[Member]) -> bool:
 
 async def generator(spec: dict) -> dict:
     from kcoord.protocol.errors import Err  # noqa: F401  (codec registry import order)
-    from .loadgen import Pipelines, api_versions, frame, measure_hook, percentile, proc_times
+    from .loadgen import (Pipelines, api_versions, frame, measure_hook, percentile, proc_times,
+                          take_turns)
 
     host, port = spec.get("host", "127.0.0.1"), spec["port"]
     advertised = api_versions(host, port)
@@ -450,6 +451,7 @@ async def generator(spec: dict) -> dict:
     phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec["warmup"], spec["seconds"], False)
+    turns = await take_turns(spec, phase)
     pipes.reset_stats()
     pid = spec["pid"]
     if spec.get("signal_pid"):  # profiling: SIGUSR1 tells a profiled server to start
@@ -519,7 +521,7 @@ async def generator(spec: dict) -> dict:
         "latency_ms": {"p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99),
                        "max": lat[-1] / 1e6 if lat else None},
         "verify": {"not_steady": not_steady, "examples": examples},
-        **stats,
+        "turns": turns, **stats,
     }
 
 

@@ -48,6 +48,39 @@ def proc_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tck, int(fields[12]) / tck
 
 
+def task_cpu_ns(pid: int) -> int:
+    """CPU time of every live thread of `pid` in ns (/proc/<pid>/task/*/
+    schedstat): exact, where /proc/<pid>/stat counts 10 ms ticks."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # the thread ended between the listing and the read
+    return total
+
+
+async def take_turns(spec: dict, phase) -> int:
+    """Turn-taking mode (spec "turns"; bench/turns.py drives it): after the
+    warm-up, print {"ready"} and run one measured phase of spec["seconds"] per
+    "go" line on stdin, printing one JSON line each, until any other line.
+    Two servers measured turn by turn see the same drift of the machine."""
+    if not spec.get("turns"):
+        return 0
+    pid, loop, turns = spec["pid"], asyncio.get_running_loop(), 0
+    print(json.dumps({"ready": True}), flush=True)
+    while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "go":
+        c0, (u0, s0), t0 = task_cpu_ns(pid), proc_times(pid), time.monotonic()
+        run = await phase(10**9, spec["seconds"], False)
+        c1, (u1, s1), wall = task_cpu_ns(pid), proc_times(pid), time.monotonic() - t0
+        turns += 1
+        print(json.dumps({"turn": turns, "requests": run.done, "wall_s": wall,
+                          "cpu_ns": c1 - c0, "user_s": u1 - u0, "system_s": s1 - s0}),
+              flush=True)
+    return turns
+
+
 def measure_hook(spec: dict, when: str) -> None:
     """Run the spec's hooks[when] command ("before"/"after" the measured
     phase; bench/instr_compare.py counts a server's instructions in between)."""
@@ -312,6 +345,7 @@ async def main(spec: dict) -> dict:
     phase, stats = pipes.phase, pipes.stats
 
     warm = await phase(spec.get("warmup", depth * nconn * 3), spec["seconds"], False)
+    turns = await take_turns(spec, phase)
     pid = spec.get("pid")
     nan = (float("nan"), float("nan"))
     measure_hook(spec, "before")
@@ -337,7 +371,7 @@ async def main(spec: dict) -> dict:
         "latency_ms": {"p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99),
                        "max": lat[-1] / 1e6 if lat else None},
         "stopped_by": "time limit" if run.done < spec["requests"] else "request count",
-        **stats,
+        "turns": turns, **stats,
     }
 
 
