@@ -48,17 +48,21 @@ def proc_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tck, int(fields[12]) / tck
 
 
-def task_cpu_ns(pid: int) -> int:
-    """CPU time of every live thread of `pid` in ns (/proc/<pid>/task/*/
-    schedstat): exact, where /proc/<pid>/stat counts 10 ms ticks."""
-    total = 0
+def task_counters(pid: int) -> dict[str, int]:
+    """Of every live thread of `pid`: CPU time in ns and times scheduled in
+    (/proc/<pid>/task/*/schedstat: exact, where /proc/<pid>/stat counts 10 ms
+    ticks); and the process's read and write syscalls (/proc/<pid>/io)."""
+    cpu = slices = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                total += int(fh.read().split()[0])
+                fields = fh.read().split()
         except (FileNotFoundError, ProcessLookupError):
-            pass  # the thread ended between the listing and the read
-    return total
+            continue  # the thread ended between the listing and the read
+        cpu, slices = cpu + int(fields[0]), slices + int(fields[2])
+    with open(f"/proc/{pid}/io") as fh:
+        io = dict(line.split(": ") for line in fh.read().splitlines())
+    return {"cpu_ns": cpu, "slices": slices, "syscalls": int(io["syscr"]) + int(io["syscw"])}
 
 
 async def take_turns(spec: dict, phase) -> int:
@@ -71,13 +75,13 @@ async def take_turns(spec: dict, phase) -> int:
     pid, loop, turns = spec["pid"], asyncio.get_running_loop(), 0
     print(json.dumps({"ready": True}), flush=True)
     while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "go":
-        c0, (u0, s0), t0 = task_cpu_ns(pid), proc_times(pid), time.monotonic()
+        c0, (u0, s0), t0 = task_counters(pid), proc_times(pid), time.monotonic()
         run = await phase(10**9, spec["seconds"], False)
-        c1, (u1, s1), wall = task_cpu_ns(pid), proc_times(pid), time.monotonic() - t0
+        c1, (u1, s1), wall = task_counters(pid), proc_times(pid), time.monotonic() - t0
         turns += 1
         print(json.dumps({"turn": turns, "requests": run.done, "wall_s": wall,
-                          "cpu_ns": c1 - c0, "user_s": u1 - u0, "system_s": s1 - s0}),
-              flush=True)
+                          "user_s": u1 - u0, "system_s": s1 - s0,
+                          **{k: c1[k] - c0[k] for k in c0}}), flush=True)
     return turns
 
 

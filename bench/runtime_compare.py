@@ -17,20 +17,28 @@ RUNTIME_COMPARE_ONLY=consumer_heartbeat[,...] runs only the named workloads
 (no load or pipeline data generated unless named) and writes
 bench/results/runtime_compare_<names>.md/json instead.
 RUNTIME_COMPARE_ONLY=hot_paths is issue 22's figure: OffsetCommit, both
-heartbeats and the load replay, 8 paired runs of 5 measured seconds each
-(about 6-7 minutes on 2 quiet cores; no pair starts that would end past
-RUNTIME_COMPARE_BUDGET_S, 450 s, after the data is generated, so a loaded
-machine gives fewer pairs, at least 2, rather than a longer run), results in
-bench/results/runtime_compare_hot_paths.md; its "paired" column (the median
-of each pair's after/before) is the figure, as it cancels slow drifts of
-the machine's load:
+heartbeats and the load replay, results in
+bench/results/runtime_compare_hot_paths.md. Its request workloads run in
+paired turns (bench/turns.py): per round, fresh servers of both trees run at
+once, each with its load generator set up and warmed up, and the generators
+take 1 s turns A B, B A, ... (2 pairs discarded, 12 kept, 3 rounds), servers
+pinned to CPU 0 and generators to CPU 1; the figure is the median of the
+36 per-pair changes with its bootstrap 95 % interval, which decides "within
+5 %" when it lies below +5 %. The load replay (a 6 M-record log) keeps whole
+paired restarts, up to 8, none starting past RUNTIME_COMPARE_BUDGET_S (300 s)
+after the turns and the log's generation. About 10 minutes on 2 quiet cores:
 
-    git worktree add --detach ../kcoord-before 626dd63
-    git worktree add --detach ../kcoord-after main
-    cd ../kcoord-after && KCOORD_BASE_TREE=../kcoord-before KCOORD_AFTER_TREE=. \\
+    git worktree add --detach /tmp/kcoord-before 626dd63
+    git worktree add --detach /tmp/kcoord-after main
+    cd /tmp/kcoord-after && KCOORD_BASE_TREE=/tmp/kcoord-before KCOORD_AFTER_TREE=. \\
       RUNTIME_COMPARE_SETTINGS=group.coordinator.append.linger.ms=10 \\
       RUNTIME_COMPARE_ONLY=hot_paths python -m bench runtime_compare
 
+An A/A run (both variables naming the same tree) shows the bench's own
+spread: its intervals must contain 0.
+RUNTIME_COMPARE_TURNS=rounds,pairs,seconds changes the turns (0: whole runs
+as for the other workloads); RUNTIME_COMPARE_PIN=0 leaves the placement to
+the scheduler.
 RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
 RUNTIME_COMPARE_SETTINGS=key=value,...: server settings for both trees (to
 pin a default that changed between them, e.g. the append linger).
@@ -183,7 +191,10 @@ def _turn_row(turn: dict, rnd: int, final: dict) -> dict:
     row = {"server_cpu_us_per_request": us_per_request(turn), "round": rnd + 1,
            "server_user_us_per_request": turn["user_s"] / n * 1e6 if n else None,
            "server_system_us_per_request": turn["system_s"] / n * 1e6 if n else None,
-           "requests": n, "wall_s": turn["wall_s"], "loadavg": [load, load]}
+           "requests": n, "wall_s": turn["wall_s"], "loadavg": [load, load],
+           # batching: how often the server was scheduled in / made a read or write call
+           "server_slices_per_request": turn["slices"] / n if n else None,
+           "server_syscalls_per_request": turn["syscalls"] / n if n else None}
     bad = {k: v for k, v in (final.get("errors") or {}).items() if str(k) != "0"}
     if bad or final.get("out_of_order") or (final.get("verify") or {}).get("not_steady"):
         row["error"] = f"round {rnd + 1}: error codes {bad}, verify {final.get('verify')}"
@@ -349,9 +360,11 @@ def _value(r: dict, key: str):
     return v if isinstance(v, (int, float)) else None
 
 
-def _split_cell(split: dict) -> str:
+def _split_cell(split: dict, one: str, other: str) -> str:
+    """'before one/other; after one/other' of the per-request medians."""
     f = (lambda v: "-" if v is None else f"{v:.2f}")
-    return "; ".join(f"{f(split[w + '_user'])}/{f(split[w + '_system'])}" for w in ("before", "after"))
+    return "; ".join(f"{f(split[f'{w}_{one}'])}/{f(split[f'{w}_{other}'])}"
+                     for w in ("before", "after"))
 
 
 def report(runs: dict, reps: int, records: int, generated: dict, args,
@@ -369,22 +382,24 @@ def report(runs: dict, reps: int, records: int, generated: dict, args,
             change = (med["after"] - med["before"]) / med["before"] * 100
         paired = paired_changes(values["before"], values["after"])
         interval = bootstrap_interval(paired)
-        split = {f"{w}_{part}": median([r.get(f"server_{part}_us_per_request")
+        split = {f"{w}_{part}": median([r.get(f"server_{part}_per_request")
                                         for r in runs[name][w]])
-                 for w in ("before", "after") for part in ("user", "system")}
+                 for w in ("before", "after")
+                 for part in ("user_us", "system_us", "slices", "syscalls")}
         loads = [_load1(r["loadavg"][0]) for w in ("before", "after") for r in runs[name][w]]
         errors = [r["error"] for w in ("before", "after") for r in runs[name][w] if "error" in r]
         summary[name] = {"unit": unit, "before": med["before"], "after": med["after"],
                          "change_pct": change, "paired_change_pct": median(paired),
                          "paired_changes_pct": paired, "paired_interval_95_pct": interval,
-                         "user_system_us": split, "runs": values,
+                         "per_request_medians": split, "runs": values,
                          "loadavg_at_start": loads, "errors": errors}
         fmt = (lambda v: "-" if v is None else f"{v:,.1f}")
         pct = (lambda v: "-" if v is None else f"{v:+.1f}%")
         rows.append([name, unit, fmt(med["before"]), fmt(med["after"]), pct(change),
                      pct(median(paired)),
                      f"{interval[0]:+.1f}%..{interval[1]:+.1f}%" if interval else "-",
-                     _split_cell(split), " ".join(f"{v:+.0f}" for v in sorted(paired)),
+                     _split_cell(split, "user_us", "system_us"),
+                     _split_cell(split, "slices", "syscalls"), " ".join(f"{v:+.0f}" for v in sorted(paired)),
                      " ".join(fmt(v) for v in values["before"]),
                      " ".join(fmt(v) for v in values["after"]),
                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
@@ -412,7 +427,9 @@ def report(runs: dict, reps: int, records: int, generated: dict, args,
                   "better; the CPU read at 'listening' may already hold part of the replay).")
     md.append("CPU per request: the server's CPU over the measured phase divided by the "
               "requests answered (lower is better); in turns it is the sum of its threads' "
-              "/proc schedstat run time (ns), the user/system split from /proc stat (10 ms ticks).")
+              "/proc schedstat run time (ns), the user/system split from /proc stat (10 ms ticks); "
+              "slices: times its threads were scheduled in, syscalls: its read+write calls "
+              "(/proc io), both per request: they show a change of batching.")
     if "pipeline_decoder" in runs:
         md.append("Pipeline decoder: bench/pipeline_bench.py's decode_rate (the lag pipeline's "
                   "pure-Python decoder, one process, no Spark) over a generated log of "
@@ -420,7 +437,8 @@ def report(runs: dict, reps: int, records: int, generated: dict, args,
     md += ["The machine may be shared with other test runs: the load average at the start of "
            "each run is given.", "",
            table(["workload", "unit", "before", "after", "change", "paired", "paired 95%",
-                  "user/system us (before; after)", "paired changes (%)", "before runs", "after runs", "loadavg", "errors"], rows)]
+                  "user/system us (before; after)", "slices/syscalls (before; after)",
+                  "paired changes (%)", "before runs", "after runs", "loadavg", "errors"], rows)]
     out = {"summary": summary, "runs": runs, "quick": bool(args.quick)}
     name = "runtime_compare" + ("_" + (label or "_".join(only)) if only else "")
     path = write_results(name, "Runtime reshaping: before and after in one run"
