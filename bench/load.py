@@ -104,13 +104,22 @@ def cpu_with_children(pid: int) -> float:
 
 
 def live_children(pid: int) -> list[str]:
+    """The load's worker processes still alive (multiprocessing's resource
+    tracker lives as long as the server: waiting for it only timed out)."""
     out: list[str] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             out += (task / "children").read_text().split()
         except OSError:
             pass
-    return out
+    return [c for c in out if b"resource_tracker" not in _cmdline(c)]
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def measure(data_dir: Path, timeout: float, crash: bool = False,
