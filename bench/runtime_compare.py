@@ -37,7 +37,8 @@ after the turns and the log's generation. About 10 minutes on 2 quiet cores:
 An A/A run (both variables naming the same tree) shows the bench's own
 spread: its intervals must contain 0.
 RUNTIME_COMPARE_TURNS=rounds,pairs,seconds changes the turns (0: whole runs
-as for the other workloads); RUNTIME_COMPARE_PIN=0 leaves the placement to
+as for the other workloads; set, it also turns the request workloads of any
+RUNTIME_COMPARE_ONLY list); RUNTIME_COMPARE_PIN=0 leaves the placement to
 the scheduler.
 RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
 RUNTIME_COMPARE_SETTINGS=key=value,...: server settings for both trees (to
@@ -281,7 +282,7 @@ def run(args) -> dict:
     budget = float(os.environ.get("RUNTIME_COMPARE_BUDGET_S")
                    or (HOT_PATHS_BUDGET_S if label else 0))
     names = only or list(WORKLOADS)
-    turns = _turns_setting() if label else None
+    turns = _turns_setting() if label or os.environ.get("RUNTIME_COMPARE_TURNS") else None
     turned = [n for n in names if n in REQUEST_JOBS] if turns else []
     # hot_paths: a log long enough that the replay's CPU dwarfs the start-up's noise
     records = 200_000 if args.quick else (6_000_000 if label else 2_000_000)
