@@ -37,7 +37,8 @@ after the turns and the log's generation. About 10 minutes on 2 quiet cores:
 An A/A run (both variables naming the same tree) shows the bench's own
 spread: its intervals must contain 0.
 RUNTIME_COMPARE_TURNS=rounds,pairs,seconds changes the turns (0: whole runs
-as for the other workloads); RUNTIME_COMPARE_PIN=0 leaves the placement to
+as for the other workloads; set, it also turns the request workloads of any
+RUNTIME_COMPARE_ONLY list); RUNTIME_COMPARE_PIN=0 leaves the placement to
 the scheduler.
 RUNTIME_COMPARE_REPS=N: N runs of each tree (default 3, 2 with --quick).
 RUNTIME_COMPARE_SETTINGS=key=value,...: server settings for both trees (to
@@ -113,7 +114,7 @@ def classic_heartbeat_job(server: KcoordServer, args) -> tuple[dict, str, float]
             "connections": 10, "requests": 100_000 if args.quick else 400_000,
             "seconds": args.seconds or (5 if args.quick else 10),
             # long enough for a member idle while the other tree takes its turns
-            "warmup": groups * 10 * 20, "session_timeout_ms": 60_000,
+            "warmup": groups * 10 * 20, "session_timeout_ms": 600_000,
             "setup_seconds": 90, "group_prefix": "cmp-hb"}
     return spec, "bench.classic_heartbeat", spec["seconds"] * 3 + 210
 
@@ -132,7 +133,10 @@ def consumer_heartbeat_job(server: KcoordServer, args) -> tuple[dict, str, float
 REQUEST_JOBS = {
     "offset_commit": ({}, offset_commit_job),
     "classic_heartbeat": ({"group.initial.rebalance.delay.ms": "0"}, classic_heartbeat_job),
-    "consumer_heartbeat": ({}, consumer_heartbeat_job),
+    # sessions long enough for a member idle while the other tree's server sets up
+    "consumer_heartbeat": ({"group.consumer.session.timeout.ms": "600000",
+                            "group.consumer.max.session.timeout.ms": "600000"},
+                           consumer_heartbeat_job),
 }
 
 
@@ -197,7 +201,9 @@ def _turn_row(turn: dict, rnd: int, final: dict) -> dict:
            "server_syscalls_per_request": turn["syscalls"] / n if n else None}
     bad = {k: v for k, v in (final.get("errors") or {}).items() if str(k) != "0"}
     if bad or final.get("out_of_order") or (final.get("verify") or {}).get("not_steady"):
-        row["error"] = f"round {rnd + 1}: error codes {bad}, verify {final.get('verify')}"
+        # the round measured error answers (e.g. expired members): not the figure
+        row["error"] = f"round {rnd + 1}: error codes {bad}, verify {final.get('verify')}"[:300]
+        row["server_cpu_us_per_request"] = None
     return row
 
 
@@ -281,7 +287,7 @@ def run(args) -> dict:
     budget = float(os.environ.get("RUNTIME_COMPARE_BUDGET_S")
                    or (HOT_PATHS_BUDGET_S if label else 0))
     names = only or list(WORKLOADS)
-    turns = _turns_setting() if label else None
+    turns = _turns_setting() if label or os.environ.get("RUNTIME_COMPARE_TURNS") else None
     turned = [n for n in names if n in REQUEST_JOBS] if turns else []
     # hot_paths: a log long enough that the replay's CPU dwarfs the start-up's noise
     records = 200_000 if args.quick else (6_000_000 if label else 2_000_000)
