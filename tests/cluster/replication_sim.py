@@ -707,6 +707,8 @@ class Simulation:
                 self.fail(f"n{node.id} disagrees with the committed log below its high watermark")
             if replica.role is Role.LEADER:
                 epoch = replica.leader_epoch
+                if epoch == self.store.leader_epoch:
+                    self._check_hw_durable_on_isr(node, hwm)
                 upto = max((end for e, end in self.ack_epoch_end.items() if e <= epoch), default=0)
                 if records[:upto] != committed[:upto]:
                     self.fail(f"leader n{node.id} (epoch {epoch}) lacks acknowledged records")
@@ -714,6 +716,14 @@ class Simulation:
             if offset >= len(committed) or committed[offset][1] != value:
                 self.fail(f"acknowledged record {value}@{offset} is not committed")
         self._unchecked_acks.clear()
+
+    def _check_hw_durable_on_isr(self, leader: Node, hwm: int) -> None:
+        # A power cut of any in-sync member may lose only what is past the HW.
+        for r in self.store.isr:
+            member = self.nodes[r]
+            if member.replica is not None and member.log.flushed < hwm:
+                self.fail(f"leader n{leader.id}'s high watermark {hwm} passes in-sync "
+                          f"n{r}'s fsynced end {member.log.flushed}")
 
     def check_healed(self) -> None:
         """After the faults stop the cluster must work again."""

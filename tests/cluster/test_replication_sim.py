@@ -105,3 +105,43 @@ def test_a_retried_write_is_acknowledged_only_past_the_high_watermark():
     for seed in RETRY_SEEDS:
         failures, _ = run_schedules([seed], sim_class=_RetryAnsweredOnDisk)
         assert failures and "acknowledged but not on" in failures[0], seed
+
+
+class _FetchesBeforeFsync(Replica):
+    """A follower that fetches again (reporting its log end) before its fsync."""
+
+    @property
+    def has_request_ready(self):
+        flushed = self.log.flushed
+        self.log.flushed = self.log.log_end_offset
+        try:
+            return super().has_request_ready
+        finally:
+            self.log.flushed = flushed
+
+    def next_request(self):
+        flushed = self.log.flushed
+        self.log.flushed = self.log.log_end_offset
+        try:
+            return super().next_request()
+        finally:
+            self.log.flushed = flushed
+
+
+class _ReportsBeforeFsync(Simulation):
+    """The fetcher of _FetchesBeforeFsync: its fsync comes later."""
+
+    def _ev_fflush(self, node, request, served):
+        node.inflight = None
+        self._handle(node, node.replica.on_fetch_answer(request, served, self.now))
+        self.at(self.now + self.rng.randint(1, 20), "late_flush", node.id, node.incarnation)
+
+    def _ev_late_flush(self, node_id, incarnation):
+        node = self.nodes[node_id]
+        if node.alive and node.incarnation == incarnation:
+            node.log.flush()
+
+
+def test_the_high_watermark_never_passes_an_in_sync_members_fsynced_end():
+    failures, _ = run_schedules(range(30), _FetchesBeforeFsync, _ReportsBeforeFsync)
+    assert any("fsynced end" in f for f in failures), failures[:1]
