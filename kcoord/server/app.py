@@ -20,6 +20,7 @@ from .clock import WallClock
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
 from .leader_epoch_handlers import LeaderEpochHandlers
+from .malloc_tuning import keep_freed_buffers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
 from .group_handlers import GroupHandlers
@@ -346,6 +347,7 @@ async def serve(config: Config) -> None:
 
 
 def run(config: Config) -> None:
+    keep_freed_buffers()
     try:
         import uvloop
     except ImportError:  # uvloop is optional: plain asyncio works, just slower
