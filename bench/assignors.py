@@ -3,6 +3,7 @@
     python -m bench.assignors                 # the default grid
     python -m bench.assignors --full          # Kafka's whole grid (long)
     python -m bench.assignors --quick         # a smoke run
+    python -m bench.assignors --jmh [--quick] # Kafka's three published cells, goal met/missed
 
 Cells: members x partitions-per-member x topics, HOMOGENEOUS or HETEROGENEOUS
 (5 subscription buckets, as in Kafka's benchmark), FULL (no prior assignment)
@@ -138,6 +139,75 @@ def run_kafka_python(name, partitions, names, subs, members, incremental, repeat
     return timed(lambda: assignor.assign(cluster, group), repeat)
 
 
+# ------------------------------------------------------------ Kafka's published cells
+# (members, partitions per member, topics): uniform, homogeneous, FULL, rack-unaware
+JMH_CELLS = [(100, 5, 10), (5000, 10, 1000), (10000, 10, 1000)]
+GOAL_FACTOR = 3
+
+
+def jmh_spec(members: int, ratio: int, topics: int, incremental: bool, assign):
+    """The inputs as Kafka's ServerSideAssignorBenchmark builds them, outside the
+    timed part: members*ratio//topics partitions per topic, ids member0..; INCREMENTAL
+    assigns members-1 of them, then adds "newMember" with no assignment."""
+    partitions = {topic_id(t): members * ratio // topics for t in range(topics)}
+    subscribed = frozenset(partitions)
+    count = members - 1 if incremental else members
+    specs = {f"member{i}": MemberSpec(subscribed) for i in range(count)}
+    if incremental:
+        previous = assign(GroupSpec(specs, True), partitions)
+        specs = {m: MemberSpec(subscribed, previous.get(m, {})) for m in specs}
+        specs["newMember"] = MemberSpec(subscribed)
+    return GroupSpec(specs, True), partitions
+
+
+def cpu_ms(fn, repeat: int) -> float:
+    """Median CPU milliseconds of one call (CPU time: the machine is shared)."""
+    runs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        runs.append((time.process_time() - start) * 1000)
+    return statistics.median(runs)
+
+
+def run_jmh(repeat: int) -> int:
+    import os
+    from kcoord import native_build
+    rows = []
+    for members, ratio, topics in JMH_CELLS:
+        java = JAVA[("uniform", "homogeneous", "full", members, ratio, topics)]
+        for kind in ("full", "incremental"):
+            for name in ("uniform", "range"):
+                assign = ASSIGNORS[name]
+                spec, partitions = jmh_spec(members, ratio, topics, kind == "incremental", assign)
+                ms = cpu_ms(lambda: assign(spec, partitions), repeat)
+                row = {"assignor": name, "members": members, "ratio": ratio, "topics": topics,
+                       "kind": kind, "kcoord_cpu_ms": ms, "java_ms": java[0], "java_source": java[1],
+                       "ratio_to_java": ms / java[0],
+                       "goal": "met" if ms <= GOAL_FACTOR * java[0] else "missed"}
+                rows.append(row)
+                print(" ".join(f"{k}={fmt(v)}" for k, v in row.items()), flush=True)
+    load = os.getloadavg()[0]
+    RESULTS.mkdir(exist_ok=True)
+    out = {"build": native_build.state, "load": load, "repeat": repeat, "rows": rows}
+    (RESULTS / "assignors_jmh.json").write_text(json.dumps(out, indent=1))
+    lines = ["# Kafka's published assignor cells (CPU ms per assignment, median)", "",
+             f"Build: {native_build.state}; load average {load:.1f}; median of {repeat} runs. "
+             "Inputs as ServerSideAssignorBenchmark builds them (homogeneous, rack-unaware; "
+             "INCREMENTAL: members-1 assigned, then one new member). Java: Kafka's published "
+             "UNIFORM HOMOGENEOUS FULL figure for the cell (no RANGE figure is published; "
+             f"the goal holds both to it). Goal: within {GOAL_FACTOR}x.", "",
+             "| assignor | members | partitions/member | topics | kind | kcoord CPU ms | Java ms | "
+             "x Java | goal |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['assignor']} | {r['members']} | {r['ratio']} | {r['topics']} | {r['kind']} | "
+                     f"{fmt(r['kcoord_cpu_ms'])} | {r['java_ms']} ({r['java_source']}) | "
+                     f"{r['ratio_to_java']:.2f} | {r['goal']} |")
+    (RESULTS / "assignors_jmh.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {RESULTS / 'assignors_jmh.md'}")
+    return 0
+
+
 # ------------------------------------------------------------ the grid
 def grid(args):
     if args.quick:
@@ -165,7 +235,11 @@ def main(argv=None) -> int:
                    help="skip kafka-python's sticky assignor on larger cells (default 2500; "
                         "it takes 5-15 s per run at 2500 partitions)")
     p.add_argument("--no-kafka-python", action="store_true")
+    p.add_argument("--jmh", action="store_true",
+                   help="only Kafka's three published cells, uniform and range, full and incremental")
     args = p.parse_args(argv)
+    if args.jmh:
+        return run_jmh(3 if args.quick else max(args.repeat, 21))
 
     rows = []
     for members, ratio, topics in grid(args):

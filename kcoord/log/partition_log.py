@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from kcoord.protocol.records import assign_offsets, decode_batch, set_partition_leader_epoch
+from kcoord.protocol.records import (LOG_OVERHEAD, PARTITION_LEADER_EPOCH_OFFSET, assign_offsets,
+                                     decode_batch, set_partition_leader_epoch)
 
 from .config import LogConfig
 from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
@@ -33,9 +34,10 @@ from .leader_epoch import EpochCache
 from .recovery_point import RecoveryPoint
 from .scan import file_batches, memory_batches
 from .start_offset import read_start_offset, write_start_offset
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Pieces, Segment
 
 log = logging.getLogger(__name__)
+_PATCHED = PARTITION_LEADER_EPOCH_OFFSET + 4  # the header bytes an append rewrites
 
 
 def _base_offset_of(path: Path) -> int | None:
@@ -195,20 +197,28 @@ class PartitionLog:
         assigning offsets from log_end_offset, and stamping `leader_epoch`
         into each (as Kafka's leader does; the CRC does not cover it).
         -> (first offset, last offset)."""
-        data = bytearray(batches)  # our own copy: baseOffset is patched in place
-        parsed = self._parse(data)
+        parsed = self._parse(batches)
         if leader_epoch is None:
             leader_epoch = self.stamp_epoch
         first = next_offset = self.log_end_offset
+        # Only each batch's first 16 bytes (baseOffset, length, leader epoch)
+        # change: they are copied and patched, the payload is written from
+        # the caller's buffer as it is (one pwritev, no copy of the records).
+        view = memoryview(batches)
+        pieces = []
         for i, (pos, header) in enumerate(parsed):
-            assign_offsets(data, pos, next_offset)
+            head = bytearray(view[pos:pos + _PATCHED])
+            assign_offsets(head, 0, next_offset)
             header = header._replace(base_offset=next_offset)
             if leader_epoch is not None:
-                set_partition_leader_epoch(data, pos, leader_epoch)
+                set_partition_leader_epoch(head, 0, leader_epoch)
                 header = header._replace(partition_leader_epoch=leader_epoch)
+            pieces.append(head)
+            pieces.append(view[pos + _PATCHED:pos + LOG_OVERHEAD + header.batch_length])
             parsed[i] = (pos, header)
             next_offset += header.last_offset_delta + 1
-        self._write(data, parsed, first, next_offset - 1)
+        end = parsed[-1][0] + LOG_OVERHEAD + parsed[-1][1].batch_length
+        self._write(Pieces(pieces, end), parsed, first, next_offset - 1)
         return first, next_offset - 1
 
     def append_raw(self, batches) -> tuple[int, int]:

@@ -47,6 +47,29 @@ def _pwrite_all(fd: int, data, position: int) -> None:
         view, position = view[n:], position + n
 
 
+_IOV_MAX = 1024  # the kernel's limit of buffers per pwritev
+
+
+class Pieces:
+    """Batches to append as a list of buffers (patched headers beside
+    views of the request's payload) and their total length."""
+    __slots__ = ("buffers", "size")
+
+    def __init__(self, buffers: list, size: int) -> None:
+        self.buffers = buffers
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def _pwritev_all(fd: int, pieces: Pieces, position: int) -> None:
+    buffers = pieces.buffers
+    n = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
+    if n < pieces.size:  # a short write (or too many buffers): the rest in one piece
+        _pwrite_all(fd, memoryview(b"".join(buffers))[n:], position + n)
+
+
 class Segment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig):
         """Open (creating if missing) the files of one segment.  Callers must
@@ -280,7 +303,10 @@ class Segment:
         """Write whole batches `data` (with (pos, header) list `batches`,
         offsets already final) at the end of the file."""
         start = self.size
-        _pwrite_all(self._fd, data, start)
+        if data.__class__ is Pieces:
+            _pwritev_all(self._fd, data, start)
+        else:
+            _pwrite_all(self._fd, data, start)
         self.size += len(data)
         for pos, header in batches:
             self._track(start + pos, header)

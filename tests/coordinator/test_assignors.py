@@ -268,3 +268,27 @@ def test_assignors_do_not_mutate_their_input():
     for homogeneous in (True, False):
         uniform.assign(GroupSpec(members, homogeneous), {t: 4})
         assert held == {t: frozenset({0, 1, 2, 3})}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fast_paths_equal_the_general_paths(seed):
+    """The fresh-deal path of uniform and the shared-range path of range give what
+    the general paths give on the same input (same keys in the same order too)."""
+    rng = random.Random(seed)
+    partitions = {tid(t): rng.choice([0, 1, 3, 7] if seed % 2 else [5]) for t in range(rng.randint(1, 8))}
+    topics = frozenset(partitions)
+    members = {}
+    for m in range(rng.randint(1, 30)):
+        static = f"i{rng.randint(0, 99):02d}" if rng.random() < 0.3 else None
+        members[f"m{rng.randint(0, 999):03d}-{m}"] = MemberSpec(topics, {}, instance_id=static)
+    total = sum(partitions.values())
+    ordered = sorted(topics)
+    general = uniform._assign_with_history(members, topics, ordered, dict(partitions),
+                                           *divmod(total, len(members)))
+    fast = uniform.assign(GroupSpec(members, True), partitions)
+    assert [(m, list(a.items())) for m, a in fast.items()] == \
+        [(m, list(a.items())) for m, a in general.items()]
+    shared = range_assignor.assign(GroupSpec(members, True), partitions)
+    per_topic = range_assignor.assign(GroupSpec(members, False), partitions)
+    assert [(m, list(a.items())) for m, a in shared.items()] == \
+        [(m, list(a.items())) for m, a in per_topic.items()]

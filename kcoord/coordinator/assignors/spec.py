@@ -7,8 +7,12 @@ member keeps the very same object, which the caller can detect cheaply).
 """
 from __future__ import annotations
 
+import functools
+import gc
 from dataclasses import dataclass, field
-from typing import AbstractSet, Mapping
+from typing import AbstractSet, Callable, Mapping, TypeVar
+
+_F = TypeVar("_F", bound=Callable)
 
 TopicId = bytes
 Assignment = Mapping[TopicId, AbstractSet[int]]
@@ -48,3 +52,18 @@ def is_homogeneous(members: Mapping[str, MemberSpec]) -> bool:
 
 def assignment_size(assignment: Assignment) -> int:
     return sum(len(p) for p in assignment.values())
+
+
+def without_gc(fn: _F) -> _F:
+    """Run an assignor with the cyclic collector paused: it builds O(members) acyclic
+    dicts and sets, and collections triggered by those allocations doubled its time."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+    return run  # type: ignore[return-value]

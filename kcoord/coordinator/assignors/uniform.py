@@ -23,12 +23,13 @@ from __future__ import annotations
 import heapq
 from typing import AbstractSet, Mapping, cast
 
-from .spec import Assignment, AssignorError, GroupSpec, TopicId
+from .spec import Assignment, AssignorError, GroupSpec, MemberSpec, TopicId, without_gc
 
 NAME = "uniform"
 MAX_BALANCE_PASSES = 16
 
 
+@without_gc
 def assign(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> dict[str, Assignment]:
     if not spec.members:
         return {}
@@ -55,6 +56,49 @@ def assign_homogeneous(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> di
 
     num_members = len(members)
     min_quota, extra = divmod(total, num_members)
+    if all(not ms.assignment for ms in members.values()):
+        return _deal_fresh(members, ordered_topics, counts, min_quota, extra)
+    return _assign_with_history(members, topics, ordered_topics, counts, min_quota, extra)
+
+
+def _deal_fresh(members: Mapping[str, MemberSpec], ordered_topics: list[TopicId],
+                counts: dict[TopicId, int], min_quota: int, extra: int) -> dict[str, Assignment]:
+    """No member holds anything (a full assignment): the same deal as the general
+    path, member i taking the next quota_i partitions of the topics in id order,
+    without its per-partition bookkeeping."""
+    result: dict[str, Assignment] = {}
+    ti = 0
+    t = ordered_topics[0]
+    n = counts[t]
+    pos = 0
+    for mid, ms in members.items():
+        room = min_quota + 1 if extra > 0 else min_quota
+        extra -= 1
+        if not room:
+            result[mid] = ms.assignment  # unchanged: the very same object
+            continue
+        if pos + room <= n:  # the usual case: the member's share lies within one topic
+            result[mid] = {t: set(range(pos, pos + room))}
+            pos += room
+            continue
+        grown: dict[TopicId, set[int]] = {}
+        while room:
+            while pos >= n:
+                ti += 1
+                t = ordered_topics[ti]
+                n = counts[t]
+                pos = 0
+            take = min(room, n - pos)
+            grown[t] = set(range(pos, pos + take))
+            pos += take
+            room -= take
+        result[mid] = grown
+    return result
+
+
+def _assign_with_history(members: Mapping[str, MemberSpec], topics: AbstractSet[TopicId],
+                         ordered_topics: list[TopicId], counts: dict[TopicId, int],
+                         min_quota: int, extra: int) -> dict[str, Assignment]:
 
     # What each member may keep: its subscribed partitions, valid for the topic's size.
     held: dict[str, int] = {}
