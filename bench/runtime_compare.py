@@ -21,12 +21,12 @@ heartbeats and the load replay, results in
 bench/results/runtime_compare_hot_paths.md. Its request workloads run in
 paired turns (bench/turns.py): per round, fresh servers of both trees run at
 once, each with its load generator set up and warmed up, and the generators
-take 0.5 s turns A B, B A, ... (2 pairs discarded, 20 kept, 3 rounds), servers
+take 0.5 s turns A B, B A, ... (2 pairs discarded, 30 kept, 3 rounds), servers
 pinned to CPU 0 and generators to CPU 1; the figure is the median of the
-60 per-pair changes with its bootstrap 95 % interval, which decides "within
+90 per-pair changes with its bootstrap 95 % interval, which decides "within
 5 %" when it lies below +5 %. The load replay (a 6 M-record log) keeps whole
 paired restarts, up to 8, none starting past RUNTIME_COMPARE_BUDGET_S (300 s)
-after the turns and the log's generation. About 10 minutes on 2 quiet cores:
+after the turns and the log's generation. About 10 minutes on 2 quiet cores (with 20 pairs it took 12 under load 1-26):
 
     git worktree add --detach /tmp/kcoord-before 626dd63
     git worktree add --detach /tmp/kcoord-after main
@@ -268,7 +268,7 @@ WORKLOADS = {
 HOT_PATHS = ["offset_commit", "classic_heartbeat", "consumer_heartbeat", "load_replay"]
 HOT_PATHS_REPS, HOT_PATHS_SECONDS = 8, 5.0
 HOT_PATHS_BUDGET_S = 300  # no replay rep starts that would end past this (after the turns)
-TURNS = (3, 20, 0.5)  # rounds (fresh servers), paired turns per round, seconds per turn
+TURNS = (3, 30, 0.5)  # rounds (fresh servers), paired turns per round, seconds per turn
 
 
 def run(args) -> dict:
