@@ -26,7 +26,8 @@ pinned to CPU 0 and generators to CPU 1; the figure is the median of the
 90 per-pair changes with its bootstrap 95 % interval, which decides "within
 5 %" when it lies below +5 %. The load replay (a 6 M-record log) keeps whole
 paired restarts, up to 8, none starting past RUNTIME_COMPARE_BUDGET_S (300 s)
-after the turns and the log's generation. About 10 minutes on 2 quiet cores (with 20 pairs it took 12 under load 1-26):
+after the turns and the log's generation. About 10 minutes on 2 quiet cores
+(with 20 pairs it took 12 under load 1-26):
 
     git worktree add --detach /tmp/kcoord-before 626dd63
     git worktree add --detach /tmp/kcoord-after main
