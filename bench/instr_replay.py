@@ -32,11 +32,16 @@ SNAPSHOT_FILE = "coordinator.snapshot"
 
 
 def count(tree: Path, data: Path, work: Path, timeout: float = 1800) -> int:
-    """The instructions of one start that replays `data` (server and workers)."""
-    for snapshot in data.rglob(SNAPSHOT_FILE):
-        snapshot.unlink()
+    """The instructions of one start that replays `data` (server and workers),
+    on a copy of it: the run ends in a SIGKILL, which leaves a data dir
+    without its clean-shutdown marker, and the next start on it would also
+    recover (CRC-check) every segment."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    shutil.copytree(data, work / "data")
+    data = work / "data"
+    for snapshot in data.rglob(SNAPSHOT_FILE):
+        snapshot.unlink()
     cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
            f"--callgrind-out-file={work}/cg.%p", f"--log-file={work}/vg.%p.log",
            sys.executable, "-m", "kcoord.cli", "serve", "--listen", "127.0.0.1:0",
