@@ -15,7 +15,6 @@ instructions per replayed record.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -24,11 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import ROOT, loadavg, table, write_results
+from .common import loadavg, table, write_results
+from .instr_compare import _TOTALS
 from .load import PARTITIONS, generate
-
-_TOTALS = re.compile(r"^(?:totals|summary):\s+(\d+)", re.M)
-SNAPSHOT_FILE = "coordinator.snapshot"
+from .runtime_compare import AFTER_TREE, BASE_TREE, SNAPSHOT_FILE, _rev
 
 
 def count(tree: Path, data: Path, work: Path, timeout: float = 1800) -> int:
@@ -77,8 +75,7 @@ def _wait_workers(pid: int, deadline: float) -> None:
 
 
 def run(args) -> dict:
-    base = Path(os.environ.get("KCOORD_BASE_TREE", "/work/wt/runtime-base")).resolve()
-    after = Path(os.environ.get("KCOORD_AFTER_TREE", ROOT)).resolve()
+    base, after = BASE_TREE, AFTER_TREE
     if shutil.which("valgrind") is None:
         raise SystemExit("instr_replay: valgrind is not installed")
     n = 100_000 if args.quick else 400_000
@@ -113,10 +110,3 @@ def run(args) -> dict:
     print("\n".join(md), flush=True)
     return out
 
-
-def _rev(path: Path) -> str:
-    try:
-        return subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:
-        return "?"
