@@ -260,6 +260,13 @@ class ReplicaManager:
                             key[0], key[1], exc)
                 await asyncio.sleep(backoff)
                 continue
+            if result is None:
+                log.warning("%s-%d: ISR change to %s refused (the stored state moved on): "
+                            "acknowledging nothing until a newer state arrives",
+                            key[0], key[1], list(proposed.isr))
+            else:
+                log.info("%s-%d: ISR now %s (epoch %d)", key[0], key[1], list(result.isr),
+                         result.leader_epoch)
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))

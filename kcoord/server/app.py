@@ -20,6 +20,7 @@ from .clock import WallClock
 from .config import Config, parse_hostport
 from .cluster_handlers import ClusterHandlers
 from .leader_epoch_handlers import LeaderEpochHandlers
+from .loop_stalls import LoopStallReporter
 from .malloc_tuning import keep_freed_buffers
 from .config_handlers import build_config_handlers
 from .coordinator_runtime import CoordinatorRuntime
@@ -336,14 +337,16 @@ class Server:
 
 
 async def serve(config: Config) -> None:
+    loop = asyncio.get_running_loop()
+    stalls = LoopStallReporter(loop).start()
     server = Server(config)
     await server.start()
     stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     await stopping.wait()
     await server.stop()
+    stalls.stop()
 
 
 def run(config: Config) -> None:
