@@ -149,6 +149,8 @@ class EtcdControlPlane:
             if old.topics.get(name) != view.topics.get(name):
                 self._notify(("topic", name))
         self._notify(("node", None))
+        if old.incarnations.get(self.node_id) != view.incarnations.get(self.node_id):
+            self._notify(("incarnation", self.node_id))
         self._notify(("controller", None))
         self._notify(("security", None))  # the whole set: a resync may have missed deletes
 
@@ -180,15 +182,41 @@ class EtcdControlPlane:
                 except Exception as exc2:
                     log.warning("etcd resync failed: %s", exc2)
 
+    def incarnation_handled(self) -> bool:
+        """Has the controller handled this incarnation (lease)?  Until then a
+        stored state naming this node leader was written for an earlier
+        incarnation, whose unfsynced tail followers may hold: the controller
+        moves it to a new epoch first (a bounce), so it is not acted on."""
+        return self.view.incarnations.get(self.node_id) == self.session.lease_id
+
+    def may_act_on(self, state: PartitionState) -> bool:
+        """Is `state` for this node's listeners now? Not one naming this node
+        leader before its incarnation was handled (incarnation_handled)."""
+        return state.leader != self.node_id or self.incarnation_handled()
+
+    def partition_states(self) -> list[PartitionState]:
+        """The view's partition states this node acts on (listeners' seeding)."""
+        return [s for s in self.view.partitions.values() if self.may_act_on(s)]
+
+    def _tell_state(self, state: PartitionState) -> None:
+        if not self.may_act_on(state):
+            return  # delivered once the incarnation is handled, if still current
+        for listener in list(self.listeners):
+            try:
+                listener.on_partition_state(state)
+            except Exception:
+                log.exception("partition state listener failed for %s-%d",
+                              state.topic, state.partition)
+
     def _notify(self, change: tuple) -> None:
         kind, what = change
         if kind == "partition" and isinstance(what, PartitionState):
-            for listener in list(self.listeners):
-                try:
-                    listener.on_partition_state(what)
-                except Exception:
-                    log.exception("partition state listener failed for %s-%d",
-                                  what.topic, what.partition)
+            self._tell_state(what)
+        if kind == "incarnation" and what == self.node_id and self.incarnation_handled():
+            # the held leaderships: what the view holds now is at an epoch written after
+            for state in list(self.view.partitions.values()):
+                if state.leader == self.node_id:
+                    self._tell_state(state)
         if kind == "controller" and self.view.controller is None and not self.stopping:
             asyncio.get_running_loop().create_task(self._campaign())
         if kind == "controller":

@@ -147,7 +147,7 @@ class ClusterNode:
         self._follow_again(ownership)
 
     def _follow_again(self, ownership) -> None:
-        for state in list(self.plane.view.partitions.values()):
+        for state in self.plane.partition_states():
             if state.topic == ownership.topic:
                 ownership.on_partition_state(state)
 

@@ -393,5 +393,5 @@ def start_replication(manager: ReplicaManager, cluster, data_plane) -> None:
     plane.view_listeners.append(
         lambda change: manager.topic_changed() if change[0] == "topic" else None)
     manager.start()
-    for state in list(plane.view.partitions.values()):
+    for state in plane.partition_states():
         manager.on_partition_state(state)

@@ -352,3 +352,39 @@ def test_auto_rebalance_returns_leadership_to_the_preferred_replica(etcd):
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
     asyncio.run(main())
+
+
+def test_a_restarted_lone_leader_acts_only_on_a_new_epoch(etcd):
+    """A node that led alone registers under a new lease (a restart): its
+    listeners never hear the stored state naming it leader at the old
+    epoch (followers may hold that incarnation's unfsynced tail); it leads
+    again once the controller handled the bounce, at a later epoch."""
+    async def main():
+        planes = await registered_planes(etcd, (1, 2))
+        try:
+            controller = planes[1].view.controller.node_id
+            node = 3 - controller
+            me = planes[node]
+            await me.create_topic("lone", 2, 1)
+            await wait(me, lambda: len(me.view.topic_states("lone")) == 2
+                       and me.incarnation_handled(), "placed, handled")
+            led = {s.partition: s for s in me.view.topic_states("lone") if s.leader == node}
+            assert led, "placement gave the node a partition"
+            heard_before = len(me.recorder.states)
+            await me.session._grant()  # what a restart leads to
+            await me._reregister()
+            assert not me.incarnation_handled()
+            # a restarted process seeds its listeners from the view: nothing it leads yet
+            assert not [s for s in me.partition_states() if s.leader == node]
+            await wait(me, lambda: all(
+                (s := me.view.state("lone", p)).leader == node
+                and s.leader_epoch > old.leader_epoch for p, old in led.items()),
+                "led again at a new epoch")
+            heard = me.recorder.states[heard_before:]
+            assert [s for s in heard if s.leader == node], "the new leadership was delivered"
+            for s in heard:
+                if s.leader == node:
+                    assert s.leader_epoch >= led[s.partition].leader_epoch + 2, s
+        finally:
+            await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
+    asyncio.run(main())

@@ -3,6 +3,7 @@ the ISR, controlled shutdown, and a seeded run of random node losses and
 returns checking the election invariants after every step."""
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -134,3 +135,23 @@ def test_rebalance_moves_leaders_back_to_preferred_nodes_past_the_threshold():
     # out of sync: not eligible
     states = [PartitionState("t", 0, 2, 2, (2,), (1, 2), 1)]
     assert decisions.rebalance_preferred(states, {1, 2}) == []
+
+
+def test_a_bounced_lone_leader_leads_again_only_at_a_new_epoch():
+    """A restarted node (new incarnation) that led alone: the controller's
+    pass over the bounce (it counts as gone and stopping) fences its epoch,
+    and once the bounce is handled it is elected again at a later epoch,
+    never at the one its old incarnation led (followers may hold that
+    incarnation's unfsynced tail)."""
+    lone = PartitionState("t", 0, 1, 5, (1,), (1, 2, 3), 9)
+    live, bounced = {1, 2, 3}, {1}
+    [fenced] = decisions.reconcile([lone], live - bounced, stopping=bounced)
+    assert (fenced.leader, fenced.leader_epoch, fenced.isr) == (NO_LEADER, 6, (1,))
+    [back] = decisions.reconcile([replace(fenced, version=10)], live)
+    assert (back.leader, back.leader_epoch) == (1, 7)
+    # a single-replica partition too
+    only = PartitionState("t", 1, 1, 2, (1,), (1,), 9)
+    [fenced] = decisions.reconcile([only], set(), stopping=bounced)
+    assert (fenced.leader, fenced.leader_epoch) == (NO_LEADER, 3)
+    [back] = decisions.reconcile([replace(fenced, version=10)], {1})
+    assert (back.leader, back.leader_epoch) == (1, 4)

@@ -252,3 +252,40 @@ def test_a_deleted_and_recreated_topic_replicates_again(cluster):
                 assert r["responses"][0]["error_code"] == 0
             wait_until(lambda: all(cluster.metadata(n, [TOPIC])["topics"][0]["error_code"] == 3
                                    for n in cluster.nodes), "the topic deleted everywhere")
+
+
+def test_a_restarted_lone_leader_leads_again_only_at_a_new_epoch(cluster):
+    """The only in-sync replica of a partition is killed with SIGKILL and
+    restarted: it leads again only at a leader epoch written after the
+    controller handled its new incarnation (never at the epoch its old
+    incarnation led, whose unfsynced tail followers may hold), and every
+    acknowledged record is there."""
+    with WireClient(cluster.nodes[1].port) as c:
+        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False}
+        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    state = wait_until(lambda: (s := partition_state(cluster)) and s["leader_id"] >= 0 and s,
+                       "a leader")
+    leader, old_epoch = state["leader_id"], state["leader_epoch"]
+    node = cluster.nodes[leader]
+    with WireClient(node.port) as c:
+        wait_until(lambda: produce(c, TOPIC, 0, batch(0))["error_code"] == Err.NONE,
+                   "the first write acknowledged")
+        for i in range(1, 20):
+            assert produce(c, TOPIC, 0, batch(i))["error_code"] == Err.NONE
+    node.kill()
+    first_line = len(node.log_lines)
+    node.start()
+    other = next(n for n in cluster.nodes if n != leader)
+    back = wait_until(lambda: (s := partition_state(cluster, other))
+                      and s["leader_id"] == leader and s["leader_epoch"] > old_epoch and s,
+                      "the restarted node leading again at a new epoch")
+    assert back["leader_epoch"] >= old_epoch + 2  # fenced (no leader), then elected
+    with WireClient(node.port) as c:
+        got = wait_until(lambda: (f := fetch(c, TOPIC, 0, 0))["error_code"] == Err.NONE and f,
+                         "the restarted leader serving")
+        assert got["high_watermark"] == 20
+    became = [line for line in node.log_lines[first_line:] if f"{TOPIC}-0: BecameLeader" in line]
+    assert became, "the new incarnation logged its leadership"
+    assert f"epoch={old_epoch})" not in " ".join(became), became
