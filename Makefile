@@ -68,12 +68,14 @@ endif
 # the suite on the compiled build, then again on the .py files
 # (KCOORD_PURE_PYTHON=1) the tests of what is compiled: the record codec and
 # headers, the request codecs (ahead of time against import time), the core,
-# the transaction and runtime simulations (the record
+# the network layer's framing and memo (in process), the transaction and
+# runtime simulations (the record
 # codec's three garbage fuzz tests, minutes of pure Python, run compiled only)
 PURE_TESTS := tests/protocol/test_records.py tests/protocol/test_record_reader.py tests/protocol/test_codec_source.py \
 	tests/protocol/test_group_messages.py tests/coordinator tests/test_native_build.py \
 	tests/txn/test_txn_core.py tests/txn/test_txn_offsets_core.py tests/txn/test_txn_simulation.py \
-	tests/server/test_runtime_sim.py tests/cluster/test_replication_sim.py
+	tests/server/test_runtime_sim.py tests/cluster/test_replication_sim.py \
+	tests/server/test_frame_reassembly.py tests/server/test_api_versions_repeat.py tests/server/test_reply.py
 PURE_SKIP := not decode_garbage_raises and not decompress_garbage_raises and not decompress_mutated_raises
 
 test: venv-all js faults-tools native

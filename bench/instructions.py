@@ -39,8 +39,9 @@ def _spec(row: str, peer: KcoordServer, requests: int) -> tuple[dict, str]:
             "group_prefix": "bench-ir-cghb"}, "bench.consumer_heartbeat"
 
 
-def _instructions(row: str, requests: int) -> int:
-    """The server's instruction total for one run of `requests` requests."""
+def _instructions(row: str, requests: int, keep: Path | None = None) -> int:
+    """The server's instruction total for one run of `requests` requests
+    (its callgrind output copied to `keep` when given)."""
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-ir-"))
     out = tmp / "callgrind.out"
     peer = KcoordServer({"group.initial.rebalance.delay.ms": "0"}, tmp / "data",
@@ -64,6 +65,8 @@ def _instructions(row: str, requests: int) -> int:
         found = _TOTALS.findall(out.read_text())
         if not found:
             raise RuntimeError("no callgrind totals")
+        if keep is not None:
+            shutil.copyfile(out, keep)
         return int(found[-1])
     finally:
         peer.proc.kill()

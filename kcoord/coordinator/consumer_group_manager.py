@@ -240,10 +240,12 @@ class ConsumerGroupManager:
         epoch = req["member_epoch"]
         if epoch <= 0:
             return None
-        get = req.get
-        if (get("rebalance_timeout_ms", -1) != -1 or get("subscribed_topic_names") is not None
-                or get("subscribed_topic_regex") is not None or get("instance_id") is not None
-                or get("rack_id") is not None or get("server_assignor") is not None):
+        # req.get itself, not a local alias: compiled, a dict's get is a direct call
+        if (req.get("rebalance_timeout_ms", -1) != -1
+                or req.get("subscribed_topic_names") is not None
+                or req.get("subscribed_topic_regex") is not None
+                or req.get("instance_id") is not None or req.get("rack_id") is not None
+                or req.get("server_assignor") is not None):
             return None
         group_id, member_id = req["group_id"], req["member_id"]
         group = self.groups.get(group_id)

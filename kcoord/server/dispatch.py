@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol.api import APIS, serves  # noqa: F401 (serves: the handlers' marker)
@@ -30,9 +29,9 @@ class Reply:
 
     def __init__(self) -> None:
         self._done = False
-        self._result = None
+        self._result: Any = None
         self._exception: BaseException | None = None
-        self._callbacks: list | None = []
+        self._callbacks: Any = []  # a list; None once done
 
     def done(self) -> bool:
         return self._done
@@ -116,16 +115,30 @@ class Reply:
         return (yield from fut)
 
 
-@dataclass(slots=True)
 class RequestContext:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    client_host: str
-    principal: str = "User:ANONYMOUS"  # Kafka's principal string, Type:Name
-    listener: str = "PLAINTEXT"
-    connection: Any = None  # the client connection (share sessions end when it closes)
+    """Who sent a request and how.  A plain class, not a dataclass: compiled,
+    a dataclass's __init__ stays interpreted (about 3,000 instructions a request)."""
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
+                 "principal", "listener", "connection")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None, client_host: str,
+                 principal: str = "User:ANONYMOUS",  # Kafka's principal string, Type:Name
+                 listener: str = "PLAINTEXT",
+                 connection: Any = None) -> None:  # share sessions end when it closes
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.principal = principal
+        self.listener = listener
+        self.connection = connection
+
+    def __repr__(self) -> str:
+        return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"principal={self.principal!r})")
 
 
 Handler = Callable[[RequestContext, dict], Any]
@@ -148,7 +161,7 @@ class Dispatcher:
         self.guard: Callable[[int, Handler], Handler] | None = None
         # observe.events.ServerMetrics when the HTTP endpoint is on: network.py
         # reports each request's API and seconds to its request_done
-        self.metrics = None
+        self.metrics: Any = None
         # called with a connection when it closes (share sessions release records)
         self.on_connection_closed: list[Callable[[Any], None]] = []
 

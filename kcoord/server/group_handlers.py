@@ -91,6 +91,10 @@ def _coordinator_error(key: str, code: int, message: str) -> dict:
     return error_item(FIND_COORDINATOR, 4, ("coordinator_keys",), key, code, message)
 
 
+def _classic_heartbeat_op(core, now: int, req: dict, version: int):
+    return core.classic.heartbeat(req, version, now)
+
+
 class GroupHandlers:
     def __init__(self, runtime: CoordinatorRuntime, catalogue, config) -> None:
         self.runtime = runtime
@@ -359,9 +363,9 @@ class GroupHandlers:
         version = ctx.api_version
         if not group_id:
             return error_response(HEARTBEAT, version, req, Err.INVALID_GROUP_ID)
-        return self.runtime.write(
-            group_id, lambda core, now: core.classic.heartbeat(req, version, now),
-            _heartbeat_error)  # the classic manager routes (core.heartbeat would add a call)
+        # the classic manager routes (core.heartbeat would add a call); the op
+        # is a function given its arguments, not a closure made per heartbeat
+        return self.runtime.write(group_id, _classic_heartbeat_op, _heartbeat_error, req, version)
 
     @serves("LeaveGroup")
     def leave_group(self, ctx: RequestContext, req: dict):

@@ -21,6 +21,7 @@ import struct
 from collections import deque
 from functools import partial
 from time import perf_counter
+from typing import Any
 
 from ..log import step_trace
 from ..protocol.api import APIS, request_codec, response_codec
@@ -44,16 +45,16 @@ class _Slot:
     __slots__ = ("data", "done")
 
     def __init__(self) -> None:
-        self.data = b""
+        self.data: Any = b""  # bytes or a bytearray frame (compiled: no check either way)
         self.done = False
 
 
 # (api key, version) -> (request is flexible, response header has tags,
 #                        request decoder, response encoder)
-_ROUTES: dict[tuple[int, int], tuple[bool, bool, object, object]] = {}
+_ROUTES: dict[tuple[int, int], tuple[bool, bool, Any, Any]] = {}
 
 
-def _route(key: int, version: int) -> tuple[bool, bool, object, object]:
+def _route(key: int, version: int) -> tuple[bool, bool, Any, Any]:
     route = _ROUTES.get((key, version))
     if route is None:
         flexible = APIS[key].request.is_flexible(version)
@@ -93,7 +94,7 @@ class KafkaConnection(asyncio.Protocol):
         self.gate = gate
         self.tls_principal = tls_principal
         self.max_request_bytes = max_request_bytes
-        self.transport: asyncio.Transport | None = None
+        self.transport: Any = None  # asyncio.Transport (or a test's stand-in)
         # A frame begun in an earlier read: its pieces, how many bytes they
         # hold, and how many the frame needs (4 + size; 4 while the size
         # itself is incomplete).  Joined once, when complete: a 1 MB request
@@ -102,7 +103,7 @@ class KafkaConnection(asyncio.Protocol):
         self.have = 0
         self.need = 0
         self.pending: deque[_Slot] = deque()
-        self.out: list[bytes] = []  # responses ready, with nothing pending ahead of them
+        self.out: list[Any] = []  # responses ready (bytes, bytearray), nothing pending ahead
         self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
         self.client_id: str | None = None
         self.peer = "?"
@@ -113,7 +114,7 @@ class KafkaConnection(asyncio.Protocol):
         # The last request of a pure API (dispatcher.pure) that was answered:
         # (frame size, api key + version bytes, bytes after the correlation
         # id, dispatcher.handlers_version, response size field bytes, body)
-        self.memo: tuple | None = None
+        self.memo: Any = None
 
     # ------------------------------------------------------------ transport
     def connection_made(self, transport) -> None:
@@ -266,7 +267,7 @@ class KafkaConnection(asyncio.Protocol):
             self.need = 4 + _SIZE.unpack_from(data, pos)[0] if end - pos >= 4 else 4
         self.flush()
 
-    def peek_header(self, frame: bytes):
+    def peek_header(self, frame: bytes) -> tuple[int, int, int, str | None, int]:
         """(api key, version, correlation id, client id, position after the
         client id), decoding the client id only when it changes."""
         try:
@@ -304,7 +305,10 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self.close(f"unsupported version {version} of API {key}")
             return
-        flexible, tagged_header, decode, encode = _ROUTES.get((key, version)) or _route(key, version)
+        route = _ROUTES.get((key, version))
+        if route is None:
+            route = _route(key, version)
+        flexible, tagged_header, decode, encode = route  # (typed: unpacked without an iterator)
         try:
             if flexible:
                 pos = skip_header_tags(frame, pos)
@@ -321,6 +325,7 @@ class KafkaConnection(asyncio.Protocol):
         # counted per API, one in TIMING_SAMPLE timed from here to its answer
         metrics = dispatcher.metrics
         timed = False
+        started = 0.0
         if metrics is not None:
             metrics.request_counts[key] += 1
             if not dispatcher.calls & TIMING_MASK:
@@ -347,7 +352,7 @@ class KafkaConnection(asyncio.Protocol):
         if result.__class__ is dict or result.__class__ is bytes:
             if step_trace.enabled:
                 step_trace.event("ans", key, correlation_id, client_id)
-            data = self._frame(encode, correlation_id, tagged_header, result)
+            data: Any = self._frame(encode, correlation_id, tagged_header, result)
             if (result.__class__ is bytes and key in self.dispatcher.pure and not tagged_header
                     and (gate is None or gate.authenticated)):
                 self.memo = (len(frame), frame[:4], frame[8:], self.dispatcher.handlers_version,
@@ -439,7 +444,7 @@ class KafkaConnection(asyncio.Protocol):
         _, tagged_header, _, encode = _ROUTES.get((key, version)) or _route(key, version)
         self.send_raw(self._frame(encode, correlation_id, tagged_header, response))
 
-    def send_raw(self, data: bytes) -> None:
+    def send_raw(self, data: bytes | bytearray) -> None:
         if self.pending:
             slot = _Slot()
             slot.data = data
