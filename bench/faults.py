@@ -318,8 +318,11 @@ def write(runs: list[dict]) -> None:
         "processes), the queue (an idempotent acks=all producer; a classic and a KIP-848 group "
         "of confluent-kafka consumers committing synchronously) and transactions "
         "(confluent-kafka consume-transform-produce with send_offsets_to_transaction, a "
-        "read_committed reader). Replay a run with `python -m bench faults --seed N --mix M "
-        "--minutes 5`.", "",
+        "read_committed reader). The workload threads run in a cpu cgroup capped at half the "
+        "host's cores, at least one (tests/faults/cpu_budget.py; from seed 127's second run "
+        "on, column client_cpu_cores in faults.json), as Jepsen's clients run on a node of "
+        "their own; the nemesis, etcd and the nodes are outside it. Replay a run with "
+        "`python -m bench faults --seed N --mix M --minutes 5`.", "",
         f"Full 5-minute runs so far: {len(full)} (the issue asks for at least 20 over all "
         f"mixes); runs that failed to complete: {sum(bool(r.get('failed')) for r in runs)}; "
         f"runs where a transactional processor stuck in librdkafka was fenced for the final "

@@ -183,7 +183,7 @@ class DataPlane:
         if replicated:
             done = self._replicated_ack(touched, replicated, response, acks)
             if acks != -1:
-                # Followers read only what the leader has fsynced: fsync now anyway.
+                # acks=1 is answered at append; the fsync still moves the high watermark
                 asyncio.ensure_future(done)
                 return None if acks == NO_RESPONSE_ACKS else response
             return done
@@ -213,7 +213,7 @@ class DataPlane:
         await self.sync.sync(logs)
         step_trace.write_event("flushed", trace_id)
         self.replication.on_flushed(logs)
-        self.appended.notify_logs(logs)   # followers read only what is fsynced
+        self.appended.notify_logs(logs)   # the high watermark may have moved
         if acks == -1:
             waits = [(result, self.replication.await_high_watermark(name, result["index"], end))
                      for name, result, end in replicated]
@@ -414,7 +414,7 @@ class DataPlane:
             if replica is None:
                 end = high_watermark(topic, plog)
             elif follower:
-                end = plog.flushed_offset
+                end = plog.log_end_offset    # followers read the unfsynced tail too
             else:
                 end = replica.high_watermark
             if end > seen or (replica is not None and not replica.is_leader):

@@ -75,6 +75,9 @@ class ReplicatedDurability:
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         ends = [plog.log_end_offset for plog in logs]
+        if self.manager.on_high_watermark is not None:
+            for plog in logs:   # followers' parked fetches read the appended tail at once
+                self.manager.on_high_watermark(plog)
         trace_id = step_trace.sync_started(logs)
         self.fsync.sync_then(logs, lambda errors: self._flushed(logs, ends, errors, done,
                                                                 trace_id))
@@ -85,7 +88,7 @@ class ReplicatedDurability:
         flushed = [plog for plog, e in zip(logs, errors) if e is None]
         manager.on_flushed(flushed)
         if manager.on_high_watermark is not None:
-            for plog in flushed:    # followers' long polls on them: new records to read
+            for plog in flushed:    # long polls on them: the high watermark may have moved
                 manager.on_high_watermark(plog)
         keys = {id(r.log): k for k, r in manager.replicas.items()}
         waits = []

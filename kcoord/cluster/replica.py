@@ -15,11 +15,12 @@ epoch start and a flush, synchronous and rare (leadership changes).
 kcoord differs from Kafka in one deliberate point: an acknowledged write is
 on disk (fsynced) on every in-sync replica, not only in their page caches.
 A follower fsyncs what it fetched before it fetches again (its fetch offset
-is always durable), the leader counts only its own fsynced end in the high
-watermark, and it lets followers read only up to that end, so no follower
-ever holds a record its leader could lose in a power cut, and a leader that
-comes back at the same epoch after one cannot write over records a follower
-already has.
+is always durable) and the leader counts only its own fsynced end in the high
+watermark.  Followers read up to the leader's log end (its unfsynced tail
+too, so their fetch and fsync overlap the leader's fsync); a follower may
+then hold records its leader lost in a power cut, which is safe because a
+leader back from one is a new incarnation and leads again only at a new
+epoch (cluster/etcd_control.py), so the follower truncates them.
 """
 from __future__ import annotations
 
@@ -134,7 +135,8 @@ class FetchQuery:
 @dataclass(frozen=True, slots=True)
 class FetchServed:
     """The leader's answer to a follower fetch: error, high watermark, and
-    how far the follower may read (the leader's fsynced end)."""
+    how far the follower may read (the leader's log end: its unfsynced tail
+    too, safe because a leader back from a crash leads at a new epoch)."""
     error: int
     high_watermark: int = -1
     read_end: int = -1
@@ -280,7 +282,7 @@ class Replica:
         self._epoch_start = log.log_end_offset
         log.assign_epoch(state.leader_epoch, self._epoch_start)
         if log.flushed_offset < log.log_end_offset:
-            log.flush()     # followers may only ever see what is on disk
+            log.flush()     # the previous epochs' records are durable before this one's
         self._progress = {r: _Progress(now if r in state.isr else 0)
                           for r in state.replicas if r != self.node_id}
         out.append(BecameLeader(state.leader_epoch))
@@ -347,7 +349,9 @@ class Replica:
                              current_leader_epoch: int, now: int) -> tuple[FetchServed, list]:
         """A follower's Fetch: record its position (Kafka's
         updateFollowerFetchState), maybe expand the ISR, maybe move the high
-        watermark.  The driver then reads [fetch_offset, read_end)."""
+        watermark.  The driver then reads [fetch_offset, read_end): up to the
+        log end, while the high watermark and the caught-up time count the
+        fsynced ends (a follower fetches again only after its own fsync)."""
         error = self.check_current_epoch(current_leader_epoch)
         if error == Err.NONE and self.role is not Role.LEADER:
             error = Err.NOT_LEADER_OR_FOLLOWER
@@ -372,25 +376,26 @@ class Replica:
         if not moved and replica_id in self.state.isr:
             # the same position again (an idle partition of the fetch): the
             # ISR and the high watermark have nothing new to count
-            return FetchServed(Err.NONE, self.high_watermark, leader_end,
+            return FetchServed(Err.NONE, self.high_watermark, log.log_end_offset,
                                log.log_start_offset), []
         out: list = []
         self._maybe_expand_isr(replica_id, progress, out)
         self._maybe_increment_hwm(out)
-        return FetchServed(Err.NONE, self.high_watermark, leader_end, log.log_start_offset), out
+        return FetchServed(Err.NONE, self.high_watermark, log.log_end_offset,
+                           log.log_start_offset), out
 
     def follower_idle(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                       known_high_watermark: int, now: int) -> bool:
         """A follower's fetch of this partition in its fetch session, at the
-        position it last reported, caught up to the leader's fsynced end,
-        in the ISR and told the current high watermark: record the fetch
+        position it last reported, with nothing past it to read (the log
+        end), in the ISR and told the current high watermark: record the fetch
         (as serve_follower_fetch would: caught up now) and -> True, nothing
         to answer.  Anything else -> False: serve_follower_fetch it."""
         if self.role is not Role.LEADER or self.check_current_epoch(current_leader_epoch):
             return False
         progress = self._progress.get(replica_id)
         leader_end = self.log.flushed_offset
-        if (progress is None or fetch_offset != leader_end
+        if (progress is None or fetch_offset != self.log.log_end_offset
                 or progress.log_end_offset != fetch_offset
                 or known_high_watermark != self.high_watermark
                 or replica_id not in self.state.isr):
@@ -426,7 +431,7 @@ class Replica:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
-            if p is None or (p.log_end_offset != leader_end and now - p.last_caught_up_ms > lag):
+            if p is None or (p.log_end_offset < leader_end and now - p.last_caught_up_ms > lag):
                 out_of_sync.add(r)
         if out_of_sync:
             isr = tuple(r for r in self.state.isr if r not in out_of_sync)

@@ -104,7 +104,7 @@ class SimConfig:
     fault_rate: float = 0.02      # per produce: chance of a crash, a pause, or a leader move
     flush_delay_ms: tuple[int, int] = (0, 4)
     bump_epoch_on_isr_removal: bool = True
-    bump_epoch_on_return: bool = False
+    bump_epoch_on_return: bool = True   # the controller fences a returning incarnation
     request_timeout_ms: int = 60
     fetch_max_wait_ms: int = 30
     fetch_max_records: int = 16
@@ -311,6 +311,10 @@ class Simulation:
             node.flush_scheduled = True
             self.at(self.now + self.rng.randint(*self.cfg.flush_delay_ms), "flush", node.id,
                     node.incarnation)
+        # an append wakes parked follower fetches: they read the unfsynced tail
+        parked, node.parked = node.parked, []
+        for src, src_inc, request in parked:
+            self._serve_fetch(node, src, src_inc, request, park=False)
 
     def _ev_wake(self, node: Node, src: int, src_inc: int, request) -> None:
         entry = (src, src_inc, request)

@@ -18,5 +18,4 @@ def config_for(seed: int, produce_count: int = 40) -> SimConfig:
         lease_ms=rng.choice((50, 100, 200)),
         flush_delay_ms=rng.choice(((0, 2), (0, 10), (5, 20))),
         bump_epoch_on_isr_removal=rng.random() < 0.5,
-        bump_epoch_on_return=rng.random() < 0.5,
     )

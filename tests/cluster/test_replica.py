@@ -212,14 +212,21 @@ def test_requests_in_the_wrong_epoch_or_to_a_non_leader_are_refused():
     assert follower.check_append(-1) == Err.NOT_LEADER_OR_FOLLOWER
 
 
-def test_followers_see_only_what_the_leader_has_fsynced():
+def test_followers_read_the_unfsynced_tail_but_the_hw_counts_fsynced_ends():
     b = replica(1, [(1, i) for i in range(5)], flushed=3)
-    b.on_state(state(1, 2, (1,), (1, 2)), 0)
-    assert b.log.flushed == 5           # a new leader fsyncs before serving
-    write(b, "u1", "u2", flush=False)
-    assert b.serve_follower_fetch(2, 5, 2, 0)[0].read_end == 5
+    b.on_state(state(1, 2, (1, 2), (1, 2)), 0)
+    assert b.log.flushed == 5           # a new leader fsyncs the old epochs' records first
+    end = write(b, "u1", "u2", flush=False)
+    served, _ = b.serve_follower_fetch(2, 5, 2, 0)
+    assert served.read_end == 7 and served.high_watermark == 5  # the tail, not yet committed
+    assert b.await_offset(end, "w") == []
+    # the follower fsynced the tail and reports it before the leader's own fsync
+    served, outs = b.serve_follower_fetch(2, 7, 2, 1)
+    assert served.high_watermark == 5 and completed(outs) == []
+    assert b.follower_idle(2, 7, 2, 5, 2)  # nothing past its position to read
     b.log.flush()
-    assert b.serve_follower_fetch(2, 5, 2, 0)[0].read_end == 7
+    outs = b.on_flushed(3)
+    assert b.high_watermark == 7 and completed(outs) == [("w", Err.NONE)]
 
 
 def test_the_leaders_unsynced_records_are_not_committed():

@@ -2,7 +2,6 @@
 
 Every schedule checks its invariants after every step; bench/replication_sim.py
 runs many more schedules."""
-import dataclasses
 import os
 
 from kcoord.cluster.replica import Completed, Replica
@@ -72,7 +71,7 @@ class _NeverRestored(Replica):
 
 # schedules where the leader's session lapses without its lease expiring
 # and no newer state follows (found first by the fault harness: etcd paused)
-LAPSE_SEEDS = [173, 181, 235]
+LAPSE_SEEDS = [0, 54, 133]
 
 
 def test_a_leader_whose_lease_lapsed_without_expiring_acknowledges_again():
@@ -148,20 +147,10 @@ def test_the_high_watermark_never_passes_an_in_sync_members_fsynced_end():
     assert any("fsynced end" in f for f in failures), failures[:1]
 
 
-class _ServesUnsyncedTail(Replica):
-    """The planned overlap (Kafka's): followers may read what the leader has
-    appended but not yet fsynced; the HW still counts fsynced ends only."""
-
-    def serve_follower_fetch(self, *args, **kwargs):
-        served, out = super().serve_follower_fetch(*args, **kwargs)
-        if served.read_end >= 0:
-            served = dataclasses.replace(served, read_end=self.log.log_end_offset)
-        return served, out
-
-
 class _LeaderCutWhileFollowersAhead(Simulation):
-    """Parked fetches wake at append; now and then the leader loses power
-    while a follower holds its unfsynced tail and restarts within its lease."""
+    """Now and then the leader loses power while a follower holds its
+    unfsynced tail (followers read up to the leader's log end, parked
+    fetches wake at append) and restarts within its lease."""
 
     bump_on_return = True
     cuts = 0
@@ -169,12 +158,6 @@ class _LeaderCutWhileFollowersAhead(Simulation):
     def __init__(self, seed, config):
         config.bump_epoch_on_return = self.bump_on_return
         super().__init__(seed, config)
-
-    def _schedule_flush(self, node):
-        super()._schedule_flush(node)
-        parked, node.parked = node.parked, []
-        for src, src_inc, request in parked:
-            self._serve_fetch(node, src, src_inc, request, park=False)
 
     def check(self):
         super().check()
@@ -195,10 +178,10 @@ class _SameEpochOnReturn(_LeaderCutWhileFollowersAhead):
 
 
 def test_followers_reading_the_unfsynced_tail_need_a_new_epoch_on_the_leaders_return():
-    failures, _ = run_schedules(range(100), _ServesUnsyncedTail, _LeaderCutWhileFollowersAhead)
+    failures, _ = run_schedules(range(100), Replica, _LeaderCutWhileFollowersAhead)
     assert not failures, failures[0]
     assert _LeaderCutWhileFollowersAhead.cuts >= 3
     # The same leader back at the same epoch writes over a tail a follower has.
-    failures, _ = run_schedules(range(100), _ServesUnsyncedTail, _SameEpochOnReturn)
+    failures, _ = run_schedules(range(100), Replica, _SameEpochOnReturn)
     assert any("disagrees with the committed log" in f or "acknowledged" in f
                for f in failures), failures[:1]

@@ -10,6 +10,7 @@ the threads it starts, live there), so call it in a process of its own:
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 import threading
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from .checkers import anomaly_count, check_register
+from .cpu_budget import ClientCpuBudget
 from .cluster import FaultCluster, until
 from .history import OK, History
 from .lab import Lab, unavailable_reason
@@ -114,6 +116,8 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
         f"data in {root}")
     lab = Lab().create()
     cluster = None
+    # the clients' threads get a capped share of the CPU (cpu_budget.py)
+    budget = ClientCpuBudget(f"kcoord-faults-{os.getpid()}").create()
     try:
         lab.enter("cli")
         from .share import SETTINGS as SHARE_SETTINGS
@@ -121,14 +125,17 @@ def run(seed: int, minutes: float, mix: str = "all", quick: bool = False,
         # libfaketime only where clock faults are injected (it slows every clock read)
         cluster = FaultCluster(lab, root, ttl_ms, settings,
                                clock=quick or mix in ("clock", "all")).start()
-        return _run(lab, cluster, seed, minutes, mix, quick, workloads, log)
+        out = _run(lab, cluster, seed, minutes, mix, quick, workloads, log, budget)
+        out["client_cpu_cores"] = budget.cores if budget.active else None
+        return out
     finally:
         if cluster is not None:
             cluster.kill_all()
         lab.destroy()
+        budget.remove()
 
 
-def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
+def _run(lab, cluster, seed, minutes, mix, quick, workloads, log, budget) -> dict:
     t_setup = time.monotonic()
     from . import queue as queue_mod
     from . import share as share_mod
@@ -159,8 +166,9 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log) -> dict:
                                            seed=rng.randrange(1 << 30)))
     if "share" in workloads:
         runners.append(share_mod.ShareWorkload(history, cluster.bootstrap(), addrs))
-    for w in runners:
-        w.start()
+    with budget.threads_made_here():
+        for w in runners:
+            w.start()
     t_start = time.monotonic()
     nemesis = Nemesis(lab, cluster, rng.randrange(1 << 30), register.groups[0],
                       txn_mod.TXN_IDS[0], log)
