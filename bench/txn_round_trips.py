@@ -108,6 +108,8 @@ def run(args) -> None:
         table(["request", *names],
               [[a, *[(f"{out[n]['rtt_ms'][a][1]:.2f} ({out[n]['rtt_ms'][a][0]})"
                       if a in out[n]["rtt_ms"] else "-") for n in names]] for a in apis]), ""]
+    sections += ["Where the server's time goes per transaction (profile split): "
+                 "txn_server_split.md.", ""]
     if errors:
         sections += ["Errors: " + "; ".join(f"{k}: {v}" for k, v in errors.items()), ""]
     write_results("txn_round_trips", "One node's transaction, request by request", sections,

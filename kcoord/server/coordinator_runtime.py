@@ -345,9 +345,9 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         (pending until its marker); answered once durable."""
         if self.state is not ACTIVE:
             return error(self.state_error())
-        code = self.refusal()
+        code = self.commit.durability.append_error(self.plog)  # refusal(), state known
         if code:
-            return error(code)
+            return error(coordinator_answer(code))
         result = op(self.core, self.clock.ms())
         if not result.records:
             answer = self.finish(result, error, None)

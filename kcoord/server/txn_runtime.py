@@ -201,19 +201,20 @@ class TxnRuntime:
             log.warning("skipping an undecodable __transaction_state record: %s", exc)
 
     # -------------------------------------------------------------- writes
-    def _append(self, records: list[TxnRecord]):
-        """Replay now and append (not yet durable): -> the logs to make
-        durable, or the client's error when a partition is not coordinated
-        here (NOT_COORDINATOR) or its ISR is below min.insync.replicas
-        (COORDINATOR_NOT_AVAILABLE: refused before anything is replayed or
-        appended, as Kafka's replica manager refuses an acks=all append)."""
+    def _append(self, records: list[TxnRecord]) -> tuple[int, list]:
+        """Replay now and append (not yet durable): -> (NONE, the logs to make
+        durable), or (the client's error, []) when a partition is not
+        coordinated here (NOT_COORDINATOR) or its ISR is below
+        min.insync.replicas (COORDINATOR_NOT_AVAILABLE: refused before
+        anything is replayed or appended, as Kafka's replica manager refuses
+        an acks=all append)."""
         parts = {r.partition for r in records}
         if any(self.partitions[p].state is not ACTIVE for p in parts):
-            return Err.NOT_COORDINATOR
+            return Err.NOT_COORDINATOR, []
         for p in parts:
             code = self.durability.append_error(self.logs[p])
             if code:
-                return coordinator_answer(code)
+                return coordinator_answer(code), []
         self.core.replay_all(records)
         now = self.clock.ms()
         by_partition: dict[int, list] = {}
@@ -225,7 +226,7 @@ class TxnRuntime:
             plog = self.logs[partition]
             plog.append(build_batch(items, base_timestamp=now))  # a leader stamps its epoch
             logs.append((partition, plog))
-        return logs
+        return Err.NONE, logs
 
     def _sync_together(self, plogs: list) -> asyncio.Future:
         """A future of the errors of `plogs` (None each when durable).  The
@@ -278,9 +279,9 @@ class TxnRuntime:
         NOT_COORDINATOR when a partition is not (or no longer) led here."""
         if not records:
             return Err.NONE
-        logs = self._append(records)
-        if isinstance(logs, int):
-            return logs
+        code, logs = self._append(records)
+        if code:
+            return code
         return await self._durable(logs)
 
     async def write_and_complete(self, records: list[TxnRecord], wait: bool = True) -> int:
@@ -368,14 +369,14 @@ class TxnRuntime:
                 # Complete* is replayed now (the client's next request sees it)
                 # but not waited for: the markers are durable, and a Prepare*
                 # found on load is completed again
-                logs = self._append(self.core.complete(tid, self.clock.ms()))
+                code, logs = self._append(self.core.complete(tid, self.clock.ms()))
                 # Waiting requests go first: their writes start the fsync and
                 # replication round that carries Complete* with them, instead
                 # of waiting one round behind Complete*'s own.
                 self._release(tid)
-                if logs == Err.COORDINATOR_NOT_AVAILABLE:
+                if code == Err.COORDINATOR_NOT_AVAILABLE:
                     self._spawn(self._complete_later(tid, partition, epoch))
-                elif not isinstance(logs, int) and logs:
+                elif logs:
                     self._spawn(self._durable(logs))
         finally:
             if self._completing.get(tid) == epoch:
@@ -387,9 +388,9 @@ class TxnRuntime:
         coordinates the partition in `epoch` and the Prepare* stands."""
         while self.owns(partition, epoch):
             await asyncio.sleep(COMPLETION_RETRY_S)
-            logs = self._append(self.core.complete(tid, self.clock.ms()))
-            if logs != Err.COORDINATOR_NOT_AVAILABLE:
-                if not isinstance(logs, int) and logs:
+            code, logs = self._append(self.core.complete(tid, self.clock.ms()))
+            if code != Err.COORDINATOR_NOT_AVAILABLE:
+                if logs:
                     await self._durable(logs)
                 return
 
