@@ -57,3 +57,21 @@ def test_an_encoding_retried_leniently_notes_its_records_once():
     # nothing is left for the next frame
     assert isinstance(encode_collecting(encode, {**_fetch_response([b""])}, bytearray(8)),
                       bytearray)
+
+
+def test_produce_records_decode_as_views_of_the_frame_and_other_records_as_bytes():
+    from kcoord.protocol.api import request_codec
+    batch = b"\x00" * 61 + b"payload" * 100
+    for version in (3, 9):
+        enc, dec = request_codec(0, version)
+        frame = bytes(enc({"transactional_id": None, "acks": -1, "timeout_ms": 1000,
+                           "topic_data": [{"name": "t", "partition_data": [
+                               {"index": 0, "records": batch}]}]}))
+        req, _ = dec(frame)
+        records = req["topic_data"][0]["partition_data"][0]["records"]
+        assert isinstance(records, memoryview) and records.obj is frame
+        assert records == batch
+    encode = response_codec(1, 13)[0]
+    _, decode = response_codec(1, 13)
+    resp, _ = decode(bytes(encode(_fetch_response([batch]))))
+    assert resp["responses"][0]["partitions"][0]["records"].__class__ is bytes
