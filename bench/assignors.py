@@ -3,7 +3,8 @@
     python -m bench.assignors                 # the default grid
     python -m bench.assignors --full          # Kafka's whole grid (long)
     python -m bench.assignors --quick         # a smoke run
-    python -m bench.assignors --jmh [--quick] # Kafka's three published cells, goal met/missed
+    python -m bench.assignors --jmh [--quick] # Kafka's three published cells, goal met/missed,
+                                              # the compiled and the pure build side by side
 
 Cells: members x partitions-per-member x topics, HOMOGENEOUS or HETEROGENEOUS
 (5 subscription buckets, as in Kafka's benchmark), FULL (no prior assignment)
@@ -24,7 +25,9 @@ import argparse
 import gc
 import itertools
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import namedtuple
@@ -170,39 +173,68 @@ def cpu_ms(fn, repeat: int) -> float:
     return statistics.median(runs)
 
 
-def run_jmh(repeat: int) -> int:
-    import os
-    from kcoord import native_build
+def jmh_rows(repeat: int) -> list[dict]:
+    """Every cell, both assignors, FULL and INCREMENTAL, in this process's build."""
     rows = []
     for members, ratio, topics in JMH_CELLS:
-        java = JAVA[("uniform", "homogeneous", "full", members, ratio, topics)]
         for kind in ("full", "incremental"):
             for name in ("uniform", "range"):
                 assign = ASSIGNORS[name]
                 spec, partitions = jmh_spec(members, ratio, topics, kind == "incremental", assign)
-                ms = cpu_ms(lambda: assign(spec, partitions), repeat)
-                row = {"assignor": name, "members": members, "ratio": ratio, "topics": topics,
-                       "kind": kind, "kcoord_cpu_ms": ms, "java_ms": java[0], "java_source": java[1],
-                       "ratio_to_java": ms / java[0],
-                       "goal": "met" if ms <= GOAL_FACTOR * java[0] else "missed"}
-                rows.append(row)
-                print(" ".join(f"{k}={fmt(v)}" for k, v in row.items()), flush=True)
+                rows.append({"assignor": name, "members": members, "ratio": ratio, "topics": topics,
+                             "kind": kind, "cpu_ms": cpu_ms(lambda a=assign, s=spec, n=partitions: a(s, n), repeat)})
+    return rows
+
+
+def jmh_rows_in(build: str, repeat: int) -> tuple[str, list[dict]]:
+    """The rows measured by a child interpreter on the compiled or the pure build
+    (the build is chosen at import, so one process cannot time both)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("KCOORD_PURE_PYTHON", None)
+    if build == "pure":
+        env["KCOORD_PURE_PYTHON"] = "1"
+    out = subprocess.run([sys.executable, "-m", "bench.assignors", "--jmh-rows",
+                          "--repeat", str(repeat)], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    got = json.loads(out.splitlines()[-1])
+    return got["build"], got["rows"]
+
+
+def run_jmh(repeat: int) -> int:
+    compiled_state, compiled = jmh_rows_in("compiled", repeat)
+    pure_state, pure = jmh_rows_in("pure", repeat)
+    rows = []
+    for c, pr in zip(compiled, pure):
+        java = JAVA[("uniform", "homogeneous", "full", c["members"], c["ratio"], c["topics"])]
+        ms = c["cpu_ms"]
+        row = {k: c[k] for k in ("assignor", "members", "ratio", "topics", "kind")}
+        row.update({"compiled_cpu_ms": ms, "pure_cpu_ms": pr["cpu_ms"],
+                    "pure_over_compiled": pr["cpu_ms"] / ms, "java_ms": java[0],
+                    "java_source": java[1], "ratio_to_java": ms / java[0],
+                    "pure_ratio_to_java": pr["cpu_ms"] / java[0],
+                    "goal": "met" if ms <= GOAL_FACTOR * java[0] else "missed"})
+        rows.append(row)
+        print(" ".join(f"{k}={fmt(v)}" for k, v in row.items()), flush=True)
     load = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
-    out = {"build": native_build.state, "load": load, "repeat": repeat, "rows": rows}
+    out = {"builds": {"compiled": compiled_state, "pure": pure_state}, "load": load,
+           "repeat": repeat, "rows": rows}
     (RESULTS / "assignors_jmh.json").write_text(json.dumps(out, indent=1))
     lines = ["# Kafka's published assignor cells (CPU ms per assignment, median)", "",
-             f"Build: {native_build.state}; load average {load:.1f}; median of {repeat} runs. "
+             f"Builds: {compiled_state} and {pure_state}, each in its own interpreter, one after "
+             f"the other; load average {load:.1f}; median of {repeat} runs. "
              "Inputs as ServerSideAssignorBenchmark builds them (homogeneous, rack-unaware; "
              "INCREMENTAL: members-1 assigned, then one new member). Java: Kafka's published "
              "UNIFORM HOMOGENEOUS FULL figure for the cell (no RANGE figure is published; "
-             f"the goal holds both to it). Goal: within {GOAL_FACTOR}x.", "",
-             "| assignor | members | partitions/member | topics | kind | kcoord CPU ms | Java ms | "
-             "x Java | goal |", "|---|---|---|---|---|---|---|---|---|"]
+             f"the goal holds both to it). Goal: the compiled build within {GOAL_FACTOR}x.", "",
+             "| assignor | members | partitions/member | topics | kind | compiled CPU ms | "
+             "pure CPU ms | pure / compiled | Java ms | x Java (compiled) | x Java (pure) | goal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['assignor']} | {r['members']} | {r['ratio']} | {r['topics']} | {r['kind']} | "
-                     f"{fmt(r['kcoord_cpu_ms'])} | {r['java_ms']} ({r['java_source']}) | "
-                     f"{r['ratio_to_java']:.2f} | {r['goal']} |")
+                     f"{fmt(r['compiled_cpu_ms'])} | {fmt(r['pure_cpu_ms'])} | "
+                     f"{r['pure_over_compiled']:.2f} | {r['java_ms']} ({r['java_source']}) | "
+                     f"{r['ratio_to_java']:.2f} | {r['pure_ratio_to_java']:.2f} | {r['goal']} |")
     (RESULTS / "assignors_jmh.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS / 'assignors_jmh.md'}")
     return 0
@@ -237,7 +269,13 @@ def main(argv=None) -> int:
     p.add_argument("--no-kafka-python", action="store_true")
     p.add_argument("--jmh", action="store_true",
                    help="only Kafka's three published cells, uniform and range, full and incremental")
+    p.add_argument("--jmh-rows", action="store_true",
+                   help="(internal) the --jmh cells in this interpreter's build, as one JSON line")
     args = p.parse_args(argv)
+    if args.jmh_rows:
+        from kcoord import native_build
+        print(json.dumps({"build": native_build.state, "rows": jmh_rows(args.repeat)}))
+        return 0
     if args.jmh:
         return run_jmh(3 if args.quick else max(args.repeat, 21))
 

@@ -8,16 +8,20 @@ produce acks=1 / acks=all and fetch (MB/s, server CPU s/GB), and replay of
 an offsets log at startup (records per CPU-second).  Needs a current build
 (`make native`); the ratio per row is compiled / pure of the medians.
 
-    python -m bench compiled [--quick] [--peers kcoord,mock] [--runs ROUNDS]
+    python -m bench compiled [--quick] [--peers kcoord,mock] [--runs ROUNDS] [--rows a,b]
+
+With --rows, the rows not named keep the runs of the last report.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from .common import loadavg, median, run_loadgen, start_peer, table, timed, write_results
+from .common import (RESULTS, loadavg, median, run_loadgen, start_peer, table, timed,
+                     write_results)
 
 MODES = ("compiled", "pure")
 
@@ -140,18 +144,25 @@ def run(args) -> dict:
     quick = args.quick
     rounds = args.runs or (1 if quick else 3)
     with_mock = "mock" in args.peers
+    chosen = [r for r in (args.rows or ",".join(ROWS)).split(",") if r in ROWS]
     runs: dict[str, dict[str, list]] = {row: {m: [] for m in (*MODES, "mock")} for row in ROWS}
+    try:  # the rows not run this time keep the last report's runs
+        runs.update({row: r for row, r in json.loads(
+            (RESULTS / "compiled.json").read_text())["runs"].items() if row not in chosen})
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
     loads: list[str] = []
     data_root = Path(tempfile.mkdtemp(prefix="kcoord-bench-compiled-"))
     try:
         from .load import generate
         replay_records = 200_000 if quick else 2_000_000
-        with timed(f"compiled: a log of {replay_records:,} offset commits"):
-            generate(data_root / "replay", replay_records, 200)
+        if "replay" in chosen:
+            with timed(f"compiled: a log of {replay_records:,} offset commits"):
+                generate(data_root / "replay", replay_records, 200)
         for rnd in range(rounds):
             order = MODES if rnd % 2 == 0 else MODES[::-1]
             loads.append(loadavg())
-            for row in ROWS:
+            for row in chosen:
                 for mode in order:
                     with timed(f"compiled round {rnd + 1}/{rounds} {row} {mode}"), _Mode(mode):
                         if row == "replay":
@@ -165,7 +176,7 @@ def run(args) -> dict:
             loads.append(loadavg())
     finally:
         shutil.rmtree(data_root, ignore_errors=True)
-    return report(runs, rounds, loads, quick)
+    return report(runs, rounds, loads, quick, chosen)
 
 
 def _figures(rs: list[dict], key: str, sub: str | None = None) -> list[float]:
@@ -191,7 +202,8 @@ MEASURES = [  # (row, sub-result, key, label)
 ]
 
 
-def report(runs: dict, rounds: int, loads: list[str], quick: bool) -> dict:
+def report(runs: dict, rounds: int, loads: list[str], quick: bool,
+           chosen: list[str] = ROWS) -> dict:
     rows, raw = [], {}
     for row, sub, key, label in MEASURES:
         med = {m: median(_figures(runs[row][m], key, sub)) for m in (*MODES, "mock")}
@@ -205,7 +217,9 @@ def report(runs: dict, rounds: int, loads: list[str], quick: bool) -> dict:
         __doc__.split("\n\n")[0].replace("\n", " "),
         f"{rounds} round(s){' (--quick sizes)' if quick else ''}; each row's compiled and "
         "pure servers run one after the other within a round, the order flipping each round. "
-        f"Load averages (1, 5, 15 min) at each round's start and end: {'; '.join(loads)}.",
+        f"Load averages (1, 5, 15 min) at each round's start and end: {'; '.join(loads)}."
+        + ("" if chosen == ROWS else f" Rows run this time: {', '.join(chosen)}; the others "
+           "are the previous report's runs."),
         table(["measure", "compiled (median)", "pure (median)", "compiled / pure",
                "librdkafka mock", "each run: compiled / pure"], rows),
     ]

@@ -145,6 +145,7 @@ class EtcdControlPlane:
         for state in view.partitions.values():
             if old.partitions.get((state.topic, state.partition)) != state:
                 self._notify(("partition", state))
+                await asyncio.sleep(0)  # the loop runs between transitions (see _watch_loop)
         for name in set(old.topics) | set(view.topics):
             if old.topics.get(name) != view.topics.get(name):
                 self._notify(("topic", name))
@@ -167,6 +168,9 @@ class EtcdControlPlane:
                     self.view.revision = max(self.view.revision, kv.mod_revision)
                     if change is not None:
                         self._notify(change)
+                        # one etcd answer may move ~66 leaderships: answers and
+                        # lease refreshes go out between them, not after all
+                        await asyncio.sleep(0)
             except asyncio.CancelledError:
                 if self._watch is not None:
                     try:  # bounded: a broken stream may never answer the cancel

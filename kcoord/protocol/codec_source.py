@@ -21,7 +21,7 @@ import re
 import sys
 from typing import Any, Iterable
 
-from .codegen import _ARRAYS, _Gen
+from .codegen import _ARRAYS, _Gen, decoder_gen
 from .messages import APIS, SCHEMAS
 from .schema import Schema
 
@@ -137,7 +137,7 @@ def module_source(schemas: Iterable[Schema] | None = None) -> str:
             flexible = sch.is_flexible(version)
             enc_gen = _Gen(version, flexible, strict=True)
             enc_gen.encoder("enc", sch.fields)
-            dec_gen = _Gen(version, flexible)
+            dec_gen = decoder_gen(sch, version, flexible)
             dec_gen.decoder("dec", sch.fields)
             table.append(f"    ({sch.name!r}, {version}): "
                          f"({mod.function(enc_gen, True)}, {mod.function(dec_gen, False)}),")
@@ -154,6 +154,7 @@ def module_source(schemas: Iterable[Schema] | None = None) -> str:
         "from kcoord.protocol.codegen import _truncated as _trunc",
         "from kcoord.protocol.codegen import read_uvarint as _ruv",
         "from kcoord.protocol.codegen import uvarint_bytes as _uvb",
+        "from kcoord.protocol.record_splice import put_records as _putr",
         "from kcoord.protocol.errors import ProtocolError",
         "",
         "_p16: Final = struct.Struct('>h').pack",

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from .codec import Codec
 from .errors import ProtocolError
 from .schema import Field, Schema
+from .record_splice import put_records
 
 FIXED_FORMATS = {
     "bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i",
@@ -79,6 +80,7 @@ _RUNTIME = {
     "struct": struct,
     "ProtocolError": ProtocolError,
     "_uvb": uvarint_bytes,
+    "_putr": put_records,
     "_ruv": read_uvarint,
     "_trunc": _truncated,
     "_p16": struct.Struct(">h").pack,
@@ -110,6 +112,9 @@ class _Gen:
         self.consts: dict[str, Any] = {}
         self.counter = 0
         self._arrays: dict[str, tuple[str, str, str]] = {}
+        self.in_tag = 0  # inside a tagged field: encoded into a buffer of its own
+        # records decoded as a view of the frame, not copied out (RECORD_VIEWS)
+        self.record_views = False
 
     def const(self, value: Any, prefix: str = "_c") -> str:
         self.counter += 1
@@ -224,7 +229,9 @@ class _Gen:
             out.append(f"if {cond}:")
             out.append(f"    {saved} = b")
             out.append("    b = bytearray()")
+            self.in_tag += 1
             out.extend(_indent(self.encode_value(fd, var, d)))
+            self.in_tag -= 1
             out.append(f"    if {tags} is None: {tags} = []")
             out.append(f"    {tags}.append(({fd.tag}, b))")
             out.append(f"    b = {saved}")
@@ -277,7 +284,9 @@ class _Gen:
             null_line = ["b.append(0)"] if self.flex else ["b += b'\\xff\\xff'"]
         elif t in ("bytes", "records"):
             inner.extend(self.encode_count(f"len({var})"))
-            inner.append(f"b += {var}")
+            # records in the frame itself may be left out of it (record_splice)
+            inner.append(f"_putr(b, {var})" if t == "records" and not self.in_tag
+                         else f"b += {var}")
             null_line = self.encode_null()
         elif t.startswith("[]"):
             et = fd.element_type
@@ -471,7 +480,12 @@ class _Gen:
             out.append("    end = pos + n")
             out.append("    if end > blen: raise _trunc()")
             # a slice of bytes is bytes already; of any other buffer, copy it out
-            out.append(f"    {var} = {'bytes(buf[pos:end])' if self.views else 'buf[pos:end]'}")
+            if self.views:
+                out.append(f"    {var} = bytes(buf[pos:end])")
+            elif t == "records" and self.record_views:
+                out.append(f"    {var} = memoryview(buf)[pos:end]")
+            else:
+                out.append(f"    {var} = buf[pos:end]")
             out.append("    pos = end")
             return out
         if t.startswith("[]"):
@@ -518,6 +532,19 @@ class _Gen:
         raise ValueError(f"unsupported type {t}")
 
 
+# Requests whose records the server only checks and writes (PartitionLog.append
+# writes views): decoded as views of the frame (bytes, never changed) instead
+# of copies; a view keeps the frame alive only as long as the request.
+RECORD_VIEWS = frozenset({"ProduceRequest"})
+
+
+def decoder_gen(sch: Schema, version: int, flexible: bool) -> _Gen:
+    """The generator of sch's bytes decoder (records as views where RECORD_VIEWS)."""
+    gen = _Gen(version, flexible)
+    gen.record_views = sch.name in RECORD_VIEWS
+    return gen
+
+
 def _compile(gen: _Gen, sch: Schema, version: int, *names: str) -> list[Callable]:
     namespace: dict[str, Any] = dict(_RUNTIME)
     namespace.update(gen.consts)
@@ -549,7 +576,7 @@ def build_codec(sch: Schema, version: int,
 
     if ahead is None:
         ahead = (generate(_Gen(version, flexible, strict=True), True),
-                 generate(_Gen(version, flexible), False))
+                 generate(decoder_gen(sch, version, flexible), False))
     codec = Codec(f"{sch.name} v{version}", ahead[0],
                   lambda: generate(_Gen(version, flexible), True), ahead[1],
                   lambda: generate(_Gen(version, flexible, views=True), False))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import os
 import struct
 import time
@@ -40,8 +39,10 @@ LOAD_CHUNK_BYTES = 4 << 20
 # and those other records); the shard's own process replays it.
 PARALLEL_LOAD_MIN_BYTES = 4 << 20
 LOAD_WORKERS = min(os.cpu_count() or 1, 4)
-# a worker reads its segment files in pieces of about this size (whole batches)
-WORKER_PIECE_BYTES = 64 << 20
+# a worker reads its segment files in pieces of about this size (whole batches):
+# under glibc's 32 MB ceiling of its mmap threshold, so each piece's buffer
+# reuses the heap pages the last one freed instead of faulting in new ones
+WORKER_PIECE_BYTES = 16 << 20
 # Runs of plain OffsetCommit batches go through commit_runs' walk when it is
 # compiled; interpreted, the one-shape pattern (match_batch) is faster.
 TAKE_RUNS = native_build.is_compiled(commit_runs)
@@ -132,33 +133,41 @@ def scan_segment_files(files: list[tuple[str, int]]) -> tuple[list, int]:
     for path, size in files:
         if size <= 0:
             continue
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            for piece in file_pieces(mm, size, WORKER_PIECE_BYTES):
+        with open(path, "rb") as fh:
+            for piece in file_pieces(fh.fileno(), size, WORKER_PIECE_BYTES):
                 scan.scan_chunk(piece, latest, 0)
     sink.latest(latest)
     return sink.ops, sink.records_loaded
 
 
-def file_pieces(mm, size: int, piece: int):
-    """mm[:size] as bytes of whole batches of about `piece` bytes each (the
-    scan's fast walk takes bytes, and a piece bounds the copy); a batch
-    longer than `piece`, a torn tail or a bad length goes whole into the
-    last piece, where the scan stops at it or reports it."""
+def file_pieces(fd: int, size: int, piece: int):
+    """The file's first `size` bytes read (pread: no mapping to fault in) in
+    pieces of about `piece` bytes, each ending with whole batches and
+    perhaps the torn start of the next, which the scan stops at quietly and
+    the next piece reads again; a batch longer than `piece`, a torn tail or
+    a bad length goes whole into the last piece, where the scan stops at it
+    or reports it."""
     pos = 0
     while pos < size:
-        end = pos
-        while size - end >= LOG_OVERHEAD:
-            length, = _I.unpack_from(mm, end + 8)
-            if length < MIN_BATCH_LENGTH or end + LOG_OVERHEAD + length > size:
-                break
-            if end > pos and end + LOG_OVERHEAD + length - pos > piece:
+        data = os.pread(fd, min(piece, size - pos), pos)
+        n = len(data)
+        if n == 0 or pos + n >= size:  # the rest of the file
+            yield data
+            return
+        end = 0
+        while n - end >= LOG_OVERHEAD:
+            length, = _I.unpack_from(data, end + 8)
+            if length < MIN_BATCH_LENGTH or pos + end + LOG_OVERHEAD + length > size:
+                yield data  # a bad length or a torn tail: the scan's to judge
+                return
+            if end + LOG_OVERHEAD + length > n:
                 break
             end += LOG_OVERHEAD + length
-        if end == pos:  # nothing whole to cut at: the rest as it is
-            yield mm[pos:size]
+        if end == 0:  # one batch longer than a piece: the rest as it is
+            yield os.pread(fd, size - pos, pos)
             return
-        yield mm[pos:end]
-        pos = end
+        yield data
+        pos += end
 
 
 class LogChunks:

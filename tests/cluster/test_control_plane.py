@@ -16,9 +16,16 @@ class Recorder:
     def __init__(self):
         self.states = []
         self.sessions_lost = 0
+        self.turns = []     # per state: how many earlier states' loop callbacks had run
+        self._ran = 0
 
     def on_partition_state(self, state):
         self.states.append(state)
+        self.turns.append(self._ran)
+        asyncio.get_running_loop().call_soon(self._count_turn)
+
+    def _count_turn(self):
+        self._ran += 1
 
     def on_session_lost(self):
         self.sessions_lost += 1
@@ -89,6 +96,11 @@ def test_registration_election_and_placement(etcd):
             for p in planes:  # every node's listener heard every partition
                 heard = {(s.topic, s.partition) for s in p.recorder.states}
                 assert {("orders", i) for i in range(6)} <= heard
+                # placed in one etcd transaction, heard one loop turn apart: the
+                # loop answers requests between a burst's transitions
+                turns = [t for s, t in zip(p.recorder.states, p.recorder.turns)
+                         if s.topic == "orders"]
+                assert all(b > a for a, b in zip(turns, turns[1:])), turns
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes))
     asyncio.run(main())

@@ -292,3 +292,48 @@ def test_fast_paths_equal_the_general_paths(seed):
     per_topic = range_assignor.assign(GroupSpec(members, False), partitions)
     assert [(m, list(a.items())) for m, a in shared.items()] == \
         [(m, list(a.items())) for m, a in per_topic.items()]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_uniform_valid_history_path_equals_the_general_path(seed):
+    """When every member holds a valid, disjoint assignment (the usual case), the
+    index-based pass gives what the copy-and-check path gives: keys, order and the
+    very same object for an unchanged member."""
+    rng = random.Random(seed)
+    partitions = {tid(t): rng.choice([0, 1, 3, 7, 12]) for t in range(rng.randint(1, 8))}
+    topics = frozenset(partitions)
+    # a valid, disjoint history: each partition to one random member or to nobody
+    count = rng.randint(1, 30)
+    held: list[dict[bytes, set[int]]] = [{} for _ in range(count)]
+    for t, n in partitions.items():
+        for p in rng.sample(range(n), n):
+            if rng.random() < 0.8:
+                held[rng.randrange(count)].setdefault(t, set()).add(p)
+    if seed % 4 == 0:  # an empty set kept under a topic
+        held[0].setdefault(next(iter(partitions)), set())
+    members = {f"m{rng.randint(0, 999):03d}-{m}": MemberSpec(topics, a) for m, a in enumerate(held)}
+    if seed % 3 == 0:  # members that join with nothing
+        for j in range(rng.randint(1, 5)):
+            members[f"new-{j}"] = MemberSpec(topics)
+    total = sum(partitions.values())
+    ordered = sorted(topics)
+    quota = divmod(total, len(members))
+    fast = uniform._assign_valid_history(members, ordered, dict(partitions), *quota)
+    general = uniform._assign_with_history(members, topics, ordered, dict(partitions), *quota)
+    assert fast is not None
+    assert [(m, list(a.items())) for m, a in fast.items()] == \
+        [(m, list(a.items())) for m, a in general.items()]
+    assert [fast[m] is ms.assignment for m, ms in members.items()] == \
+        [general[m] is ms.assignment for m, ms in members.items()]
+    check_valid(GroupSpec(members, True), partitions, fast)
+
+
+def test_uniform_valid_history_path_declines_what_it_cannot_take():
+    """A partition held twice, out of range, or of a topic no longer subscribed: the
+    general path decides."""
+    t0, t1 = tid(0), tid(1)
+    counts = {t0: 4}
+    for held in ([{t0: {0, 1}}, {t0: {1}}], [{t0: {4}}], [{t1: {0}}]):
+        members = {f"m{i}": MemberSpec(frozenset(counts), a) for i, a in enumerate(held)}
+        assert uniform._assign_valid_history(members, [t0], counts, *divmod(4, len(members))) is None
+        check_valid(GroupSpec(members, True), counts, uniform.assign(GroupSpec(members, True), counts))

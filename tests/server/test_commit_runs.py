@@ -152,3 +152,27 @@ def test_load_with_the_walk_equals_record_by_record_replay(tmp_path, seed, monke
     assert state(shard.core) == state(ref)
     assert (shard.records_loaded, shard.load_errors) == (loaded, errors)
     plog.close()
+
+
+@pytest.mark.parametrize("tail", ["", "torn", "bad length"])
+def test_file_pieces_give_each_batch_once(tmp_path, tail):
+    """Pieces of any size, with a batch longer than a piece, a torn tail or
+    a bad length at the file's end: the batches the scan finds in the pieces
+    are the file's, each once, and a bad length is still reported."""
+    rnd = random.Random(7)
+    batches = [random_batch(rnd, ["g1", "g2"]) for _ in range(30)]
+    end = {"": b"", "torn": batches[0][:40], "bad length": bytes(8) + b"\x00\x00\x00\x05"}
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"".join(batches) + end[tail])
+    size = path.stat().st_size
+    for piece in (100, 5_000, 1 << 20):
+        found, reported = [], False
+        with open(path, "rb") as fh:
+            try:
+                for data in shard_loader.file_pieces(fh.fileno(), size, piece):
+                    for p, h in iter_batches(data):
+                        found.append(data[p:p + 12 + h.batch_length])
+            except CorruptRecordError:
+                reported = True
+        assert found == batches
+        assert reported == (tail == "bad length")

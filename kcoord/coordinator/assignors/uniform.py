@@ -58,10 +58,13 @@ def assign_homogeneous(spec: GroupSpec, partitions: Mapping[TopicId, int]) -> di
     min_quota, extra = divmod(total, num_members)
     if all(not ms.assignment for ms in members.values()):
         return _deal_fresh(members, ordered_topics, counts, min_quota, extra)
+    kept = _assign_valid_history(members, ordered_topics, counts, min_quota, extra)
+    if kept is not None:
+        return kept
     return _assign_with_history(members, topics, ordered_topics, counts, min_quota, extra)
 
 
-def _deal_fresh(members: Mapping[str, MemberSpec], ordered_topics: list[TopicId],
+def _deal_fresh(members: dict[str, MemberSpec], ordered_topics: list[TopicId],
                 counts: dict[TopicId, int], min_quota: int, extra: int) -> dict[str, Assignment]:
     """No member holds anything (a full assignment): the same deal as the general
     path, member i taking the next quota_i partitions of the topics in id order,
@@ -96,7 +99,7 @@ def _deal_fresh(members: Mapping[str, MemberSpec], ordered_topics: list[TopicId]
     return result
 
 
-def _assign_with_history(members: Mapping[str, MemberSpec], topics: AbstractSet[TopicId],
+def _assign_with_history(members: dict[str, MemberSpec], topics: AbstractSet[TopicId],
                          ordered_topics: list[TopicId], counts: dict[TopicId, int],
                          min_quota: int, extra: int) -> dict[str, Assignment]:
 
@@ -166,7 +169,14 @@ def _assign_with_history(members: Mapping[str, MemberSpec], topics: AbstractSet[
         if room > 0:
             unfilled.append((mid, room))
 
-    # Deal the unassigned partitions, topic by topic in id order, to members below quota.
+    _deal_free(members, result, owned, unfilled, ordered_topics, counts)
+    return result
+
+
+def _deal_free(members: dict[str, MemberSpec], result: dict[str, Assignment],
+               owned: dict[TopicId, set[int]], unfilled: list[tuple[str, int]],
+               ordered_topics: list[TopicId], counts: dict[TopicId, int]) -> None:
+    """Deal the unassigned partitions, topic by topic in id order, to members below quota."""
     pool: list[tuple[TopicId, list[int]]] = []
     for t in ordered_topics:
         n = counts[t]
@@ -199,6 +209,74 @@ def _assign_with_history(members: Mapping[str, MemberSpec], topics: AbstractSet[
                 pos = 0
     if ti < len(pool):
         raise AssignorError("partitions were left unassigned")
+
+
+def _assign_valid_history(members: dict[str, MemberSpec], ordered_topics: list[TopicId],
+                          counts: dict[TopicId, int], min_quota: int,
+                          extra: int) -> dict[str, Assignment] | None:
+    """The usual case, every member holding only subscribed, in-range partitions and
+    no partition held twice (what this assignor gave last time): the general path's
+    result without its per-member copy-and-check.  None when that does not hold."""
+    assignments = [ms.assignment for ms in members.values()]
+    sizes = [0] * len(assignments)
+    owned: dict[TopicId, set[int]] = {t: set() for t in ordered_topics}
+    total = 0
+    for i, a in enumerate(assignments):
+        size = 0
+        for t, parts in a.items():
+            mine = owned.get(t)
+            if mine is None:  # a topic the group no longer subscribes to
+                return None
+            mine.update(parts)
+            size += len(parts)
+        sizes[i] = size
+        total += size
+    union = 0
+    for t, mine in owned.items():
+        if mine and max(mine) >= counts[t]:  # a partition beyond the topic's size
+            return None
+        union += len(mine)
+    if union != total:  # a partition held twice
+        return None
+
+    # Quotas: the +1 of the remainder goes to members already above the minimum first.
+    quotas = [min_quota] * len(sizes)
+    for i, size in enumerate(sizes):
+        if not extra:
+            break
+        if size > min_quota:
+            quotas[i] += 1
+            extra -= 1
+    for i in range(len(quotas)):
+        if not extra:
+            break
+        if quotas[i] == min_quota:
+            quotas[i] += 1
+            extra -= 1
+
+    result: dict[str, Assignment] = {}
+    unfilled: list[tuple[str, int]] = []
+    for i, mid in enumerate(members):
+        a = assignments[i]
+        size = sizes[i]
+        room = quotas[i]
+        if size <= room:
+            result[mid] = a  # unchanged: the very same object
+            if size < room:
+                unfilled.append((mid, room - size))
+            continue
+        # Over quota: keep the lowest-numbered partitions, the rest go back to the pool.
+        new: dict[TopicId, set[int]] = {}
+        for t in sorted(a):
+            ordered = sorted(a[t])
+            if room > 0 and ordered:
+                keep = ordered[:room]
+                new[t] = set(keep)
+                room -= len(keep)
+                ordered = ordered[len(keep):]
+            owned[t].difference_update(ordered)
+        result[mid] = new
+    _deal_free(members, result, owned, unfilled, ordered_topics, counts)
     return result
 
 
