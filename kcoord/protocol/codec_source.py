@@ -21,7 +21,7 @@ import re
 import sys
 from typing import Any, Iterable
 
-from .codegen import _ARRAYS, _Gen
+from .codegen import _ARRAYS, _Gen, decoder_gen
 from .messages import APIS, SCHEMAS
 from .schema import Schema
 
@@ -137,7 +137,7 @@ def module_source(schemas: Iterable[Schema] | None = None) -> str:
             flexible = sch.is_flexible(version)
             enc_gen = _Gen(version, flexible, strict=True)
             enc_gen.encoder("enc", sch.fields)
-            dec_gen = _Gen(version, flexible)
+            dec_gen = decoder_gen(sch, version, flexible)
             dec_gen.decoder("dec", sch.fields)
             table.append(f"    ({sch.name!r}, {version}): "
                          f"({mod.function(enc_gen, True)}, {mod.function(dec_gen, False)}),")

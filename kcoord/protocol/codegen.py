@@ -110,6 +110,8 @@ class _Gen:
         self.consts: dict[str, Any] = {}
         self.counter = 0
         self._arrays: dict[str, tuple[str, str, str]] = {}
+        # records decoded as a view of the frame, not copied out (RECORD_VIEWS)
+        self.record_views = False
 
     def const(self, value: Any, prefix: str = "_c") -> str:
         self.counter += 1
@@ -471,7 +473,12 @@ class _Gen:
             out.append("    end = pos + n")
             out.append("    if end > blen: raise _trunc()")
             # a slice of bytes is bytes already; of any other buffer, copy it out
-            out.append(f"    {var} = {'bytes(buf[pos:end])' if self.views else 'buf[pos:end]'}")
+            if self.views:
+                out.append(f"    {var} = bytes(buf[pos:end])")
+            elif t == "records" and self.record_views:
+                out.append(f"    {var} = memoryview(buf)[pos:end]")
+            else:
+                out.append(f"    {var} = buf[pos:end]")
             out.append("    pos = end")
             return out
         if t.startswith("[]"):
@@ -518,6 +525,19 @@ class _Gen:
         raise ValueError(f"unsupported type {t}")
 
 
+# Requests whose records the server only checks and writes (PartitionLog.append
+# writes views): decoded as views of the frame (bytes, never changed) instead
+# of copies; a view keeps the frame alive only as long as the request.
+RECORD_VIEWS = frozenset({"ProduceRequest"})
+
+
+def decoder_gen(sch: Schema, version: int, flexible: bool) -> _Gen:
+    """The generator of sch's bytes decoder (records as views where RECORD_VIEWS)."""
+    gen = _Gen(version, flexible)
+    gen.record_views = sch.name in RECORD_VIEWS
+    return gen
+
+
 def _compile(gen: _Gen, sch: Schema, version: int, *names: str) -> list[Callable]:
     namespace: dict[str, Any] = dict(_RUNTIME)
     namespace.update(gen.consts)
@@ -549,7 +569,7 @@ def build_codec(sch: Schema, version: int,
 
     if ahead is None:
         ahead = (generate(_Gen(version, flexible, strict=True), True),
-                 generate(_Gen(version, flexible), False))
+                 generate(decoder_gen(sch, version, flexible), False))
     codec = Codec(f"{sch.name} v{version}", ahead[0],
                   lambda: generate(_Gen(version, flexible), True), ahead[1],
                   lambda: generate(_Gen(version, flexible, views=True), False))
