@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .errors import ProtocolError
-from .record_splice import forget_records
 
 STRICT_MISSES = 16  # KeyErrors after which a codec encodes leniently only
 
@@ -47,7 +46,6 @@ class Codec:
                 if self.misses >= STRICT_MISSES:
                     self.strict = None
                 del b[start:]
-                forget_records(start)  # the retry notes them again
         lenient = self.lenient
         if lenient is None:
             lenient = self.lenient = self.make_lenient()

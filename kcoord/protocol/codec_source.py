@@ -154,7 +154,6 @@ def module_source(schemas: Iterable[Schema] | None = None) -> str:
         "from kcoord.protocol.codegen import _truncated as _trunc",
         "from kcoord.protocol.codegen import read_uvarint as _ruv",
         "from kcoord.protocol.codegen import uvarint_bytes as _uvb",
-        "from kcoord.protocol.record_splice import put_records as _putr",
         "from kcoord.protocol.errors import ProtocolError",
         "",
         "_p16: Final = struct.Struct('>h').pack",

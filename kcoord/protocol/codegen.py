@@ -15,7 +15,6 @@ from typing import Any, Callable
 from .codec import Codec
 from .errors import ProtocolError
 from .schema import Field, Schema
-from .record_splice import put_records
 
 FIXED_FORMATS = {
     "bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i",
@@ -80,7 +79,6 @@ _RUNTIME = {
     "struct": struct,
     "ProtocolError": ProtocolError,
     "_uvb": uvarint_bytes,
-    "_putr": put_records,
     "_ruv": read_uvarint,
     "_trunc": _truncated,
     "_p16": struct.Struct(">h").pack,
@@ -112,7 +110,6 @@ class _Gen:
         self.consts: dict[str, Any] = {}
         self.counter = 0
         self._arrays: dict[str, tuple[str, str, str]] = {}
-        self.in_tag = 0  # inside a tagged field: encoded into a buffer of its own
         # records decoded as a view of the frame, not copied out (RECORD_VIEWS)
         self.record_views = False
 
@@ -229,9 +226,7 @@ class _Gen:
             out.append(f"if {cond}:")
             out.append(f"    {saved} = b")
             out.append("    b = bytearray()")
-            self.in_tag += 1
             out.extend(_indent(self.encode_value(fd, var, d)))
-            self.in_tag -= 1
             out.append(f"    if {tags} is None: {tags} = []")
             out.append(f"    {tags}.append(({fd.tag}, b))")
             out.append(f"    b = {saved}")
@@ -284,9 +279,7 @@ class _Gen:
             null_line = ["b.append(0)"] if self.flex else ["b += b'\\xff\\xff'"]
         elif t in ("bytes", "records"):
             inner.extend(self.encode_count(f"len({var})"))
-            # records in the frame itself may be left out of it (record_splice)
-            inner.append(f"_putr(b, {var})" if t == "records" and not self.in_tag
-                         else f"b += {var}")
+            inner.append(f"b += {var}")
             null_line = self.encode_null()
         elif t.startswith("[]"):
             et = fd.element_type

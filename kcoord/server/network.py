@@ -27,7 +27,6 @@ from ..log import step_trace
 from ..protocol.api import APIS, request_codec, response_codec
 from ..protocol.errors import Err, ProtocolError
 from ..protocol.headers import encode_response_header, peek_request_header, skip_header_tags
-from ..protocol.record_splice import SPLICE_MIN, encode_collecting
 from ..security import audit
 from .dispatch import NO_RESPONSE, Dispatcher, Reply, RequestContext
 
@@ -46,7 +45,7 @@ class _Slot:
     __slots__ = ("data", "done")
 
     def __init__(self) -> None:
-        self.data: Any = b""  # bytes, a bytearray frame or its list of buffers (record_splice)
+        self.data: Any = b""  # bytes or a bytearray frame (compiled: no check either way)
         self.done = False
 
 
@@ -104,7 +103,7 @@ class KafkaConnection(asyncio.Protocol):
         self.have = 0
         self.need = 0
         self.pending: deque[_Slot] = deque()
-        self.out: list[Any] = []  # responses ready (bytes, bytearray, list), nothing pending ahead
+        self.out: list[Any] = []  # responses ready (bytes, bytearray), nothing pending ahead
         self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
         self.client_id: str | None = None
         self.peer = "?"
@@ -389,21 +388,16 @@ class KafkaConnection(asyncio.Protocol):
         self.close("internal error")
 
     @staticmethod
-    def _frame(encode, correlation_id: int, tagged_header: bool, response) -> Any:
+    def _frame(encode, correlation_id: int, tagged_header: bool, response) -> bytearray:
         """Size, response header (v1 adds an empty tag section) and body,
-        encoded into one buffer; or, when it carries large records (a Fetch
-        answer), a list of buffers with the records as read (record_splice)."""
+        encoded into one buffer (a large Fetch body is not copied again)."""
         frame = bytearray(9 if tagged_header else 8)
         if response.__class__ is bytes:  # a body the handler encoded once and cached
             frame += response
-            _SIZE_CORR.pack_into(frame, 0, len(frame) - 4, correlation_id)
-            return frame
-        _SIZE_CORR.pack_into(frame, 0, 0, correlation_id)
-        data = encode_collecting(encode, response, frame)
-        if data.__class__ is list:
-            return data  # its size already set
-        _SIZE.pack_into(data, 0, len(data) - 4)
-        return data
+        else:
+            frame = encode(response, frame)
+        _SIZE_CORR.pack_into(frame, 0, len(frame) - 4, correlation_id)
+        return frame
 
     def _fill(self, slot: _Slot, ctx: RequestContext, response: dict) -> None:
         _, tagged_header, _, encode = _route(ctx.api_key, ctx.api_version)
@@ -440,40 +434,17 @@ class KafkaConnection(asyncio.Protocol):
             out.append(pending.popleft().data)
         if not out:
             return
-        if len(out) == 1 and out[0].__class__ is not list:
-            self.transport.write(out[0])
-        else:
-            self._write_all(out)
+        self.transport.write(b"".join(out) if len(out) > 1 else out[0])
         out.clear()
         if self.reading_paused:  # pending only shrank: nothing new to pause for
             self._update_reading()
-
-    def _write_all(self, out: list) -> None:
-        """Several answers: the small ones joined, records left out of a frame
-        (a list) written as they are, in order."""
-        write = self.transport.write
-        small: list = []
-        for data in out:
-            if data.__class__ is not list:
-                small.append(data)
-                continue
-            for piece in data:
-                if len(piece) < SPLICE_MIN:
-                    small.append(piece)
-                    continue
-                if small:
-                    write(b"".join(small) if len(small) > 1 else small[0])
-                    small = []
-                write(piece)
-        if small:
-            write(b"".join(small) if len(small) > 1 else small[0])
 
     # ------------------------------------------- for the SASL gate (security)
     def respond(self, key: int, version: int, correlation_id: int, response: dict) -> None:
         _, tagged_header, _, encode = _ROUTES.get((key, version)) or _route(key, version)
         self.send_raw(self._frame(encode, correlation_id, tagged_header, response))
 
-    def send_raw(self, data: Any) -> None:
+    def send_raw(self, data: bytes | bytearray) -> None:
         if self.pending:
             slot = _Slot()
             slot.data = data

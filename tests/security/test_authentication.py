@@ -80,33 +80,6 @@ def test_kafka_python(secure, pki, mode):
            topic)
 
 
-@pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
-def test_large_fetch_answers_arrive_exactly(secure, pki, listener):
-    """Fetch answers whose records are written apart from their frame
-    (record_splice): through the TLS layer's copy and straight to the socket."""
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    kw = ({"security_protocol": "SSL", "ssl_cafile": str(pki.ca_file),
-           "ssl_check_hostname": True} if listener == "SSL" else {})
-    topic = f"big-{listener.lower()}"
-    sent = [(b"%06d" % i) * 400 for i in range(300)]  # 720 KB in one partition
-    producer = KafkaProducer(bootstrap_servers=addr(secure, listener), acks=1,
-                             batch_size=256 * 1024, linger_ms=50, **kw)
-    for v in sent:
-        producer.send(topic, v, partition=0)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=addr(secure, listener), group_id=None,
-                             auto_offset_reset="earliest", consumer_timeout_ms=15000, **kw)
-    consumer.assign([TopicPartition(topic, 0)])
-    got = []
-    for msg in consumer:
-        got.append(msg.value)
-        if len(got) == len(sent):
-            break
-    consumer.close()
-    assert got == sent
-
-
 @pytest.mark.parametrize("mode", ["mTLS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
                                   "OAUTHBEARER"])
 def test_confluent_kafka(secure, pki, mode):
