@@ -120,21 +120,7 @@ def _assign_with_history(members: dict[str, MemberSpec], topics: AbstractSet[Top
         held[mid] = size
         clean[mid] = ok
 
-    # Quotas: the +1 of the remainder goes to members already above the minimum first.
-    quota: dict[str, int] = {}
-    for mid in members:
-        if extra and held[mid] > min_quota:
-            quota[mid] = min_quota + 1
-            extra -= 1
-        else:
-            quota[mid] = min_quota
-    if extra:
-        for mid in members:
-            if not extra:
-                break
-            if quota[mid] == min_quota:
-                quota[mid] += 1
-                extra -= 1
+    quota = dict(zip(members, _quotas([held[mid] for mid in members], min_quota, extra)))
 
     result: dict[str, Assignment] = {}
     owned: dict[TopicId, set[int]] = {t: set() for t in ordered_topics}
@@ -239,20 +225,7 @@ def _assign_valid_history(members: dict[str, MemberSpec], ordered_topics: list[T
     if union != total:  # a partition held twice
         return None
 
-    # Quotas: the +1 of the remainder goes to members already above the minimum first.
-    quotas = [min_quota] * len(sizes)
-    for i, size in enumerate(sizes):
-        if not extra:
-            break
-        if size > min_quota:
-            quotas[i] += 1
-            extra -= 1
-    for i in range(len(quotas)):
-        if not extra:
-            break
-        if quotas[i] == min_quota:
-            quotas[i] += 1
-            extra -= 1
+    quotas = _quotas(sizes, min_quota, extra)
 
     result: dict[str, Assignment] = {}
     unfilled: list[tuple[str, int]] = []
@@ -540,3 +513,22 @@ class HeterogeneousBuilder:
         a.setdefault(t, set()).add(p)
         owners[p] = member
         self.sizes[member] += 1
+
+
+def _quotas(held: list[int], min_quota: int, extra: int) -> list[int]:
+    """Each member's quota, in member order: the +1 of the remainder goes to
+    members already above the minimum first, then to the others in order."""
+    quotas = [min_quota] * len(held)
+    for i, size in enumerate(held):
+        if not extra:
+            break
+        if size > min_quota:
+            quotas[i] += 1
+            extra -= 1
+    for i in range(len(quotas)):
+        if not extra:
+            break
+        if quotas[i] == min_quota:
+            quotas[i] += 1
+            extra -= 1
+    return quotas
