@@ -20,13 +20,58 @@ from typing import Callable
 log = logging.getLogger("kcoord.clock")
 
 
-class WallClock:
-    """Wall time; timers on the running loop."""
+# How fast the server's clock closes a gap to the wall clock: 50 ms a second.
+# A step of the wall clock (an NTP step, an operator, a VM resumed) is never
+# taken at once: member sessions (10 s, heartbeats every 1-3 s), rebalance,
+# transaction and share-lock deadlines are stored as times on this clock, so
+# a step of 30 s would expire every session armed before it (forward) or
+# after it (backward, at the step back) although no member missed a
+# heartbeat.  At 5% a deadline moves by at most 5% of its length.
+SLEW = 0.05
 
-    # seconds since the epoch; the hot path (CoordinatorRuntime.write) calls
-    # this bound to a C function, so the wall clock costs what time.time did
-    time: Callable[[], float] = staticmethod(_time_module.time)
+
+class WallClock:
+    """Wall time as the server's timers may use it; timers on the running loop.
+
+    It runs at the monotonic clock's rate and follows the wall clock: when
+    the two agree within the slew of the time elapsed since the last read it
+    is the wall clock exactly; after a step it closes the gap at SLEW (as
+    adjtime slews), so it never jumps and never runs backwards.  Timestamps
+    (commit times, log retention) so stay wall time, and deadlines keep
+    their lengths across clock faults (Jepsen's clock nemesis steps the
+    wall clock only; so does tests/faults' libfaketime)."""
+
     virtual = False
+
+    def __init__(self, wall: Callable[[], float] = _time_module.time,
+                 mono: Callable[[], float] = _time_module.monotonic,
+                 slew: float = SLEW) -> None:
+        self._wall, self._mono, self._slew = wall, mono, slew
+        # one tuple, replaced whole: a read from another thread sees a
+        # consistent pair (at worst a read slightly behind the newest)
+        self._last = (mono(), wall())
+
+    def time(self) -> float:
+        """Seconds since the epoch, as said above."""
+        mono = self._mono()
+        wall = self._wall()
+        last_mono, last_now = self._last
+        elapsed = mono - last_mono
+        now = last_now + elapsed
+        limit = elapsed * self._slew
+        gap = wall - now
+        if gap > limit:
+            now += limit
+        elif gap < -limit:
+            now -= limit
+        else:
+            now = wall
+        self._last = (mono, now)
+        return now
+
+    def wall_gap(self) -> float:
+        """How far (s) the wall clock is from this one (positive: ahead)."""
+        return self._wall() - self.time()
 
     def ms(self) -> int:
         return int(self.time() * 1000)
