@@ -69,10 +69,6 @@ class WallClock:
         self._last = (mono, now)
         return now
 
-    def wall_gap(self) -> float:
-        """How far (s) the wall clock is from this one (positive: ahead)."""
-        return self._wall() - self.time()
-
     def ms(self) -> int:
         return int(self.time() * 1000)
 
