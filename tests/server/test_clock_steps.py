@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcoord.server.clock import SLEW, WallClock
+from kcoord.server.clock import SLEW, STEP_AT_ONCE_S, WallClock
 from kcoord.server.coordinator_runtime import ACTIVE
 
 from tests.server.runtime_sim import PARTITIONS, Simulation
@@ -55,6 +55,13 @@ def test_the_clock_is_the_wall_clock_until_it_steps_then_slews_without_running_b
             t.tick(1.0)
             clock.time()
         assert clock.time() == t.wall
+    # a clock hours off (set at boot) is not slewed for days: taken at once
+    t.wall += 3 * 3600.0
+    t.tick(0.5)
+    assert clock.time() == t.wall
+    t.wall -= STEP_AT_ONCE_S
+    t.tick(0.5)
+    assert clock.time() == t.wall
 
 
 def _wait(sim: Simulation, ms: int) -> None:
