@@ -1,5 +1,6 @@
 """Steps of the wall clock (the fault harness's clock-jump, Jepsen's clock
-nemesis) expire no member that heartbeats.
+nemesis) and stalls of the coordinator's own process (SIGSTOP, a VM pause)
+expire no member that heartbeats.
 
 Member sessions are deadlines on the server's clock (kcoord/server/clock.py).
 When that clock was the wall clock itself, a session timer firing just after
@@ -131,6 +132,44 @@ def test_a_wall_clock_step_expires_no_member_that_heartbeats(tmp_path, step_s):
             assert all(c.synced and c.generation == generation for c in members), \
                 [(c.name, c.synced, c.generation) for c in members]
             _wait(sim, 1000)
+        sim.check()
+    finally:
+        sim.close()
+
+
+def test_a_coordinator_stalled_past_the_sessions_reads_the_heartbeats_before_expiring(tmp_path):
+    """The coordinator's process stops for longer than the session timeout
+    while its members go on heartbeating: on waking, the loop runs the due
+    session timers before it reads the heartbeats queued in the sockets
+    (uvloop runs timers first).  A timer that fires over STALL_LATE_MS late
+    waits STALL_GRACE_S once, so the queued heartbeats count."""
+    from kcoord.server.coordinator_runtime import STALL_GRACE_S
+    sim = Simulation(1, tmp_path, steps=0, wall_steps=True)
+    try:
+        for p in range(PARTITIONS):
+            sim.load(p)
+        sim.quiesce()
+        members = _stable_group(sim)
+        generation = members[0].generation
+        _heartbeat_all(sim, members)
+        # the stall: time passes (15 s > the 10 s session) and nothing runs
+        sim.loop.now_ms += 15_000
+        sim.loop.run_idle()                # the late timers, first
+        _heartbeat_all(sim, members)       # then the heartbeats that waited
+        _wait(sim, int(STALL_GRACE_S * 1000) + 100)
+        for _ in range(12):  # a whole session timeout more of heartbeats
+            _heartbeat_all(sim, members)
+            assert all(c.synced and c.generation == generation for c in members), \
+                [(c.name, c.synced, c.generation) for c in members]
+            _wait(sim, 1000)
+        # a member that stops heartbeating still expires, a session later
+        gone, *rest = members
+        for _ in range(14):
+            for c in rest:
+                sim.classic_heartbeat(c)
+            _wait(sim, 1000)
+        assert not all(c.synced and c.generation == generation for c in rest), \
+            "a member that stopped heartbeating was never expired"
         sim.check()
     finally:
         sim.close()
