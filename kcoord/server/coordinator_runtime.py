@@ -257,9 +257,14 @@ class ShardRuntime(CoordinatorState, ShardLoader):
 
     def read(self, op: Callable, error: ErrorFn):
         """A read operation: -> op(core, now), answered after the writes
-        queued before it are durable (so it shows no state that is not)."""
+        queued before it are durable (so it shows no state that is not), and
+        only while this node surely leads the log (so it shows no state that
+        a newer leader has already replaced)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
+        code = self.commit.durability.serve_error(self.plog)
+        if code:
+            return error(coordinator_answer(code))
         answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
