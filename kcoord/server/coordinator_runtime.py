@@ -262,9 +262,9 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         a newer leader has already replaced)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
-        code = self.commit.durability.serve_error(self.plog)
+        code = self.serve_error()
         if code:
-            return error(coordinator_answer(code))
+            return error(code)
         answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
@@ -295,6 +295,16 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.state is not ACTIVE:
             return Err.NONE
         code = self.commit.durability.append_error(self.plog)
+        return coordinator_answer(code) if code else Err.NONE
+
+    def serve_error(self) -> int:
+        """NONE while this node surely leads the shard's log, else the
+        client's answer (NOT_COORDINATOR): checked before a read answers
+        from memory, which a newer leader may already have moved past (NONE
+        when not active: the operation answers the state's error)."""
+        if self.state is not ACTIVE:
+            return Err.NONE
+        code = self.commit.durability.serve_error(self.plog)
         return coordinator_answer(code) if code else Err.NONE
 
     def write_records(self, records: list[Record], answer: Any = None,
