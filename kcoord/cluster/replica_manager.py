@@ -27,7 +27,7 @@ from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
     BecameLeader, Completed, FetchServed, HighWatermarkMoved, ProposeIsr, Replica,
-    ReplicationConfig, Role,
+    ReplicationConfig, Role, SettleEpoch,
 )
 from .state import NO_LEADER, IneligibleReplica, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
@@ -64,6 +64,8 @@ class ReplicaManager:
         self.replication = replication
         self.config = fetcher or FetcherConfig()
         self.syncer = syncer                # async callable(list of logs): fsync them
+        # callable(fn) -> future: fn() in an fsync thread (None: on the loop)
+        self.in_thread: Callable[[Callable[[], None]], asyncio.Future] | None = None
         # wakes the long polls reading a log (with None: all of them)
         self.on_high_watermark = on_high_watermark
         # the coordinators run here: __consumer_offsets and __transaction_state
@@ -215,6 +217,8 @@ class ReplicaManager:
                         fut.set_result(out.error)
             elif isinstance(out, ProposeIsr):
                 self._spawn(self._alter_isr(key, out.proposed))
+            elif isinstance(out, SettleEpoch):
+                self._spawn(self._settle_epoch(key, out.epoch))
             elif isinstance(out, HighWatermarkMoved):
                 replica = self.replicas.get(key)
                 if self.on_high_watermark is not None and replica is not None:
@@ -270,6 +274,37 @@ class ReplicaManager:
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
+            return
+
+    async def _settle_epoch(self, key, epoch: int) -> None:
+        """A new leader's epoch made durable off the loop (its log, then the
+        epoch checkpoint: the fsyncs Kafka's makeLeader does in place); the
+        leader takes writes from then on."""
+        backoff = self.config.retry_backoff_ms / 1000.0
+        while self._running:
+            replica = self.replicas.get(key)
+            if replica is None or not replica.is_leader or replica.leader_epoch != epoch:
+                return
+            plog = replica.log
+            try:
+                await self.flush([plog])
+                version, text = plog.epochs_snapshot()
+                if self.in_thread is not None:
+                    await self.in_thread(lambda: plog.store_epochs(version, text))
+                else:
+                    plog.store_epochs(version, text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("%s-%d: making leader epoch %d durable failed (%r); trying again",
+                          key[0], key[1], epoch, exc)
+                await asyncio.sleep(backoff)
+                continue
+            replica = self.replicas.get(key)
+            if replica is not None:
+                self.handle(key, replica.on_epoch_settled(epoch, self.now_ms()))
+                for listener in self.role_listeners:
+                    listener()      # fences waiting for a writable leader look again
             return
 
     def _spawn(self, coro) -> None:
@@ -380,6 +415,7 @@ def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBa
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
     manager.endpoint_of = cluster.client_endpoint
     manager.min_isr_for = min_isr_for
+    manager.in_thread = fsync.call_in_thread
     manager.on_log_role_change = data_plane.forget_txn_state
     return manager
 

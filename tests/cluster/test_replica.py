@@ -4,7 +4,7 @@ from dataclasses import replace
 from kcoord.cluster.replica import (
     BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, FetchServed,
     HighWatermarkMoved,
-    ProposeIsr, Replica, ReplicationConfig, Role,
+    ProposeIsr, Replica, ReplicationConfig, Role, SettleEpoch,
 )
 from kcoord.cluster.state import PartitionState
 from kcoord.protocol.errors import Err
@@ -19,11 +19,24 @@ def state(leader, epoch, isr, replicas=(0, 1, 2), version=None):
                           version if version is not None else epoch * 10 + len(isr))
 
 
-def replica(node, records=(), *, flushed=None, hwm=0, min_isr=1):
+class _SettledAtOnce(Replica):
+    """A replica whose driver makes a new epoch durable at once (SettleEpoch)."""
+
+    def on_state(self, state, now):
+        outs = super().on_state(state, now)
+        for out in outs:
+            if isinstance(out, SettleEpoch):
+                self.log.settle_epochs()
+                outs = outs + self.on_epoch_settled(out.epoch, now)
+        return outs
+
+
+def replica(node, records=(), *, flushed=None, hwm=0, min_isr=1, settle=True):
     log = SimLog()
     log.append(records)
     log.flushed = len(records) if flushed is None else flushed
-    return Replica(node, log, ReplicationConfig(LAG, min_isr), high_watermark=hwm)
+    kind = _SettledAtOnce if settle else Replica
+    return kind(node, log, ReplicationConfig(LAG, min_isr), high_watermark=hwm)
 
 
 def write(leader, *values, flush=True):
@@ -210,6 +223,20 @@ def test_requests_in_the_wrong_epoch_or_to_a_non_leader_are_refused():
     assert follower.serve_follower_fetch(2, 0, 3, 0)[0].error == Err.NOT_LEADER_OR_FOLLOWER
     assert follower.answer_epoch_query(3, 3)[0] == Err.NOT_LEADER_OR_FOLLOWER
     assert follower.check_append(-1) == Err.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_new_leader_takes_writes_once_its_log_and_epoch_are_durable():
+    b = replica(1, [(1, i) for i in range(5)], flushed=3, settle=False)
+    outs = b.on_state(state(1, 2, (1, 2), (1, 2)), 0)
+    assert outs == [BecameLeader(2), SettleEpoch(2)]
+    # the fsyncs run off the loop: meanwhile no write, the epoch in memory only
+    assert b.log.flushed == 3 and b.log.durable_epochs.latest_epoch == 1
+    assert b.check_append(1) == Err.NOT_LEADER_OR_FOLLOWER and not b.accepts_writes
+    assert b.on_epoch_settled(1, 0) == [] and not b.accepts_writes     # not its epoch
+    b.log.settle_epochs()
+    b.on_epoch_settled(2, 0)
+    assert b.log.flushed == 5 and b.log.durable_epochs.entries == [(1, 0), (2, 5)]
+    assert b.check_append(1) == Err.NONE and b.accepts_writes
 
 
 def test_followers_read_the_unfsynced_tail_but_the_hw_counts_fsynced_ends():
