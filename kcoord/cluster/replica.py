@@ -498,6 +498,19 @@ class Replica:
         self._pending = proposed
         out.append(ProposeIsr(proposed))
 
+    def on_eligibility_changed(self, _now: int) -> list:
+        """A replica may have become ISR-eligible (the controller handled its
+        incarnation): a follower whose last fetch in this epoch already
+        showed it caught up joins now, not at its next fetch (an idle
+        follower's long poll: up to replica.fetch.wait.max.ms later, while
+        an ISR of one below min.insync.replicas refuses every write)."""
+        out: list = []
+        if self.role is Role.LEADER:
+            for r, p in self._progress.items():
+                if r not in self.state.isr:
+                    self._maybe_expand_isr(r, p, out)
+        return out
+
     def _maybe_expand_isr(self, replica_id: int, p: _Progress, out: list) -> None:
         # Kafka's isFollowerInSync: caught up to the high watermark and into
         # this leader's epoch (so it holds everything committed before it).

@@ -127,6 +127,16 @@ class ReplicaManager:
         for key, replica in list(self.replicas.items()):
             self.handle(key, replica.on_session_restored(self.now_ms()))
 
+    def eligibility_changed(self) -> None:
+        """A node's registration or handled incarnation changed (the view):
+        leaders add the followers that are caught up and may join now."""
+        if not self._running:
+            return
+        now = self.now_ms()
+        for key, replica in list(self.replicas.items()):
+            if replica.role is Role.LEADER:
+                self.handle(key, replica.on_eligibility_changed(now))
+
     def topic_changed(self) -> None:
         """The local catalogue changed: replicas of a deleted (or reopened)
         log go, their waiting writes failed; states that waited for a log
@@ -428,6 +438,9 @@ def start_replication(manager: ReplicaManager, cluster, data_plane) -> None:
     plane.listeners.append(manager)
     plane.view_listeners.append(
         lambda change: manager.topic_changed() if change[0] == "topic" else None)
+    plane.view_listeners.append(
+        lambda change: manager.eligibility_changed() if change[0] in ("incarnation", "node")
+        else None)
     manager.start()
     for state in plane.partition_states():
         manager.on_partition_state(state)

@@ -383,3 +383,23 @@ def test_has_request_ready_says_exactly_when_next_request_would_send():
     b.on_fetch_answer(fetch, FetchServed(Err.FENCED_LEADER_EPOCH), 0)
     assert not b.has_request_ready                  # fenced: it waits for a newer state
     assert b.next_request() is None
+
+
+def test_a_caught_up_follower_joins_the_isr_as_soon_as_it_becomes_eligible():
+    """A restarted follower catches up before the controller handled its
+    incarnation; the leader adds it when the view says it may, without
+    waiting for its next fetch (an idle follower's long poll)."""
+    eligible = set()
+    a = replica(0, [(1, i) for i in range(3)])
+    a.isr_eligible = lambda node: node in eligible
+    b = replica(1, [(1, i) for i in range(3)])
+    s = state(0, 2, (0,), (0, 1))
+    a.on_state(s, 0)
+    b.on_state(s, 0)
+    outs = exchange(a, b) + exchange(a, b)      # truncation check, then a fetch at the end
+    assert not [o for o in outs if isinstance(o, ProposeIsr)]
+    assert a.on_eligibility_changed(1) == []    # still not eligible: nothing
+    eligible.add(1)
+    (proposal,) = a.on_eligibility_changed(2)
+    assert isinstance(proposal, ProposeIsr) and proposal.proposed.isr == (0, 1)
+    assert a.on_eligibility_changed(3) == []    # one proposal at a time
