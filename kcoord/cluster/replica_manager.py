@@ -398,6 +398,22 @@ class ReplicaManager:
         return fut
 
 
+def fetcher_config(config) -> FetcherConfig:
+    """The followers' fetch settings.  A request unanswered for a lease TTL
+    (past its long poll) is given up and its connection made again: a cut
+    between follower and leader drops the answer on the floor, and TCP's
+    retransmission backoff (doubling from 200 ms) would deliver it only
+    seconds after the cut healed, or replica.socket.timeout.ms (30 s)
+    later, while the leader's ISR waits for this follower.  A leader that
+    cannot answer within a lease TTL is as good as gone to the cluster too;
+    a reconnect costs one full fetch."""
+    ttl_ms = config["etcd.lease.ttl.ms"]
+    return FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
+                         fetch_max_bytes=config["replica.fetch.max.bytes"],
+                         request_timeout_ms=min(FetcherConfig.request_timeout_ms,
+                                                max(ttl_ms, 1000)))
+
+
 def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBatcher,
                           now_ms: Callable[[], int] | None = None) -> ReplicaManager:
     """This node's ReplicaManager, built before the ClusterNode starts (the
@@ -418,8 +434,7 @@ def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBa
     manager = ReplicaManager(
         config["node.id"], catalogue, cluster, cluster.peer_address,
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
-        fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
-                              fetch_max_bytes=config["replica.fetch.max.bytes"]),
+        fetcher=fetcher_config(config),
         syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True,
         now_ms=now_ms)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
