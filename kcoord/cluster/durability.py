@@ -68,6 +68,11 @@ class ReplicatedDurability:
             return Err.NOT_LEADER_OR_FOLLOWER
         return found[1].check_append(-1)
 
+    def serve_error(self, plog) -> int:
+        """May a shard answer a read from its memory of `plog` now?  Only
+        while this node surely leads the log (ReplicaManager.serve_error)."""
+        return self.manager.serve_error(plog)
+
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's
         role listener): fences waiting for leadership look again."""

@@ -259,6 +259,11 @@ class Replica:
         return out
 
     @property
+    def serves_reads(self) -> bool:
+        """A leader that knows it still leads (not _stale)."""
+        return self.role is Role.LEADER and not self._stale
+
+    @property
     def _stale(self) -> bool:
         """This leader cannot tell whether it still leads: it acknowledges,
         proposes and moves its high watermark no further."""

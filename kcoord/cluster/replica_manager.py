@@ -86,6 +86,8 @@ class ReplicaManager:
         self.min_isr_for = None     # topic name -> min.insync.replicas (its override)
         self.on_log_role_change = None  # callable(log): this node's role on it changed
         self.role_listeners: list = []  # called after any replica here changes role
+        # notices at once a lapse of this node's etcd lease (EtcdSession.check_lapse)
+        self.check_session: Callable[[], None] = _no_check
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -377,6 +379,18 @@ class ReplicaManager:
                 return key, replica
         return None
 
+    def serve_error(self, plog) -> int:
+        """May this node answer from its memory of `plog` as its leader now?
+        NONE, or NOT_LEADER_OR_FOLLOWER: it does not lead the log, or cannot
+        tell whether it still does (its lease may have lapsed, or an ISR
+        change was refused), so another node may already lead it and have
+        acknowledged writes this one has not seen."""
+        self.check_session()
+        found = self.replica_of_log(plog)
+        if found is None or not found[1].serves_reads:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return Err.NONE
+
     def on_flushed(self, logs) -> None:
         now = self.now_ms()
         by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
@@ -412,6 +426,10 @@ def fetcher_config(config) -> FetcherConfig:
                          fetch_max_bytes=config["replica.fetch.max.bytes"],
                          request_timeout_ms=min(FetcherConfig.request_timeout_ms,
                                                 max(ttl_ms, 1000)))
+
+
+def _no_check() -> None:
+    return None
 
 
 def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBatcher,
@@ -450,6 +468,7 @@ def start_replication(manager: ReplicaManager, cluster, data_plane) -> None:
     plane's partition states, and the data plane asks it from now on."""
     plane = cluster.plane
     data_plane.replication = manager
+    manager.check_session = plane.session.check_lapse
     plane.listeners.append(manager)
     plane.view_listeners.append(
         lambda change: manager.topic_changed() if change[0] == "topic" else None)

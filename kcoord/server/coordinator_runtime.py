@@ -257,9 +257,14 @@ class ShardRuntime(CoordinatorState, ShardLoader):
 
     def read(self, op: Callable, error: ErrorFn):
         """A read operation: -> op(core, now), answered after the writes
-        queued before it are durable (so it shows no state that is not)."""
+        queued before it are durable (so it shows no state that is not), and
+        only while this node surely leads the log (so it shows no state that
+        a newer leader has already replaced)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
+        code = self.serve_error()
+        if code:
+            return error(code)
         answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
@@ -290,6 +295,16 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.state is not ACTIVE:
             return Err.NONE
         code = self.commit.durability.append_error(self.plog)
+        return coordinator_answer(code) if code else Err.NONE
+
+    def serve_error(self) -> int:
+        """NONE while this node surely leads the shard's log, else the
+        client's answer (NOT_COORDINATOR): checked before a read answers
+        from memory, which a newer leader may already have moved past (NONE
+        when not active: the operation answers the state's error)."""
+        if self.state is not ACTIVE:
+            return Err.NONE
+        code = self.commit.durability.serve_error(self.plog)
         return coordinator_answer(code) if code else Err.NONE
 
     def write_records(self, records: list[Record], answer: Any = None,

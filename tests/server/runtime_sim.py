@@ -138,6 +138,10 @@ class SimDurability:
     def append_error(_plog) -> int:
         return 0  # the ISR is never short here: every write may be appended
 
+    @staticmethod
+    def serve_error(_plog) -> int:
+        return 0  # the shard's node leads its log for the whole schedule
+
     def sync(self, logs, done) -> None:
         self.rounds.append([list(logs), [p.log_end_offset for p in logs], done])
 

@@ -75,13 +75,14 @@ def write_log(plog: PartitionLog, rnd: random.Random, records: int, others: floa
     plog.flush()
 
 
-def replay_one_by_one(plog: PartitionLog) -> tuple[CoordinatorShard, int, int]:
-    """The reference: every record decoded and replayed in log order."""
+def replay_one_by_one(plog: PartitionLog, since: int = 0) -> tuple[CoordinatorShard, int, int]:
+    """The reference: every record (of the batches from offset `since` on)
+    decoded and replayed in log order."""
     core = CoordinatorShard(0, CoordinatorConfig())
     loaded = errors = 0
     data = b"".join(path.read_bytes() for path, _ in plog.segment_files())  # every segment
     for pos, header in iter_batches(data):
-        if header.attributes & 0x20:
+        if header.attributes & 0x20 or header.base_offset < since:
             continue
         for rec in decode_batch(data, pos)[1]:
             if rec.key is None:
