@@ -17,6 +17,7 @@ the leader epoch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -302,7 +303,7 @@ class ReplicaManager:
                 await self.flush([plog])
                 version, text = plog.epochs_snapshot()
                 if self.in_thread is not None:
-                    await self.in_thread(lambda: plog.store_epochs(version, text))
+                    await self.in_thread(functools.partial(plog.store_epochs, version, text))
                 else:
                     plog.store_epochs(version, text)
             except asyncio.CancelledError:
