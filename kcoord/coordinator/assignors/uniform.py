@@ -175,11 +175,14 @@ def _deal_free(members: dict[str, MemberSpec], result: dict[str, Assignment],
     ti = 0
     pos = 0
     for mid, room in unfilled:
-        # the member's own assignment (copied before it grows) or `new` above
-        grown = cast("dict[TopicId, set[int]]", result[mid])
-        if grown is members[mid].assignment:
-            grown = {t: set(p) for t, p in grown.items()}
+        # the member's own assignment (read-only: copied before it grows; it may hold
+        # frozensets) or `new` above, a dict of sets of this function's own
+        current = result[mid]
+        if current is members[mid].assignment:
+            grown = {t: set(p) for t, p in current.items()}
             result[mid] = grown
+        else:
+            grown = cast("dict[TopicId, set[int]]", current)
         while room > 0 and ti < len(pool):
             t, free = pool[ti]
             take = free[pos:pos + room]
