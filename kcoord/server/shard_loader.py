@@ -28,6 +28,7 @@ from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD,
                                 read_record_spans, records_section, uniform_records)
 from ..broker.txn_state import COMMIT, control_type
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
+from .malloc_tuning import keep_freed_buffers
 from .shard_snapshot import read_snapshot
 
 log = logging.getLogger("kcoord.coordinator")
@@ -41,8 +42,9 @@ LOAD_CHUNK_BYTES = 4 << 20
 PARALLEL_LOAD_MIN_BYTES = 4 << 20
 LOAD_WORKERS = min(os.cpu_count() or 1, 4)
 # a worker reads its segment files in pieces of about this size (whole batches):
-# under glibc's 32 MB ceiling of its mmap threshold, so each piece's buffer
-# reuses the heap pages the last one freed instead of faulting in new ones
+# under the worker's mmap threshold (malloc_tuning.MMAP_THRESHOLD, set by the
+# pool's initializer), so each piece's buffer reuses the heap pages the last
+# one freed instead of faulting in new ones
 WORKER_PIECE_BYTES = 16 << 20
 # Runs of plain OffsetCommit batches go through commit_runs' walk when it is
 # compiled; interpreted, the one-shape pattern (match_batch) is faster.
@@ -115,7 +117,11 @@ class _LoadPool:
     @classmethod
     def acquire(cls) -> ProcessPoolExecutor:
         if cls.pool is None:
-            cls.pool = ProcessPoolExecutor(LOAD_WORKERS, mp_context=get_context("spawn"))
+            # a worker keeps the pages of each piece it frees for the next
+            # (malloc_tuning.py): without, every piece's read faults in fresh
+            # zeroed pages (a sixth of a worker's CPU)
+            cls.pool = ProcessPoolExecutor(LOAD_WORKERS, mp_context=get_context("spawn"),
+                                           initializer=keep_freed_buffers)
         cls.users += 1
         return cls.pool
 

@@ -146,7 +146,7 @@ def test_load_with_the_walk_equals_record_by_record_replay(tmp_path, seed, monke
     monkeypatch.setattr(shard_loader, "WORKER_PIECE_BYTES", rnd.choice([100, 5_000]))
     monkeypatch.setattr(shard_loader._LoadPool, "pool", None)
     monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
-                        lambda workers, mp_context=None: ThreadPoolExecutor(2))
+                        lambda workers, mp_context=None, initializer=None: ThreadPoolExecutor(2))
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
     assert state(shard.core) == state(ref)

@@ -276,7 +276,7 @@ def _load_with_workers(plog, monkeypatch, executor_factory=None) -> ShardRuntime
     if executor_factory is not None:
         monkeypatch.setattr(shard_loader._LoadPool, "pool", None)
         monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
-                            lambda workers, mp_context=None: executor_factory())
+                            lambda workers, mp_context=None, initializer=None: executor_factory())
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
     return shard
