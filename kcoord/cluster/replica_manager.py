@@ -394,9 +394,12 @@ class ReplicaManager:
 
     def on_flushed(self, logs) -> None:
         now = self.now_ms()
-        by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
         for plog in logs:
-            found = by_log.get(id(plog))
+            # the cached log -> replica lookup: every fsync round of every
+            # replicated write ends here, and a map of all replicas (each
+            # __consumer_offsets and __transaction_state partition) built per
+            # round cost more than the round's own bookkeeping
+            found = self.replica_of_log(plog)
             if found is not None:
                 self.handle(found[0], found[1].on_flushed(now))
 
