@@ -43,7 +43,7 @@ class ReplicatedDurability:
             found = manager.replica_of_log(plog)
             if found is not None:
                 key, replica = found
-                if replica.is_leader and replica.leader_epoch >= epoch:
+                if replica.accepts_writes and replica.leader_epoch >= epoch:
                     code = await manager.await_high_watermark(key[0], key[1], end_offset)
                     if code != Err.NOT_LEADER_OR_FOLLOWER:
                         # reached (NOT_ENOUGH_REPLICAS_AFTER_APPEND: reached with

@@ -74,8 +74,15 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
         assert listed["topics"][0]["partitions"][0]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
 
     with WireClient(cluster.nodes[leader].port) as c:
+        # the leader takes writes once its epoch is durable (fsynced off its
+        # loop, a moment after the state above): until then it refuses
+        # (appending nothing) with the error clients retry on
+        answers = []
+        wait_until(lambda: answers.append(produce(c, TOPIC, 0, batch(0)))
+                   or answers[-1]["error_code"] != Err.NOT_LEADER_OR_FOLLOWER,
+                   "the leader taking writes")
         for i in range(5):
-            answer = produce(c, TOPIC, 0, batch(i))
+            answer = answers[-1] if i == 0 else produce(c, TOPIC, 0, batch(i))
             assert answer["error_code"] == Err.NONE, answer
             assert answer["base_offset"] == i
         # acknowledged = on every in-sync replica's disk: the followers hold
