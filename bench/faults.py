@@ -31,6 +31,34 @@ from .common import RESULTS, ROOT, table, write_results
 
 # Bugs the harness found, each with the regression test that pins its fix.
 BUGS: list[tuple[str, str]] = [
+    ("(found by reading the clock mix's misses, not seen as an anomaly) member sessions, "
+     "rebalance, transaction and share-lock deadlines and the ISR's lag timing were times on "
+     "the wall clock: a session timer firing just after a step forward of a coordinator's "
+     "clock (or just after the step back ending a step backward) found every session armed "
+     "before it overdue by the step, and the group rebalanced although every member "
+     "heartbeated (commits then fail with fencing errors until the members rejoin). The "
+     "server's clock now runs at the monotonic rate and slews to the wall clock at 10% "
+     "(kcoord/server/clock.py; a gap of 10 minutes or more is taken at once)",
+     "tests/server/test_clock_steps.py::test_a_wall_clock_step_expires_no_member_that_"
+     "heartbeats (the runtime simulation gained a stepped wall clock; fails without for "
+     "steps of 30, 120 and -30 s)"),
+    ("(found by reading, not seen as an anomaly) a coordinator stalled past its members' "
+     "sessions (SIGSTOP, a VM pause, a starved host) expired them on waking before it read "
+     "the heartbeats queued in its sockets meanwhile (the event loop runs due timers before "
+     "it polls). A shard timer firing over 1 s late now waits 0.5 s once",
+     "tests/server/test_clock_steps.py::test_a_coordinator_stalled_past_the_sessions_reads_"
+     "the_heartbeats_before_expiring"),
+    ("A STALE READ (seed 160, clock mix, on a quiet machine): a group's coordinator was "
+     "paused (SIGSTOP) for 6.7 s, past its 2 s lease; another node took the group over and "
+     "acknowledged offset 2336 for reg-0 partition 0; 12 ms after the paused node woke it "
+     "answered an OffsetFetch with 2315, the offset it held before the pause (2 stale and "
+     "2 non-monotonic reads). A waking process reads the requests queued during its pause "
+     "before its lease refresh loop runs again, and reads were answered from memory with no "
+     "check of the lease. A shard now answers a read only while its node surely leads the "
+     "log: the lease's lapse is checked at that moment (no refresh answered for a TTL: "
+     "NOT_COORDINATOR), and a leader that cannot tell whether it still leads answers none",
+     "tests/cluster/test_replication_processes.py::"
+     "test_a_coordinator_waking_past_its_lease_answers_no_stale_offset"),
     ("a leader whose etcd lease lapsed (no refresh answered for a TTL: etcd paused, or "
      "its answers lost) but never expired stayed mute for good: it waited for a newer "
      "partition state that never came, so its partitions acknowledged nothing and its "
@@ -135,7 +163,13 @@ OPEN: list[str] = [
     "lease runs on the monotonic clock), against 0-33 in the other mixes, and the longest "
     "no-commit after a heal was 32.3 s (reg-1 after a clock jump). Not diagnosed: libfaketime's "
     "cost on every clock read (only this mix and 'all' preload it), or something on the lease "
-    "path reading the wall clock.",
+    "path reading the wall clock. Found since (wake, 320b64f): the lease path reads the "
+    "monotonic clock, but member sessions and the ISR's lag timing (replica.lag.time.max.ms, "
+    "4 s in the harness) were on the wall clock, so a forward step on a leader made both "
+    "followers look the step behind (an ISR shrink to the leader alone: writes of "
+    "min.insync.replicas 2 refused until it grew back) and could expire sessions; both now "
+    "run on the server's slewed clock. Seeds 150 (before) and 151 (after): 30 / 30 heals "
+    "each; 151 tried no shrink to one node (150: 11, after pauses of the leader).",
     "the suite's bounded quick run (seed 23, 2026-11-28): in 2 of about 6 runs the "
     "transactional processors recorded no transaction at all, and in 1 the cluster was not "
     "back in sync within 90 s of the heal while etcd's own WAL fdatasync took 3-14 s (recorded "

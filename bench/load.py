@@ -20,6 +20,7 @@ marker removed first: every active segment is CRC-scanned).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -31,7 +32,9 @@ GOAL_10M_S = 10.0
 PARTITIONS = 50          # offsets.topic.num.partitions (Kafka's default)
 KEYS_PER_GROUP = 10      # one topic, 10 partitions
 BATCH = 100              # records per batch
-DATA_ROOT = Path("/tmp")
+# KCOORD_BENCH_DATA: where the generated logs go (default /tmp; each engineer
+# its own directory when several run benches on one machine)
+DATA_ROOT = Path(os.environ.get("KCOORD_BENCH_DATA", "/tmp"))
 # this bench measures replay: no coordinator snapshots (bench/snapshot_restart.py has them)
 NO_SNAPSHOTS = {"group.coordinator.snapshot.interval.records": "0"}
 

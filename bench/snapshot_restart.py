@@ -15,10 +15,11 @@ Then `kcoord serve` is started on it four times:
 2. after that clean stop: the restart loads every snapshot, replays nothing;
 3. after a crash: the most the shards can have past their snapshots
    together (the bound of TAIL_BOUND_INTERVALS intervals, less a batch per
-   shard, spread over every shard, none reaching the interval) appended and
-   the clean-shutdown marker removed, as a kill -9 leaves the data dir
-   (every active segment recovered past its recovery point), so each shard
-   loads its snapshot and replays its tail;
+   shard, spread over every shard, none reaching the interval) appended
+   past each shard's recovery point and the clean-shutdown marker removed,
+   as a kill -9 leaves the data dir (every active segment CRC-checked and
+   reindexed from its recovery point on), so each shard loads its snapshot
+   and replays its tail;
 4. the same data dir with snapshots off: today's full replay, for the ratio.
 Then the cost of the bound while serving: one catch-up (what the worker
 does) of a shard with the bound's share of the tail, timed in-process.
@@ -111,9 +112,15 @@ def generate(data_dir: Path, records: int, commits_per_key: int) -> dict:
 def append_tail(data_dir: Path, per_shard: int, shards: int = PARTITIONS) -> int:
     """`per_shard` more commits on each of the first `shards` shards that
     have records (their groups' keys again, whole batches), as written
-    after the last snapshot."""
+    after the last snapshot.  Each shard's recovery point is left where it
+    was, before the tail: a server writes a new one only once the active
+    segment has grown RECOVERY_POINT_BYTES past the last (a tail of less
+    is past the point when the server is killed), where this writer's
+    first flush would write one at the log's end (no recovery scan)."""
+    from kcoord.log.recovery_point import FILE_NAME as POINT
     from kcoord.protocol.records import iter_batches
 
+    points = {p: p.read_bytes() for p in data_dir.glob(f"*/{POINT}")}
     catalogue, runtime = _open_logs(data_dir)
     added = 0
     for plog in [s.plog for s in runtime.shards if s.plog.log_end_offset][:shards]:
@@ -128,6 +135,8 @@ def append_tail(data_dir: Path, per_shard: int, shards: int = PARTITIONS) -> int
         added += n
         plog.flush()
     catalogue.close()
+    for path, point in points.items():
+        path.write_bytes(point)
     return added
 
 
@@ -210,8 +219,8 @@ def report(records: int, meta: dict, runs: dict, tail: int, snap_bytes: int, cat
                 meta["records"]),
             row("clean restart: every shard from its snapshot", runs["clean"], 0),
             row(f"after a crash: snapshot + the worst tail ({tail:,} records over all shards, "
-                f"the bound of {TAIL_BOUND_INTERVALS} intervals), active segments recovered "
-                "past their recovery point", runs["crash"], tail),
+                f"the bound of {TAIL_BOUND_INTERVALS} intervals) past each shard's recovery "
+                "point, so the tail's bytes are CRC-checked and reindexed", runs["crash"], tail),
             row("snapshots off: full replay", runs["off"], total)]
     clean_s = runs["clean"].get("restart_s")
     crash_s = runs["crash"].get("restart_s")

@@ -109,7 +109,7 @@ class DataPlane:
         topic = self.catalogue.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions) or topic.internal:
             return Err.UNKNOWN_TOPIC_OR_PARTITION
-        replica = self._replicated(topic, index)
+        replica = self._replicated(topic, index, write=True)
         if isinstance(replica, int):
             return replica
         code, plog = self.write_marker(topic_name, index, producer_id, epoch, commit,
@@ -139,14 +139,15 @@ class DataPlane:
             return len(replica.state.isr) if replica is not None and replica.is_leader else 0
         return 1  # one node: the leader is the whole ISR
 
-    def _replicated(self, topic, index: int):
+    def _replicated(self, topic, index: int, *, write: bool = False):
         """The leader replica of a replicated partition, None when the
         partition is not replicated (single node, internal topic), or an
-        error code (this node does not lead it)."""
+        error code (this node does not lead it; to `write`: not yet, its
+        new epoch is not durable)."""
         if self.replication is None or not self.replication.manages(topic.name):
             return None
         replica = self.replication.replica(topic.name, index)
-        if replica is None or not replica.is_leader:
+        if replica is None or not (replica.accepts_writes if write else replica.is_leader):
             return Err.NOT_LEADER_OR_FOLLOWER
         return replica
 
@@ -241,7 +242,7 @@ class DataPlane:
             return self._part_error(index, Err.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {topic_name}"), None
         plog = topic.partitions[index]
-        replica = self._replicated(topic, index)
+        replica = self._replicated(topic, index, write=True)
         if isinstance(replica, int):
             entry = self._part_error(index, replica)
             self._point_to_leader(entry, topic.name, index)

@@ -43,7 +43,7 @@ class ReplicatedDurability:
             found = manager.replica_of_log(plog)
             if found is not None:
                 key, replica = found
-                if replica.is_leader and replica.leader_epoch >= epoch:
+                if replica.accepts_writes and replica.leader_epoch >= epoch:
                     code = await manager.await_high_watermark(key[0], key[1], end_offset)
                     if code != Err.NOT_LEADER_OR_FOLLOWER:
                         # reached (NOT_ENOUGH_REPLICAS_AFTER_APPEND: reached with
@@ -67,6 +67,11 @@ class ReplicatedDurability:
         if found is None:
             return Err.NOT_LEADER_OR_FOLLOWER
         return found[1].check_append(-1)
+
+    def serve_error(self, plog) -> int:
+        """May a shard answer a read from its memory of `plog` now?  Only
+        while this node surely leads the log (ReplicaManager.serve_error)."""
+        return self.manager.serve_error(plog)
 
     def roles_changed(self) -> None:
         """A replica here became leader, follower or neither (the manager's

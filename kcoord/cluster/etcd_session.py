@@ -159,7 +159,13 @@ class EtcdSession:
         self.lease_id = lease.id
         log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
 
-    def _check_lapse(self) -> None:
+    def check_lapse(self) -> None:
+        """Tell on_lapsed at once when no refresh was answered for a whole
+        TTL.  Asked before serving from memory too: a process waking from a
+        pause reads the requests queued meanwhile before its refresh loop
+        runs again, and its lease (so its leaderships) may be gone."""
+        if self._keepalive is None or self._closed:
+            return
         loop = asyncio.get_running_loop()
         if not self._lapsed and loop.time() - self._schedule.last_ok >= self.ttl_s:
             self._lapsed = True
@@ -173,7 +179,7 @@ class EtcdSession:
         failing = False
         while not self._closed:
             await asyncio.sleep(schedule.delay(loop.time()))
-            self._check_lapse()  # also after a pause of the whole process
+            self.check_lapse()  # also after a pause of the whole process
             sent = loop.time()
             wait = schedule.sent(sent)
             try:
@@ -188,7 +194,7 @@ class EtcdSession:
                                 loop.time() - sent, exc)
                 failing = True
                 schedule.failed(loop.time())
-                self._check_lapse()
+                self.check_lapse()
                 continue
             if not expired:
                 schedule.answered(sent)
@@ -198,7 +204,7 @@ class EtcdSession:
                                 self.lease_id)
                     _call(self.on_restored, "lease restore")
             else:
-                self._check_lapse()
+                self.check_lapse()
             if expired and not self._closed:
                 log.warning("etcd lease %x expired: registering again as a new incarnation",
                             self.lease_id)

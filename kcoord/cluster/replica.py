@@ -58,7 +58,8 @@ class ReplicaLog(Protocol):
         """Durably empty the log and restart it at `offset`."""
         ...
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """Durably record that `epoch` starts at `start_offset`."""
+        """Record that `epoch` starts at `start_offset`, in memory: the driver
+        makes it durable (SettleEpoch) off the loop."""
         ...
     def flush(self) -> None: ...
 
@@ -105,6 +106,15 @@ class BecameLeader:
 @dataclass(frozen=True, slots=True)
 class BecameFollower:
     leader: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class SettleEpoch:
+    """Make the log and the new `epoch`'s checkpoint entry durable (in an
+    fsync thread), then call on_epoch_settled: until then this leader
+    appends nothing (a crash must not leave records of an epoch its
+    checkpoint does not name, past a recovery point that covers them)."""
     epoch: int
 
 
@@ -179,6 +189,7 @@ class Replica:
         self._refused = False   # the store refused our ISR change: acknowledge nothing
         self._lapsed = False    # our etcd lease may have lapsed: acknowledge nothing
         self._epoch_start = UNKNOWN_OFFSET
+        self._settled = False   # this leader's epoch is durable: it may take writes
         self._waiters: list[tuple[int, int, object]] = []
         self._waiter_seq = 0
         # follower side
@@ -195,6 +206,11 @@ class Replica:
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
+
+    @property
+    def accepts_writes(self) -> bool:
+        """Leads, and its epoch is durable (SettleEpoch)."""
+        return self.role is Role.LEADER and self._settled
 
     @property
     def epoch_start_offset(self) -> int:
@@ -243,6 +259,11 @@ class Replica:
         return out
 
     @property
+    def serves_reads(self) -> bool:
+        """A leader that knows it still leads (not _stale)."""
+        return self.role is Role.LEADER and not self._stale
+
+    @property
     def _stale(self) -> bool:
         """This leader cannot tell whether it still leads: it acknowledges,
         proposes and moves its high watermark no further."""
@@ -280,12 +301,23 @@ class Replica:
         self._pending = None
         log = self.log
         self._epoch_start = log.log_end_offset
+        # In memory now; the log (the previous epochs' records are durable
+        # before this one's) and the checkpoint are fsynced off the loop, and
+        # writes wait for that (check_append).  Followers may fetch meanwhile.
         log.assign_epoch(state.leader_epoch, self._epoch_start)
-        if log.flushed_offset < log.log_end_offset:
-            log.flush()     # the previous epochs' records are durable before this one's
+        self._settled = False
         self._progress = {r: _Progress(now if r in state.isr else 0)
                           for r in state.replicas if r != self.node_id}
         out.append(BecameLeader(state.leader_epoch))
+        out.append(SettleEpoch(state.leader_epoch))
+
+    def on_epoch_settled(self, epoch: int, _now: int) -> list:
+        """The driver made SettleEpoch(`epoch`) durable: writes may come."""
+        out: list = []
+        if self.role is Role.LEADER and self.leader_epoch == epoch and not self._settled:
+            self._settled = True
+            self._maybe_increment_hwm(out)
+        return out
 
     def _sync_progress(self, state: PartitionState, now: int) -> None:
         for r in state.replicas:
@@ -321,8 +353,8 @@ class Replica:
     def check_append(self, required_acks: int) -> int:
         """May a write be appended here now?  Kafka checks the committed ISR
         against min.insync.replicas for acks=-1 before appending."""
-        if self.role is not Role.LEADER:
-            return Err.NOT_LEADER_OR_FOLLOWER
+        if self.role is not Role.LEADER or not self._settled:
+            return Err.NOT_LEADER_OR_FOLLOWER   # (clients retry: the epoch settles in one fsync)
         if required_acks == -1 and len(self.state.isr) < self.config.min_insync_replicas:
             return Err.NOT_ENOUGH_REPLICAS
         return Err.NONE
@@ -470,6 +502,19 @@ class Replica:
         proposed = self.state.with_isr(isr)
         self._pending = proposed
         out.append(ProposeIsr(proposed))
+
+    def on_eligibility_changed(self, _now: int) -> list:
+        """A replica may have become ISR-eligible (the controller handled its
+        incarnation): a follower whose last fetch in this epoch already
+        showed it caught up joins now, not at its next fetch (an idle
+        follower's long poll: up to replica.fetch.wait.max.ms later, while
+        an ISR of one below min.insync.replicas refuses every write)."""
+        out: list = []
+        if self.role is Role.LEADER:
+            for r, p in self._progress.items():
+                if r not in self.state.isr:
+                    self._maybe_expand_isr(r, p, out)
+        return out
 
     def _maybe_expand_isr(self, replica_id: int, p: _Progress, out: list) -> None:
         # Kafka's isFollowerInSync: caught up to the high watermark and into

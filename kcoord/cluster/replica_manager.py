@@ -17,6 +17,7 @@ the leader epoch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ from ..protocol.errors import Err
 from .fetcher import ReplicaFetcher
 from .replica import (
     BecameLeader, Completed, FetchServed, HighWatermarkMoved, ProposeIsr, Replica,
-    ReplicationConfig, Role,
+    ReplicationConfig, Role, SettleEpoch,
 )
 from .state import NO_LEADER, IneligibleReplica, PartitionState
 from ..protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
@@ -64,6 +65,8 @@ class ReplicaManager:
         self.replication = replication
         self.config = fetcher or FetcherConfig()
         self.syncer = syncer                # async callable(list of logs): fsync them
+        # callable(fn) -> future: fn() in an fsync thread (None: on the loop)
+        self.in_thread: Callable[[Callable[[], None]], asyncio.Future] | None = None
         # wakes the long polls reading a log (with None: all of them)
         self.on_high_watermark = on_high_watermark
         # the coordinators run here: __consumer_offsets and __transaction_state
@@ -84,6 +87,8 @@ class ReplicaManager:
         self.min_isr_for = None     # topic name -> min.insync.replicas (its override)
         self.on_log_role_change = None  # callable(log): this node's role on it changed
         self.role_listeners: list = []  # called after any replica here changes role
+        # notices at once a lapse of this node's etcd lease (EtcdSession.check_lapse)
+        self.check_session: Callable[[], None] = _no_check
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -124,6 +129,16 @@ class ReplicaManager:
     def on_session_restored(self) -> None:
         for key, replica in list(self.replicas.items()):
             self.handle(key, replica.on_session_restored(self.now_ms()))
+
+    def eligibility_changed(self) -> None:
+        """A node's registration or handled incarnation changed (the view):
+        leaders add the followers that are caught up and may join now."""
+        if not self._running:
+            return
+        now = self.now_ms()
+        for key, replica in list(self.replicas.items()):
+            if replica.role is Role.LEADER:
+                self.handle(key, replica.on_eligibility_changed(now))
 
     def topic_changed(self) -> None:
         """The local catalogue changed: replicas of a deleted (or reopened)
@@ -215,6 +230,8 @@ class ReplicaManager:
                         fut.set_result(out.error)
             elif isinstance(out, ProposeIsr):
                 self._spawn(self._alter_isr(key, out.proposed))
+            elif isinstance(out, SettleEpoch):
+                self._spawn(self._settle_epoch(key, out.epoch))
             elif isinstance(out, HighWatermarkMoved):
                 replica = self.replicas.get(key)
                 if self.on_high_watermark is not None and replica is not None:
@@ -270,6 +287,37 @@ class ReplicaManager:
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
+            return
+
+    async def _settle_epoch(self, key, epoch: int) -> None:
+        """A new leader's epoch made durable off the loop (its log, then the
+        epoch checkpoint: the fsyncs Kafka's makeLeader does in place); the
+        leader takes writes from then on."""
+        backoff = self.config.retry_backoff_ms / 1000.0
+        while self._running:
+            replica = self.replicas.get(key)
+            if replica is None or not replica.is_leader or replica.leader_epoch != epoch:
+                return
+            plog = replica.log
+            try:
+                await self.flush([plog])
+                version, text = plog.epochs_snapshot()
+                if self.in_thread is not None:
+                    await self.in_thread(functools.partial(plog.store_epochs, version, text))
+                else:
+                    plog.store_epochs(version, text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("%s-%d: making leader epoch %d durable failed (%r); trying again",
+                          key[0], key[1], epoch, exc)
+                await asyncio.sleep(backoff)
+                continue
+            replica = self.replicas.get(key)
+            if replica is not None:
+                self.handle(key, replica.on_epoch_settled(epoch, self.now_ms()))
+                for listener in self.role_listeners:
+                    listener()      # fences waiting for a writable leader look again
             return
 
     def _spawn(self, coro) -> None:
@@ -332,11 +380,26 @@ class ReplicaManager:
                 return key, replica
         return None
 
+    def serve_error(self, plog) -> int:
+        """May this node answer from its memory of `plog` as its leader now?
+        NONE, or NOT_LEADER_OR_FOLLOWER: it does not lead the log, or cannot
+        tell whether it still does (its lease may have lapsed, or an ISR
+        change was refused), so another node may already lead it and have
+        acknowledged writes this one has not seen."""
+        self.check_session()
+        found = self.replica_of_log(plog)
+        if found is None or not found[1].serves_reads:
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return Err.NONE
+
     def on_flushed(self, logs) -> None:
         now = self.now_ms()
-        by_log = {id(r.log): (k, r) for k, r in self.replicas.items()}
         for plog in logs:
-            found = by_log.get(id(plog))
+            # the cached log -> replica lookup: every fsync round of every
+            # replicated write ends here, and a map of all replicas (each
+            # __consumer_offsets and __transaction_state partition) built per
+            # round cost more than the round's own bookkeeping
+            found = self.replica_of_log(plog)
             if found is not None:
                 self.handle(found[0], found[1].on_flushed(now))
 
@@ -351,6 +414,26 @@ class ReplicaManager:
         self._waiters[token] = fut
         self.handle((topic, partition), replica.await_offset(end_offset, token))
         return fut
+
+
+def fetcher_config(config) -> FetcherConfig:
+    """The followers' fetch settings.  A request unanswered for a lease TTL
+    (past its long poll) is given up and its connection made again: a cut
+    between follower and leader drops the answer on the floor, and TCP's
+    retransmission backoff (doubling from 200 ms) would deliver it only
+    seconds after the cut healed, or replica.socket.timeout.ms (30 s)
+    later, while the leader's ISR waits for this follower.  A leader that
+    cannot answer within a lease TTL is as good as gone to the cluster too;
+    a reconnect costs one full fetch."""
+    ttl_ms = config["etcd.lease.ttl.ms"]
+    return FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
+                         fetch_max_bytes=config["replica.fetch.max.bytes"],
+                         request_timeout_ms=min(FetcherConfig.request_timeout_ms,
+                                                max(ttl_ms, 1000)))
+
+
+def _no_check() -> None:
+    return None
 
 
 def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBatcher,
@@ -373,13 +456,13 @@ def build_replica_manager(config, catalogue, cluster, data_plane, fsync: FsyncBa
     manager = ReplicaManager(
         config["node.id"], catalogue, cluster, cluster.peer_address,
         replication=ReplicationConfig(config["replica.lag.time.max.ms"], default_min_isr),
-        fetcher=FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
-                              fetch_max_bytes=config["replica.fetch.max.bytes"]),
+        fetcher=fetcher_config(config),
         syncer=syncer, on_high_watermark=data_plane.appended.notify, coordinated=True,
         now_ms=now_ms)
     manager.peer_properties = cluster.peer_properties  # TLS/SASL of the inter-broker listener
     manager.endpoint_of = cluster.client_endpoint
     manager.min_isr_for = min_isr_for
+    manager.in_thread = fsync.call_in_thread
     manager.on_log_role_change = data_plane.forget_txn_state
     return manager
 
@@ -389,9 +472,13 @@ def start_replication(manager: ReplicaManager, cluster, data_plane) -> None:
     plane's partition states, and the data plane asks it from now on."""
     plane = cluster.plane
     data_plane.replication = manager
+    manager.check_session = plane.session.check_lapse
     plane.listeners.append(manager)
     plane.view_listeners.append(
         lambda change: manager.topic_changed() if change[0] == "topic" else None)
+    plane.view_listeners.append(
+        lambda change: manager.eligibility_changed() if change[0] in ("incarnation", "node")
+        else None)
     manager.start()
     for state in plane.partition_states():
         manager.on_partition_state(state)

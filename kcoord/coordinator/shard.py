@@ -162,6 +162,27 @@ class CoordinatorShard:
         elif record.type in SHARE_GROUP_RECORDS:
             self.share.replay(record)
 
+    def replay_plain_commits(self, commits: list) -> None:
+        """replay() of OffsetCommit records with v3 values, in order, each
+        given as its fields (group, topic, partition, offset, leader epoch,
+        metadata, commit timestamp): what a loader that reads the records'
+        bytes itself hands over (commit_runs.plain_commits)."""
+        txn = self.txn_offsets
+        by_group = self.offsets.by_group
+        groups, consumer_groups, share_groups = self.groups, self.consumer.groups, self.share.groups
+        new = tuple.__new__
+        for group_id, topic, partition, offset, leader_epoch, metadata, timestamp in commits:
+            tp = (topic, partition)
+            if txn.by_group:
+                txn.on_plain_commit(group_id, tp)
+            offsets = by_group.get(group_id)
+            if offsets is None:
+                offsets = by_group[group_id] = {}
+            offsets[tp] = new(OffsetValue, (offset, leader_epoch, metadata, timestamp, None))
+            if group_id not in groups and group_id not in consumer_groups \
+                    and group_id not in share_groups:
+                groups[group_id] = ClassicGroup(group_id)
+
     def replay_txn_offsets(self, producer_id: int, _producer_epoch: int,
                            records: list[Record]) -> None:
         """OffsetCommit records of a producer's transactional batch: pending

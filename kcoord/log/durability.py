@@ -59,6 +59,10 @@ class Durability(Protocol):
         before an acks=all append)?  NONE, NOT_LEADER_OR_FOLLOWER, or
         NOT_ENOUGH_REPLICAS (the ISR is below min.insync.replicas)."""
 
+    def serve_error(self, plog) -> int:
+        """May a read be answered from the memory of `plog`'s shard now?
+        NONE, or NOT_LEADER_OR_FOLLOWER when this node may no longer lead it."""
+
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         """Call `done(errors)` on the loop once what was appended to each log
         is durable: errors[i] None, a NotReplicated, or the fsync's error."""
@@ -87,6 +91,10 @@ class LocalDurability:
     @staticmethod
     def append_error(_plog) -> int:
         return Err.NONE  # one node: it is the whole ISR
+
+    @staticmethod
+    def serve_error(_plog) -> int:
+        return Err.NONE  # one node: it always leads
 
     def sync(self, logs: list, done: Callable[[list], None]) -> None:
         self.batcher.sync_then(logs, done)   # the shared adaptive rounds

@@ -3,15 +3,16 @@
 One small text file in the partition's directory (leader_epoch.py has the
 format), rewritten whole whenever the cache changes: temp file, fsync,
 rename, fsync of the directory, so a crash leaves the old or the new
-contents.  Changes are rare (a new leader epoch, a truncation, a new log
-start), so each is made durable at once, as Kafka does.
+contents (PartitionLog writes it).  Changes are rare (a new leader epoch, a
+truncation, a new log start); each is made durable at once, as Kafka does,
+but a new leader's epoch is written in an fsync thread, and that leader
+appends nothing until it is (Replica's SettleEpoch).
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from .checkpoint_file import write_checkpoint
 from .leader_epoch import EpochCache
 
 CHECKPOINT = "leader-epoch-checkpoint"
@@ -29,7 +30,3 @@ def read_epoch_checkpoint(partition_dir: Path) -> EpochCache:
     except (ValueError, UnicodeDecodeError) as exc:
         log.warning("%s: ignoring a damaged leader-epoch checkpoint (%s)", path, exc)
         return EpochCache()
-
-
-def write_epoch_checkpoint(partition_dir: Path, cache: EpochCache) -> None:
-    write_checkpoint(partition_dir, CHECKPOINT, cache.to_text())

@@ -194,12 +194,21 @@ class FsyncBatcher:
                 except RuntimeError:  # the loop is closed: the server is gone
                     pass
 
+        executor = self._pool()
+        for i, plog in enumerate(logs):
+            executor.submit(run, i, plog)
+
+    def call_in_thread(self, fn: Callable[[], None]) -> asyncio.Future:
+        """fn() in a worker thread beside the fsyncs (a small durable write,
+        such as a new leader's epoch checkpoint): the loop keeps serving."""
+        return asyncio.wrap_future(self._pool().submit(fn), loop=asyncio.get_running_loop())
+
+    def _pool(self) -> ThreadPoolExecutor:
         executor = self._executor
         if executor is None:
             executor = self._executor = ThreadPoolExecutor(self.threads,
                                                            thread_name_prefix="kcoord-fsync")
-        for i, plog in enumerate(logs):
-            executor.submit(run, i, plog)
+        return executor
 
     def close(self) -> None:
         """Wait for the threaded flushes under way; later syncs are the caller's to do."""

@@ -19,6 +19,7 @@ import bisect
 import logging
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,7 +30,8 @@ from kcoord.protocol.records import (LOG_OVERHEAD, PARTITION_LEADER_EPOCH_OFFSET
 from .config import LogConfig
 from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
 from .index import INT32_MAX
-from .epoch_checkpoint import read_epoch_checkpoint, write_epoch_checkpoint
+from .epoch_checkpoint import CHECKPOINT, read_epoch_checkpoint
+from .checkpoint_file import write_checkpoint
 from .leader_epoch import EpochCache
 from .recovery_point import RecoveryPoint
 from .scan import file_batches, memory_batches
@@ -77,6 +79,13 @@ class PartitionLog:
         # be lost (the coordinator log's high watermark) stop here.
         self.durable_end_offset = self.log_end_offset
         self._cuts = 0  # truncations so far: a flush racing one (in a worker thread) claims nothing
+        # The epoch checkpoint is written on the loop for most changes, and in
+        # an fsync thread for a new leader's epoch (assign_epoch, then
+        # settle_epochs): versions keep an older text from landing after a
+        # newer one, the lock keeps two writers off the one temp file.
+        self._epochs_version = 0     # bumped on every change of the cache
+        self._epochs_written = 0     # the version the checkpoint file holds
+        self._epochs_lock = threading.Lock()
         self.epochs = self._load_epochs()
         # Set by replication while this node leads the partition: appends
         # that name no epoch (the coordinator's writes) are stamped with it.
@@ -101,8 +110,35 @@ class PartitionLog:
                     if batch.header.partition_leader_epoch >= 0:
                         cache.assign(batch.header.partition_leader_epoch, batch.header.base_offset)
         if cache.entries != before:
-            write_epoch_checkpoint(self.path, cache)
+            self._epochs_version += 1
+            self._store_epochs(self._epochs_version, cache.to_text())
         return cache
+
+    def _write_epochs(self) -> None:
+        """The cache changed: make the checkpoint say so now (on the caller's thread)."""
+        self._epochs_version += 1
+        self._store_epochs(self._epochs_version, self.epochs.to_text())
+
+    def _store_epochs(self, version: int, text: str) -> None:
+        with self._epochs_lock:
+            if version > self._epochs_written:
+                write_checkpoint(self.path, CHECKPOINT, text)
+                self._epochs_written = version
+
+    @property
+    def epochs_durable(self) -> bool:
+        """Does the checkpoint file hold the cache as it is?"""
+        return self._epochs_written >= self._epochs_version
+
+    def epochs_snapshot(self) -> tuple[int, str]:
+        """(version, checkpoint text) of the cache now, taken on the loop for
+        store_epochs to write in an fsync thread."""
+        return self._epochs_version, self.epochs.to_text()
+
+    def store_epochs(self, version: int, text: str) -> None:
+        """Write a snapshot to the checkpoint (in an fsync thread: a file
+        fsync, a rename and a directory fsync), unless a newer one is there."""
+        self._store_epochs(version, text)
 
     # ------------------------------------------------------------ opening
 
@@ -266,7 +302,7 @@ class PartitionLog:
             if header.partition_leader_epoch >= 0:
                 changed |= self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         if changed:
-            write_epoch_checkpoint(self.path, self.epochs)
+            self._write_epochs()
         self._settled = (self.active.base_offset, self.active.size)
         if self.config.flush_interval_messages is not None:
             self._unflushed_messages += sum(h.records_count for _, h in parsed)
@@ -429,7 +465,7 @@ class PartitionLog:
 
     def _cut_epochs_from_start(self) -> None:
         if self.epochs.truncate_from_start(self.log_start_offset):
-            write_epoch_checkpoint(self.path, self.epochs)
+            self._write_epochs()
 
     def _delete_oldest(self) -> None:
         seg = self._segments.pop(0)
@@ -468,7 +504,7 @@ class PartitionLog:
         self._check_open()
         if offset >= self.log_end_offset:
             if self.epochs.truncate_from_end(offset):
-                write_epoch_checkpoint(self.path, self.epochs)
+                self._write_epochs()
             return
         self.recovery_point.forget()  # bytes below it may be written again
         # Newest first: a crash midway leaves a shorter but consistent log.
@@ -495,7 +531,7 @@ class PartitionLog:
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()
         if self.epochs.truncate_from_end(self.log_end_offset):
-            write_epoch_checkpoint(self.path, self.epochs)
+            self._write_epochs()
 
     def reset_to(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (a follower behind its
@@ -516,14 +552,16 @@ class PartitionLog:
         self.durable_end_offset = offset
         self.flush()
         self.epochs.clear()
-        write_epoch_checkpoint(self.path, self.epochs)
+        self._write_epochs()
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """Durably record that leader `epoch` starts at `start_offset` (a new
-        leader takes its epoch at its log end before writing anything)."""
+        """Record that leader `epoch` starts at `start_offset` (a new leader
+        takes its epoch at its log end before writing anything), in memory:
+        settle_epochs (in an fsync thread) makes it durable, and the leader
+        appends nothing in the epoch until then (Replica.on_epoch_settled)."""
         self._check_open()
         if self.epochs.assign(epoch, start_offset):
-            write_epoch_checkpoint(self.path, self.epochs)
+            self._epochs_version += 1
 
     # ---------------------------------------------------------- compaction
 

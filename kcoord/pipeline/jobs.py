@@ -130,6 +130,7 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     from .decode import RecordBatchBuilder
     from .schema import spark_schema
     from .source import OffsetsReader
+    from .tasks import file_size, spread
     options = dict(options or source_options(data_dir, split=split, verify_crc=verify_crc))
     if options.get("bootstrap"):
         from .wire_source import WireOffsetsReader
@@ -143,23 +144,27 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     target, cols = str(path), list(columns)
     schema = RecordBatchBuilder(columns=cols).schema
 
-    def write(index, items):
+    def write(_, chunks):
         import os
 
         import pyarrow.parquet as pq
-        tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
         counts: dict = {}
-        with pq.ParquetWriter(tmp, schema, compression="none") as out:
-            for part in items:
-                for batch in reader.read(part):
-                    out.write_batch(batch)
-                    _count(counts, batch)
-        os.replace(tmp, os.path.join(target, f"part-{index:05d}.parquet"))
+        for chunk in chunks:
+            for index, part in chunk:   # one file per input partition (whole log partitions)
+                tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
+                with pq.ParquetWriter(tmp, schema, compression="none") as out:
+                    for batch in reader.read(part):
+                        out.write_batch(batch)
+                        _count(counts, batch)
+                os.replace(tmp, os.path.join(target, f"part-{index:05d}.parquet"))
         yield counts
 
     sc = spark.sparkContext
     counts: dict = {}
-    for part_counts in sc.parallelize(parts, len(parts)).mapPartitionsWithIndex(write).collect():
+    # a few tasks per core, each reading several log partitions (tasks.py: a task's fixed cost)
+    chunks = spread(parts, sc.defaultParallelism,
+                    lambda part: sum(file_size(s) for s in getattr(part, "segments", ())) or 1)
+    for part_counts in sc.parallelize(chunks, len(chunks)).mapPartitionsWithIndex(write).collect():
         _merge_counts(counts, part_counts)
     # Read back in a few splits per core (Spark's default of 128 MB would make
     # 3 splits of 10 M records for 2 cores: the last one runs alone).  The

@@ -3,7 +3,7 @@
 When every stage file holds whole __consumer_offsets partitions (split by
 partition, or over the wire), each file alone resolves its transactions (a
 commit's marker follows it in the same log partition) and knows the last
-commits of its keys.  One Spark task per file reads it with pyarrow, writes
+commits of its keys.  A Spark task per few files (tasks.py) reads each with pyarrow, writes
 its commits rows (Parquet, one file per date) and its last `intervals`
 applied events per (group, topic, partition); the driver moves the commits
 files into the table.  No rows cross into the JVM: this replaces the Spark
@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .tasks import file_size, spread
 
 # The stage columns the pass reads.
 COLUMNS = ["log_partition", "offset", "timestamp", "record_type", "value_version", "tombstone",
@@ -205,13 +207,16 @@ def run(spark, stage_dir: Path, work_dir: Path, intervals: int,
     work = str(work_dir)
     names = dict(topic_names or {})
 
-    def task(index, paths):
-        for path in paths:
-            yield run_file(path, index, work, intervals, names)
+    def task(_, chunks):
+        for chunk in chunks:
+            for index, path in chunk:
+                yield run_file(path, index, work, intervals, names)
 
     by_date: dict = {t: {} for t in TABLES}
     if files:
-        for written in spark.sparkContext.parallelize(files, len(files)) \
+        # a few tasks per core, each passing several files in turn (tasks.py)
+        chunks = spread(files, spark.sparkContext.defaultParallelism, file_size)
+        for written in spark.sparkContext.parallelize(chunks, len(chunks)) \
                 .mapPartitionsWithIndex(task).collect():
             for t, days in written.items():
                 for day, n in days.items():

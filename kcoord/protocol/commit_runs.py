@@ -9,7 +9,10 @@ Interpreted, this walk is slower than the one-shape regex path
 runs compiled (kcoord.native_build.is_compiled).  It accepts a subset of
 what read_record_spans (the reference walk) accepts and gives the same
 keys and values; anything else stops it, and the loader's general path
-takes that batch (and reports it if malformed).
+takes that batch (and reports it if malformed).  plain_commits then reads
+the latest commits it kept straight to their fields for the core
+(CoordinatorShard.replay_plain_commits), without the general decode's
+dicts and Records.
 """
 from __future__ import annotations
 
@@ -142,3 +145,74 @@ def _take_records(buf: bytes, pos: i64, end: i64, count: i64, latest: dict) -> b
         latest[buf[p + 2:v]] = buf[w:w + vlen]
         pos = rec_end
     return pos == end
+
+
+
+def _i16(buf: bytes, i: int) -> int:
+    u = (buf[i] << 8) | buf[i + 1]
+    return u - (1 << 16) if u >= 1 << 15 else u
+
+
+def _same(a: bytes, a0: i64, b: bytes, b0: i64, n: i64) -> bool:
+    """a[a0:a0 + n] == b[b0:b0 + n], read in place (no slices made)."""
+    for i in range(n):
+        if a[a0 + i] != b[b0 + i]:
+            return False
+    return True
+
+
+def plain_commits(latest: dict[bytes, object]) -> list:
+    """The loader's latest-per-key dict (OffsetCommit keys without their
+    2-byte type -> a value, or a (type, value, earlier) tuple) read straight
+    to fields: per entry in order, (group, topic, partition, offset, leader
+    epoch, metadata, commit timestamp) for a bare value of version 3, None
+    for any other entry, value version or anything malformed, which the
+    loader's general decode then takes (or reports).  Of a v3 value it
+    accepts exactly what shard_loader._decode_commit accepts (bytes after
+    the fields are ignored, as there).  A key's group or topic equal to the
+    previous key's is given as the same str (keys of one group come
+    together): one decode, and the core's dicts find it by identity."""
+    out: list = []
+    prev = b""
+    pg: i64 = -1   # the previous key's group ends at pg, its topic at pq (-1: none)
+    pq: i64 = -1
+    group = ""
+    topic = ""
+    for key, entry in latest.items():
+        if not isinstance(entry, bytes):
+            out.append(None)
+            continue
+        value: bytes = entry
+        n: i64 = len(key)
+        if n < 4:
+            out.append(None)
+            continue
+        glen: i64 = _i16(key, 0)
+        p: i64 = 2 + glen
+        if glen < 0 or p + 2 > n:
+            out.append(None)
+            continue
+        tlen: i64 = _i16(key, p)
+        q: i64 = p + 2 + tlen
+        m: i64 = len(value)
+        if tlen < 0 or q + 4 > n or m < 16 or value[0] != 0 or value[1] != 3:
+            out.append(None)
+            continue
+        mlen: i64 = _i16(value, 14)
+        if mlen < 0 or 16 + mlen + 8 > m:
+            out.append(None)
+            continue
+        try:
+            if p != pg or not _same(key, 2, prev, 2, glen):
+                group = key[2:p].decode()
+            if pg < 0 or q - p != pq - pg or not _same(key, p + 2, prev, pg + 2, tlen):
+                topic = key[p + 2:q].decode()
+            metadata = value[16:16 + mlen].decode()
+        except UnicodeDecodeError:
+            out.append(None)
+            pg = -1
+            continue
+        prev, pg, pq = key, p, q
+        out.append((group, topic, _i32(key, q), _i64(value, 2), _i32(value, 10), metadata,
+                    _i64(value, 16 + mlen)))
+    return out

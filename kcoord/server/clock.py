@@ -20,13 +20,71 @@ from typing import Callable
 log = logging.getLogger("kcoord.clock")
 
 
-class WallClock:
-    """Wall time; timers on the running loop."""
+# How fast the server's clock closes a gap to the wall clock: 100 ms a
+# second.  A step of the wall clock (an NTP step, an operator, a VM resumed,
+# a clock fault) is not taken at once: member sessions (10 s, heartbeats
+# every 1-3 s), rebalance, transaction and share-lock deadlines and the
+# ISR's lag timing are times on this clock, so a step of 30 s would expire
+# every session armed before it (forward) or after it (backward, at the step
+# back) although no member missed a heartbeat.  At 10% a deadline moves by
+# at most 10% of its length; a 2-minute step is closed in 20 minutes.
+SLEW = 0.1
+# A gap this large (s) is taken at once (a clock set at boot, hours off):
+# slewing it would leave timestamps wrong for days; sessions may expire.
+STEP_AT_ONCE_S = 600.0
+NOTICE_S = 1.0  # a gap logged when the slewing starts
 
-    # seconds since the epoch; the hot path (CoordinatorRuntime.write) calls
-    # this bound to a C function, so the wall clock costs what time.time did
-    time: Callable[[], float] = staticmethod(_time_module.time)
+
+class WallClock:
+    """Wall time as the server's timers may use it; timers on the running loop.
+
+    It runs at the monotonic clock's rate and follows the wall clock: when
+    the two agree within the slew of the time elapsed since the last read it
+    is the wall clock exactly; after a step it closes the gap at SLEW (as
+    adjtime slews), so it neither jumps nor runs backwards (but for a step
+    over STEP_AT_ONCE_S).  Timestamps (commit times, log retention) so stay
+    wall time, and deadlines keep their lengths across clock faults
+    (Jepsen's clock nemesis steps the wall clock only; so does tests/faults'
+    libfaketime)."""
+
     virtual = False
+
+    def __init__(self, wall: Callable[[], float] = _time_module.time,
+                 mono: Callable[[], float] = _time_module.monotonic,
+                 slew: float = SLEW) -> None:
+        self._wall, self._mono, self._slew = wall, mono, slew
+        # one tuple, replaced whole: a read from another thread sees a
+        # consistent pair (at worst a read slightly behind the newest)
+        self._last = (mono(), wall())
+        self._slewing = False
+
+    def time(self) -> float:
+        """Seconds since the epoch, as said above."""
+        mono = self._mono()
+        wall = self._wall()
+        last_mono, last_now = self._last
+        elapsed = mono - last_mono
+        now = last_now + elapsed
+        limit = elapsed * self._slew
+        gap = wall - now
+        if -limit <= gap <= limit:
+            now = wall
+            self._slewing = False
+        else:
+            now = self._close(now, gap, limit)
+        self._last = (mono, now)
+        return now
+
+    def _close(self, now: float, gap: float, limit: float) -> float:
+        if abs(gap) >= STEP_AT_ONCE_S:
+            log.warning("the wall clock stepped by %+.1f s: taken at once (over %.0f s); "
+                        "deadlines armed before it moved with it", gap, STEP_AT_ONCE_S)
+            return now + gap
+        if not self._slewing and abs(gap) >= NOTICE_S:
+            self._slewing = True
+            log.info("the wall clock stepped by %+.1f s: slewing to it at %.0f%%",
+                     gap, self._slew * 100)
+        return now + limit if gap > 0 else now - limit
 
     def ms(self) -> int:
         return int(self.time() * 1000)

@@ -63,6 +63,14 @@ PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
 # the shard states are coordinator_state.py's (one state machine for every coordinator)
 __all__ = ["NOT_OWNED", "LOADING", "ACTIVE", "FAILED", "CoordinatorRuntime", "ShardRuntime"]
 
+# A shard timer that fires this late (ms) fired after a stall of this process
+# or its loop (SIGSTOP, a VM pause, a starved host): requests that came
+# meanwhile (members' heartbeats) wait unread in the sockets, and the loop
+# runs due timers before it polls them.  It is given STALL_GRACE_S, once, so
+# they are read first: a member is not blamed for heartbeats its
+# coordinator did not read.
+STALL_LATE_MS = 1000
+STALL_GRACE_S = 0.5
 _PARKED = object()  # an entry's answer: the request answers through its token
 
 ErrorFn = Callable[[int], Any]
@@ -257,9 +265,14 @@ class ShardRuntime(CoordinatorState, ShardLoader):
 
     def read(self, op: Callable, error: ErrorFn):
         """A read operation: -> op(core, now), answered after the writes
-        queued before it are durable (so it shows no state that is not)."""
+        queued before it are durable (so it shows no state that is not), and
+        only while this node surely leads the log (so it shows no state that
+        a newer leader has already replaced)."""
         if self.state is not ACTIVE:
             return error(self.state_error())
+        code = self.serve_error()
+        if code:
+            return error(code)
         answer = op(self.core, self.clock.ms())
         if not self._batches:
             return answer
@@ -290,6 +303,16 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.state is not ACTIVE:
             return Err.NONE
         code = self.commit.durability.append_error(self.plog)
+        return coordinator_answer(code) if code else Err.NONE
+
+    def serve_error(self) -> int:
+        """NONE while this node surely leads the shard's log, else the
+        client's answer (NOT_COORDINATOR): checked before a read answers
+        from memory, which a newer leader may already have moved past (NONE
+        when not active: the operation answers the state's error)."""
+        if self.state is not ACTIVE:
+            return Err.NONE
+        code = self.commit.durability.serve_error(self.plog)
         return coordinator_answer(code) if code else Err.NONE
 
     def write_records(self, records: list[Record], answer: Any = None,
@@ -517,15 +540,21 @@ class ShardRuntime(CoordinatorState, ShardLoader):
                 handle.cancel()
             if deadline is not None:
                 delay = max(deadline - now, 0) / 1000.0
-                self._timers[key] = clock.call_later(delay, self._fire, key)
+                self._timers[key] = clock.call_later(delay, self._fire, key, max(deadline, now))
 
-    def _fire(self, key: tuple) -> None:
+    def _fire(self, key: tuple, due: int | None = None) -> None:
+        """Timer `key` fired; `due`: when it should have (ms), None after a
+        stall's grace (STALL_LATE_MS)."""
         self._timers.pop(key, None)
         if self.state is not ACTIVE:
             return
+        now = self.clock.ms()
+        if due is not None and now - due > STALL_LATE_MS:
+            self._timers[key] = self.clock.call_later(STALL_GRACE_S, self._fire, key, None)
+            return
         # replayed now, not in a task: a request handled before the task ran
         # would be computed from state that misses these records
-        self.apply(self.core.on_timer(key, self.clock.ms()))
+        self.apply(self.core.on_timer(key, now))
 
     def cancel_all_timers(self) -> None:
         for handle in self._timers.values():

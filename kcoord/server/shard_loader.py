@@ -8,6 +8,7 @@ replays them into the shard's core, CollectSink keeps them (a worker process).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import struct
@@ -27,6 +28,7 @@ from ..protocol.records import (COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD,
                                 read_record_spans, records_section, uniform_records)
 from ..broker.txn_state import COMMIT, control_type
 from ..protocol.record_codec import COMMIT_KEY_PREFIX, decode_record
+from .malloc_tuning import keep_freed_buffers
 from .shard_snapshot import read_snapshot
 
 log = logging.getLogger("kcoord.coordinator")
@@ -40,12 +42,15 @@ LOAD_CHUNK_BYTES = 4 << 20
 PARALLEL_LOAD_MIN_BYTES = 4 << 20
 LOAD_WORKERS = min(os.cpu_count() or 1, 4)
 # a worker reads its segment files in pieces of about this size (whole batches):
-# under glibc's 32 MB ceiling of its mmap threshold, so each piece's buffer
-# reuses the heap pages the last one freed instead of faulting in new ones
+# under the worker's mmap threshold (malloc_tuning.MMAP_THRESHOLD, set by the
+# pool's initializer), so each piece's buffer reuses the heap pages the last
+# one freed instead of faulting in new ones
 WORKER_PIECE_BYTES = 16 << 20
 # Runs of plain OffsetCommit batches go through commit_runs' walk when it is
 # compiled; interpreted, the one-shape pattern (match_batch) is faster.
 TAKE_RUNS = native_build.is_compiled(commit_runs)
+# a flush of at least this many latest commits replays with the cyclic GC paused
+GC_PAUSE_MIN_KEYS = 1000
 
 
 _H = struct.Struct(">h")
@@ -112,7 +117,11 @@ class _LoadPool:
     @classmethod
     def acquire(cls) -> ProcessPoolExecutor:
         if cls.pool is None:
-            cls.pool = ProcessPoolExecutor(LOAD_WORKERS, mp_context=get_context("spawn"))
+            # a worker keeps the pages of each piece it frees for the next
+            # (malloc_tuning.py): without, every piece's read faults in fresh
+            # zeroed pages (a sixth of a worker's CPU)
+            cls.pool = ProcessPoolExecutor(LOAD_WORKERS, mp_context=get_context("spawn"),
+                                           initializer=keep_freed_buffers)
         cls.users += 1
         return cls.pool
 
@@ -434,10 +443,34 @@ class CoreReplay:
         self.records_loaded += len(records)
 
     def latest(self, latest: dict) -> None:
-        """Replay the latest commit of each key taken since the last flush."""
+        """Replay the latest commit of each key taken since the last flush.
+        A large flush pauses the cyclic GC: it makes only live objects (the
+        offsets, their dicts, simple groups), and the collections it would
+        set off walk the whole loaded state for nothing (about half its
+        CPU on a 100 M-record log)."""
+        pause = len(latest) >= GC_PAUSE_MIN_KEYS and gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            self._latest(latest)
+        finally:
+            if pause:
+                gc.enable()
+        latest.clear()
+
+    def _latest(self, latest: dict) -> None:
+        # plain commits (a bare v3 value) read straight to their fields when
+        # commit_runs is compiled (interpreted, _decode_commit is faster)
+        plain = commit_runs.plain_commits(latest) if TAKE_RUNS and latest else None
+        if plain is not None and None not in plain:  # the usual case: all of them
+            self.core.replay_plain_commits(plain)
+            return
         replay = self.core.replay
-        for key, entry in latest.items():
+        for i, (key, entry) in enumerate(latest.items()):
             if entry.__class__ is bytes:
+                if plain is not None and plain[i] is not None:
+                    self.core.replay_plain_commits(plain[i:i + 1])
+                    continue
                 commits = ((1, entry),)
             else:
                 rtype, value, earlier = entry
@@ -449,7 +482,6 @@ class CoreReplay:
                     self.records_loaded -= 1  # counted when taken
                     continue
                 replay(record)
-        latest.clear()
 
     def raw(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:

@@ -202,7 +202,14 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         topic = self.catalogue.by_id.get(topic_id)
         req = share_request(group_id, topic_id, partition,
                             None if topic is None else len(topic.partitions))
-        write = self.write_checked if op in _ALWAYS_WRITE else self.write
+        if op in _ALWAYS_WRITE:
+            write = self.write_checked
+        else:   # read, summary: answered from memory, so only by a sure leader
+            write = self.write
+            shard = self.shard_for(share_key(group_id, topic_id, partition))
+            code = shard.serve_error()
+            if code:
+                return _error_answer(partition, extra)(code)
         return write(share_key(group_id, topic_id, partition), _CORE_OPS[op],
                      _error_answer(partition, extra), req, *args)
 

@@ -18,7 +18,10 @@ After every step three invariants are checked:
   - an acknowledged record is in the log of every leader of the same or a
     later epoch (no acknowledged record is ever lost);
   - replicas agree below their high watermarks (one committed log);
-  - at most one node acknowledges writes in any leader epoch.
+  - at most one node acknowledges writes in any leader epoch;
+  - a leader appends in its epoch only once its epoch checkpoint names it
+    (SettleEpoch: the log and the checkpoint fsynced off the loop, a while
+    after it took the epoch; a kill or power cut before that loses it).
 Then the faults stop, every node comes back, and the cluster must again
 acknowledge writes and bring every in-sync replica up to the leader.
 
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from kcoord.cluster.replica import (
     BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, FetchServed,
-    HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Resigned, Role,
+    HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Resigned, Role, SettleEpoch,
 )
 from kcoord.cluster.state import NO_LEADER, PartitionState
 from kcoord.log.leader_epoch import EpochCache
@@ -53,6 +56,7 @@ class SimLog:
         self.records: list[tuple[int, int]] = []
         self.flushed = 0
         self.epochs = EpochCache()
+        self.durable_epochs = EpochCache()  # what the checkpoint file holds
 
     log_start_offset = 0
 
@@ -68,26 +72,39 @@ class SimLog:
         for record in records:
             # The log assigns an epoch entry for each batch (Kafka's
             # maybeAssignEpochStartOffset); the checkpoint is written at once.
-            self.epochs.assign(record[0], len(self.records))
+            if self.epochs.assign(record[0], len(self.records)):
+                self.durable_epochs = self.epochs.copy()
             self.records.append(record)
 
     def truncate_to(self, offset: int) -> None:
         del self.records[offset:]
         self.flushed = min(self.flushed, offset)
-        self.epochs.truncate_from_end(offset)
+        if self.epochs.truncate_from_end(offset):
+            self.durable_epochs = self.epochs.copy()
 
     def reset_to(self, offset: int) -> None:  # logs here never lose their start
         raise AssertionError("the simulated logs all start at offset 0")
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        # in memory: the checkpoint is written when the driver settles it
         self.epochs.assign(epoch, start_offset)
+
+    def settle_epochs(self) -> None:
+        self.flush()
+        self.durable_epochs = self.epochs.copy()
+
+    def lose_unwritten_epochs(self) -> None:
+        """The process died: the cache is what the checkpoint held, cut to the log."""
+        self.epochs = self.durable_epochs.copy()
+        if self.epochs.truncate_from_end(len(self.records)):
+            self.durable_epochs = self.epochs.copy()
 
     def flush(self) -> None:
         self.flushed = len(self.records)
 
     def power_cut(self) -> None:
         del self.records[self.flushed:]
-        self.epochs.truncate_from_end(len(self.records))
+        self.lose_unwritten_epochs()
 
 
 @dataclass
@@ -165,6 +182,7 @@ class Simulation:
         # retries draw from their own generator so every seed keeps the
         # schedule of faults it had before retries existed
         self.retry_rng = random.Random(seed * 104729 + 7)
+        self.settle_rng = random.Random(seed * 7919 + 3)   # so do new leaders' epoch fsyncs
         self.unacked: dict[int, int] = {}           # value -> offset of its first append
         for node in self.nodes.values():
             node.replica = self.replica_class(node.id, node.log, self.rcfg)
@@ -222,7 +240,8 @@ class Simulation:
 
     def _dispatch(self, event) -> None:
         kind = event[0]
-        if kind in ("tick", "flush", "timeout", "isr_timeout", "wake", "fflush", "retry"):
+        if kind in ("tick", "flush", "timeout", "isr_timeout", "wake", "fflush", "retry",
+                    "settle"):
             node = self.nodes[event[1]]
             if not node.alive or node.incarnation != event[2]:
                 return
@@ -259,6 +278,10 @@ class Simulation:
                 self._send_isr(node, out.proposed)
             elif isinstance(out, HighWatermarkMoved):
                 pass    # checked after the step
+            elif isinstance(out, SettleEpoch):
+                # the log and the epoch checkpoint fsynced in a thread, a while later
+                self.at(self.now + self.settle_rng.randint(*self.cfg.flush_delay_ms), "settle",
+                        node.id, node.incarnation, out.epoch)
             elif isinstance(out, (BecameLeader, BecameFollower, Resigned)):
                 self.trace.append(f"{self.now} n{node.id} {out}")
 
@@ -305,6 +328,10 @@ class Simulation:
         parked, node.parked = node.parked, []
         for src, src_inc, request in parked:
             self._serve_fetch(node, src, src_inc, request, park=False)
+
+    def _ev_settle(self, node: Node, epoch: int) -> None:
+        node.log.settle_epochs()
+        self._handle(node, node.replica.on_epoch_settled(epoch, self.now))
 
     def _schedule_flush(self, node: Node) -> None:
         if not node.flush_scheduled:
@@ -619,6 +646,8 @@ class Simulation:
             if node.log.flushed < node.replica.high_watermark:
                 self.fail(f"n{node.id} had records below its high watermark only in memory")
             node.log.power_cut()
+        else:
+            node.log.lose_unwritten_epochs()   # a kill: the checkpoint write never ran
         node.replica = None
         node.inflight = None
         node.parked = []
@@ -711,6 +740,10 @@ class Simulation:
                 self.fail(f"n{node.id} disagrees with the committed log below its high watermark")
             if replica.role is Role.LEADER:
                 epoch = replica.leader_epoch
+                if (any(e == epoch for e, _ in records[replica.epoch_start_offset:])
+                        and node.log.durable_epochs.latest_epoch != epoch):
+                    self.fail(f"leader n{node.id} appended in epoch {epoch} before its "
+                              f"checkpoint named it (durable: {node.log.durable_epochs})")
                 if epoch == self.store.leader_epoch:
                     self._check_hw_durable_on_isr(node, hwm)
                 upto = max((end for e, end in self.ack_epoch_end.items() if e <= epoch), default=0)

@@ -82,7 +82,9 @@ def test_registration_election_and_placement(etcd):
             controllers = {p.view.controller.node_id for p in planes}
             assert len(controllers) == 1
             assert sum(p.controller is not None for p in planes) == 1
-            assert planes[0].view.controller_epoch == 1
+            # the controller key and its epoch share one etcd revision, but the
+            # watch lets the loop run between the keys it applies
+            await wait(planes[0], lambda: planes[0].view.controller_epoch == 1, "epoch 1")
 
             record = await planes[1].create_topic("orders", 6, 3)
             assert record is not None and await planes[2].create_topic("orders", 1, 1) is None

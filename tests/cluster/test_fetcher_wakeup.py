@@ -50,3 +50,15 @@ def test_a_long_poll_answered_is_returned():
 
     asyncio.run(scenario())
 
+
+
+def test_a_fetch_unanswered_for_a_lease_ttl_is_given_up():
+    """A cut between follower and leader drops the answer in flight; the
+    follower must not wait for TCP's backed-off retransmission (seconds
+    after the heal) or replica.socket.timeout.ms (30 s): it reconnects
+    after a lease TTL, as the controller would give up on a silent node."""
+    from kcoord.cluster.replica_manager import fetcher_config
+    config = {"etcd.lease.ttl.ms": 2000, "replica.fetch.wait.max.ms": 100,
+              "replica.fetch.max.bytes": 1 << 20}
+    assert fetcher_config(config).request_timeout_ms == 2000
+    assert fetcher_config({**config, "etcd.lease.ttl.ms": 60000}).request_timeout_ms == 30000

@@ -4,7 +4,7 @@ from dataclasses import replace
 from kcoord.cluster.replica import (
     BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, FetchServed,
     HighWatermarkMoved,
-    ProposeIsr, Replica, ReplicationConfig, Role,
+    ProposeIsr, Replica, ReplicationConfig, Role, SettleEpoch,
 )
 from kcoord.cluster.state import PartitionState
 from kcoord.protocol.errors import Err
@@ -19,11 +19,24 @@ def state(leader, epoch, isr, replicas=(0, 1, 2), version=None):
                           version if version is not None else epoch * 10 + len(isr))
 
 
-def replica(node, records=(), *, flushed=None, hwm=0, min_isr=1):
+class _SettledAtOnce(Replica):
+    """A replica whose driver makes a new epoch durable at once (SettleEpoch)."""
+
+    def on_state(self, state, now):
+        outs = super().on_state(state, now)
+        for out in outs:
+            if isinstance(out, SettleEpoch):
+                self.log.settle_epochs()
+                outs = outs + self.on_epoch_settled(out.epoch, now)
+        return outs
+
+
+def replica(node, records=(), *, flushed=None, hwm=0, min_isr=1, settle=True):
     log = SimLog()
     log.append(records)
     log.flushed = len(records) if flushed is None else flushed
-    return Replica(node, log, ReplicationConfig(LAG, min_isr), high_watermark=hwm)
+    kind = _SettledAtOnce if settle else Replica
+    return kind(node, log, ReplicationConfig(LAG, min_isr), high_watermark=hwm)
 
 
 def write(leader, *values, flush=True):
@@ -212,6 +225,20 @@ def test_requests_in_the_wrong_epoch_or_to_a_non_leader_are_refused():
     assert follower.check_append(-1) == Err.NOT_LEADER_OR_FOLLOWER
 
 
+def test_a_new_leader_takes_writes_once_its_log_and_epoch_are_durable():
+    b = replica(1, [(1, i) for i in range(5)], flushed=3, settle=False)
+    outs = b.on_state(state(1, 2, (1, 2), (1, 2)), 0)
+    assert outs == [BecameLeader(2), SettleEpoch(2)]
+    # the fsyncs run off the loop: meanwhile no write, the epoch in memory only
+    assert b.log.flushed == 3 and b.log.durable_epochs.latest_epoch == 1
+    assert b.check_append(1) == Err.NOT_LEADER_OR_FOLLOWER and not b.accepts_writes
+    assert b.on_epoch_settled(1, 0) == [] and not b.accepts_writes     # not its epoch
+    b.log.settle_epochs()
+    b.on_epoch_settled(2, 0)
+    assert b.log.flushed == 5 and b.log.durable_epochs.entries == [(1, 0), (2, 5)]
+    assert b.check_append(1) == Err.NONE and b.accepts_writes
+
+
 def test_followers_read_the_unfsynced_tail_but_the_hw_counts_fsynced_ends():
     b = replica(1, [(1, i) for i in range(5)], flushed=3)
     b.on_state(state(1, 2, (1, 2), (1, 2)), 0)
@@ -356,3 +383,23 @@ def test_has_request_ready_says_exactly_when_next_request_would_send():
     b.on_fetch_answer(fetch, FetchServed(Err.FENCED_LEADER_EPOCH), 0)
     assert not b.has_request_ready                  # fenced: it waits for a newer state
     assert b.next_request() is None
+
+
+def test_a_caught_up_follower_joins_the_isr_as_soon_as_it_becomes_eligible():
+    """A restarted follower catches up before the controller handled its
+    incarnation; the leader adds it when the view says it may, without
+    waiting for its next fetch (an idle follower's long poll)."""
+    eligible = set()
+    a = replica(0, [(1, i) for i in range(3)])
+    a.isr_eligible = lambda node: node in eligible
+    b = replica(1, [(1, i) for i in range(3)])
+    s = state(0, 2, (0,), (0, 1))
+    a.on_state(s, 0)
+    b.on_state(s, 0)
+    outs = exchange(a, b) + exchange(a, b)      # truncation check, then a fetch at the end
+    assert not [o for o in outs if isinstance(o, ProposeIsr)]
+    assert a.on_eligibility_changed(1) == []    # still not eligible: nothing
+    eligible.add(1)
+    (proposal,) = a.on_eligibility_changed(2)
+    assert isinstance(proposal, ProposeIsr) and proposal.proposed.isr == (0, 1)
+    assert a.on_eligibility_changed(3) == []    # one proposal at a time

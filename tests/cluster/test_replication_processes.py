@@ -9,7 +9,7 @@ import pytest
 
 from kcoord.protocol.errors import Err
 from kcoord.protocol.records import build_batch
-from tests.clients.wire import WireClient, fetch, produce
+from tests.clients.wire import WireClient, decode_response, encode_request, fetch, produce
 from tests.cluster.support import Cluster, wait_until
 
 TOPIC = "replicated"
@@ -74,8 +74,15 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
         assert listed["topics"][0]["partitions"][0]["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
 
     with WireClient(cluster.nodes[leader].port) as c:
+        # the leader takes writes once its epoch is durable (fsynced off its
+        # loop, a moment after the state above): until then it refuses
+        # (appending nothing) with the error clients retry on
+        answers = []
+        wait_until(lambda: answers.append(produce(c, TOPIC, 0, batch(0)))
+                   or answers[-1]["error_code"] != Err.NOT_LEADER_OR_FOLLOWER,
+                   "the leader taking writes")
         for i in range(5):
-            answer = produce(c, TOPIC, 0, batch(i))
+            answer = answers[-1] if i == 0 else produce(c, TOPIC, 0, batch(i))
             assert answer["error_code"] == Err.NONE, answer
             assert answer["base_offset"] == i
         # acknowledged = on every in-sync replica's disk: the followers hold
@@ -226,6 +233,48 @@ def test_acknowledged_commits_survive_the_coordinators_sigkill(cluster):
         got = wait_until(lambda: fetched_offset(c, group), "the new coordinator loaded")
         assert got == acknowledged
         assert commit_offset(c, group, acknowledged + 1) == Err.NONE
+
+
+def test_a_coordinator_waking_past_its_lease_answers_no_stale_offset(cluster):
+    """The group's coordinator is paused (SIGSTOP) past its etcd lease; a new
+    coordinator acknowledges a newer commit; an OffsetFetch that reached the
+    paused node meanwhile is answered once it wakes: NOT_COORDINATOR, never
+    the offset it held.  A waking process reads the requests queued during
+    its pause before its lease refresh loop runs, so it must notice the
+    lapse before it serves from memory (fault run seed 160, clock mix: a
+    stale and non-monotonic read)."""
+    group = "paused-group"
+    with WireClient(cluster.nodes[1].port) as c:
+        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False}
+        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    old = wait_until(lambda: coordinator_of(cluster, 1, group), "a coordinator")
+    with WireClient(cluster.nodes[old].port) as c:
+        wait_until(lambda: commit_offset(c, group, 5) == Err.NONE, "the shard loaded")
+        assert fetched_offset(c, group) == 5
+    queued = WireClient(cluster.nodes[old].port)
+    queued.api_versions()                    # connected and answered before the pause
+    pid = cluster.nodes[old].proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        survivor = next(n for n in cluster.nodes if n != old)
+        new = wait_until(lambda: (n := coordinator_of(cluster, survivor, group))
+                         not in (None, old) and n, "a new coordinator", timeout=60)
+        with WireClient(cluster.nodes[new].port) as c:
+            wait_until(lambda: commit_offset(c, group, 7) == Err.NONE,
+                       "a newer commit acknowledged by the new coordinator")
+        queued.send_raw(encode_request(OFFSET_FETCH, 8, {"groups": [
+            {"group_id": group, "member_id": None, "member_epoch": -1,
+             "topics": [{"name": TOPIC, "partition_indexes": [0]}]}],
+            "require_stable": False}, correlation_id=99))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _, r = decode_response(OFFSET_FETCH, 8, queued.recv_frame())
+    queued.close()
+    g = r["groups"][0]
+    answer = g["error_code"] or g["topics"][0]["partitions"][0]["committed_offset"]
+    assert answer in (Err.NOT_COORDINATOR, 7), f"the woken node answered {answer} (stale: 5)"
 
 
 def test_a_deleted_and_recreated_topic_replicates_again(cluster):

@@ -45,7 +45,9 @@ def test_truncation_cuts_epochs_at_the_new_end(open_log):
     log.truncate_to(4)                       # inside the epoch-2 batch: it goes whole
     assert log.log_end_offset == 3 and log.epochs.entries == [(1, 0)] == epochs_on_disk(log)
     log.assign_epoch(7, 3)                   # a leader took epoch 7 and wrote nothing
-    assert epochs_on_disk(log) == [(1, 0), (7, 3)]
+    assert not log.epochs_durable and epochs_on_disk(log) == [(1, 0)]
+    log.store_epochs(*log.epochs_snapshot())  # what its fsync thread does
+    assert log.epochs_durable and epochs_on_disk(log) == [(1, 0), (7, 3)]
     log.truncate_to(3)                       # at the end: only the empty epoch goes
     assert log.log_end_offset == 3 and log.epochs.entries == [(1, 0)]
 
@@ -117,6 +119,6 @@ def test_a_recovery_point_never_covers_an_append_whose_epoch_is_not_checkpointed
     many = b"".join(batch(3) for _ in range(10))  # one append, index entries inside it
     with monkeypatch.context() as m:
         # the flush runs, then the crash beats the checkpoint write
-        m.setattr(partition_log, "write_epoch_checkpoint", lambda *_a: log.flush())
+        m.setattr(partition_log, "write_checkpoint", lambda *_a: log.flush())
         log.append(many, leader_epoch=2)
     assert open_log(config).epochs.entries == [(1, 0), (2, 30)]  # never closed: a crash

@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .conftest import WORKLOAD
+
 
 def _sorted(rows, names):
     return sorted(tuple(r[n] for n in names) for r in rows)
 
 
-def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp_path):
-    from kcoord.pipeline import jobs, partition_pass
+def test_one_pass_gives_the_spark_plans_commits_and_windows(spark, workload, tmp_path,
+                                                            monkeypatch):
+    from kcoord.pipeline import jobs, partition_pass, tasks
     data, _ = workload
     stage = tmp_path / "stage"
+    # one task per core: each task decodes and passes several log partitions in turn
+    monkeypatch.setattr(tasks, "TASKS_PER_CORE", 1)
     records, _ = jobs.stage_records(spark, data, stage / "records")
+    # still one stage file per log partition (a file alone resolves its transactions)
+    assert len(list((stage / "records").glob("*.parquet"))) == WORKLOAD["log_partitions"] > 2
     from kcoord.pipeline.logend import topic_id_names
     topic_names = topic_id_names(data)
     by_date = partition_pass.run(spark, stage / "records", stage, 3, topic_names)

@@ -59,7 +59,7 @@ from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
 from kcoord.protocol.errors import Err
-from kcoord.server.clock import LoopClock
+from kcoord.server.clock import LoopClock, WallClock
 from kcoord.server.consumer_group_handlers import ConsumerGroupApi
 from kcoord.server.coordinator_runtime import ACTIVE, FAILED, LOADING, NOT_OWNED, ShardRuntime
 from kcoord.server.dispatch import Reply
@@ -137,6 +137,10 @@ class SimDurability:
     @staticmethod
     def append_error(_plog) -> int:
         return 0  # the ISR is never short here: every write may be appended
+
+    @staticmethod
+    def serve_error(_plog) -> int:
+        return 0  # the shard's node leads its log for the whole schedule
 
     def sync(self, logs, done) -> None:
         self.rounds.append([list(logs), [p.log_end_offset for p in logs], done])
@@ -251,7 +255,7 @@ class ConsumerClient:
 
 class Simulation:
     def __init__(self, seed: int, data_dir: Path, steps: int = 120,
-                 shard_class: type = ShardRuntime) -> None:
+                 shard_class: type = ShardRuntime, wall_steps: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.steps = steps
@@ -260,8 +264,15 @@ class Simulation:
         asyncio.set_event_loop(self.loop)
         # the runtime's one clock is the loop's virtual time; shard_class: a
         # deliberately broken ShardRuntime, for the bench's check of the checks
+        # wall_steps: the server's own clock (WallClock) over a wall clock that
+        # is the loop's time plus `wall_offset_ms`, which a test steps (a
+        # clock fault: the monotonic clock, the loop's, never moves with it)
+        self.wall_offset_ms = 0
+        clock = WallClock(wall=lambda: (self.loop.now_ms + self.wall_offset_ms) / 1000.0,
+                          mono=lambda: self.loop.now_ms / 1000.0) if wall_steps \
+            else LoopClock(lambda: self.loop.now_ms)
         self.node = Node(data_dir, partitions=PARTITIONS, shard_class=shard_class,
-                         clock=LoopClock(lambda: self.loop.now_ms),
+                         clock=clock,
                          **{"group.coordinator.append.linger.ms": self.rng.choice([0, 0, 5])})
         self.runtime = self.node.runtime
         self.durability = SimDurability(self.loop, self.replicated)

@@ -146,7 +146,7 @@ def test_load_with_the_walk_equals_record_by_record_replay(tmp_path, seed, monke
     monkeypatch.setattr(shard_loader, "WORKER_PIECE_BYTES", rnd.choice([100, 5_000]))
     monkeypatch.setattr(shard_loader._LoadPool, "pool", None)
     monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
-                        lambda workers, mp_context=None: ThreadPoolExecutor(2))
+                        lambda workers, mp_context=None, initializer=None: ThreadPoolExecutor(2))
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
     assert state(shard.core) == state(ref)
@@ -176,3 +176,58 @@ def test_file_pieces_give_each_batch_once(tmp_path, tail):
                 reported = True
         assert found == batches
         assert reported == (tail == "bad length")
+
+
+def _damaged(rnd: random.Random, data: bytes) -> bytes:
+    """`data` with a byte changed, inserted or removed, or cut short."""
+    at = rnd.randrange(len(data) + 1)
+    kind = rnd.randrange(4)
+    if kind == 0 and at < len(data):
+        return data[:at] + bytes([rnd.choice([0, 0x7F, 0x80, 0xFF, rnd.randrange(256)])]) + data[at + 1:]
+    if kind == 1:
+        return data[:at] + bytes([rnd.randrange(256)]) + data[at:]
+    if kind == 2 and at < len(data):
+        return data[:at] + data[at + 1:]
+    return data[:at]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plain_commits_read_what_the_general_decode_reads(seed):
+    """plain_commits gives, for each bare value of version 3, the fields
+    _decode_commit gives (groups and topics reused from the key before,
+    or not: names of one length differing in a byte, non-UTF-8 names),
+    and None for every other entry (tuples, v1 values, anything malformed
+    or damaged), which the loader then decodes the general way."""
+    from kcoord.protocol.commit_runs import plain_commits
+    from kcoord.server.shard_loader import _decode_commit
+
+    rnd = random.Random(seed)
+    names = [f"g{i}" for i in range(10)] + ["group-é", "gr\xfcn"]
+    latest: dict = {}
+    for _ in range(300):
+        # "o\x00\x00" begins with the bytes of "o" and a partition below 2**16 after it
+        key, value = commit_record(rnd, rnd.choice(names), rnd.choice(["t", "o", "o\x00\x00"]),
+                                   rnd.randrange(3), rnd.choice([1, 3, 3, 3]))
+        key = key[2:]
+        meta = rnd.random()
+        if meta < 0.1:  # metadata of another length, or not UTF-8
+            value = value[:14] + (3).to_bytes(2, "big") + rnd.choice([b"abc", b"\xff\xfe\xfd"]) \
+                + value[16:]
+        if rnd.random() < 0.15:
+            key = _damaged(rnd, key)
+        if rnd.random() < 0.15:
+            value = _damaged(rnd, value)
+        if rnd.random() < 0.05:
+            key = key.replace(b"g", b"\xff", 1)  # a group name that is not UTF-8
+        entry = value if rnd.random() < 0.9 else (rnd.choice([0, 1]), value, None)
+        latest[key] = entry
+    fields = plain_commits(latest)
+    assert len(fields) == len(latest)
+    for (key, entry), got in zip(latest.items(), fields):
+        record = _decode_commit(1, key, entry) if entry.__class__ is bytes else None
+        if record is None or record.value_version != 3:
+            assert got is None, (key, entry, got)
+            continue
+        k, v = record.key, record.value
+        assert got == (k["group"], k["topic"], k["partition"], v["offset"], v["leader_epoch"],
+                       v["metadata"], v["commit_timestamp"]), (key, entry)

@@ -75,13 +75,14 @@ def write_log(plog: PartitionLog, rnd: random.Random, records: int, others: floa
     plog.flush()
 
 
-def replay_one_by_one(plog: PartitionLog) -> tuple[CoordinatorShard, int, int]:
-    """The reference: every record decoded and replayed in log order."""
+def replay_one_by_one(plog: PartitionLog, since: int = 0) -> tuple[CoordinatorShard, int, int]:
+    """The reference: every record (of the batches from offset `since` on)
+    decoded and replayed in log order."""
     core = CoordinatorShard(0, CoordinatorConfig())
     loaded = errors = 0
     data = b"".join(path.read_bytes() for path, _ in plog.segment_files())  # every segment
     for pos, header in iter_batches(data):
-        if header.attributes & 0x20:
+        if header.attributes & 0x20 or header.base_offset < since:
             continue
         for rec in decode_batch(data, pos)[1]:
             if rec.key is None:
@@ -275,7 +276,7 @@ def _load_with_workers(plog, monkeypatch, executor_factory=None) -> ShardRuntime
     if executor_factory is not None:
         monkeypatch.setattr(shard_loader._LoadPool, "pool", None)
         monkeypatch.setattr(shard_loader, "ProcessPoolExecutor",
-                            lambda workers, mp_context=None: executor_factory())
+                            lambda workers, mp_context=None, initializer=None: executor_factory())
     shard = ShardRuntime(0, plog, CoordinatorConfig(), 0)
     asyncio.run(load(shard))
     return shard

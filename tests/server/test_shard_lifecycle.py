@@ -205,6 +205,9 @@ class FailingFence:
     def append_error(self, plog) -> int:
         return self.inner.append_error(plog)
 
+    def serve_error(self, plog) -> int:
+        return self.inner.serve_error(plog)
+
     async def replayed(self, plog, end_offset: int, epoch: int) -> None:
         if self.fail:
             raise OSError("cannot read the log (test)")

@@ -69,8 +69,13 @@ def test_load_from_snapshot_equals_full_replay(tmp_path, seed, caplog):
 
     caplog.clear()
     with caplog.at_level(logging.INFO, "kcoord.coordinator"):
-        restored = _replayed(_shard(plog, interval=10**9))
+        shard = _shard(plog, interval=10**9)
+        restored = _replayed(shard)
     assert "loaded from the snapshot" in caplog.text
+    # only the records past the snapshot were replayed: a load replaying the
+    # whole log over the snapshot's state would end in the same state
+    _, past_the_snapshot, _ = replay_one_by_one(plog, since=shard.snapshot_mark.end)
+    assert shard.records_loaded == past_the_snapshot
     full = _full_replay(plog)
     assert _state(restored) == _state(full)
     ref, _, _ = replay_one_by_one(plog)
