@@ -186,12 +186,13 @@ class Peer:
     cpu_note = ""
 
     def __init__(self) -> None:
+        self.host = "127.0.0.1"
         self.port: int | None = None
         self.pid: int | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def __enter__(self):
         self.start()
@@ -206,15 +207,18 @@ class KcoordServer(Peer):
     name = "kcoord"
 
     def __init__(self, settings: dict | None = None, data_dir: Path | None = None,
-                 launcher: list[str] | None = None) -> None:
+                 launcher: list[str] | None = None, listen: str | None = None) -> None:
         super().__init__()
         from tests.support import ServerProcess
+        host, port = (listen or "127.0.0.1:0").rsplit(":", 1)  # listen: "127.0.0.x:PORT"
+        self.host = host
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="kcoord-bench-")
             data_dir = Path(self._tmp) / "data"
         self.data_dir = Path(data_dir)
-        self.proc = ServerProcess(self.data_dir, settings, launcher=launcher)
+        self.proc = ServerProcess(self.data_dir, settings, port=int(port), launcher=launcher,
+                                  host=host)
 
     def start(self) -> None:
         self.proc.start(timeout=300)

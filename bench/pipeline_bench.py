@@ -139,13 +139,14 @@ def decode_rate(data: Path, max_records: int = 2_000_000) -> dict:
             "records_per_wall_s": round(n / wall) if wall else None}
 
 
-def serve_log(data: Path, log):
+def serve_log(data: Path, log, listen: str | None = None):
     """`kcoord serve` over the generated data dir, started and fully loaded (its
     shards replay the log at start: that CPU is not left to overlap the run)."""
     from bench.common import KcoordServer
     # the generated records are old: no retention, no offset expiry while it runs
     server = KcoordServer({"offsets.topic.num.partitions": "50", "log.retention.ms": "-1",
-                           "offsets.retention.check.interval.ms": "86400000"}, data_dir=data)
+                           "offsets.retention.check.interval.ms": "86400000"}, data_dir=data,
+                          listen=listen)
     t0 = time.time()
     server.start()
     deadline = time.time() + 1800
@@ -350,6 +351,8 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default="/tmp/kcoord-pipeline-bench",
                    help="where generated logs and outputs go (generated logs are reused)")
     p.add_argument("--gen-workers", type=int, default=2)
+    p.add_argument("--listen", default=None, metavar="127.0.0.X:PORT",
+                   help="where the wire mode's server listens (default: 127.0.0.1, any port)")
     p.add_argument("--keep", action="store_true", help="keep the generated logs afterwards")
     p.add_argument("--fresh", action="store_true",
                    help="start bench/results/pipeline.* afresh instead of adding to them")
@@ -404,7 +407,7 @@ def main(argv=None) -> int:
                     res = run_local(data, workdir / f"out-local-{n}", log)
                 elif mode == "wire":
                     rec["mode"] = "local[2] over the wire"
-                    server = serve_log(data, log)
+                    server = serve_log(data, log, args.listen)
                     try:
                         rec["load_start"] = loadavg()
                         res = run_local(data, workdir / f"out-wire-{n}", log, server.bootstrap)

@@ -50,6 +50,9 @@ MODULES = [
     "kcoord.coordinator.consumer_group",
     "kcoord.coordinator.consumer_members",
     "kcoord.coordinator.consumer_target",
+    # the server-side assignors: every target assignment of a KIP-848 group
+    "kcoord.coordinator.assignors.uniform",
+    "kcoord.coordinator.assignors.range",
     # the network layer: framing, header peek, dispatch and the answer's frame
     # of every request (the largest interpreted share, bench/results/instr_split.md)
     "kcoord.server.dispatch",

@@ -22,8 +22,9 @@ _LISTENER = re.compile(r"kcoord listener (\S+) \((\S+)\) on ([\d.]+):(\d+)")
 class ServerProcess:
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
                  port: int = 0, extra_args: list[str] | None = None,
-                 launcher: list[str] | None = None) -> None:
+                 launcher: list[str] | None = None, host: str = "127.0.0.1") -> None:
         self.data_dir = Path(data_dir)
+        self.host = host  # a loopback address (127.0.0.x)
         self.launcher = list(launcher or [])  # a command the server runs under (valgrind)
         self.settings = dict(settings or {})
         self.requested_port = port
@@ -36,11 +37,11 @@ class ServerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "ServerProcess":
         cmd = [*self.launcher, sys.executable, "-m", "kcoord.cli", "serve",
-               "--listen", f"127.0.0.1:{self.port or self.requested_port}",
+               "--listen", f"{self.host}:{self.port or self.requested_port}",
                "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]

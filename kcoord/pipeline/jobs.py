@@ -143,6 +143,10 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
     path.mkdir(parents=True)
     target, cols = str(path), list(columns)
     schema = RecordBatchBuilder(columns=cols).schema
+    # dictionaries for the strings only (few groups, topics, members): offsets and
+    # timestamps are nearly all distinct, so encoding them was half the write's CPU
+    # and made the partition pass's read of the file twice as slow as plain pages
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
 
     def write(_, chunks):
         import os
@@ -152,7 +156,8 @@ def stage_records(spark, data_dir, path, split: str = "partition", verify_crc: b
         for chunk in chunks:
             for index, part in chunk:   # one file per input partition (whole log partitions)
                 tmp = os.path.join(target, f".part-{index:05d}.parquet.tmp")
-                with pq.ParquetWriter(tmp, schema, compression="none") as out:
+                with pq.ParquetWriter(tmp, schema, compression="none",
+                                      use_dictionary=strings) as out:
                     for batch in reader.read(part):
                         out.write_batch(batch)
                         _count(counts, batch)

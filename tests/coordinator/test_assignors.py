@@ -337,3 +337,36 @@ def test_uniform_valid_history_path_declines_what_it_cannot_take():
         members = {f"m{i}": MemberSpec(frozenset(counts), a) for i, a in enumerate(held)}
         assert uniform._assign_valid_history(members, [t0], counts, *divmod(4, len(members))) is None
         check_valid(GroupSpec(members, True), counts, uniform.assign(GroupSpec(members, True), counts))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_uniform_fresh_deal_shares_ranges_and_later_rounds_leave_them_alone(seed):
+    """The fresh deal hands one frozenset to every member cut at the same place of
+    equal-size topics; fed back as history (a join, then a leave) those shared sets
+    are read, never changed, and the fast and general paths still agree."""
+    rng = random.Random(seed)
+    # per_topic members of `share` partitions each on every topic: all cut alike
+    share, per_topic, count = rng.randint(1, 4), rng.randint(1, 3), rng.randint(2, 5)
+    partitions = {tid(t): share * per_topic for t in range(count)}
+    topics = frozenset(partitions)
+    members = {f"m{i:02d}": MemberSpec(topics) for i in range(count * per_topic)}
+    first = uniform.assign(GroupSpec(members, True), partitions)
+    by_range: dict[frozenset, list] = {}
+    for a in first.values():
+        for parts in a.values():
+            by_range.setdefault(frozenset(parts), []).append(parts)
+    assert all(all(p is group[0] for p in group) for group in by_range.values())
+    assert any(len(group) > 1 for group in by_range.values())
+    before = {id(p): frozenset(p) for group in by_range.values() for p in group}
+    spec = with_assignment(GroupSpec(members, True), first)
+    spec.members["joined"] = MemberSpec(topics)
+    gone = rng.choice(sorted(members))
+    for step in (spec, spec_of({m: ms for m, ms in spec.members.items() if m != gone})):
+        total, ordered = sum(partitions.values()), sorted(topics)
+        quota = divmod(total, len(step.members))
+        fast = uniform.assign(step, partitions)
+        general = uniform._assign_with_history(step.members, topics, ordered, dict(partitions), *quota)
+        assert [(m, list(a.items())) for m, a in fast.items()] == \
+            [(m, list(a.items())) for m, a in general.items()]
+        check_valid(step, partitions, fast)
+    assert all(frozenset(p) == before[id(p)] for group in by_range.values() for p in group)

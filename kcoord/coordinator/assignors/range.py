@@ -75,8 +75,10 @@ def _assign_shared_ranges(ordered: list[str], topics: list[TopicId], partitions:
         by_size.setdefault(partitions[t], []).append(t)
     if len(by_size) == 1:  # one size: each member's dict in one step, keys in topic order
         n = partitions[topics[0]]
+        # from a dict, fromkeys sizes the table once and reuses the stored hashes
+        keys = dict.fromkeys(topics)
         for member_id, part in _ranges(n, len(ordered), ordered):
-            result[member_id] = dict.fromkeys(topics, part)
+            result[member_id] = dict.fromkeys(keys, part)
         return
     ranges = {n: _ranges(n, len(ordered), ordered) for n in by_size}
     for t in topics:

@@ -68,8 +68,12 @@ def _deal_fresh(members: dict[str, MemberSpec], ordered_topics: list[TopicId],
                 counts: dict[TopicId, int], min_quota: int, extra: int) -> dict[str, Assignment]:
     """No member holds anything (a full assignment): the same deal as the general
     path, member i taking the next quota_i partitions of the topics in id order,
-    without its per-partition bookkeeping."""
+    without its per-partition bookkeeping.  Topics of one size are cut at the same
+    positions, so each (start, length) range is built once and shared between the
+    members that get it (frozensets: results are read-only, as range's are)."""
     result: dict[str, Assignment] = {}
+    shared: dict[int, frozenset[int]] = {}
+    stride = min_quota + 2  # a share's length is at most min_quota + 1
     ti = 0
     t = ordered_topics[0]
     n = counts[t]
@@ -81,10 +85,14 @@ def _deal_fresh(members: dict[str, MemberSpec], ordered_topics: list[TopicId],
             result[mid] = ms.assignment  # unchanged: the very same object
             continue
         if pos + room <= n:  # the usual case: the member's share lies within one topic
-            result[mid] = {t: set(range(pos, pos + room))}
+            key = pos * stride + room
+            part = shared.get(key)
+            if part is None:
+                part = shared[key] = frozenset(range(pos, pos + room))
+            result[mid] = {t: part}
             pos += room
             continue
-        grown: dict[TopicId, set[int]] = {}
+        grown: dict[TopicId, frozenset[int]] = {}
         while room:
             while pos >= n:
                 ti += 1
@@ -92,7 +100,11 @@ def _deal_fresh(members: dict[str, MemberSpec], ordered_topics: list[TopicId],
                 n = counts[t]
                 pos = 0
             take = min(room, n - pos)
-            grown[t] = set(range(pos, pos + take))
+            key = pos * stride + take
+            part = shared.get(key)
+            if part is None:
+                part = shared[key] = frozenset(range(pos, pos + take))
+            grown[t] = part
             pos += take
             room -= take
         result[mid] = grown
@@ -175,11 +187,14 @@ def _deal_free(members: dict[str, MemberSpec], result: dict[str, Assignment],
     ti = 0
     pos = 0
     for mid, room in unfilled:
-        # the member's own assignment (copied before it grows) or `new` above
-        grown = cast("dict[TopicId, set[int]]", result[mid])
-        if grown is members[mid].assignment:
-            grown = {t: set(p) for t, p in grown.items()}
+        # the member's own assignment (read-only: copied before it grows; it may hold
+        # frozensets) or `new` above, a dict of sets of this function's own
+        current = result[mid]
+        if current is members[mid].assignment:
+            grown = {t: set(p) for t, p in current.items()}
             result[mid] = grown
+        else:
+            grown = cast("dict[TopicId, set[int]]", current)
         while room > 0 and ti < len(pool):
             t, free = pool[ti]
             take = free[pos:pos + room]
