@@ -77,16 +77,26 @@ def offset_commit(name: str, quick: bool) -> dict:
 def classic_heartbeat(name: str, quick: bool) -> dict:
     groups, seconds = (20, 6) if quick else (100, 12)
 
-    def measure(peer):
+    def measure(peer, groups):
         r = run_loadgen({"port": peer.port, "pid": peer.pid, "groups": groups,
                          "per_group": 10, "connections": 10, "requests": 1_000_000,
                          "seconds": seconds, "warmup": groups * 200,
                          "session_timeout_ms": 10_000, "setup_seconds": 90,
                          "group_prefix": f"bench-hb-{name}"},
                         timeout=seconds * 3 + 210, module="bench.classic_heartbeat")
-        return {"per_s": r["requests_per_s"], "cpu_us": r["server_cpu_us_per_request"]}
+        if "error" in r:  # the generator's own account, not a KeyError on its figures
+            raise RuntimeError(r["error"])
+        return {"per_s": r["requests_per_s"], "cpu_us": r["server_cpu_us_per_request"],
+                "members": groups * 10}
     kw = {"settings": {"group.initial.rebalance.delay.ms": "0"}} if name == "kcoord" else {}
-    return _served(name, kw, measure)
+    out = _served(name, kw, lambda peer: measure(peer, groups))
+    if "error" in out and "setup:" in out["error"] and groups > 10:
+        # the mock's setup stalls at 1,000 members (bench/classic_heartbeat.py
+        # measures it at 100 then, and says so): the same here
+        out = _served(name, kw, lambda peer: measure(peer, 10))
+        if "error" not in out:
+            out["fallback"] = "1,000 members failed; measured with 100"
+    return out
 
 
 def consumer_heartbeat(name: str, quick: bool) -> dict:

@@ -109,12 +109,8 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
             times.append(time.process_time() - t0)
         return min(times) / count * 1e6
 
-    from kcoord.server.group_handlers import GroupHandlers
-    answers = GroupHandlers.__new__(GroupHandlers)  # only its answer cache is used
-    answers._commit_bodies = {}
-
-    def replay():
-        core.replay_all(records)
+    from kcoord.server.hot_ops import commit_body
+    bodies: dict = {}
 
     # The network layer around the handler: 8 pipelined frames in one read
     # (header, context, a Reply per request, response slots) and their
@@ -152,7 +148,7 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
     dispatcher.register(8, handler)
     conn = KafkaConnection(dispatcher, 100 << 20)
     conn.connection_made(NullTransport())
-    answer = answers._commit_body(8, req, response, len(records))
+    answer = commit_body(8, req, bodies)
 
     def network():
         conn.data_received(read)
@@ -162,14 +158,14 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
 
     stages = {
         "decode the request": best(lambda: dec(body, 0), n),
-        "core: validate, build response and records": best(
-            lambda: core.offset_commit(req, 8, now), n),
-        "replay the records": best(replay, n),
+        # the records' change is made here (AppliedRecords: no replay of its own)
+        "core: validate, apply, build records": best(
+            lambda: core.offset_commit(req, 8, now, True), n),
         "encode the records into a batch (one CRC)": best(
             lambda: build_records_batch(round_records, now), max(n // per_round, 20)) / per_round,
         "answer: the cached encoded response (encoding it takes "
         f"{best(lambda: encode_response(response, bytearray(8)), n):.1f} us)": best(
-            lambda: answers._commit_body(8, req, response, len(records)), n),
+            lambda: commit_body(8, req, bodies), n),
     }
     stages["network layer: frame, header, Reply, response slot and frame, one write per "
            f"{depth} (decode excluded)"] = max(

@@ -57,6 +57,9 @@ MODULES = [
     # of every request (the largest interpreted share, bench/results/instr_split.md)
     "kcoord.server.dispatch",
     "kcoord.server.network",
+    # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
+    # and their cached answers (the interpreted rest of those handler chains)
+    "kcoord.server.hot_ops",
 ]
 GROUP = "kcoord._compiled"  # the shared library: kcoord/_compiled__mypyc.*.so
 # written by the build, then compiled apart (nothing calls into it natively,

@@ -25,8 +25,8 @@ from .consumer_group_manager import ConsumerGroupManager
 from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
 from .share_group_manager import ShareGroupManager
 from .migration import GroupMigration
-from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_records, delete_offsets,
-                      offset_tombstone)
+from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_answer, commit_applied,
+                      commit_records, delete_offsets, offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from .result import AppliedRecord, Record, Result
@@ -220,11 +220,13 @@ class CoordinatorShard:
         by_group = self.offsets.by_group
         groups, consumer_groups = self.groups, self.consumer.groups
         new = tuple.__new__
+        applied = AppliedRecord
         for record in records:
+            if skip_applied and record.__class__ is applied:
+                continue  # its change is in memory (a classic rebalance, a plain commit)
             rtype, key, value, version = record
             if rtype != OFFSET_COMMIT or version != 3 or value is None:
-                if not (skip_applied and record.__class__ is AppliedRecord):
-                    self.replay(record)
+                self.replay(record)
                 continue
             group_id = key["group"]
             offsets = by_group.get(group_id)
@@ -237,10 +239,12 @@ class CoordinatorShard:
                 groups[group_id] = ClassicGroup(group_id)
 
     # ================================================================ offsets
-    def offset_commit(self, req: dict, version: int, now: int) -> Result:
+    def offset_commit(self, req: dict, version: int, now: int, lean: bool = False) -> Result:
         """Commit the partitions the runtime found valid (one record each) and
         refresh the committing classic member's session; the answer is the
-        result's response."""
+        result's response.  `lean`: the response is None when every
+        partition was taken (the caller answers all NONE from the request,
+        group_handlers caches that answer's bytes)."""
         group_id = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "") or ""
@@ -250,6 +254,26 @@ class CoordinatorShard:
         if error == Err.NONE and group_id in self.groups:
             self.classic.refresh_session_on_commit(result, self.groups[group_id], member_id, now)
         retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
+        if error == Err.NONE and retention < 0 and not self.txn_offsets.by_group:
+            # a consumer's plain commit: its change made here, as its replay
+            # would (the AppliedRecords are not replayed again)
+            store = self.offsets.by_group
+            into = store.get(group_id)
+            fresh = into is None
+            if into is None:
+                into = {}
+            codes, result.records = commit_applied(
+                group_id, req["topics"], now, self.config.offset_metadata_max_bytes, into)
+            if result.records:
+                if fresh:
+                    store[group_id] = into
+                if group_id not in self.groups and group_id not in self.consumer.groups:
+                    # a commit on an unknown group creates a simple group (replay's rule)
+                    self.groups[group_id] = ClassicGroup(group_id)
+            if not (lean and codes is None):
+                result.response = {"throttle_time_ms": 0,
+                                   "topics": commit_answer(req["topics"], codes)}
+            return result
         topics, result.records = commit_records(
             group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
             self.config.offset_metadata_max_bytes)

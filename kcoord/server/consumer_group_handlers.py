@@ -16,34 +16,16 @@ import logging
 from ..coordinator.consumer_group import TopicInfo
 from ..coordinator.consumer_requests import (describe_error, heartbeat_error, is_blank,
                                             validate_heartbeat)
-from ..coordinator.result import Result
 from ..protocol.api import error_response
 from ..protocol.errors import Err
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, RequestContext, serves
 from .group_handlers import gather
+from .hot_ops import heartbeat_op
 
 log = logging.getLogger("kcoord.consumer_groups")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
-
-def _heartbeat_op(core, now: int, req: dict, ctx: RequestContext, topics) -> Result | dict:
-    """ConsumerGroupHeartbeat on the group's core: a steady heartbeat (a
-    stable member, nothing to change) takes the core's shortcut (no record,
-    the answer alone unless its session timer must be armed).
-    (Three arguments, not five: fewer to pack and unpack per heartbeat.)"""
-    client_id = ctx.client_id
-    host = "/" + ctx.client_host if ctx.client_host else ""  # as client_host(ctx)
-    consumer = core.consumer
-    # an authorizer: whose rights filter the member's regex
-    principal = ((ctx.principal, ctx.client_host)
-                 if consumer.config.topic_describable is not None else None)
-    steady = consumer.steady_heartbeat(req, client_id or "", host, now, topics, principal)
-    if steady is not None:
-        return steady
-    return core.consumer_group_heartbeat(req, ctx.api_version, client_id, host, now, topics,
-                                         principal)
 
 
 class ConsumerGroupApi:
@@ -101,7 +83,7 @@ class ConsumerGroupApi:
                 invalid = validate_heartbeat(req, ctx.api_version, ())
                 if invalid is not None:
                     return heartbeat_error(invalid.code, invalid.message)
-        return self.runtime.write(group_id, _heartbeat_op, heartbeat_error, req, ctx,
+        return self.runtime.write(group_id, heartbeat_op, heartbeat_error, req, ctx,
                                   self.topic_metadata())
 
     # ------------------------------------------------------------ describe

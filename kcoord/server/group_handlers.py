@@ -14,18 +14,17 @@ import logging
 from functools import partial
 from typing import Any, Callable
 
-from ..coordinator.result import Result
-from ..protocol.api import API_KEYS, error_item, error_response, response_codec
+from ..protocol.api import API_KEYS, error_item, error_response
 from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
+from .hot_ops import commit_op
 from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1  # answered by this process's transaction coordinator
 KEY_TYPE_SHARE = 2        # a share partition's share coordinator (share_runtime.py)
-COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version, topic, partitions)
 
 HEARTBEAT, DESCRIBE_GROUPS = API_KEYS["Heartbeat"], API_KEYS["DescribeGroups"]
 OFFSET_COMMIT, OFFSET_FETCH = API_KEYS["OffsetCommit"], API_KEYS["OffsetFetch"]
@@ -100,7 +99,7 @@ class GroupHandlers:
         self.runtime = runtime
         self.catalogue = catalogue
         self.config = config
-        self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (_commit_body)
+        self._commit_bodies: dict = {}  # encoded all-NONE OffsetCommit answers (hot_ops.commit_body)
         self.cluster = None  # cluster mode: kcoord/cluster/node.py routes groups
         # the share coordinator's persister (kcoord/share/persister.py), or None
         self.share_persister: Callable[[], Any] = lambda: None
@@ -185,42 +184,12 @@ class GroupHandlers:
         group_id = req["group_id"]
         if not group_id:
             return self.commit_error(req, ctx.api_version, Err.INVALID_GROUP_ID)
-        # the op is a bound method given its arguments, not a closure made
+        # the op is hot_ops.commit_op (compiled) given its arguments, not a closure made
         # for every commit (the hot path: CPU per commit is benched)
-        return self.runtime.write_checked(group_id, self._commit_op,
+        return self.runtime.write_checked(group_id, commit_op,
                                           partial(self.commit_error, req, ctx.api_version),
-                                          req, ctx.api_version)
-
-    def _commit_op(self, core, now: int, req: dict, version: int) -> Result:
-        result = core.offset_commit(req, version, now)
-        response, records = result.response, result.records
-        metrics = self.runtime.metrics  # observe.events.ServerMetrics or None
-        if metrics is not None:
-            metrics.offsets_committed(len(records))
-        result.response = (self._commit_body(version, req, response, len(records))
-                           if records else response)
-        return result
-
-    def _commit_body(self, version: int, req: dict, response: dict, taken: int):
-        """The response as cached encoded bytes when every partition of a
-        one-topic commit was taken (each taken partition gives one record,
-        so the answer is all NONE and depends only on the version, the
-        topic and the partition indexes), else the response dict."""
-        topics = req["topics"]
-        if len(topics) != 1:
-            return response
-        topic = topics[0]
-        partitions = topic["partitions"]
-        if len(partitions) != taken:
-            return response
-        key = (version, topic["name"], tuple([p["partition_index"] for p in partitions]))
-        body = self._commit_bodies.get(key)
-        if body is None:
-            if len(self._commit_bodies) >= COMMIT_BODIES_MAX:
-                self._commit_bodies.clear()
-            body = self._commit_bodies[key] = bytes(
-                response_codec(8, version)[0](response, bytearray()))
-        return body
+                                          req, ctx.api_version, self.runtime.metrics,
+                                          self._commit_bodies)
 
     # ---------------------------------------------------------- OffsetFetch
     def _fetch_group(self, group_id: str, topics, member_id: str | None = None,

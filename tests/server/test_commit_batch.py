@@ -3,8 +3,9 @@ records encoded by precompiled structs) writes exactly the bytes of the
 schema codecs and build_batch, and the log reads them back as written."""
 from __future__ import annotations
 
-from kcoord.coordinator.offsets import OffsetValue, commit_records, offset_record, offset_tombstone
-from kcoord.coordinator.result import Record
+from kcoord.coordinator.offsets import (OffsetStore, OffsetValue, commit_answer, commit_applied,
+                                       commit_records, offset_record, offset_tombstone)
+from kcoord.coordinator.result import AppliedRecord, Record
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, decode_batch
 from kcoord.protocol.coordinator_batch import build_records_batch
@@ -77,6 +78,35 @@ def test_commit_records_are_offset_records():
     assert records[0] == offset_record("g", "t", 0, OffsetValue(5, 1, "x", NOW, NOW + 60_000))
     out, records = commit_records("g", topics, 22, NOW, None, 10)  # the group's error
     assert not records and [p["error_code"] for p in out[0]["partitions"]] == [22, 22, 22, 3]
+
+
+def test_commit_applied_is_commit_records_then_their_replay():
+    """The lean path: the same records (as AppliedRecords), the same answer,
+    and the group's offsets as the replay of commit_records' records leaves them."""
+    topics = [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": 1,
+         "committed_metadata": "x"},
+        {"partition_index": 1, "committed_offset": 6, "committed_leader_epoch": -1,
+         "committed_metadata": None},
+        {"partition_index": 2, "committed_offset": 7, "committed_leader_epoch": -1,
+         "committed_metadata": "y" * 11},
+        {"partition_index": 1, "committed_offset": 9},  # repeated: the last one wins
+        {"partition_index": 9, "committed_offset": 8, "error_code": 3}]},
+        {"name": "u", "partitions": [{"partition_index": 4, "committed_offset": 1}]}]
+    out, records = commit_records("g", topics, 0, NOW, None, 10)
+    into = {(("old"), 0): OffsetValue(1, -1, "", 0, None)}
+    codes, applied = commit_applied("g", topics, NOW, 10, into)
+    assert applied == records and all(type(r) is AppliedRecord for r in applied)
+    assert commit_answer(topics, codes) == out and codes == [0, 0, 12, 0, 3, 0]
+    store = OffsetStore()
+    store.by_group["g"] = {("old", 0): OffsetValue(1, -1, "", 0, None)}
+    for r in records:
+        store.replay(r.key, r.value, r.value_version)
+    assert into == store.by_group["g"]
+    plain = topics[1:]  # every partition taken: no codes, the answer all NONE
+    codes, _ = commit_applied("g", plain, NOW, 10, {})
+    assert codes is None and commit_answer(plain, None) == commit_records(
+        "g", plain, 0, NOW, None, 10)[0]
 
 
 def test_replay_all_is_replay_of_each_record():

@@ -38,7 +38,7 @@ def fetched(response: dict) -> tuple[int, dict]:
 
 
 def commit_code(response) -> int:
-    if response.__class__ is bytes:  # the encoded all-NONE answer (group_handlers._commit_body)
+    if response.__class__ is bytes:  # the encoded all-NONE answer (hot_ops.commit_body)
         response, _ = response_codec(8, 8)[1](response, 0)
     return response["topics"][0]["partitions"][0]["error_code"]
 
