@@ -312,7 +312,8 @@ def main(argv=None) -> int:
     lines = ["# Server-side assignors (ms per assignment, median)", "",
              "kcoord's assignors beside kafka-python's client-side ones on the same inputs; "
              "Java: Kafka's published figures where that cell was measured "
-             "(KAFKA_REFERENCE.md section 3).", "",
+             "(KAFKA_REFERENCE.md section 3). Wall-clock ms; load average at the end of "
+             f"the run {os.getloadavg()[0]:.1f}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         lines.append("| " + " | ".join(fmt(v) for v in (
