@@ -76,10 +76,13 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
     with WireClient(cluster.nodes[leader].port) as c:
         # the leader takes writes once its epoch is durable (fsynced off its
         # loop, a moment after the state above): until then it refuses
-        # (appending nothing) with the error clients retry on
+        # (appending nothing) with the error clients retry on; before its own
+        # view has the topic (the watch applies one key a loop turn) it
+        # answers UNKNOWN_TOPIC_OR_PARTITION, retried as well
         answers = []
         wait_until(lambda: answers.append(produce(c, TOPIC, 0, batch(0)))
-                   or answers[-1]["error_code"] != Err.NOT_LEADER_OR_FOLLOWER,
+                   or answers[-1]["error_code"] not in (Err.NOT_LEADER_OR_FOLLOWER,
+                                                        Err.UNKNOWN_TOPIC_OR_PARTITION),
                    "the leader taking writes")
         for i in range(5):
             answer = answers[-1] if i == 0 else produce(c, TOPIC, 0, batch(i))
