@@ -204,6 +204,15 @@ def fetched_offset(client, group):
     return g["topics"][0]["partitions"][0]["committed_offset"]
 
 
+def create_replicated_topic(cluster):
+    """TOPIC with one partition on all three nodes (CreateTopics through node 1)."""
+    with WireClient(cluster.nodes[1].port) as c:
+        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False}
+        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+
+
 def coordinator_of(cluster, node_id, group):
     answer = cluster.find_coordinators(node_id, [group])[group]
     return answer["node_id"] if answer["error_code"] == 0 else None
@@ -214,11 +223,7 @@ def test_acknowledged_commits_survive_the_coordinators_sigkill(cluster):
     replica of the group's __consumer_offsets partition; after SIGKILL of
     the coordinator the new one returns the last acknowledged offset."""
     group = "replicated-group"
-    with WireClient(cluster.nodes[1].port) as c:
-        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
-                            "assignments": [], "configs": []}],
-                "timeout_ms": 30000, "validate_only": False}
-        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    create_replicated_topic(cluster)
     coordinator = wait_until(lambda: coordinator_of(cluster, 1, group), "a coordinator")
     acknowledged = -1
     with WireClient(cluster.nodes[coordinator].port) as c:
@@ -247,11 +252,7 @@ def test_a_coordinator_waking_past_its_lease_answers_no_stale_offset(cluster):
     lapse before it serves from memory (fault run seed 160, clock mix: a
     stale and non-monotonic read)."""
     group = "paused-group"
-    with WireClient(cluster.nodes[1].port) as c:
-        body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
-                            "assignments": [], "configs": []}],
-                "timeout_ms": 30000, "validate_only": False}
-        assert c.request(19, 7, body)["topics"][0]["error_code"] == 0
+    create_replicated_topic(cluster)
     old = wait_until(lambda: coordinator_of(cluster, 1, group), "a coordinator")
     with WireClient(cluster.nodes[old].port) as c:
         wait_until(lambda: commit_offset(c, group, 5) == Err.NONE, "the shard loaded")
