@@ -153,6 +153,12 @@ class FetchServed:
     log_start_offset: int = -1
 
 
+class SessionClock(Protocol):
+    """What Replica.follower_idle keeps of a follower's fetch session: the
+    time of its latest fetch (kcoord's FetchSession, or an IdleClock)."""
+    ms: int
+
+
 class IdleClock:
     """The time of a follower fetch session's latest fetch, shared by every
     idle partition of the session (Replica.follower_idle with a clock).
@@ -182,7 +188,7 @@ class _Progress:
         self.last_fetch_ms = 0
         # while set: an idle partition of the follower's fetch session, caught
         # up as of the session's latest fetch (IdleClock); see _settle_idle
-        self.idle_clock: IdleClock | None = None
+        self.idle_clock: SessionClock | None = None
 
 
 _TRUNCATING, _FETCHING = "truncating", "fetching"
@@ -410,6 +416,13 @@ class Replica:
             if p.idle_clock is not None:
                 self._settle_idle(p)
 
+    def settle_follower(self, replica_id: int) -> None:
+        """One follower's session no longer leaves this partition out (it
+        forgot it, closed, or looks at it again): as on_log_news, for it."""
+        p = self._progress.get(replica_id)
+        if p is not None and p.idle_clock is not None:
+            self._settle_idle(p)
+
     def caught_up_ms(self, replica_id: int) -> int:
         """A follower's last caught-up time as Replica.tick judges it."""
         p = self._progress.get(replica_id)
@@ -486,7 +499,7 @@ class Replica:
 
     def follower_idle(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                       known_high_watermark: int, now: int,
-                      clock: IdleClock | None = None) -> bool:
+                      clock: SessionClock | None = None) -> bool:
         """A follower's fetch of this partition in its fetch session, at the
         position it last reported, with nothing past it to read (the log
         end), in the ISR and told the current high watermark: record the fetch
