@@ -684,6 +684,10 @@ class Replica:
         self._inflight = FetchQuery(state.leader, state.leader_epoch, log.log_end_offset)
         return self._inflight
 
+    def awaits(self, request) -> bool:
+        """Is `request` this follower's request in flight?"""
+        return request is self._inflight and self.role is Role.FOLLOWER
+
     def on_request_failed(self, request, _now: int) -> list:
         """The request or its answer was lost (timeout, connection error)."""
         if request is self._inflight:
