@@ -197,7 +197,14 @@ class ReplicaManager:
             self.replicas[key] = replica
             self._following = None
         self.handle(key, replica.on_state(state, self.now_ms()))
+        self._news(replica)
         self._sync_fetchers()
+
+    def _news(self, replica: Replica) -> None:
+        """A new state (an ISR change too): followers' fetch sessions that
+        left the partition out as idle look at it again."""
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(replica.log)
 
     def _sync_fetchers(self) -> None:
         leaders = {r.state.leader for r in self.replicas.values() if r.role is Role.FOLLOWER}
@@ -310,6 +317,7 @@ class ReplicaManager:
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
+                self._news(replica)
             return
 
     async def _settle_epoch(self, key, epoch: int) -> None:
