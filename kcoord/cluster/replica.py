@@ -70,6 +70,14 @@ class ReplicationConfig:
     min_insync_replicas: int = 1             # min.insync.replicas
 
 
+# A leader's ISR check (tick) runs every lag/2.  One that comes later than
+# that by over this much (ms) comes after a stall of the leader itself (its
+# process stopped, its loop held, its host starved): the followers' fetches
+# of that time wait unread in its sockets, so the stall is not counted
+# against them (_credit_own_stall).
+TICK_LATE_MS = 1000
+
+
 class Role(Enum):
     NONE = "none"
     LEADER = "leader"
@@ -83,6 +91,7 @@ class ProposeIsr:
     """Send `proposed` to the state store's alter_isr; feed its answer to
     on_isr_result(proposed, answer)."""
     proposed: PartitionState
+    why: str = ""       # for the log: which replica joins or leaves, and why
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +201,10 @@ class Replica:
         self._settled = False   # this leader's epoch is durable: it may take writes
         self._waiters: list[tuple[int, int, object]] = []
         self._waiter_seq = 0
+        self._last_tick = -1    # when tick() last ran in this leadership (ms)
+        # the replica the high watermark last waited for (this node: its own
+        # fsync), for the log of a new leadership's first acknowledged write
+        self.hwm_waited_for = node_id
         # follower side
         self._stage = _TRUNCATING
         self._inflight: EpochQuery | FetchQuery | None = None   # the one request out
@@ -306,6 +319,7 @@ class Replica:
         # writes wait for that (check_append).  Followers may fetch meanwhile.
         log.assign_epoch(state.leader_epoch, self._epoch_start)
         self._settled = False
+        self._last_tick = now
         self._progress = {r: _Progress(now if r in state.isr else 0)
                           for r in state.replicas if r != self.node_id}
         out.append(BecameLeader(state.leader_epoch))
@@ -454,21 +468,44 @@ class Replica:
         """Periodic leader duty (Kafka runs it every lag/2): shrink the ISR
         by the followers that have not caught up within the lag time."""
         out: list = []
-        if self.role is not Role.LEADER or self._pending is not None or self._stale:
+        if self.role is not Role.LEADER:
+            return out
+        lag = self.config.replica_lag_time_max_ms
+        self._credit_own_stall(now, lag // 2)
+        if self._pending is not None or self._stale:
             return out
         leader_end = self.log.flushed_offset
-        lag = self.config.replica_lag_time_max_ms
         out_of_sync = set()
+        why = []
         for r in self.state.isr:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
             if p is None or (p.log_end_offset < leader_end and now - p.last_caught_up_ms > lag):
                 out_of_sync.add(r)
+                why.append(f"node {r} not caught up for {now - p.last_caught_up_ms} ms "
+                           f"(at offset {p.log_end_offset} of {leader_end})"
+                           if p is not None else f"node {r} unknown")
         if out_of_sync:
             isr = tuple(r for r in self.state.isr if r not in out_of_sync)
-            self._propose(isr, out)
+            self._propose(isr, out, "; ".join(why))
         return out
+
+    def _credit_own_stall(self, now: int, interval: int) -> None:
+        """A tick over TICK_LATE_MS past its interval: this leader itself ran
+        nothing for a while (its process stopped, its loop held), so the
+        followers' fetches queued in its sockets could not count.  The whole
+        time since the last tick is taken off their lag (their caught-up
+        times move on by it, never past now): the stall may have begun right
+        after that tick, and a follower wrongly dropped costs more (an ISR
+        below min.insync refuses every write) than one dropped up to lag/2
+        late.  A follower silent after the wake is still dropped, a lag
+        time later."""
+        gap = now - self._last_tick if self._last_tick >= 0 else 0
+        self._last_tick = now
+        if gap - interval > TICK_LATE_MS:
+            for p in self._progress.values():
+                p.last_caught_up_ms = min(now, p.last_caught_up_ms + gap)
 
     def on_isr_result(self, proposed: PartitionState, result: PartitionState | None,
                       now: int) -> list:
@@ -498,10 +535,10 @@ class Replica:
             self._maybe_increment_hwm(out)  # it no longer waits for the refused replica
         return out
 
-    def _propose(self, isr: tuple[int, ...], out: list) -> None:
+    def _propose(self, isr: tuple[int, ...], out: list, why: str = "") -> None:
         proposed = self.state.with_isr(isr)
         self._pending = proposed
-        out.append(ProposeIsr(proposed))
+        out.append(ProposeIsr(proposed, why))
 
     def on_eligibility_changed(self, _now: int) -> list:
         """A replica may have become ISR-eligible (the controller handled its
@@ -524,19 +561,23 @@ class Replica:
             return
         if p.log_end_offset >= self.high_watermark and p.log_end_offset >= self._epoch_start:
             isr = tuple(r for r in self.state.replicas if r in self.state.isr or r == replica_id)
-            self._propose(isr, out)
+            self._propose(isr, out, f"node {replica_id} caught up (offset {p.log_end_offset}, "
+                                    f"high watermark {self.high_watermark})")
 
     def _maybe_increment_hwm(self, out: list) -> None:
         if self._stale:
             return
         new = self.log.flushed_offset
+        waited_for = self.node_id
         for r in self.maximal_isr:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
             end = p.log_end_offset if p is not None else UNKNOWN_OFFSET
             if end < new:
-                new = end
+                new, waited_for = end, r
+        if self._waiters and new < self._waiters[0][0]:
+            self.hwm_waited_for = waited_for
         if new > self.high_watermark:
             self.high_watermark = new
             out.append(HighWatermarkMoved(new))

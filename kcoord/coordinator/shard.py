@@ -190,7 +190,8 @@ class CoordinatorShard:
         self.txn_offsets.replay_batch(producer_id, records)
         for group_id in {r.key["group"] for r in records if r.value is not None}:
             # pending offsets of an unknown group create a simple group, as commits do
-            if group_id not in self.groups and group_id not in self.consumer.groups:
+            if group_id not in self.groups and group_id not in self.consumer.groups \
+                    and group_id not in self.share.groups:
                 self.groups[group_id] = ClassicGroup(group_id)
 
     def replay_txn_marker(self, producer_id: int, _producer_epoch: int, commit: bool) -> None:
@@ -218,7 +219,7 @@ class CoordinatorShard:
                     self.replay(record)
             return
         by_group = self.offsets.by_group
-        groups, consumer_groups = self.groups, self.consumer.groups
+        groups, consumer_groups, share_groups = self.groups, self.consumer.groups, self.share.groups
         new = tuple.__new__
         applied = AppliedRecord
         for record in records:
@@ -235,7 +236,8 @@ class CoordinatorShard:
             offsets[(key["topic"], key["partition"])] = new(OffsetValue, (
                 value["offset"], value.get("leader_epoch", -1), value["metadata"] or "",
                 value["commit_timestamp"], None))
-            if group_id not in groups and group_id not in consumer_groups:
+            if group_id not in groups and group_id not in consumer_groups \
+                    and group_id not in share_groups:
                 groups[group_id] = ClassicGroup(group_id)
 
     # ================================================================ offsets

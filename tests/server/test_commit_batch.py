@@ -111,8 +111,11 @@ def test_commit_applied_is_commit_records_then_their_replay():
 
 def test_replay_all_is_replay_of_each_record():
     from kcoord.coordinator.shard import CoordinatorShard, group_tombstone
+    from kcoord.coordinator.share_group import group_epoch_record
     records = sample_records()
-    records += [offset_tombstone("g", "topic", 3), group_tombstone("g"),
+    # a commit under a share group's name makes no simple group beside it
+    records += [group_epoch_record("s", 1, 0), offset_record("s", "x", 0, OffsetValue(3, -1, "", NOW, None)),
+                offset_tombstone("g", "topic", 3), group_tombstone("g"),
                 offset_record("g", "topic", 4, OffsetValue(1, 2, "", NOW, None)),
                 offset_record("h", "x", 0, OffsetValue(9, -1, "m", NOW, NOW + 5))]
     one, many = CoordinatorShard(0), CoordinatorShard(0)
@@ -122,4 +125,7 @@ def test_replay_all_is_replay_of_each_record():
         many.replay_all(records[i:i + 7])
     assert many.snapshot() == one.snapshot()
     assert many.offsets.by_group == one.offsets.by_group
-    assert set(many.groups) == set(one.groups)
+    assert set(many.groups) == set(one.groups) and "s" not in many.groups
+    assert set(many.share.groups) == set(one.share.groups) == {"s"}
+    one.replay_txn_offsets(7, 0, [offset_record("s", "x", 1, OffsetValue(4, -1, "", NOW, None))])
+    assert "s" not in one.groups  # nor do a transaction's pending offsets
