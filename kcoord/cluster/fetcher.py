@@ -303,12 +303,13 @@ class ReplicaFetcher:
             errors |= a["error_code"] != Err.NONE
             data = batches_from(a["records"] or b"", q.fetch_offset)
             if a["error_code"] == Err.NONE and data and replica.accepts_fetched(q):
-                replica.log.append_raw(data)
+                replica.log.append_raw(data, defer_epochs=True)
                 appended.append(replica.log)
         if appended:
             if step_trace.on():
                 step_trace.event("fetch-appended", self.leader_id, step_trace.names(appended))
             await self.manager.flush(appended)     # durable before it is reported
+            self.manager.checkpoint_epochs(appended)   # a new epoch's, off the loop
             step_trace.event("fetch-flushed", self.leader_id)
         for key, replica, q in answered:
             a = answers[key]

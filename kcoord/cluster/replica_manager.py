@@ -103,6 +103,7 @@ class ReplicaManager:
         # answered (BecameLeader -> epoch durable -> first write acknowledged)
         self._leaderships: dict[tuple[str, int], _Leadership] = {}
         self._first_writes: dict[object, tuple] = {}   # waiter token -> (key, leadership)
+        self._checkpointing: set[int] = set()   # id() of logs whose epoch checkpoint is being written
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -366,6 +367,39 @@ class ReplicaManager:
             for key, replica in list(self.replicas.items()):
                 if replica.role is Role.LEADER:
                     self.handle(key, replica.tick(now))
+
+    def checkpoint_epochs(self, logs) -> None:
+        """Followers' logs that appended a new leader epoch (append_raw with
+        defer_epochs): its checkpoint is written in an fsync thread, not on
+        the loop (a file fsync, a rename and a directory fsync each: after
+        a leader moved, every partition it led changes epoch at once on
+        every follower).  Until it is written a crash takes the epoch from
+        the batches (the log's recovery point stops short of them); the
+        checkpoint is not on the acknowledgement path."""
+        for plog in logs:
+            if id(plog) in self._checkpointing:
+                continue     # one write in flight per log; the next fetch round asks again
+            pending = plog.epochs_pending()
+            if pending is None:
+                continue
+            version, text, where = pending
+            if self.in_thread is None:
+                plog.store_epochs(version, text)
+                plog.on_epochs_stored(version, where)
+            else:
+                self._checkpointing.add(id(plog))
+                self._spawn(self._checkpoint_off_loop(plog, version, text, where))
+
+    async def _checkpoint_off_loop(self, plog, version: int, text: str, where) -> None:
+        try:
+            await self.in_thread(functools.partial(plog.store_epochs, version, text))
+            plog.on_epochs_stored(version, where)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:   # the next fetch round tries again
+            log.error("%s: writing the leader epoch checkpoint failed (%r)", plog.path, exc)
+        finally:
+            self._checkpointing.discard(id(plog))
 
     async def flush(self, logs) -> None:
         if self.syncer is not None:
