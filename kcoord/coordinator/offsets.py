@@ -3,7 +3,7 @@
 State changes through `replay`; handlers build OffsetCommit records
 (type 1) and tombstones, and answer from the replayed state.  A consumer's
 plain commit (commit_applied) makes its change itself and hands the runtime
-AppliedRecords, replayed only when the log is loaded.
+CommitRecords (protocol/commit_record.py), replayed only when the log is loaded.
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Callable, NamedTuple
 
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
-from .result import AppliedRecord, Record
+from ..protocol.commit_record import CommitRecord
+from .result import Record
 from .compiled import mypyc_attr
 
 
@@ -88,18 +89,20 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
 
 
 def commit_applied(group: str, topics: list[dict], now: int, metadata_max: int,
-                   into: dict[tuple[str, int], OffsetValue]) -> tuple[list[int] | None, list[Record]]:
+                   into: dict[tuple[str, int], OffsetValue]) -> tuple[list[int] | None, list]:
     """commit_records for a commit with no group error, no expire timestamp
     and no pending transactional offsets (what a consumer's commit is),
     with the records' change made at once: each taken partition's value is
-    put in `into` (the group's offsets) and its record is an AppliedRecord,
-    which the runtime appends without replaying (the replay of ten records
-    was a seventh of a commit's server instructions, bench instr_split).
+    put in `into` (the group's offsets) and its record is a CommitRecord
+    (commit_record.py: the record as one flat tuple, no key and value
+    dicts), which the runtime appends without replaying (the replay of ten
+    records was a seventh of a commit's server instructions, bench
+    instr_split), as an AppliedRecord.
     -> (the error code of each partition in request order, or None when
     every one is NONE: the answer is then all NONE and cacheable; records)."""
-    records: list[Record] = []
+    records: list = []
     add = records.append
-    new, record_type, value_type = _new_tuple, AppliedRecord, OffsetValue
+    new, record_type, value_type = _new_tuple, CommitRecord, OffsetValue
     codes: list[int] = []
     code_of = codes.append
     taken = True
@@ -118,10 +121,7 @@ def commit_applied(group: str, topics: list[dict], now: int, metadata_max: int,
                     offset = p["committed_offset"]
                     epoch = p.get("committed_leader_epoch", -1)
                     into[(name, index)] = new(value_type, (offset, epoch, meta, now, None))
-                    add(new(record_type, (
-                        OFFSET_COMMIT, {"group": group, "topic": name, "partition": index},
-                        {"offset": offset, "leader_epoch": epoch, "metadata": meta,
-                         "commit_timestamp": now}, 3)))
+                    add(new(record_type, (group, name, index, offset, epoch, meta, now)))
                     code = 0
             if code:
                 taken = False

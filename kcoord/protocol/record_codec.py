@@ -6,9 +6,10 @@ codecs give (tests/server/test_commit_batch.py)."""
 from __future__ import annotations
 
 import struct
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 from .api import SCHEMAS, schema_codec
+from .commit_record import CommitRecord
 from .messages.coordinator_records import (RECORD_TYPES, decode_record_key, decode_record_value,
                                            encode_record_key, encode_record_value)
 
@@ -74,6 +75,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
+    if record.__class__ is CommitRecord:  # the compact form (its fields are not Record's)
+        record = cast(Any, record).record()
     if record.type == 1:  # an OffsetCommit: the hot path, precompiled
         encoded = encode_commit(record)
         if encoded is not None:
