@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
@@ -29,7 +29,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_answer, co
                       commit_records, delete_offsets, offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
-from ..protocol.commit_record import CommitRecord
+from ..protocol.record_codec import generic_commit
 from .result import AppliedRecord, Record, Result
 from .txn_offsets import PendingTxnOffsets
 from .timers import Timers
@@ -141,8 +141,8 @@ class CoordinatorShard:
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
-        if record.__class__ is CommitRecord:  # the compact form: read as the generic one
-            record = cast(Any, record).record()
+        if record.__class__ is tuple:  # a compact commit record (record_codec.py)
+            record = generic_commit(record)
         rtype, key, value, version = record
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             if self.txn_offsets.by_group:
@@ -219,16 +219,15 @@ class CoordinatorShard:
         if self.txn_offsets.by_group:  # pending transactional offsets: the full path
             for record in records:
                 if not (skip_applied and (record.__class__ is AppliedRecord
-                                          or record.__class__ is CommitRecord)):
+                                          or record.__class__ is tuple)):
                     self.replay(record)
             return
         by_group = self.offsets.by_group
         groups, consumer_groups, share_groups = self.groups, self.consumer.groups, self.share.groups
         new = tuple.__new__
         applied = AppliedRecord
-        compact = CommitRecord
         for record in records:
-            if record.__class__ is compact:
+            if record.__class__ is tuple:  # a compact commit record (record_codec.py)
                 if not skip_applied:  # (a check's replay of queued records)
                     self.replay(record)
                 continue  # else its change is in memory (a plain commit)

@@ -4,9 +4,9 @@ precompiled structs (tests/server/test_commit_batch.py)."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
-from .commit_record import CommitRecord
-from .record_codec import COMMIT_KEY_CACHE_MAX, encode_commit, encode_record
+from .record_codec import COMMIT_KEY_CACHE_MAX, encode_commit, encode_record, generic_commit
 from .records import HEADER_SIZE, encode_varint, seal_batch
 
 
@@ -30,22 +30,24 @@ def build_records_batch(records: list, now: int) -> bytearray:
     gives for [(*encode_record(r), [], now) for r in records], built with
     fewer steps per record.  An OffsetCommit with a v3 value and no metadata
     (what consumers commit) is one struct pack after its (group, topic)
-    part, which is encoded once; a CommitRecord (commit_record.py, what a
-    consumer's plain commit writes) is packed from its fields, no dicts.
-    (`records`: Records and CommitRecords, hence the plain list.)"""
+    part, which is encoded once; a compact commit record (record_codec.py,
+    what a consumer's plain commit writes) is packed from its fields, no
+    dicts.  (`records`: Records and compact ones, hence the plain list.)"""
     zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
     heads = _COMMIT_HEADS
     pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
     out = [bytes(HEADER_SIZE)]
     append = out.append
-    compact = CommitRecord
-    # the (group, topic) of the last CommitRecord packed and its head: the
+    # the (group, topic) of the last compact record packed and its head: the
     # records of a commit share them, so most skip the cache lookup
     last_group = last_topic = ""
     last_head = b""
     for delta, record in enumerate(records):
-        if record.__class__ is compact:
-            group, topic, partition, offset, epoch, meta, stamp = record
+        if type(record) is tuple:  # compact: (group, topic, partition, value)
+            # typed, so that mypyc reads the fields without iterating
+            compact: tuple[str, str, int, tuple[int, int, str, int, Any]] = record
+            group, topic, partition, committed = compact
+            offset, epoch, meta, stamp, _ = committed
             if not meta and delta < zmax:
                 chead: bytes | None = last_head
                 if group != last_group or topic != last_topic or not last_head:
@@ -63,7 +65,7 @@ def build_records_batch(records: list, now: int) -> bytearray:
                         n = len(od) + len(chead) + tail_size
                         out += (zv[n] if n < zmax else varint(n)), od, chead, tail
                         continue
-            record = record.record()
+            record = generic_commit(record)
         rtype, key, value, version = record
         if rtype == 1 and version == 3 and value is not None and delta < zmax \
                 and not value["metadata"]:
@@ -102,7 +104,7 @@ def build_records_batch(records: list, now: int) -> bytearray:
 
 
 def _commit_head(group: str, topic: str) -> bytes | None:
-    """The cached head of a CommitRecord of (group, topic); None for the
+    """The cached head of a compact commit record of (group, topic); None for the
     schema codec to encode (a name too long for its int16 length)."""
     try:
         g, t = group.encode(), topic.encode()

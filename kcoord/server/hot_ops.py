@@ -35,14 +35,15 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     instructions (bench instr_split).  Anything but the common case (the
     shard active, records to queue, no timers or replies) takes the
     runtime's own methods, so this is only a shortcut of them."""
-    topics: list = req["topics"]
+    topics: list[dict] = req["topics"]
     catalogue = handlers.catalogue
     # Kafka answers unknown topics before it asks the group coordinator
     # (GroupHandlers.mark_unknown_partitions)
     for t in topics:
         topic = catalogue.get(t["name"])
         count = -1 if topic is None else len(topic.partitions)
-        for p in t["partitions"]:
+        partitions: list[dict] = t["partitions"]  # (typed: mypyc's direct dict calls)
+        for p in partitions:
             index: int = p["partition_index"]
             if not 0 <= index < count:
                 p["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
@@ -53,10 +54,10 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     error = partial(handlers.commit_error, req, version)
     runtime = handlers.runtime
     bodies = handlers._commit_bodies
-    p = runtime._partitions.get(group_id)
-    if p is None:
-        p = runtime.partition_for(group_id)
-    shard = runtime.shards[p]
+    shard_index = runtime._partitions.get(group_id)
+    if shard_index is None:
+        shard_index = runtime.partition_for(group_id)
+    shard = runtime.shards[shard_index]
     if shard.state is not ACTIVE or runtime.replicated:
         # not served here, or an append may be refused first (write_checked)
         return runtime.write_checked(group_id, commit_op, error, req, version,
@@ -66,7 +67,7 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     records = result.records
     if not records or result.timers or result.replies:
         return shard.finish(result, error, None)
-    shard.core.replay_emitted(records)  # a CommitRecord is skipped: already in memory
+    shard.core.replay_emitted(records)  # a compact commit record is skipped: in memory already
     batch = shard._pending
     if batch is None:
         batch = shard._queue(records)
