@@ -89,7 +89,12 @@ def fetch(spec: dict) -> dict:
     c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": "bench-pf-reader",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 1_048_576,
-                  "fetch.wait.max.ms": 100, "log_level": 3})
+                  "fetch.wait.max.ms": 100, "log_level": 3,
+                  # librdkafka's default (1000 ms) idles a partition whose
+                  # queue (queued.max.messages.kbytes, 64 MB) a server filled
+                  # faster than this process reads it: with it, the fastest
+                  # server sat out whole seconds and measured the slowest
+                  "fetch.queue.backoff.ms": 10})
     c.assign([TopicPartition(spec["topic"], p, 0) for p in range(spec["partitions"])])
     seen = bytearray(n)
     got = dupes = bad = 0

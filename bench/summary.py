@@ -1,15 +1,46 @@
 """bench/results/README.md: the headline figure and goal of each benchmark,
-from the JSON files the last runs wrote (`python -m bench` rewrites it)."""
+from the JSON files the last runs wrote.  `python -m bench X` replaces only
+the rows that X's JSON gives and keeps every other row as it stands, with
+whatever an engineer wrote into it by hand (the figure's build, the load, a
+caveat); `python -m bench.summary` regenerates every row from every JSON."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from .common import RESULTS, median, table
 
+# the JSON files rows() may read (None: all); set by rows_of() alone
+_only: frozenset[str] | None = None
+
 
 def _load(name: str) -> dict | None:
+    if _only is not None and name not in _only:
+        return None
     path = RESULTS / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def json_stamps() -> dict[str, int]:
+    """{JSON name: its modification time (ns)} of bench/results: what a run
+    wrote is what changed between two of these."""
+    return {p.stem: p.stat().st_mtime_ns for p in RESULTS.glob("*.json")}
+
+
+def changed_since(before: dict[str, int]) -> list[str]:
+    """The JSON files written (or rewritten) since json_stamps() gave `before`."""
+    return sorted(n for n, t in json_stamps().items() if before.get(n) != t)
+
+
+def rows_of(names: Iterable[str]) -> list[list]:
+    """The rows the JSON files `names` give on their own (a row that also
+    needs another JSON is left out: it is not this run's to rewrite)."""
+    global _only
+    _only = frozenset(names)
+    try:
+        return rows()
+    finally:
+        _only = None
 
 
 def _fmt(v, unit: str = "", digits: int = 1) -> str:
@@ -431,18 +462,27 @@ def merged_rows(old_text: str, new: list[list]) -> list[list]:
     return out + [r for r in new if r[0] not in seen]
 
 
-def write() -> None:
+def write(changed: Iterable[str] | None = None) -> None:
+    """Rewrite the README: with `changed` (the JSON names a run wrote), only
+    the rows those give, each other row kept as its text stands; without,
+    every row from every JSON (rows written by hand kept)."""
     path = RESULTS / "README.md"
     old = path.read_text() if path.exists() else ""
+    if changed is None:
+        new = rows()
+    else:
+        mine = {r[0] for r in rows_of(changed)}
+        new = [r for r in rows() if r[0] in mine]
     body = ["# Benchmark results: headline figures and goals", "",
             "Written by `python -m bench` from the JSON of each benchmark; the tables with "
             "every figure, the peers side by side, the machine and its load are in the "
             "<name>.md files beside this one. The machine has 2 shared cores on which other "
             "engineers run test suites, so absolute figures move between runs; figures within "
-            "one table come from one run. Rows no JSON gives (written by hand) are kept.", "",
-            table(["benchmark", "figure", "goal", "status", "run"], merged_rows(old, rows())),
+            "one table come from one run. A run rewrites only the rows of the benchmarks it "
+            "ran; every other row, and any note written into it by hand, is kept as it is.", "",
+            table(["benchmark", "figure", "goal", "status", "run"], merged_rows(old, new)),
             ""]
-    (RESULTS / "README.md").write_text("\n".join(body))
+    path.write_text("\n".join(body))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ class AppendNotifier:
     def __init__(self) -> None:
         self._any = Waiters()
         self._by_log: dict[int, set[asyncio.Future]] = {}   # id(log) -> parked fetches
+        # told every news first (plog, or None for all): followers' fetch
+        # sessions, which leave idle partitions out until news on them
+        self.listener = None
 
     def wait(self, logs=None) -> asyncio.Future:
         """A future of the next news on one of `logs` (its result: that log,
@@ -47,6 +50,8 @@ class AppendNotifier:
 
     def notify(self, plog=None) -> None:
         """News on `plog` (None: on everything)."""
+        if self.listener is not None:
+            self.listener(plog)
         if self._any:
             self._any.wake()
         if plog is None:

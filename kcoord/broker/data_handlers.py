@@ -12,7 +12,7 @@ from ..protocol.api import API_KEYS, APIS, error_item, error_response, serves
 from ..protocol.errors import CorruptRecordError, Err
 from ..protocol.records import iter_batches, set_log_append_time, validate_batch, LOG_OVERHEAD
 from .append_notifier import AppendNotifier
-from .fetch_sessions import FetchSessions
+from .fetch_sessions import REVISIT_MS, FetchSessions
 from .batch_timestamps import InvalidTimestamps, check_batch, timestamp_bounds
 from .catalogue import Catalogue
 from .txn_state import PartitionTxnState, control_batch
@@ -74,6 +74,7 @@ class DataPlane:
         # watermark, follower fetches); None on a single node.
         self.replication = None
         self.fetch_sessions = FetchSessions()  # followers' fetch sessions (KIP-227)
+        self.appended.listener = self._session_news
 
     def txn_state(self, plog) -> PartitionTxnState:
         state = self._txn_states.get(plog)
@@ -349,15 +350,79 @@ class DataPlane:
             return await self._long_poll(ctx, req)
         # a follower's fetch: in its session, only what changed travels
         by_id = ctx.api_version >= 13
-        error, session, full, asked = self.fetch_sessions.resolve(req, follower, by_id)
+        error, session, full, asked = self.fetch_sessions.resolve(req, follower, by_id,
+                                                                  whole=False)
         if error:
             return {"throttle_time_ms": 0, "error_code": error, "session_id": 0,
                     "responses": []}
-        incremental = session is not None and full is not req
-        response = await self._long_poll(ctx, full, (session, asked) if incremental else None)
-        return self.fetch_sessions.respond(session, response, not incremental, asked, by_id)
+        if session is not None and full is None:   # incremental: what changed only
+            response = await self._session_poll(ctx, session, req, asked)
+            return self.fetch_sessions.respond(session, response, False, asked, by_id)
+        response = await self._long_poll(ctx, full)
+        return self.fetch_sessions.respond(session, response, True, asked, by_id)
 
-    async def _long_poll(self, ctx, req: dict, idle=None) -> dict:
+    def _session_news(self, plog) -> None:
+        """The append notifier's news, for the followers' fetch sessions:
+        a partition a session left out as idle is read again, its
+        followers' caught-up times settled (Replica.on_log_news) before
+        the fsync this news may precede moves the leader's end."""
+        sessions = self.fetch_sessions.sessions()
+        if not sessions:
+            return
+        if plog is None:
+            for session in sessions:
+                session.on_all_news()
+            return
+        settled = None
+        for session in sessions:
+            replica = session.on_news(plog)
+            if replica is not None and replica is not settled:
+                replica.on_log_news()
+                settled = replica
+
+    async def _session_poll(self, ctx, session, req: dict, asked: set) -> dict:
+        """An incremental fetch of a follower's session: reads only the
+        partitions it has to look at (FetchSession.look), parks until news
+        on any log of the session (its waiter, woken by _session_news)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
+        min_bytes = req["min_bytes"]
+        version = ctx.api_version
+        idle = (session, asked)
+        while True:
+            now = self.replication.now_ms()
+            session.ms = now     # every partition left out is fetched now too
+            if now >= session.revisit_ms:
+                session.revisit()
+                session.revisit_ms = now + REVISIT_MS
+            # armed before reading, so no news is missed
+            waiter = session.waiter = loop.create_future()
+            session.news = False
+            watch: list = []
+            response, size, errors = self._fetch_once(version, session.look_request(req),
+                                                      watch, idle)
+            session.watched = {id(entry[1]) for entry in watch}
+            self._on_listener(response, ctx.listener)
+            remaining = deadline - loop.time()
+            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
+                session.waiter = None
+                return response
+            while True:
+                try:
+                    woken = await asyncio.wait_for(waiter, remaining)
+                except asyncio.TimeoutError:
+                    woken = None
+                if self.stopping:
+                    session.waiter = None
+                    return response
+                if woken is None:  # timed out, or a wake-up of all (a role change)
+                    break
+                remaining = deadline - loop.time()
+                if remaining <= 0 or session.news or self._has_news(watch):
+                    break
+                waiter = session.waiter = loop.create_future()    # re-armed
+
+    async def _long_poll(self, ctx, req: dict) -> dict:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
@@ -366,7 +431,7 @@ class DataPlane:
         while True:
             waiter = self.appended.wait(logs)  # armed before reading, so no append is missed
             watch: list = []
-            response, size, errors = self._fetch_once(version, req, watch, idle)
+            response, size, errors = self._fetch_once(version, req, watch)
             self._on_listener(response, ctx.listener)
             remaining = deadline - loop.time()
             if size >= min_bytes or errors or remaining <= 0 or self.stopping:
@@ -447,14 +512,11 @@ class DataPlane:
             parts = []
             for preq in treq["partitions"]:
                 index = preq["partition"]
-                if idle is not None and topic is not None and 0 <= index < len(topic.partitions):
-                    skipped = self._idle_in_session(
-                        idle, (treq["topic_id"] if by_id else treq["topic"], index), topic,
-                        preq, follower, now)
-                    if skipped is not None:
-                        if watch is not None:
-                            watch.append(skipped)
-                        continue
+                if (idle is not None and topic is not None and 0 <= index < len(topic.partitions)
+                        and self._idle_in_session(
+                            idle, (treq["topic_id"] if by_id else treq["topic"], index), topic,
+                            preq, follower, now)):
+                    continue
                 entry = {"partition_index": index, "error_code": Err.NONE, "high_watermark": -1,
                          "last_stable_offset": -1, "log_start_offset": -1,
                          "aborted_transactions": None, "preferred_read_replica": -1,
@@ -510,24 +572,26 @@ class DataPlane:
             self._add_endpoints(response, (p for t in responses for p in t["partitions"]))
         return response, total, errors
 
-    def _idle_in_session(self, idle, key, topic, preq: dict, follower: int, now: int):
+    def _idle_in_session(self, idle, key, topic, preq: dict, follower: int, now: int) -> bool:
         """A partition of a follower's fetch session that its request did not
         list and that has nothing new for it (no records past its position,
-        the high watermark and log start it knows): its fetch recorded, ->
-        its watch entry (left out of the answer); else None."""
+        the high watermark and log start it knows): its fetch recorded, and
+        left out of this answer and of the session's fetches until news on
+        its log (FetchSession.set_idle) -> True."""
         session, asked = idle
         if key in asked:
-            return None
+            return False
         last = session.sent.get(key)
         plog = topic.partitions[key[1]]
         if last is None or last[2] != plog.log_start_offset:
-            return None
+            return False
         replica = self.replication.replica(topic.name, key[1])
-        fetch_offset = preq["fetch_offset"]
         if replica is None or not replica.follower_idle(
-                follower, fetch_offset, preq.get("current_leader_epoch", -1), last[0], now):
-            return None
-        return (topic, plog, replica, True, fetch_offset)
+                follower, preq["fetch_offset"], preq.get("current_leader_epoch", -1), last[0],
+                now, session):
+            return False
+        session.set_idle(key, plog, replica)
+        return True
 
     def _fetch_txn_state(self, topic, plog, read_committed: bool):
         """The partition's transactional state for a fetch, or None.  Internal

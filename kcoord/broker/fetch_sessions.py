@@ -8,9 +8,17 @@ them.  In a session the follower lists only the partitions whose fetch
 offset (or leader epoch) changed and those it drops (forgotten), and the
 answer carries only partitions with records, an error, a moved high
 watermark, last stable offset or log start, or that the request listed;
-the rest are as the follower last heard.  The leader still reads every
-partition of the session at its stored fetch offset, so each fetch counts
-as one for all of them (caught-up times, the ISR, the high watermark).
+the rest are as the follower last heard.  Each fetch counts as one for
+every partition of the session (caught-up times, the ISR, the high
+watermark), but the leader reads only those it has to look at: a partition
+found idle (Replica.follower_idle: the follower at the log end, told the
+high watermark and log start) is left out of the session's fetches until
+news on its log (the append notifier: an append, a fsync, a high watermark,
+role, epoch or ISR change), its follower's caught-up time carried meanwhile
+by the session's clock (`ms`, set at every fetch: Replica's SessionClock).
+So a fetch costs what changed, not every partition the follower follows.
+Every REVISIT_MS a session looks at all its partitions again, so news the
+notifier never carried (a log start moved by retention) still arrives.
 
 Only followers' fetches (replica id >= 0) get a session: a consumer that
 asks for one is answered without (session id 0), which Kafka's clients take
@@ -29,10 +37,12 @@ FINAL_EPOCH = -1      # sessionless (with an id: close that session)
 INITIAL_EPOCH = 0     # a full fetch that opens a session
 NO_SESSION = 0
 _MAX_EPOCH = 0x7FFFFFFF
+REVISIT_MS = 1000
 
 
 class FetchSession:
-    __slots__ = ("id", "replica", "epoch", "partitions", "sent")
+    __slots__ = ("id", "replica", "epoch", "partitions", "sent", "ms", "look", "idle",
+                 "idle_log", "watched", "news", "waiter", "revisit_ms")
 
     def __init__(self, session_id: int, replica: int) -> None:
         self.id = session_id
@@ -43,6 +53,14 @@ class FetchSession:
         self.partitions: dict[tuple, tuple[dict, dict]] = {}
         # (topic, partition) -> (high watermark, last stable offset, log start) last answered
         self.sent: dict[tuple, tuple[int, int, int]] = {}
+        self.ms = 0             # the time of its latest fetch (Replica's SessionClock)
+        self.look: dict[tuple, None] = {}        # keys the next fetch reads
+        self.idle: dict[int, tuple] = {}         # id(log) -> (key, replica) left out
+        self.idle_log: dict[tuple, int] = {}     # key -> id(log) of those left out
+        self.watched: set[int] = set()           # id(log) of those the last fetch read
+        self.news = False       # news put an idle partition back: a parked fetch reads again
+        self.waiter = None      # the parked fetch's future, woken by news on its logs
+        self.revisit_ms = 0     # when it next looks at every partition again
 
     def add(self, req: dict, by_id: bool) -> set:
         """The request's partitions into the session: -> their keys."""
@@ -54,6 +72,8 @@ class FetchSession:
                 key = (topic, preq["partition"])
                 self.partitions[key] = (head, preq)
                 asked.add(key)
+                self._unidle(key)
+                self.look[key] = None
         return asked
 
     def forget(self, req: dict, by_id: bool) -> None:
@@ -62,6 +82,76 @@ class FetchSession:
             for index in treq["partitions"]:
                 self.partitions.pop((topic, index), None)
                 self.sent.pop((topic, index), None)
+                self._unidle((topic, index))
+                self.look.pop((topic, index), None)
+
+    # ------------------------------------------------ idle partitions
+
+    def set_idle(self, key: tuple, plog, replica) -> None:
+        """follower_idle said yes with this session as its clock: leave the
+        partition out of the next fetches until news on `plog`."""
+        self.look.pop(key, None)
+        self.idle[id(plog)] = (key, replica)
+        self.idle_log[key] = id(plog)
+
+    def _unidle(self, key: tuple) -> None:
+        log_id = self.idle_log.pop(key, None)
+        if log_id is not None:
+            _, replica = self.idle.pop(log_id)
+            replica.settle_follower(self.replica)
+
+    def on_news(self, plog) -> object:
+        """News on `plog` (None: on every log): an idle partition of it is
+        read again.  -> its replica (the caller settles it once for all
+        sessions), or None.  Wakes a parked fetch reading the log."""
+        log_id = id(plog)
+        entry = self.idle.pop(log_id, None)
+        if entry is not None:
+            del self.idle_log[entry[0]]
+            self.look[entry[0]] = None
+            self.news = True
+        if self.waiter is not None and (entry is not None or log_id in self.watched):
+            if not self.waiter.done():
+                self.waiter.set_result(plog)
+        return entry[1] if entry is not None else None
+
+    def on_all_news(self) -> None:
+        """News on everything (a role change, a stop): every partition is
+        read again; wakes a parked fetch with None (as the notifier does)."""
+        for key, replica in self.idle.values():
+            replica.on_log_news()
+            self.look[key] = None
+        self.idle.clear()
+        self.idle_log.clear()
+        self.news = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def revisit(self) -> None:
+        """Every partition is read again (each follower's progress settled)."""
+        for key in list(self.idle_log):
+            self._unidle(key)
+            self.look[key] = None
+
+    def close(self) -> None:
+        """The session ends: its clock stops, so what it carried settles."""
+        for key in list(self.idle_log):
+            self._unidle(key)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def look_request(self, req: dict) -> dict:
+        """`req` with the partitions this fetch reads: those listed, those
+        with news, those not yet found idle."""
+        topics: dict = {}
+        partitions = self.partitions
+        for key in self.look:
+            head, preq = partitions[key]
+            entry = topics.get(key[0])
+            if entry is None:
+                entry = topics[key[0]] = {**head, "partitions": []}
+            entry["partitions"].append(preq)
+        return {**req, "topics": list(topics.values())}
 
     def full_request(self, req: dict) -> dict:
         """`req` with every partition of the session in it, at its stored offset."""
@@ -85,8 +175,13 @@ class FetchSessions:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def resolve(self, req: dict, replica: int, by_id: bool):
-        """-> (error, session or None, the request to read, the keys it listed)."""
+    def sessions(self):
+        return self._by_id.values()
+
+    def resolve(self, req: dict, replica: int, by_id: bool, *, whole: bool = True):
+        """-> (error, session or None, the request to read, the keys it listed).
+        An incremental fetch's request to read is every partition of the
+        session, or (not `whole`) None: the caller reads session.look_request."""
         session_id, epoch = req.get("session_id", NO_SESSION), req.get("session_epoch",
                                                                         FINAL_EPOCH)
         if epoch == FINAL_EPOCH or epoch < INITIAL_EPOCH:
@@ -108,7 +203,7 @@ class FetchSessions:
         session.epoch = 1 if epoch >= _MAX_EPOCH else epoch + 1
         asked = session.add(req, by_id)
         session.forget(req, by_id)
-        return Err.NONE, session, session.full_request(req), asked
+        return Err.NONE, session, session.full_request(req) if whole else None, asked
 
     @staticmethod
     def respond(session: FetchSession | None, response: dict, full: bool, asked: set,
@@ -143,5 +238,6 @@ class FetchSessions:
         session = self._by_id.get(session_id)
         if session is not None and session.replica == replica:
             del self._by_id[session_id]
+            session.close()
             if self._by_replica.get(replica) == session_id:
                 del self._by_replica[replica]

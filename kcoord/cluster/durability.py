@@ -95,15 +95,17 @@ class ReplicatedDurability:
         if manager.on_high_watermark is not None:
             for plog in flushed:    # long polls on them: the high watermark may have moved
                 manager.on_high_watermark(plog)
-        keys = {id(r.log): k for k, r in manager.replicas.items()}
         waits = []
         for i, plog in enumerate(logs):
             if errors[i] is not None:
                 continue
-            key = keys.get(id(plog))
-            if key is None:
+            # (the cached lookup: a map of every replica built per fsync round
+            # cost more than the round's own bookkeeping)
+            found = manager.replica_of_log(plog)
+            if found is None:
                 errors[i] = NotReplicated(Err.NOT_LEADER_OR_FOLLOWER)
             else:
+                key = found[0]
                 waits.append((i, manager.await_high_watermark(key[0], key[1], ends[i])))
         if not waits:
             done(errors)

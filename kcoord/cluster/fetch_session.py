@@ -43,27 +43,36 @@ class FollowerSession:
         """The answer for each partition of `parts` to a response without a
         top-level error (those the leader left out: no records, as last
         heard; one never heard of is missing: the caller fails it)."""
-        got = {(t["topic"], p["partition_index"]): p
-               for t in response["responses"] for p in t["partitions"]}
-        heard = self._heard
-        for key, p in got.items():
-            heard[key] = p
+        got, left_out = self.answered(response, parts)
         out = {}
         for key in parts:
             p = got.get(key)
             if p is None:
-                last = heard.get(key)
+                last = left_out.get(key)
                 if last is None:
                     continue    # never answered: the caller fails its request
                 p = {**last, "records": b"", "error_code": Err.NONE}
             out[key] = p
+        return out
+
+    def answered(self, response: dict, parts: dict[tuple, dict]) -> tuple[dict, dict]:
+        """-> (the partitions the response carries, those of `parts` the
+        leader left out that were heard before -> their last answer: nothing
+        new for them).  A key of `parts` in neither was never answered: the
+        caller fails its request."""
+        got = {(t["topic"], p["partition_index"]): p
+               for t in response["responses"] for p in t["partitions"]}
+        heard = self._heard
+        heard.update(got)
+        left_out = {key: heard[key] for key in parts if key not in got and key in heard}
         session_id = response.get("session_id", 0)
         if session_id == 0:     # the leader keeps no session: full fetches from now on
             self.reset()
-            return out
+            return got, left_out
         self.session_id = session_id
         self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
         self._sent = {k: (p["fetch_offset"], p["current_leader_epoch"]) for k, p in parts.items()}
-        for key in [k for k in heard if k not in parts]:
-            del heard[key]
-        return out
+        if len(heard) > len(parts):
+            for key in [k for k in heard if k not in parts]:
+                del heard[key]
+        return got, left_out

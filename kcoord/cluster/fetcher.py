@@ -7,6 +7,11 @@ truncating, one long-poll Fetch (replica id, current leader epoch, fetch
 offset = log end) for the others.  Fetched batches are appended with the
 leader's offsets and epochs, fsynced (in a worker thread), and only then is
 the answer handed to the replica, so the next fetch offset is durable.
+
+In a fetch session the leader leaves out partitions with nothing new for
+the follower; their fetches stay in flight across rounds (`_carried`),
+listed in the session again each round without a new request built,
+answered, or handed back, so a round costs what changed.
 """
 from __future__ import annotations
 
@@ -85,6 +90,9 @@ class ReplicaFetcher:
         self._conn: LeaderConnection | None = None
         self._address = None
         self._last_refusal: str | None = None  # the security failure last logged
+        # key -> (replica, its fetch still in flight, its partition entry):
+        # left out of the leader's last answer (nothing new), fetched on
+        self._carried: dict[tuple, tuple] = {}
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -109,7 +117,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = self.manager.config.retry_backoff_ms / 1000.0
         while True:
-            requests = self.manager.requests_for(self.leader_id)
+            requests = self.manager.requests_for(self.leader_id) + self._still_carried()
             if not requests:
                 self.wake.clear()
                 try:
@@ -124,6 +132,7 @@ class ReplicaFetcher:
                 queries = [(k, r, q) for k, r, q in requests if isinstance(q, EpochQuery)]
                 fetches = [(k, r, q) for k, r, q in requests if isinstance(q, FetchQuery)]
                 if queries:
+                    self._carried = {}
                     await self._ask_epochs(conn, queries)
                     # the truncated ones fetch now too: one fetch for all
                     for _, replica, request in fetches:
@@ -132,6 +141,7 @@ class ReplicaFetcher:
                 if fetches:
                     await self._fetch(conn, fetches)
             except asyncio.CancelledError:
+                self._carried = {}
                 for _, replica, request in requests:
                     replica.on_request_failed(request, self.manager.now_ms())
                 raise
@@ -144,6 +154,7 @@ class ReplicaFetcher:
                     self._last_refusal = reason
                 if conn is not None:
                     conn.close()
+                self._carried = {}
                 for _, replica, request in requests:
                     replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
@@ -151,9 +162,26 @@ class ReplicaFetcher:
                 log.debug("fetch from node %d failed: %s", self.leader_id, exc)
                 if conn is not None:
                     conn.close()
+                self._carried = {}
                 for _, replica, request in requests:
                     replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
+
+    def _still_carried(self) -> list:
+        """The carried fetches whose replica still waits on them (a role or
+        leader change drops its request: then it builds a new one)."""
+        carried = self._carried
+        if not carried:
+            return []
+        leader = self.leader_id
+        out = []
+        for key, (replica, q, _) in list(carried.items()):
+            if replica.awaits(q) and replica.state.leader == leader:
+                out.append((key, replica, q))
+            else:
+                del carried[key]
+                replica.on_request_failed(q, self.manager.now_ms())
+        return out
 
     async def _ask_epochs(self, conn, queries) -> None:
         topics: dict[str, list] = {}
@@ -205,10 +233,16 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config
-        parts = {key: {"partition": key[1], "current_leader_epoch": q.current_leader_epoch,
-                       "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
-                       "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes}
-                 for key, _, q in fetches}
+        carried, self._carried = self._carried, {}
+        parts = {}
+        for key, _, q in fetches:
+            held = carried.get(key)
+            if held is not None and held[1] is q:
+                parts[key] = held[2]
+            else:
+                parts[key] = {"partition": key[1], "current_leader_epoch": q.current_leader_epoch,
+                              "fetch_offset": q.fetch_offset, "last_fetched_epoch": -1,
+                              "log_start_offset": -1, "partition_max_bytes": cfg.fetch_max_bytes}
         session_id, epoch, listed, forgotten = conn.session.request(parts)
         topics: dict[str, list] = {}
         for (topic, _), entry in listed.items():
@@ -252,28 +286,33 @@ class ReplicaFetcher:
                                  if response["error_code"] == Err.CLUSTER_AUTHORIZATION_FAILED
                                  else ""))
         self._last_refusal = None
-        answers = conn.session.answers(response, parts)
+        answers, left_out = conn.session.answered(response, parts)
         appended = []
         errors = False
-        for key, replica, q in fetches:
+        answered = []
+        for item in fetches:
+            key, replica, q = item
             a = answers.get(key)
             if a is None:
-                replica.on_request_failed(q, self.manager.now_ms())
+                if key in left_out:     # nothing new: still fetching it
+                    self._carried[key] = (replica, q, parts[key])
+                else:
+                    replica.on_request_failed(q, self.manager.now_ms())
                 continue
+            answered.append(item)
             errors |= a["error_code"] != Err.NONE
             data = batches_from(a["records"] or b"", q.fetch_offset)
             if a["error_code"] == Err.NONE and data and replica.accepts_fetched(q):
-                replica.log.append_raw(data)
+                replica.log.append_raw(data, defer_epochs=True)
                 appended.append(replica.log)
         if appended:
             if step_trace.on():
                 step_trace.event("fetch-appended", self.leader_id, step_trace.names(appended))
             await self.manager.flush(appended)     # durable before it is reported
+            self.manager.checkpoint_epochs(appended)   # a new epoch's, off the loop
             step_trace.event("fetch-flushed", self.leader_id)
-        for key, replica, q in fetches:
-            a = answers.get(key)
-            if a is None:
-                continue
+        for key, replica, q in answered:
+            a = answers[key]
             served = FetchServed(a["error_code"], a["high_watermark"], -1, a["log_start_offset"])
             self.manager.handle(key, replica.on_fetch_answer(q, served, self.manager.now_ms()))
             # The leader's log start moved (retention, DeleteRecords): follow

@@ -70,6 +70,14 @@ class ReplicationConfig:
     min_insync_replicas: int = 1             # min.insync.replicas
 
 
+# A leader's ISR check (tick) runs every lag/2.  One that comes later than
+# that by over this much (ms) comes after a stall of the leader itself (its
+# process stopped, its loop held, its host starved): the followers' fetches
+# of that time wait unread in its sockets, so the stall is not counted
+# against them (_credit_own_stall).
+TICK_LATE_MS = 1000
+
+
 class Role(Enum):
     NONE = "none"
     LEADER = "leader"
@@ -83,6 +91,7 @@ class ProposeIsr:
     """Send `proposed` to the state store's alter_isr; feed its answer to
     on_isr_result(proposed, answer)."""
     proposed: PartitionState
+    why: str = ""       # for the log: which replica joins or leaves, and why
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,16 +162,42 @@ class FetchServed:
     log_start_offset: int = -1
 
 
+class SessionClock(Protocol):
+    """What Replica.follower_idle keeps of a follower's fetch session: the
+    time of its latest fetch (kcoord's FetchSession, or an IdleClock)."""
+    ms: int
+
+
+class IdleClock:
+    """The time of a follower fetch session's latest fetch, shared by every
+    idle partition of the session (Replica.follower_idle with a clock).
+
+    A fetch session leaves its idle partitions out of the leader's pass
+    (only changed ones are looked at), so instead of writing each one's
+    caught-up time per fetch, the driver sets `ms` once per fetch and an
+    idle partition's follower counts as caught up at `ms`.  That is exact
+    while the leader's fsynced end has not passed the follower's position:
+    it was at most there at every earlier moment too, so at the session's
+    latest fetch the follower was caught up."""
+    __slots__ = ("ms",)
+
+    def __init__(self, ms: int = 0) -> None:
+        self.ms = ms
+
+
 class _Progress:
     """The leader's view of one follower (Kafka's ReplicaState)."""
     __slots__ = ("log_end_offset", "last_caught_up_ms", "last_fetch_leader_end",
-                 "last_fetch_ms")
+                 "last_fetch_ms", "idle_clock")
 
     def __init__(self, caught_up_ms: int) -> None:
         self.log_end_offset = UNKNOWN_OFFSET
         self.last_caught_up_ms = caught_up_ms
         self.last_fetch_leader_end = UNKNOWN_OFFSET
         self.last_fetch_ms = 0
+        # while set: an idle partition of the follower's fetch session, caught
+        # up as of the session's latest fetch (IdleClock); see _settle_idle
+        self.idle_clock: SessionClock | None = None
 
 
 _TRUNCATING, _FETCHING = "truncating", "fetching"
@@ -192,6 +227,10 @@ class Replica:
         self._settled = False   # this leader's epoch is durable: it may take writes
         self._waiters: list[tuple[int, int, object]] = []
         self._waiter_seq = 0
+        self._last_tick = -1    # when tick() last ran in this leadership (ms)
+        # the replica the high watermark last waited for (this node: its own
+        # fsync), for the log of a new leadership's first acknowledged write
+        self.hwm_waited_for = node_id
         # follower side
         self._stage = _TRUNCATING
         self._inflight: EpochQuery | FetchQuery | None = None   # the one request out
@@ -306,6 +345,7 @@ class Replica:
         # writes wait for that (check_append).  Followers may fetch meanwhile.
         log.assign_epoch(state.leader_epoch, self._epoch_start)
         self._settled = False
+        self._last_tick = now
         self._progress = {r: _Progress(now if r in state.isr else 0)
                           for r in state.replicas if r != self.node_id}
         out.append(BecameLeader(state.leader_epoch))
@@ -374,8 +414,61 @@ class Replica:
         """The local log's fsynced end moved (after an append's fsync)."""
         out: list = []
         if self.role is Role.LEADER:
+            self._drop_passed_idle()
             self._maybe_increment_hwm(out)
         return out
+
+    # ----------------------------------------- idle partitions of fetch sessions
+
+    def on_log_news(self) -> None:
+        """The driver saw news on this log (an append, a role, epoch, ISR or
+        high-watermark change) and looks at it again in its followers'
+        sessions: each idle follower's caught-up time becomes its own
+        again, credited with its session's latest fetch.  Drivers call it
+        at the append, before that append's fsync moves the fsynced end."""
+        for p in self._progress.values():
+            if p.idle_clock is not None:
+                self._settle_idle(p)
+
+    def settle_follower(self, replica_id: int) -> None:
+        """One follower's session no longer leaves this partition out (it
+        forgot it, closed, or looks at it again): as on_log_news, for it."""
+        p = self._progress.get(replica_id)
+        if p is not None and p.idle_clock is not None:
+            self._settle_idle(p)
+
+    def caught_up_ms(self, replica_id: int) -> int:
+        """A follower's last caught-up time as Replica.tick judges it."""
+        p = self._progress.get(replica_id)
+        if p is None:
+            return -1
+        if p.idle_clock is not None and self.log.flushed_offset <= p.log_end_offset:
+            return max(p.last_caught_up_ms, p.idle_clock.ms)
+        return p.last_caught_up_ms
+
+    def _settle_idle(self, p: _Progress) -> None:
+        """Detach `p` from its session's clock, keeping the caught-up time
+        the clock gave it when still true: the leader's fsynced end is at
+        most the follower's position, so it was at the session's latest
+        fetch too.  Past it the driver missed news (the append should have
+        detached it first): nothing is credited, the older time stands."""
+        clock = p.idle_clock
+        if clock is None:
+            return
+        p.idle_clock = None
+        flushed = self.log.flushed_offset
+        if flushed <= p.log_end_offset:
+            ms = clock.ms
+            if ms > p.last_caught_up_ms:
+                p.last_caught_up_ms = ms
+            if ms > p.last_fetch_ms:
+                p.last_fetch_ms = ms
+                p.last_fetch_leader_end = max(flushed, p.last_fetch_leader_end)
+
+    def _drop_passed_idle(self) -> None:
+        for p in self._progress.values():
+            if p.idle_clock is not None and self.log.flushed_offset > p.log_end_offset:
+                self._settle_idle(p)    # (credits nothing: see _settle_idle)
 
     def serve_follower_fetch(self, replica_id: int, fetch_offset: int,
                              current_leader_epoch: int, now: int) -> tuple[FetchServed, list]:
@@ -393,6 +486,8 @@ class Replica:
         log = self.log
         if error != Err.NONE:
             return FetchServed(error), []
+        if progress.idle_clock is not None:
+            self._settle_idle(progress)
         if fetch_offset > log.log_end_offset or fetch_offset < log.log_start_offset:
             return FetchServed(Err.OFFSET_OUT_OF_RANGE, self.high_watermark,
                                log.flushed_offset, log.log_start_offset), []
@@ -417,12 +512,19 @@ class Replica:
                            log.log_start_offset), out
 
     def follower_idle(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
-                      known_high_watermark: int, now: int) -> bool:
+                      known_high_watermark: int, now: int,
+                      clock: SessionClock | None = None) -> bool:
         """A follower's fetch of this partition in its fetch session, at the
         position it last reported, with nothing past it to read (the log
         end), in the ISR and told the current high watermark: record the fetch
         (as serve_follower_fetch would: caught up now) and -> True, nothing
-        to answer.  Anything else -> False: serve_follower_fetch it."""
+        to answer.  Anything else -> False: serve_follower_fetch it.
+
+        With the session's `clock` (set to `now`), the follower stays caught
+        up at each later `clock.ms` without further calls, until the driver
+        reports news on this log (on_log_news) or this follower fetches it
+        again: the driver then leaves the partition out of the session's
+        fetches until news."""
         if self.role is not Role.LEADER or self.check_current_epoch(current_leader_epoch):
             return False
         progress = self._progress.get(replica_id)
@@ -432,9 +534,12 @@ class Replica:
                 or known_high_watermark != self.high_watermark
                 or replica_id not in self.state.isr):
             return False
+        if progress.idle_clock is not None:
+            self._settle_idle(progress)
         progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
         progress.last_fetch_leader_end = max(leader_end, progress.last_fetch_leader_end)
         progress.last_fetch_ms = now
+        progress.idle_clock = clock
         return True
 
     def answer_epoch_query(self, current_leader_epoch: int, epoch: int,
@@ -454,21 +559,47 @@ class Replica:
         """Periodic leader duty (Kafka runs it every lag/2): shrink the ISR
         by the followers that have not caught up within the lag time."""
         out: list = []
-        if self.role is not Role.LEADER or self._pending is not None or self._stale:
+        if self.role is not Role.LEADER:
+            return out
+        lag = self.config.replica_lag_time_max_ms
+        self._credit_own_stall(now, lag // 2)
+        if self._pending is not None or self._stale:
             return out
         leader_end = self.log.flushed_offset
-        lag = self.config.replica_lag_time_max_ms
         out_of_sync = set()
+        why = []
         for r in self.state.isr:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
+            if p is not None and p.idle_clock is not None and leader_end > p.log_end_offset:
+                self._settle_idle(p)    # news missed: its own (older) time judges it
+            # (an idle one still attached is at the fsynced end: never out of sync)
             if p is None or (p.log_end_offset < leader_end and now - p.last_caught_up_ms > lag):
                 out_of_sync.add(r)
+                why.append(f"node {r} not caught up for {now - p.last_caught_up_ms} ms "
+                           f"(at offset {p.log_end_offset} of {leader_end})"
+                           if p is not None else f"node {r} unknown")
         if out_of_sync:
             isr = tuple(r for r in self.state.isr if r not in out_of_sync)
-            self._propose(isr, out)
+            self._propose(isr, out, "; ".join(why))
         return out
+
+    def _credit_own_stall(self, now: int, interval: int) -> None:
+        """A tick over TICK_LATE_MS past its interval: this leader itself ran
+        nothing for a while (its process stopped, its loop held), so the
+        followers' fetches queued in its sockets could not count.  The whole
+        time since the last tick is taken off their lag (their caught-up
+        times move on by it, never past now): the stall may have begun right
+        after that tick, and a follower wrongly dropped costs more (an ISR
+        below min.insync refuses every write) than one dropped up to lag/2
+        late.  A follower silent after the wake is still dropped, a lag
+        time later."""
+        gap = now - self._last_tick if self._last_tick >= 0 else 0
+        self._last_tick = now
+        if gap - interval > TICK_LATE_MS:
+            for p in self._progress.values():
+                p.last_caught_up_ms = min(now, p.last_caught_up_ms + gap)
 
     def on_isr_result(self, proposed: PartitionState, result: PartitionState | None,
                       now: int) -> list:
@@ -498,10 +629,10 @@ class Replica:
             self._maybe_increment_hwm(out)  # it no longer waits for the refused replica
         return out
 
-    def _propose(self, isr: tuple[int, ...], out: list) -> None:
+    def _propose(self, isr: tuple[int, ...], out: list, why: str = "") -> None:
         proposed = self.state.with_isr(isr)
         self._pending = proposed
-        out.append(ProposeIsr(proposed))
+        out.append(ProposeIsr(proposed, why))
 
     def on_eligibility_changed(self, _now: int) -> list:
         """A replica may have become ISR-eligible (the controller handled its
@@ -524,19 +655,23 @@ class Replica:
             return
         if p.log_end_offset >= self.high_watermark and p.log_end_offset >= self._epoch_start:
             isr = tuple(r for r in self.state.replicas if r in self.state.isr or r == replica_id)
-            self._propose(isr, out)
+            self._propose(isr, out, f"node {replica_id} caught up (offset {p.log_end_offset}, "
+                                    f"high watermark {self.high_watermark})")
 
     def _maybe_increment_hwm(self, out: list) -> None:
         if self._stale:
             return
         new = self.log.flushed_offset
+        waited_for = self.node_id
         for r in self.maximal_isr:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
             end = p.log_end_offset if p is not None else UNKNOWN_OFFSET
             if end < new:
-                new = end
+                new, waited_for = end, r
+        if self._waiters and new < self._waiters[0][0]:
+            self.hwm_waited_for = waited_for
         if new > self.high_watermark:
             self.high_watermark = new
             out.append(HighWatermarkMoved(new))
@@ -589,6 +724,10 @@ class Replica:
             return None     # report only what is on disk: flush first
         self._inflight = FetchQuery(state.leader, state.leader_epoch, log.log_end_offset)
         return self._inflight
+
+    def awaits(self, request) -> bool:
+        """Is `request` this follower's request in flight?"""
+        return request is self._inflight and self.role is Role.FOLLOWER
 
     def on_request_failed(self, request, _now: int) -> list:
         """The request or its answer was lost (timeout, connection error)."""

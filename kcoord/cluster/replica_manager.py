@@ -44,6 +44,16 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Leadership:
+    """The times of one leadership taken here, for the log (monotonic s)."""
+    __slots__ = ("epoch", "began", "settled", "first_offset", "first_at")
+
+    def __init__(self, epoch: int, began: float) -> None:
+        self.epoch, self.began = epoch, began
+        self.settled = 0.0
+        self.first_offset, self.first_at = -1, 0.0
+
+
 @dataclass(frozen=True)
 class FetcherConfig:
     fetch_wait_max_ms: int = 500        # replica.fetch.wait.max.ms
@@ -89,6 +99,11 @@ class ReplicaManager:
         self.role_listeners: list = []  # called after any replica here changes role
         # notices at once a lapse of this node's etcd lease (EtcdSession.check_lapse)
         self.check_session: Callable[[], None] = _no_check
+        # for the log: each leadership taken here until its first write is
+        # answered (BecameLeader -> epoch durable -> first write acknowledged)
+        self._leaderships: dict[tuple[str, int], _Leadership] = {}
+        self._first_writes: dict[object, tuple] = {}   # waiter token -> (key, leadership)
+        self._checkpointing: set[int] = set()   # id() of logs whose epoch checkpoint is being written
 
     # ---------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -182,7 +197,14 @@ class ReplicaManager:
             self.replicas[key] = replica
             self._following = None
         self.handle(key, replica.on_state(state, self.now_ms()))
+        self._news(replica)
         self._sync_fetchers()
+
+    def _news(self, replica: Replica) -> None:
+        """A new state (an ISR change too): followers' fetch sessions that
+        left the partition out as idle look at it again."""
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(replica.log)
 
     def _sync_fetchers(self) -> None:
         leaders = {r.state.leader for r in self.replicas.values() if r.role is Role.FOLLOWER}
@@ -228,7 +250,12 @@ class ReplicaManager:
                     fut = self._waiters.pop(token, None)
                     if fut is not None and not fut.done():
                         fut.set_result(out.error)
+                    if self._first_writes and token in self._first_writes:
+                        self._log_first_write(self._first_writes.pop(token), out.error)
             elif isinstance(out, ProposeIsr):
+                if out.why:
+                    log.info("%s-%d: proposing ISR %s: %s", key[0], key[1],
+                             list(out.proposed.isr), out.why)
                 self._spawn(self._alter_isr(key, out.proposed))
             elif isinstance(out, SettleEpoch):
                 self._spawn(self._settle_epoch(key, out.epoch))
@@ -238,6 +265,9 @@ class ReplicaManager:
                     self.on_high_watermark(replica.log)   # its long polls only
             else:
                 log.info("%s-%d: %s", key[0], key[1], out)
+                self._leaderships.pop(key, None)
+                if isinstance(out, BecameLeader):
+                    self._leaderships[key] = _Leadership(out.epoch, time.monotonic())
                 self._following = None
                 self._role_changed(key, out)
                 if self.on_high_watermark is not None:
@@ -262,6 +292,7 @@ class ReplicaManager:
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0
         while self._running:
+            asked = time.monotonic()
             try:
                 result = await self.store.alter_isr(proposed)
             except asyncio.CancelledError:
@@ -282,11 +313,12 @@ class ReplicaManager:
                             "acknowledging nothing until a newer state arrives",
                             key[0], key[1], list(proposed.isr))
             else:
-                log.info("%s-%d: ISR now %s (epoch %d)", key[0], key[1], list(result.isr),
-                         result.leader_epoch)
+                log.info("%s-%d: ISR now %s (epoch %d)%s", key[0], key[1], list(result.isr),
+                         result.leader_epoch, _answered_after(asked))
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
+                self._news(replica)
             return
 
     async def _settle_epoch(self, key, epoch: int) -> None:
@@ -314,6 +346,9 @@ class ReplicaManager:
                 await asyncio.sleep(backoff)
                 continue
             replica = self.replicas.get(key)
+            led = self._leaderships.get(key)
+            if led is not None and led.epoch == epoch:
+                led.settled = time.monotonic()
             if replica is not None:
                 self.handle(key, replica.on_epoch_settled(epoch, self.now_ms()))
                 for listener in self.role_listeners:
@@ -333,6 +368,39 @@ class ReplicaManager:
             for key, replica in list(self.replicas.items()):
                 if replica.role is Role.LEADER:
                     self.handle(key, replica.tick(now))
+
+    def checkpoint_epochs(self, logs) -> None:
+        """Followers' logs that appended a new leader epoch (append_raw with
+        defer_epochs): its checkpoint is written in an fsync thread, not on
+        the loop (a file fsync, a rename and a directory fsync each: after
+        a leader moved, every partition it led changes epoch at once on
+        every follower).  Until it is written a crash takes the epoch from
+        the batches (the log's recovery point stops short of them); the
+        checkpoint is not on the acknowledgement path."""
+        for plog in logs:
+            if id(plog) in self._checkpointing:
+                continue     # one write in flight per log; the next fetch round asks again
+            pending = plog.epochs_pending()
+            if pending is None:
+                continue
+            version, text, where = pending
+            if self.in_thread is None:
+                plog.store_epochs(version, text)
+                plog.on_epochs_stored(version, where)
+            else:
+                self._checkpointing.add(id(plog))
+                self._spawn(self._checkpoint_off_loop(plog, version, text, where))
+
+    async def _checkpoint_off_loop(self, plog, version: int, text: str, where) -> None:
+        try:
+            await self.in_thread(functools.partial(plog.store_epochs, version, text))
+            plog.on_epochs_stored(version, where)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:   # the next fetch round tries again
+            log.error("%s: writing the leader epoch checkpoint failed (%r)", plog.path, exc)
+        finally:
+            self._checkpointing.discard(id(plog))
 
     async def flush(self, logs) -> None:
         if self.syncer is not None:
@@ -412,8 +480,28 @@ class ReplicaManager:
             return fut
         token = object()
         self._waiters[token] = fut
+        led = self._leaderships.get((topic, partition))
+        if led is not None and led.first_offset < 0:
+            led.first_offset, led.first_at = end_offset, time.monotonic()
+            self._first_writes[token] = ((topic, partition), led)
         self.handle((topic, partition), replica.await_offset(end_offset, token))
         return fut
+
+    def _log_first_write(self, found, error: int) -> None:
+        """A new leadership's first replicated write answered: the steps
+        from taking the leadership to it, and which replica the high
+        watermark waited for last (this node: its own fsync)."""
+        key, led = found
+        replica = self.replicas.get(key)
+        now = time.monotonic()
+        log.info("%s-%d: the first write of epoch %d (to offset %d) answered %s %.0f ms after "
+                 "its append, %.0f ms after the leadership began (epoch durable at %s); the "
+                 "high watermark waited last for node %s; ISR %s", key[0], key[1], led.epoch,
+                 led.first_offset, _code_name(error),
+                 (now - led.first_at) * 1000, (now - led.began) * 1000,
+                 f"+{(led.settled - led.began) * 1000:.0f} ms" if led.settled else "?",
+                 replica.hwm_waited_for if replica is not None else "?",
+                 list(replica.state.isr) if replica is not None and replica.state else "?")
 
 
 def fetcher_config(config) -> FetcherConfig:
@@ -430,6 +518,19 @@ def fetcher_config(config) -> FetcherConfig:
                          fetch_max_bytes=config["replica.fetch.max.bytes"],
                          request_timeout_ms=min(FetcherConfig.request_timeout_ms,
                                                 max(ttl_ms, 1000)))
+
+
+def _answered_after(asked: float) -> str:
+    """For the log: how long etcd took to answer, when that was long."""
+    took = time.monotonic() - asked
+    return f" (etcd answered after {took:.2f}s)" if took > 0.5 else ""
+
+
+def _code_name(code: int) -> str:
+    try:
+        return Err(code).name
+    except ValueError:
+        return str(code)
 
 
 def _no_check() -> None:

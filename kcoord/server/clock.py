@@ -144,6 +144,12 @@ class VirtualClock(WallClock):
         """The deadlines (ms) of the timers armed, soonest first."""
         return sorted(when for when, _, t in self._heap if not t.cancelled)
 
+    def stall(self, seconds: float) -> None:
+        """The process stops for `seconds` (SIGSTOP, a VM pause): time moves
+        and nothing runs; the timers due meanwhile fire late, at the next
+        advance() (advance(0): at once, before any request sent meanwhile)."""
+        self.now_ms += int(round(seconds * 1000))
+
     def advance(self, seconds: float) -> int:
         """Move the clock by `seconds`, firing every timer due on the way in
         deadline order, each with the clock at its deadline (a timer armed by

@@ -47,6 +47,7 @@ from ..log.durability import (
     LOST_LEADERSHIP, Durability, LocalDurability, NotReplicated, coordinator_answer,
 )
 from .clock import WallClock
+from .stall_grace import STALL_GRACE_S, STALL_LATE_MS, fired_after_a_stall  # noqa: F401 (re-exported)
 from .fsync_rounds import FULL_BATCH_RECORDS, FsyncRounds
 from .shard_batches import TxnEnd, TxnWrite, build_shard_batches
 from .coordinator_state import ACTIVE, FAILED, LOADING, NOT_OWNED, CoordinatorState, wait_loaded
@@ -63,14 +64,9 @@ PARTITION_CACHE_MAX = 100_000  # group ids whose partition the runtime remembers
 # the shard states are coordinator_state.py's (one state machine for every coordinator)
 __all__ = ["NOT_OWNED", "LOADING", "ACTIVE", "FAILED", "CoordinatorRuntime", "ShardRuntime"]
 
-# A shard timer that fires this late (ms) fired after a stall of this process
-# or its loop (SIGSTOP, a VM pause, a starved host): requests that came
-# meanwhile (members' heartbeats) wait unread in the sockets, and the loop
-# runs due timers before it polls them.  It is given STALL_GRACE_S, once, so
-# they are read first: a member is not blamed for heartbeats its
-# coordinator did not read.
-STALL_LATE_MS = 1000
-STALL_GRACE_S = 0.5
+# A shard timer that fires late after a stall of this process or its loop
+# waits STALL_GRACE_S once, so the heartbeats queued meanwhile count first
+# (stall_grace.py; the transaction and share-lock timers do the same).
 _PARKED = object()  # an entry's answer: the request answers through its token
 
 ErrorFn = Callable[[int], Any]
@@ -549,7 +545,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.state is not ACTIVE:
             return
         now = self.clock.ms()
-        if due is not None and now - due > STALL_LATE_MS:
+        if due is not None and fired_after_a_stall(due, now):
             self._timers[key] = self.clock.call_later(STALL_GRACE_S, self._fire, key, None)
             return
         # replayed now, not in a task: a request handled before the task ran

@@ -25,6 +25,7 @@ from ..share.log_batches import Aborted, read_batches, records_for
 from ..share.partition import Acquired, SharePartition, ShareLimits
 from ..share.persister import ShareKey, SharePersister
 from .clock import WallClock
+from .stall_grace import STALL_GRACE_S, fired_after_a_stall
 
 log = logging.getLogger("kcoord.share")
 
@@ -276,10 +277,13 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------- timers
     def _arm(self, key: tuple, lock: int, deadline: int, now: int) -> None:
-        handle = self.clock.call_later(max(deadline - now, 0) / 1000.0, self._expire, key, lock)
+        handle = self.clock.call_later(max(deadline - now, 0) / 1000.0, self._expire, key, lock,
+                                       max(deadline, now))
         self._timers[key + (lock,)] = handle
 
-    def _expire(self, key: tuple, lock: int) -> None:
+    def _expire(self, key: tuple, lock: int, due: int | None = None) -> None:
+        """Acquisition lock `lock` ran out (due: when, in ms; None after a
+        stall's grace)."""
         self._timers.pop(key + (lock,), None)
         sp = self.partitions.get(key)
         if sp is None:
@@ -288,6 +292,12 @@ class SharePartitionManager:
         held = sp.locks.get(lock)
         if held is not None and now < held[1]:      # the loop's clock ran ahead of ours
             self._arm(key, lock, held[1], now)
+            return
+        if held is not None and due is not None and fired_after_a_stall(due, now):
+            # a stall of this process: the acknowledgements queued meanwhile
+            # are read first (stall_grace.py)
+            self._timers[key + (lock,)] = self.clock.call_later(STALL_GRACE_S, self._expire,
+                                                                key, lock, None)
             return
         if sp.expire(lock, now):
             self._persist(key)

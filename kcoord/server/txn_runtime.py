@@ -29,12 +29,13 @@ import time
 from ..log.durability import Durability, NotReplicated, coordinator_answer
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
-from ..protocol.records import build_batch, decode_batch
+from ..protocol.records import decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
-from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
+from ..txn.records import TxnRecord, decode_key, decode_value, partition_batches
 from .coordinator_state import ACTIVE, LOADING, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
 from .shard_batches import COORDINATOR_EPOCH
+from .stall_grace import STALL_GRACE_S, fired_after_a_stall
 from ..protocol.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kcoord.txn")
@@ -216,15 +217,10 @@ class TxnRuntime:
             if code:
                 return coordinator_answer(code), []
         self.core.replay_all(records)
-        now = self.clock.ms()
-        by_partition: dict[int, list] = {}
-        for r in records:
-            by_partition.setdefault(r.partition, []).append(
-                (encode_key(r.transactional_id), encode_value(r.value), [], now))
         logs = []
-        for partition, items in by_partition.items():
+        for partition, batch in partition_batches(records, self.clock.ms()):
             plog = self.logs[partition]
-            plog.append(build_batch(items, base_timestamp=now))  # a leader stamps its epoch
+            plog.append(batch)  # a leader stamps its epoch
             logs.append((partition, plog))
         return Err.NONE, logs
 
@@ -421,11 +417,21 @@ class TxnRuntime:
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:
-        def fire() -> None:
+        """fn() every interval_ms.  A run that comes late after a stall of this
+        process or its loop waits STALL_GRACE_S once (stall_grace.py): the
+        EndTxn and AddPartitionsToTxn queued in the sockets meanwhile are
+        read before a sweep aborts their transactions as timed out."""
+        due = self.clock.ms() + interval_ms
+
+        def fire(graced: bool) -> None:
             self._timers.remove(handle_box[0])
+            if not graced and fired_after_a_stall(due, self.clock.ms()):
+                handle_box[0] = self.clock.call_later(STALL_GRACE_S, fire, True)
+                self._timers.append(handle_box[0])
+                return
             self._spawn(fn())
             self._arm(interval_ms, fn)
-        handle_box = [self.clock.call_later(interval_ms / 1000.0, fire)]
+        handle_box = [self.clock.call_later(interval_ms / 1000.0, fire, False)]
         self._timers.append(handle_box[0])
 
     def _served(self, records: list[TxnRecord]) -> list[TxnRecord]:

@@ -102,6 +102,18 @@ class Clock:
             fired += node.call(node.server.clock.advance, seconds)
         return fired
 
+    def stall(self, seconds: float) -> None:
+        """The server's processes stop for `seconds`: its clock moves and no
+        timer fires until the next advance() (advance(0) fires the late ones
+        at once, as a process waking runs its due timers before it reads the
+        requests that queued meanwhile)."""
+        if not self.virtual:
+            raise RuntimeError("clock.stall needs KafkaServer(virtual_time=True)")
+        if not self._server.in_process:
+            return self._server._remote("clock.stall", seconds)
+        for node in self._server._running():
+            node.call(node.server.clock.stall, seconds)
+
     def pending(self) -> list[float]:
         """Seconds from now to each armed timer (virtual time)."""
         if not self._server.in_process:

@@ -14,14 +14,26 @@ record answers it as the broker answers an idempotent producer's retry
 (`answer_retry`), the way that lost acknowledged writes in a fault run when
 it did not wait for the high watermark.
 
-After every step three invariants are checked:
+Leaders serve followers' fetches as kcoord's fetch sessions do: a partition
+found idle (Replica.follower_idle with the session's IdleClock) is left out
+of the session's later fetches until news on the log (an append, a flush, a
+high watermark, role, epoch or ISR change: Replica.on_log_news), its
+follower's caught-up time carried by the session's clock meanwhile.  A
+shadow of each leader keeps the caught-up times as a leader that looked at
+every fetch would have (Kafka's rules), and they must agree.
+
+After every step these invariants are checked:
   - an acknowledged record is in the log of every leader of the same or a
     later epoch (no acknowledged record is ever lost);
   - replicas agree below their high watermarks (one committed log);
   - at most one node acknowledges writes in any leader epoch;
   - a leader appends in its epoch only once its epoch checkpoint names it
     (SettleEpoch: the log and the checkpoint fsynced off the loop, a while
-    after it took the epoch; a kill or power cut before that loses it).
+    after it took the epoch; a kill or power cut before that loses it);
+  - every follower's caught-up time on its leader (what Replica.tick shrinks
+    the ISR by) is the one of a leader that looked at every fetch: a
+    session's idle partitions neither keep a lagging follower in the ISR
+    nor drop a caught-up one.
 Then the faults stop, every node comes back, and the cluster must again
 acknowledge writes and bring every in-sync replica up to the leader.
 
@@ -35,7 +47,8 @@ from dataclasses import dataclass, field, replace
 
 from kcoord.cluster.replica import (
     BecameFollower, BecameLeader, Completed, EpochQuery, FetchQuery, FetchServed,
-    HighWatermarkMoved, ProposeIsr, Replica, ReplicationConfig, Resigned, Role, SettleEpoch,
+    HighWatermarkMoved, IdleClock, ProposeIsr, Replica, ReplicationConfig, Resigned, Role,
+    SettleEpoch,
 )
 from kcoord.cluster.state import NO_LEADER, PartitionState
 from kcoord.log.leader_epoch import EpochCache
@@ -147,6 +160,20 @@ class Node:
     flush_scheduled: bool = False
     watch_stalled_until: int = 0
     lapsed_until: int = 0         # hears no answer from etcd until then (its lease lives)
+    # (follower, its incarnation) -> its fetch session here (as a leader)
+    sessions: dict = field(default_factory=dict)
+    # follower -> [its progress object, caught-up ms, last fetch leader end,
+    # last fetch ms]: Kafka's rules applied to every fetch it sent here
+    shadow: dict = field(default_factory=dict)
+
+
+class SimSession:
+    """A follower's fetch session on a leader (one partition here)."""
+
+    def __init__(self) -> None:
+        self.clock = IdleClock()
+        self.idle = False      # left out of its fetches until news on the log
+        self.listed: tuple | None = None   # (fetch offset, leader epoch) last sent
 
 
 class Simulation:
@@ -178,7 +205,8 @@ class Simulation:
         self.steps = 0
         self.trace: list[str] = []
         self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0, "lapses": 0,
-                      "elections": 0, "isr_changes": 0, "truncations": 0, "retries": 0}
+                      "elections": 0, "isr_changes": 0, "truncations": 0, "retries": 0,
+                      "idle_skips": 0}
         # retries draw from their own generator so every seed keeps the
         # schedule of faults it had before retries existed
         self.retry_rng = random.Random(seed * 104729 + 7)
@@ -277,13 +305,22 @@ class Simulation:
                 node.pending_isr.append(out.proposed)
                 self._send_isr(node, out.proposed)
             elif isinstance(out, HighWatermarkMoved):
-                pass    # checked after the step
+                self._news(node)    # the followers must hear it
             elif isinstance(out, SettleEpoch):
                 # the log and the epoch checkpoint fsynced in a thread, a while later
                 self.at(self.now + self.settle_rng.randint(*self.cfg.flush_delay_ms), "settle",
                         node.id, node.incarnation, out.epoch)
             elif isinstance(out, (BecameLeader, BecameFollower, Resigned)):
                 self.trace.append(f"{self.now} n{node.id} {out}")
+                self._news(node)
+
+    def _news(self, node: Node) -> None:
+        """News on the leader's log (the append notifier in kcoord): its
+        sessions look at the partition again."""
+        if node.replica is not None:
+            node.replica.on_log_news()
+        for session in node.sessions.values():
+            session.idle = False
 
     def _acknowledged(self, node: Node, tokens) -> None:
         replica = node.replica
@@ -315,6 +352,7 @@ class Simulation:
 
     def _on_state(self, node: Node, state: PartitionState) -> None:
         self._handle(node, node.replica.on_state(state, self.now))
+        self._news(node)    # an ISR change too: kcoord's manager reports every new state
 
     def _ev_tick(self, node: Node) -> None:
         node.hwm_checkpoint = node.replica.high_watermark
@@ -325,6 +363,7 @@ class Simulation:
         node.flush_scheduled = False
         node.log.flush()
         self._handle(node, node.replica.on_flushed(self.now))
+        self._news(node)
         parked, node.parked = node.parked, []
         for src, src_inc, request in parked:
             self._serve_fetch(node, src, src_inc, request, park=False)
@@ -420,11 +459,26 @@ class Simulation:
         # A fetch session leaves out a partition where the follower is where
         # it was, caught up and told the high watermark (data_handlers.py's
         # _idle_in_session): the leader records the fetch through
-        # follower_idle, and serve_follower_fetch would have answered the same.
+        # follower_idle with the session's clock, and looks at it no more
+        # until news on the log (or the follower lists it: a new position or
+        # epoch); serve_follower_fetch would have answered the same.
         leader, asker = node.replica, self.nodes[src].replica
         known = asker.high_watermark if asker is not None else -1   # what the follower heard
-        if leader.follower_idle(src, request.fetch_offset, request.current_leader_epoch,
-                                known, self.now):
+        session = node.sessions.get((src, src_inc))
+        if session is None:
+            session = node.sessions[(src, src_inc)] = SimSession()
+        session.clock.ms = self.now
+        self._shadow_fetch(node, src, request)
+        listed = (request.fetch_offset, request.current_leader_epoch)
+        if session.listed != listed:
+            session.listed, session.idle = listed, False
+        if session.idle:
+            self.stats["idle_skips"] += 1
+            served, outs = FetchServed(Err.NONE, leader.high_watermark, node.log.flushed_offset,
+                                       node.log.log_start_offset), []
+        elif leader.follower_idle(src, request.fetch_offset, request.current_leader_epoch,
+                                  known, self.now, session.clock):
+            session.idle = True
             served, outs = FetchServed(Err.NONE, leader.high_watermark, node.log.flushed_offset,
                                        node.log.log_start_offset), []
         else:
@@ -442,6 +496,38 @@ class Simulation:
                         src, src_inc, request)
                 return
         self.send(node.id, src, "fetch_a", src_inc, request, served, records)
+
+    def _shadow_fetch(self, node: Node, src: int, request: FetchQuery) -> None:
+        """Kafka's caught-up rules (serve_follower_fetch's) on every fetch
+        a leader takes, session or not."""
+        leader = node.replica
+        p = leader._progress.get(src)
+        if (leader.role is not Role.LEADER or p is None
+                or leader.check_current_epoch(request.current_leader_epoch) != Err.NONE
+                or not node.log.log_start_offset <= request.fetch_offset
+                <= node.log.log_end_offset):
+            return
+        entry = node.shadow.get(src)
+        if entry is None or entry[0] is not p:   # a new progress: as the leader made it
+            entry = node.shadow[src] = [p, p.last_caught_up_ms, p.last_fetch_leader_end,
+                                        p.last_fetch_ms]
+        flushed, offset = node.log.flushed_offset, request.fetch_offset
+        if offset >= flushed:
+            entry[1] = max(entry[1], self.now)
+        elif offset >= entry[2]:
+            entry[1] = max(entry[1], entry[3])
+        entry[2] = max(flushed, entry[2])
+        entry[3] = self.now
+
+    def _check_caught_up_times(self) -> None:
+        for node in self.nodes.values():
+            leader = node.replica
+            if leader is None or leader.role is not Role.LEADER:
+                continue
+            for src, entry in node.shadow.items():
+                if leader._progress.get(src) is entry[0] and leader.caught_up_ms(src) != entry[1]:
+                    self.fail(f"leader n{node.id} counts n{src} caught up at "
+                              f"{leader.caught_up_ms(src)}, its fetches say {entry[1]}")
 
     def _msg_fetch_a(self, node: Node, src, src_inc, to_inc: int, request, served, records) -> None:
         if node.incarnation != to_inc or node.inflight is not request:
@@ -464,6 +550,7 @@ class Simulation:
             return
         node.pending_isr.remove(proposed)
         self._handle(node, node.replica.on_isr_result(proposed, result, self.now))
+        self._news(node)
 
     # ------------------------------------------------------------- controller
 
@@ -570,6 +657,7 @@ class Simulation:
                 value = self.next_value
                 self.next_value += 1
                 node.log.append([(replica.leader_epoch, value)])
+                self._news(node)
                 self.unacked[value] = offset
                 self._schedule_flush(node)
                 self._handle(node, replica.await_offset(offset + 1, (offset, value)))
@@ -651,6 +739,8 @@ class Simulation:
         node.replica = None
         node.inflight = None
         node.parked = []
+        node.sessions = {}
+        node.shadow = {}
         node.pending_isr = []
         node.flush_scheduled = False
         node.paused_until = 0
@@ -715,6 +805,7 @@ class Simulation:
         return "\n".join(lines)
 
     def check(self) -> None:
+        self._check_caught_up_times()
         committed = self.committed
         live = [n for n in self.nodes.values() if n.replica is not None]
         signature = [len(self.acked), len(committed)]

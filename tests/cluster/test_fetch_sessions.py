@@ -6,7 +6,7 @@ from kcoord.broker.fetch_sessions import FetchSessions
 from kcoord.cluster.fetch_session import FollowerSession
 from kcoord.protocol.errors import Err
 
-from .test_replica import replica, state, write, exchange
+from .test_replica import LAG, exchange, replica, state, write
 
 FOLLOWER = 2
 
@@ -151,3 +151,66 @@ def test_the_idle_shortcut_records_the_fetch_as_serve_follower_fetch_would():
     assert not lead.follower_idle(2, end, 1, hw, now=504)
     # a follower is never idle
     assert not f2.follower_idle(1, end, 1, hw, now=505)
+
+
+def _caught_up_pair():
+    s = state(0, 1, (0, 1, 2))
+    lead, f1, f2 = replica(0), replica(1), replica(2)
+    for r in (lead, f1, f2):
+        r.on_state(s, 0)
+    end = write(lead, "a", "b")
+    for f in (f1, f2):
+        while f.log.log_end_offset < end:
+            exchange(lead, f, now=1)
+        exchange(lead, f, now=1)
+    return lead, end, lead.high_watermark
+
+
+def test_an_idle_partition_left_out_of_a_session_is_caught_up_at_its_latest_fetch():
+    lead, end, hw = _caught_up_pair()
+    session = FetchSessions(seed=3).resolve(_request(0, 0, {}), 1, by_id=False)[1]
+    session.ms = 500
+    assert lead.follower_idle(1, end, 1, hw, now=500, clock=session)
+    session.set_idle(("t", 0), lead.log, lead)
+    # fetches that leave it out only move the session's clock
+    session.ms = 900
+    assert lead.caught_up_ms(1) == 900
+    # news (an append, before its fsync): read again, caught up as of the last fetch
+    lead.log.append([(1, "c")])
+    assert session.on_news(lead.log) is lead and ("t", 0) in session.look
+    lead.on_log_news()
+    session.ms = 1500
+    assert lead.caught_up_ms(1) == 900
+    # once behind, the lag counts from that fetch: 1 stays in the ISR within
+    # it (2, last caught up at 1, does not)
+    lead.log.flush()
+    lead.on_flushed(1500)
+    (proposal,) = lead.tick(900 + LAG - 1)
+    assert proposal.proposed.isr == (0, 1)
+
+
+def test_news_missed_by_a_session_credits_nothing_past_the_fsynced_end():
+    lead, end, hw = _caught_up_pair()
+    session = FetchSessions(seed=3).resolve(_request(0, 0, {}), 1, by_id=False)[1]
+    session.ms = 500
+    assert lead.follower_idle(1, end, 1, hw, now=500, clock=session)
+    session.set_idle(("t", 0), lead.log, lead)
+    write(lead, "c")               # appended and fsynced, no news told
+    session.ms = 5000              # the session keeps fetching without reading it
+    assert lead.caught_up_ms(1) == 500
+    lead.on_flushed(5000)
+    assert lead._progress[1].idle_clock is None and lead.caught_up_ms(1) == 500
+
+
+def test_a_closed_session_settles_what_it_carried():
+    lead, end, hw = _caught_up_pair()
+    sessions = FetchSessions(seed=3)
+    session = sessions.resolve(_request(0, 0, {}), 1, by_id=False)[1]
+    session.ms = 700
+    assert lead.follower_idle(1, end, 1, hw, now=700, clock=session)
+    session.set_idle(("t", 0), lead.log, lead)
+    session.ms = 800
+    sessions.resolve(_request(session.id, -1, {}), 1, by_id=False)   # closed
+    assert lead._progress[1].idle_clock is None
+    session.ms = 99999                 # its clock is no longer anyone's
+    assert lead.caught_up_ms(1) == 800

@@ -62,3 +62,92 @@ def test_a_fetch_unanswered_for_a_lease_ttl_is_given_up():
               "replica.fetch.max.bytes": 1 << 20}
     assert fetcher_config(config).request_timeout_ms == 2000
     assert fetcher_config({**config, "etcd.lease.ttl.ms": 60000}).request_timeout_ms == 30000
+
+
+class _Config:
+    fetch_max_bytes = 1 << 20
+    fetch_wait_max_ms = 500
+    request_timeout_ms = 1000
+    retry_backoff_ms = 10
+
+
+class _FollowerManager:
+    """What ReplicaFetcher._fetch asks of the replica manager."""
+    node_id = 1
+    config = _Config()
+
+    def __init__(self, replicas: dict) -> None:
+        self.replicas = replicas
+
+    def now_ms(self) -> int:
+        return 0
+
+    def handle(self, key, outs) -> None:
+        pass
+
+    async def flush(self, logs) -> None:
+        for plog in logs:
+            plog.flush()
+
+    def has_request_ready(self, leader: int) -> bool:
+        return False
+
+    def requests_for(self, leader: int) -> list:
+        out = []
+        for key, replica in self.replicas.items():
+            request = replica.next_request()
+            if request is not None:
+                out.append((key, replica, request))
+        return out
+
+
+class _Leader:
+    """A connection whose leader answers from a script: the partitions named."""
+
+    def __init__(self) -> None:
+        from kcoord.cluster.fetch_session import FollowerSession
+        self.session = FollowerSession()
+        self.bodies: list = []
+        self.answer: list = []
+
+    async def call(self, api_key, version, body, timeout):
+        self.bodies.append(body)
+        return {"error_code": 0, "session_id": 9, "responses": [{"topic": "t", "partitions": [
+            {"partition_index": p, "error_code": 0, "high_watermark": 0, "log_start_offset": 0,
+             "records": b""} for p in self.answer]}]}
+
+
+def test_a_partition_left_out_of_the_answer_keeps_its_fetch_in_flight():
+    """The leader's session leaves out partitions with nothing new: the
+    follower keeps their fetches in flight (no new request, no answer
+    handed to the replica) and lists them in the session as before; a
+    state change drops the carried fetch and the replica asks anew."""
+    from .test_replica import replica, state
+
+    async def scenario():
+        s = state(2, 1, (0, 1, 2))
+        a, b = replica(1), replica(1)
+        for r in (a, b):
+            r.on_state(s, 0)
+        manager = _FollowerManager({("t", 0): a, ("t", 1): b})
+        fetcher = ReplicaFetcher(manager, leader_id=2)
+        conn = _Leader()
+
+        async def round_trip(answer):
+            conn.answer = answer
+            await fetcher._fetch(conn, manager.requests_for(2) + fetcher._still_carried())
+
+        await round_trip([0, 1])                    # full: both answered
+        assert not fetcher._carried
+        await round_trip([0])                       # 1 left out: nothing new for it
+        assert set(fetcher._carried) == {("t", 1)}
+        carried_q = fetcher._carried[("t", 1)][1]
+        assert b.awaits(carried_q) and b.next_request() is None
+        await round_trip([0])                       # carried on, not listed again
+        assert fetcher._carried[("t", 1)][1] is carried_q
+        assert conn.bodies[-1]["topics"] == [] and conn.bodies[-1]["forgotten_topics_data"] == []
+        b.on_state(state(2, 2, (0, 1, 2), version=99), 0)   # a new epoch: its request dropped
+        assert fetcher._still_carried() == [] and not fetcher._carried
+        assert b.next_request() is not None
+
+    asyncio.run(scenario())

@@ -348,13 +348,15 @@ def test_a_leader_whose_lease_lapsed_but_never_expired_acknowledges_again():
 def test_a_restored_session_does_not_undo_a_refused_isr_change():
     a = replica(0)
     a.on_state(state(0, 1, (0, 1), (0, 1)), 0)
-    proposed = a.tick(10**6)                        # follower 1 lagging: shrink the ISR
-    assert proposed and a.on_isr_result(proposed[0].proposed, None, 10**6) == []
-    a.on_session_lost(10**6)
+    write(a, "w0")
+    a.tick(LAG // 2)
+    proposed = a.tick(LAG + 1)                      # follower 1 lagging: shrink the ISR
+    assert proposed and a.on_isr_result(proposed[0].proposed, None, LAG + 1) == []
+    a.on_session_lost(LAG + 1)
     end = write(a, "x")
-    a.on_flushed(10**6)
+    a.on_flushed(LAG + 1)
     assert a.await_offset(end, "w") == []
-    assert a.on_session_restored(10**6 + 1) == []   # still refused: waits for a new state
+    assert a.on_session_restored(LAG + 2) == []     # still refused: waits for a new state
 
 
 def test_has_request_ready_says_exactly_when_next_request_would_send():
@@ -403,3 +405,35 @@ def test_a_caught_up_follower_joins_the_isr_as_soon_as_it_becomes_eligible():
     (proposal,) = a.on_eligibility_changed(2)
     assert isinstance(proposal, ProposeIsr) and proposal.proposed.isr == (0, 1)
     assert a.on_eligibility_changed(3) == []    # one proposal at a time
+
+
+def test_a_leader_woken_from_its_own_stall_does_not_count_it_against_its_followers():
+    """The leader's process stops (SIGSTOP, a starved host) for longer than
+    replica.lag.time.max.ms while a write waits for its followers: on waking
+    its ISR check runs before it reads the followers' fetches queued in its
+    sockets.  The check comes late by the stall, and the lateness is not
+    counted against the followers (fault run 150: ISR shrinks tried right
+    after each pause of a leader).  A follower that stays silent after the
+    wake is still dropped, a lag time later."""
+    lag, interval = 4000, 2000
+    nodes = [Replica(n, SimLog(), ReplicationConfig(lag, 2)) for n in (0, 1, 2)]
+    a, b, c = nodes
+    s = state(0, 1, (0, 1, 2))
+    for r in nodes:
+        r.on_state(s, 0)
+    a.log.settle_epochs()
+    a.on_epoch_settled(1, 0)
+    end = write(a, "x")
+    for follower in (b, c):
+        for _ in range(3):
+            exchange(a, follower, now=interval - 10)
+    assert a.high_watermark == end and a.tick(interval) == []
+    write(a, "y")                           # appended; then the leader stops for 10 s
+    stall_end = 2 * interval + 10_000
+    assert a.tick(stall_end) == []          # late by the stall: no follower blamed for it
+    for _ in range(3):
+        exchange(a, c, now=stall_end + 10)  # c's fetches, read after the late check
+    assert a.tick(stall_end + interval) == []
+    (proposal,) = a.tick(stall_end + 2 * interval + 1)   # b silent for a lag since the wake
+    assert proposal.proposed.isr == (0, 2), proposal
+    assert "node 1 not caught up" in proposal.why

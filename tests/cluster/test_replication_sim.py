@@ -33,7 +33,7 @@ def test_no_acknowledged_write_is_lost_under_seeded_faults():
     assert not failures, f"{len(failures)} of {SCHEDULES} schedules failed; first:\n{failures[0]}"
     # The schedules did exercise what they are meant to.
     for what in ("crashes", "power_cuts", "pauses", "moves", "elections", "isr_changes",
-                 "truncations", "lost", "lapses", "retries"):
+                 "truncations", "lost", "lapses", "retries", "idle_skips"):
         assert totals[what] >= SCHEDULES // 10, (what, totals)
 
 
@@ -60,6 +60,54 @@ def test_the_invariants_catch_broken_replication():
     for broken in (_NoTruncation, _CountsUnsyncedEnd):
         failures, _ = run_schedules(range(60), broken)
         assert failures, f"{broken.__name__} went unnoticed"
+
+
+class _IdleNeverCredited(Replica):
+    """A leader that forgets the caught-up time a fetch session's idle
+    partition held when news comes (as if the session had never fetched)."""
+
+    def on_log_news(self):
+        for p in self._progress.values():
+            p.idle_clock = None
+
+
+class _SessionsMissNews(Simulation):
+    """A driver whose fetch sessions keep leaving an idle partition out
+    after news on its log (the replica is still told)."""
+
+    def _news(self, node):
+        if node.replica is not None:
+            node.replica.on_log_news()
+
+
+class _IdleCountedPastNews(Replica):
+    """A leader that keeps counting an idle follower caught up at its
+    session's fetches after records came (news ignored)."""
+
+    def on_log_news(self):
+        pass
+
+    def _drop_passed_idle(self):
+        pass
+
+    def caught_up_ms(self, replica_id):
+        p = self._progress.get(replica_id)
+        if p is not None and p.idle_clock is not None:
+            return max(p.last_caught_up_ms, p.idle_clock.ms)
+        return super().caught_up_ms(replica_id)
+
+
+def test_a_sessions_idle_partitions_keep_exact_caught_up_times():
+    """The shadow check fires on both wrong directions: a caught-up follower
+    made to look lagging, a lagging one made to look caught up."""
+    for broken, sim in ((_IdleNeverCredited, Simulation),
+                        (_IdleCountedPastNews, _SessionsMissNews)):
+        failures, _ = run_schedules(range(60), broken, sim)
+        assert failures and "caught up at" in failures[0], broken.__name__
+    # a driver that misses news, with the real replica: it credits nothing
+    # past the fsynced end (conservative), which the check still sees
+    failures, _ = run_schedules(range(60), sim_class=_SessionsMissNews)
+    assert failures and "caught up at" in failures[0]
 
 
 class _NeverRestored(Replica):

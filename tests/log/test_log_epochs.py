@@ -122,3 +122,34 @@ def test_a_recovery_point_never_covers_an_append_whose_epoch_is_not_checkpointed
         m.setattr(partition_log, "write_checkpoint", lambda *_a: log.flush())
         log.append(many, leader_epoch=2)
     assert open_log(config).epochs.entries == [(1, 0), (2, 30)]  # never closed: a crash
+
+
+def test_a_followers_new_epoch_is_checkpointed_off_its_append_and_a_crash_before_finds_it(
+        open_log, monkeypatch):
+    """A follower's append of a new leader epoch (append_raw with
+    defer_epochs) writes no checkpoint (a file fsync, a rename and a directory
+    fsync, on the loop, for every partition of a leader that moved); the
+    replica manager writes it in an fsync thread.  Until then the recovery
+    point stops short of the epoch's batches, so a crash takes the epoch from
+    them; once written, a crash finds it in the checkpoint."""
+    from kcoord.log import recovery_point
+    monkeypatch.setattr(recovery_point, "RECOVERY_POINT_BYTES", 1)
+    config = LogConfig(index_interval_bytes=50)
+    log = open_log(config)
+    log.append_raw(b"".join(batch(3, epoch=1, base=3 * i) for i in range(10)))
+    log.flush()
+    assert epochs_on_disk(log) == [(1, 0)]
+    log.append_raw(b"".join(batch(3, epoch=2, base=30 + 3 * i) for i in range(10)),
+                   defer_epochs=True)
+    assert log.epochs.entries == [(1, 0), (2, 30)] and not log.epochs_durable
+    assert epochs_on_disk(log) == [(1, 0)]        # not written by the append
+    log.flush()                                   # the follower's fsync; then a crash
+    assert open_log(config).epochs.entries == [(1, 0), (2, 30)]
+    version, text, where = log.epochs_pending()   # the fsync thread's write
+    log.store_epochs(version, text)
+    log.on_epochs_stored(version, where)
+    assert log.epochs_pending() is None and epochs_on_disk(log) == [(1, 0), (2, 30)]
+    log.append_raw(batch(3, epoch=2, base=60), defer_epochs=True)   # the same epoch
+    assert log.epochs_durable
+    log.flush()
+    assert open_log(config).epochs.entries == [(1, 0), (2, 30)]

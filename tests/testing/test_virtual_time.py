@@ -95,6 +95,39 @@ def test_transaction_times_out_and_is_aborted_after_advance(kafka):
         c.close()
 
 
+def test_a_transaction_ended_during_a_stall_of_its_coordinator_commits(kafka):
+    """The coordinator's process stops past the transaction's timeout while
+    the producer sends EndTxn (commit).  On waking the late abort sweep
+    fires first (the loop runs due timers before it polls); it waits
+    STALL_GRACE_S once, so the queued EndTxn is read first and commits
+    (fault runs' pause-txn-coordinator: processors fenced after each pause)."""
+    topic = kafka.create_topic()
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "tx-stalled",
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"committed across the stall", partition=0)
+    p.flush(30)
+    kafka.clock.stall(75)       # past the timeout; the 10 s sweep now overdue
+    kafka.clock.advance(0)      # the process wakes: the late sweep runs first
+    p.commit_transaction(30)    # the EndTxn sent during the stall
+    kafka.clock.advance(1)      # the sweep, after its grace: nothing to abort
+    kafka.wait_for(lambda: kafka.end_offset(topic, 0) == 2, 30, what="the commit marker")
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": kafka.group_name(),
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = None
+        for _ in range(50):
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got = m.value()
+                break
+        assert got == b"committed across the stall"
+    finally:
+        c.close()
+
+
 def test_offset_expires_after_advance_retention(kafka):
     topic, group = kafka.create_topic(), kafka.group_name()
     c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
@@ -167,6 +200,19 @@ def test_share_group_record_lock_expires_after_advance():
             again = server.wait_for(lambda: records(other), 30, what="the redelivery")
             assert {m.delivery_count() for m in again} == {2}
             assert {m.offset() for m in again} <= {m.offset() for m in held}
+            # the server's process stops past the new locks: on waking their
+            # expiry fires first and waits STALL_GRACE_S, so the
+            # acknowledgements sent during the stall are read before it
+            server.clock.stall(35)
+            server.clock.advance(0)
+            for m in again:
+                other.acknowledge(m)
+            done = other.commit_sync()
+            server.clock.advance(1)
+            errors = [getattr(tp, "error", None) for tp in (done or ())]
+            assert not any(errors), errors
+            for _ in range(5):
+                assert records(other) == []    # nothing came back for redelivery
         finally:
             holder.close()
             if other is not None:

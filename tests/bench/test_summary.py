@@ -1,0 +1,69 @@
+"""bench/results/README.md's regeneration: a run rewrites the rows of the
+benchmarks it ran and keeps every other row's text, hand notes included."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bench import summary
+
+
+def _headline(path, label: str, figure: str, date: str) -> None:
+    """A JSON of the shape the headline benchmarks write (summary rows)."""
+    path.write_text(json.dumps({"machine": {"date": date},
+                                "summary": [[label, figure, "< 10 s", "met"]]}))
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+    _headline(tmp_path / "security.json", "security row", "1.0 s", "day 1")
+    _headline(tmp_path / "snapshot_restart.json", "restart row", "2.0 s", "day 1")
+    summary.write()
+    readme = tmp_path / "README.md"
+    # notes written by hand into both rows, and a row no JSON gives
+    text = (readme.read_text().replace("| 1.0 s |", "| 1.0 s (compiled, load 3) |")
+            .replace("| 2.0 s |", "| 2.0 s (quiet machine) |"))
+    readme.write_text(text + "| hand row | 5 | - | - | day 0 |\n")
+    return tmp_path
+
+
+def _rows(path) -> dict[str, list[str]]:
+    out = {}
+    for line in (path / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) == 5:
+            out[cells[0]] = cells
+    return out
+
+
+def test_a_run_rewrites_only_the_rows_of_what_it_ran(results):
+    before = summary.json_stamps()
+    _headline(results / "snapshot_restart.json", "restart row", "3.0 s", "day 2")
+    os.utime(results / "snapshot_restart.json", ns=(before["snapshot_restart"] + 10**9,) * 2)
+    changed = summary.changed_since(before)
+    assert changed == ["snapshot_restart"]
+    summary.write(changed)
+    rows = _rows(results)
+    assert rows["restart row"][1:] == ["3.0 s", "< 10 s", "met", "day 2"]
+    # the row of a benchmark that did not run keeps its hand note
+    assert rows["security row"][1] == "1.0 s (compiled, load 3)"
+    assert rows["hand row"][1] == "5"
+    assert list(rows)[1:] == ["security row", "restart row", "hand row"]  # order kept
+
+
+def test_a_full_regeneration_rewrites_every_row_a_json_gives(results):
+    summary.write()
+    rows = _rows(results)
+    assert rows["security row"][1] == "1.0 s"
+    assert rows["restart row"][1] == "2.0 s"
+    assert rows["hand row"][1] == "5"
+
+
+def test_a_run_that_wrote_nothing_changes_nothing(results):
+    text = (results / "README.md").read_text()
+    summary.write(summary.changed_since(summary.json_stamps()))
+    assert _rows(results)["security row"][1] == "1.0 s (compiled, load 3)"
+    assert (results / "README.md").read_text().splitlines()[6:] == text.splitlines()[6:]
