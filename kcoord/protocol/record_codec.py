@@ -38,10 +38,6 @@ class Record(NamedTuple):
 COMMIT_VALUE_VERSION = 3
 
 
-def is_compact_commit(record: Any) -> bool:
-    return record.__class__ is tuple
-
-
 def generic_commit(record: Any) -> Record:
     """A compact commit record as the generic Record (what loading the log gives)."""
     group, topic, partition, value = record
