@@ -97,6 +97,8 @@ def _call(listener: Callable[[], None] | None, what: str) -> None:
 
 # after a refresh failed at once (connection refused, reset): ask again this soon
 RETRY_S = 0.1
+# a refresh answered later than this (s) is logged: the lease is at risk
+SLOW_ANSWER_S = 0.5
 
 
 class RefreshSchedule:
@@ -186,6 +188,12 @@ class EtcdSession:
                 reply = await bounded(self.client.refresh_lease(self.lease_id), wait)
                 expired = reply is None or reply.TTL <= 0
                 failing = False
+                took = loop.time() - sent
+                if took > SLOW_ANSWER_S:
+                    # etcd slow (its apply backlog holds renewals) or this loop busy:
+                    # which one shows beside the stall reporter's lines
+                    log.info("etcd lease refresh answered after %.2fs%s", took,
+                             " (the lease had expired)" if expired else "")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -292,6 +292,7 @@ class ReplicaManager:
     async def _alter_isr(self, key, proposed: PartitionState) -> None:
         backoff = self.config.retry_backoff_ms / 1000.0
         while self._running:
+            asked = time.monotonic()
             try:
                 result = await self.store.alter_isr(proposed)
             except asyncio.CancelledError:
@@ -312,8 +313,8 @@ class ReplicaManager:
                             "acknowledging nothing until a newer state arrives",
                             key[0], key[1], list(proposed.isr))
             else:
-                log.info("%s-%d: ISR now %s (epoch %d)", key[0], key[1], list(result.isr),
-                         result.leader_epoch)
+                log.info("%s-%d: ISR now %s (epoch %d)%s", key[0], key[1], list(result.isr),
+                         result.leader_epoch, _answered_after(asked))
             replica = self.replicas.get(key)
             if replica is not None:
                 self.handle(key, replica.on_isr_result(proposed, result, self.now_ms()))
@@ -517,6 +518,12 @@ def fetcher_config(config) -> FetcherConfig:
                          fetch_max_bytes=config["replica.fetch.max.bytes"],
                          request_timeout_ms=min(FetcherConfig.request_timeout_ms,
                                                 max(ttl_ms, 1000)))
+
+
+def _answered_after(asked: float) -> str:
+    """For the log: how long etcd took to answer, when that was long."""
+    took = time.monotonic() - asked
+    return f" (etcd answered after {took:.2f}s)" if took > 0.5 else ""
 
 
 def _code_name(code: int) -> str:
