@@ -57,6 +57,10 @@ MODULES = [
     # of every request (the largest interpreted share, bench/results/instr_split.md)
     "kcoord.server.dispatch",
     "kcoord.server.network",
+    # the transaction coordinator's core and its __transaction_state records
+    # (every transactional request's state check, record and batch)
+    "kcoord.txn.records",
+    "kcoord.txn.coordinator",
     # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
     # and their cached answers (the interpreted rest of those handler chains)
     "kcoord.server.hot_ops",

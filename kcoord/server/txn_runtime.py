@@ -29,9 +29,9 @@ import time
 from ..log.durability import Durability, NotReplicated, coordinator_answer
 from ..log.fsync_batcher import FsyncBatcher
 from ..protocol.errors import Err, ProtocolError
-from ..protocol.records import build_batch, decode_batch
+from ..protocol.records import decode_batch
 from ..txn.coordinator import Completion, TxnConfig, TxnCoordinator
-from ..txn.records import TxnRecord, decode_key, decode_value, encode_key, encode_value
+from ..txn.records import TxnRecord, decode_key, decode_value, partition_batches
 from .coordinator_state import ACTIVE, LOADING, CoordinatorState, wait_loaded
 from .internal_topic import compacted, open_internal_topic
 from .shard_batches import COORDINATOR_EPOCH
@@ -217,15 +217,10 @@ class TxnRuntime:
             if code:
                 return coordinator_answer(code), []
         self.core.replay_all(records)
-        now = self.clock.ms()
-        by_partition: dict[int, list] = {}
-        for r in records:
-            by_partition.setdefault(r.partition, []).append(
-                (encode_key(r.transactional_id), encode_value(r.value), [], now))
         logs = []
-        for partition, items in by_partition.items():
+        for partition, batch in partition_batches(records, self.clock.ms()):
             plog = self.logs[partition]
-            plog.append(build_batch(items, base_timestamp=now))  # a leader stamps its epoch
+            plog.append(batch)  # a leader stamps its epoch
             logs.append((partition, plog))
         return Err.NONE, logs
 

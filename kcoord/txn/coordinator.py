@@ -194,7 +194,7 @@ class TxnCoordinator:
         (AddPartitionsToTxn; AddOffsetsToTxn adds the group's
         __consumer_offsets partition)."""
         meta, error = self._check_producer(tid, pid, epoch)
-        if error:
+        if meta is None:  # error is set
             return TxnResult(error=error)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return TxnResult(error=Err.CONCURRENT_TRANSACTIONS)
@@ -210,7 +210,7 @@ class TxnCoordinator:
         """AddPartitionsToTxn v4+ VerifyOnly (KIP-890): is each partition in
         the ongoing transaction of this producer?  No records."""
         meta, error = self._check_producer(tid, pid, epoch)
-        if error:
+        if meta is None:  # error is set
             return TxnResult(error=error)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return TxnResult(error=Err.CONCURRENT_TRANSACTIONS)
@@ -235,7 +235,7 @@ class TxnCoordinator:
     # ================================================================ EndTxn
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, now: int) -> TxnResult:
         meta, error = self._check_producer(tid, pid, epoch)
-        if error:
+        if meta is None:  # error is set
             return TxnResult(error=error)
         state = meta.state
         if state == ONGOING:

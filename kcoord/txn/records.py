@@ -7,6 +7,7 @@ import struct
 from typing import NamedTuple
 
 from ..protocol.errors import ProtocolError
+from ..protocol.records import build_batch
 
 # TransactionStatus (int8), Kafka's TransactionState ids
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
@@ -64,6 +65,20 @@ def encode_value(v: TxnValue | None) -> bytes | None:
             out.append(_string(topic) + _I.pack(len(parts)) + struct.pack(f">{len(parts)}i", *parts))
     out.append(_TAIL.pack(v.last_update_ms, v.start_ms))
     return b"".join(out)
+
+
+def partition_batches(records: list[TxnRecord], now: int) -> list[tuple[int, bytes]]:
+    """The records as one batch per __transaction_state partition (in the
+    order the partitions first appear), timestamped `now`: what the runtime
+    appends for a handler's records (usually one record, one batch)."""
+    by_partition: dict[int, list] = {}
+    for r in records:
+        items = by_partition.get(r.partition)
+        if items is None:
+            items = by_partition[r.partition] = []
+        items.append((encode_key(r.transactional_id), encode_value(r.value), [], now))
+    return [(partition, build_batch(items, base_timestamp=now))
+            for partition, items in by_partition.items()]
 
 
 def decode_key(key: bytes) -> str | None:
