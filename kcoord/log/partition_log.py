@@ -561,6 +561,11 @@ class PartitionLog:
             write_start_offset(self.path, self.log_end_offset)
             self._start_floor = self.log_end_offset
         self._cuts += 1
+        if not self.epochs_durable:
+            # a follower's epoch not checkpointed yet (defer_epochs) may start below
+            # the new end: checkpoint it before a recovery point can name its bytes
+            self.epochs.truncate_from_end(self.log_end_offset)
+            self._write_epochs()
         self._settled = (self.active.base_offset, self.active.size)
         self.durable_end_offset = min(self.durable_end_offset, self.log_end_offset)
         self.flush()

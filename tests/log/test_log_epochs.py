@@ -153,3 +153,11 @@ def test_a_followers_new_epoch_is_checkpointed_off_its_append_and_a_crash_before
     assert log.epochs_durable
     log.flush()
     assert open_log(config).epochs.entries == [(1, 0), (2, 30)]
+    # a truncation (a new leader) while a new epoch waits for its checkpoint:
+    # the epoch starts below the new end, so it is checkpointed first
+    log.append_raw(b"".join(batch(3, epoch=3, base=63 + 3 * i) for i in range(10)),
+                   defer_epochs=True)
+    log.truncate_to(75)
+    assert log.epochs.entries == [(1, 0), (2, 30), (3, 63)]
+    assert epochs_on_disk(log) == [(1, 0), (2, 30), (3, 63)]
+    assert open_log(config).epochs.entries == [(1, 0), (2, 30), (3, 63)]
