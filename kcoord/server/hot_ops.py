@@ -36,11 +36,12 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     shard active, records to queue, no timers or replies) takes the
     runtime's own methods, so this is only a shortcut of them."""
     topics: list[dict] = req["topics"]
-    catalogue = handlers.catalogue
+    # the catalogue's topics read directly (Catalogue.get, an interpreted call)
+    known: dict = handlers.catalogue.topics
     # Kafka answers unknown topics before it asks the group coordinator
     # (GroupHandlers.mark_unknown_partitions)
     for t in topics:
-        topic = catalogue.get(t["name"])
+        topic = known.get(t["name"])
         count = -1 if topic is None else len(topic.partitions)
         partitions: list[dict] = t["partitions"]  # (typed: mypyc's direct dict calls)
         for p in partitions:
@@ -102,7 +103,8 @@ def commit_body(version: int, req: dict,
     if len(topics) != 1:
         return {"throttle_time_ms": 0, "topics": commit_answer(topics, None)}
     topic = topics[0]
-    key = (version, topic["name"], tuple([p["partition_index"] for p in topic["partitions"]]))
+    partitions: list[dict] = topic["partitions"]  # (typed: mypyc's direct dict calls)
+    key = (version, topic["name"], tuple([p["partition_index"] for p in partitions]))
     body = bodies.get(key)
     if body is None:
         if len(bodies) >= COMMIT_BODIES_MAX:
