@@ -158,7 +158,7 @@ def stage_breakdown(reps: int = 5, n: int = 2000) -> dict:
 
     stages = {
         "decode the request": best(lambda: dec(body, 0), n),
-        # the records' change is made here (AppliedRecords: no replay of its own)
+        # the records' change is made here (compact records: no replay of their own)
         "core: validate, apply, build records": best(
             lambda: core.offset_commit(req, 8, now, True), n),
         "encode the records into a batch (one CRC)": best(

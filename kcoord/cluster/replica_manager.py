@@ -481,7 +481,9 @@ class ReplicaManager:
         token = object()
         self._waiters[token] = fut
         led = self._leaderships.get((topic, partition))
-        if led is not None and led.first_offset < 0:
+        if led is not None and led.first_offset < 0 and end_offset > replica.epoch_start_offset:
+            # (a wait for what was there before the epoch, such as a loading
+            # shard's fence, is no write of this leadership)
             led.first_offset, led.first_at = end_offset, time.monotonic()
             self._first_writes[token] = ((topic, partition), led)
         self.handle((topic, partition), replica.await_offset(end_offset, token))

@@ -3,15 +3,16 @@
 State changes through `replay`; handlers build OffsetCommit records
 (type 1) and tombstones, and answer from the replayed state.  A consumer's
 plain commit (commit_applied) makes its change itself and hands the runtime
-AppliedRecords, replayed only when the log is loaded.
+compact commit records (protocol/record_codec.py), replayed only when the
+log is loaded.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
-from .result import AppliedRecord, Record
+from .result import Record
 from .compiled import mypyc_attr
 
 
@@ -88,44 +89,45 @@ def commit_records(group: str, topics: list[dict], error: int, now: int,
 
 
 def commit_applied(group: str, topics: list[dict], now: int, metadata_max: int,
-                   into: dict[tuple[str, int], OffsetValue]) -> tuple[list[int] | None, list[Record]]:
+                   into: dict[tuple[str, int], OffsetValue]) -> tuple[list[int] | None, list]:
     """commit_records for a commit with no group error, no expire timestamp
     and no pending transactional offsets (what a consumer's commit is),
     with the records' change made at once: each taken partition's value is
-    put in `into` (the group's offsets) and its record is an AppliedRecord,
-    which the runtime appends without replaying (the replay of ten records
-    was a seventh of a commit's server instructions, bench instr_split).
+    put in `into` (the group's offsets) and its record is the compact
+    (group, topic, partition, value) tuple (record_codec.py: no key and
+    value dicts), which the runtime appends without replaying (the replay of
+    ten records was a seventh of a commit's server instructions, bench
+    instr_split), as an AppliedRecord.
     -> (the error code of each partition in request order, or None when
     every one is NONE: the answer is then all NONE and cacheable; records)."""
-    records: list[Record] = []
-    add = records.append
-    new, record_type, value_type = _new_tuple, AppliedRecord, OffsetValue
+    # (compiled: typed dicts and lists take mypyc's direct dict and list
+    # calls; a bound method kept in a local, as `add = records.append`, is
+    # a generic call there, slower than the method)
+    records: list = []
+    new, value_type = _new_tuple, OffsetValue
     codes: list[int] = []
-    code_of = codes.append
     taken = True
     for t in topics:
-        name = t["name"]
-        for p in t["partitions"]:
-            code = p.get("error_code")  # set by the runtime for unknown partitions
+        name: str = t["name"]
+        partitions: list[dict] = t["partitions"]
+        for p in partitions:
+            code: Any = p.get("error_code")  # set by the runtime for unknown partitions
             if code is None or code == 0:
-                meta = p.get("committed_metadata") or ""
+                meta: str = p.get("committed_metadata") or ""
                 # a string of n characters has n..2n UTF-16 code units
                 if 2 * len(meta) > metadata_max and \
                         len(meta.encode("utf-16-le")) // 2 > metadata_max:
                     code = Err.OFFSET_METADATA_TOO_LARGE
                 else:
                     index = p["partition_index"]
-                    offset = p["committed_offset"]
-                    epoch = p.get("committed_leader_epoch", -1)
-                    into[(name, index)] = new(value_type, (offset, epoch, meta, now, None))
-                    add(new(record_type, (
-                        OFFSET_COMMIT, {"group": group, "topic": name, "partition": index},
-                        {"offset": offset, "leader_epoch": epoch, "metadata": meta,
-                         "commit_timestamp": now}, 3)))
+                    value = into[(name, index)] = new(value_type, (
+                        p["committed_offset"], p.get("committed_leader_epoch", -1), meta, now,
+                        None))
+                    records.append((group, name, index, value))
                     code = 0
             if code:
                 taken = False
-            code_of(code)
+            codes.append(code)
     return (None if taken else codes), records
 
 

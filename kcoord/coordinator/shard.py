@@ -29,6 +29,7 @@ from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_answer, co
                       commit_records, delete_offsets, offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
+from ..protocol.record_codec import generic_commit
 from .result import AppliedRecord, Record, Result
 from .txn_offsets import PendingTxnOffsets
 from .timers import Timers
@@ -140,6 +141,8 @@ class CoordinatorShard:
 
     # ================================================================ replay
     def replay(self, record: Record) -> None:
+        if record.__class__ is tuple:  # a compact commit record (record_codec.py)
+            record = generic_commit(record)
         rtype, key, value, version = record
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             if self.txn_offsets.by_group:
@@ -215,7 +218,8 @@ class CoordinatorShard:
         the runtime replays ten records per commit."""
         if self.txn_offsets.by_group:  # pending transactional offsets: the full path
             for record in records:
-                if not (skip_applied and record.__class__ is AppliedRecord):
+                if not (skip_applied and (record.__class__ is AppliedRecord
+                                          or record.__class__ is tuple)):
                     self.replay(record)
             return
         by_group = self.offsets.by_group
@@ -223,8 +227,12 @@ class CoordinatorShard:
         new = tuple.__new__
         applied = AppliedRecord
         for record in records:
+            if record.__class__ is tuple:  # a compact commit record (record_codec.py)
+                if not skip_applied:  # (a check's replay of queued records)
+                    self.replay(record)
+                continue  # else its change is in memory (a plain commit)
             if skip_applied and record.__class__ is applied:
-                continue  # its change is in memory (a classic rebalance, a plain commit)
+                continue  # its change is in memory (a classic rebalance)
             rtype, key, value, version = record
             if rtype != OFFSET_COMMIT or version != 3 or value is None:
                 self.replay(record)

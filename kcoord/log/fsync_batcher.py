@@ -17,6 +17,10 @@ Two ways in:
   starts at once (a leader's write never waits behind the same node's
   follower fsync of another log).  An ask is released once each of its
   logs has been fsynced by a round started after it.
+- With `inline_quiet` (a single node), a round of one log while no other
+  fsync is under way is flushed on the loop itself and its waiters released
+  at once: cheaper than the two thread hand-offs for a lone client's
+  durable step.
 - `sync_in_threads(logs, done)`: each log fsynced in a worker thread, all
   at once, off the loop: concurrent fsyncs of different files overlap (the
   filesystem merges them into few journal commits), so a round of many
@@ -29,11 +33,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 
 log = logging.getLogger("kcoord.fsync")
+
+# a quiet round's fsync runs on the loop only while recent fsyncs took less
+# (about 0.15 ms on an idle virtio disk; a loaded one takes several ms)
+INLINE_MAX_S = 0.0005
 
 
 class _Waiter:
@@ -51,9 +60,12 @@ class _Waiter:
 
 
 class FsyncBatcher:
-    def __init__(self, linger_ms: float = 0.0, threads: int = 16) -> None:
+    def __init__(self, linger_ms: float = 0.0, threads: int = 16,
+                 inline_quiet: bool = False) -> None:
         self.linger = linger_ms / 1000.0
         self.threads = threads
+        self.inline_quiet = inline_quiet  # a quiet round's one fsync on the loop (_run)
+        self.fsync_s = 0.0  # recent fsyncs' time, seconds (a moving average)
         self._dirty: dict[int, object] = {}     # asked for, not yet in a round started since
         self._waiting: list[_Waiter] = []       # asks with logs no round has taken yet
         self._busy: set[int] = set()            # logs whose fsync is under way
@@ -133,8 +145,38 @@ class FsyncBatcher:
         if self.closed:  # stopping: no worker threads any more, fsync right here
             self._round_done(ids, taken, start, self._flush_here(start))
             return
+        if (self.inline_quiet and len(start) == 1 and not self._busy
+                and self.fsync_s < INLINE_MAX_S):
+            # a quiet round: one log, no other fsync under way.  Handing it to
+            # a worker thread costs two cross-thread wake-ups (futex, then the
+            # loop's self-pipe): on a 2-vCPU host ~55 us of CPU per fsync and
+            # a scheduling delay on every durable step of a lone client (a
+            # transaction makes seven in a row, bench/results/transactions.md).
+            # Flushed here, on the loop, it costs the fsync alone; a round of
+            # several logs, or one started while another log's fsync is under
+            # way, still goes to the threads so their fsyncs overlap, and so
+            # does every round while recent fsyncs were slow (a busy disk:
+            # then the hand-off is cheap beside the fsync, and the loop must
+            # serve meanwhile; a lone client's requests also overlap, e.g. a
+            # Produce beside an AddOffsetsToTxn).  Only a single node asks for
+            # this (app.py): a cluster's loop must keep its lease and its
+            # followers' fetches going through any fsync.
+            self._round_done(ids, taken, start, self._timed_flush(start[0]))
+            return
         self._busy |= ids
         self.sync_in_threads(start, lambda errors: self._round_done(ids, taken, start, errors))
+
+    def _timed_flush(self, plog) -> list:
+        """fsync one log here -> [its error or None], its time in `fsync_s`."""
+        t0 = time.perf_counter()
+        errors = self._flush_here([plog])
+        self._note_fsync(time.perf_counter() - t0)
+        return errors
+
+    def _note_fsync(self, seconds: float) -> None:
+        # a moving average over about the last eight fsyncs; a race between
+        # worker threads loses an update at worst, which is harmless
+        self.fsync_s += (seconds - self.fsync_s) * 0.125
 
     @staticmethod
     def _flush_here(logs: list) -> list:
@@ -181,10 +223,12 @@ class FsyncBatcher:
         lock = threading.Lock()
 
         def run(i: int, plog) -> None:
+            t0 = time.perf_counter()
             try:
                 plog.flush()
             except BaseException as exc:  # reported to `done`, never swallowed
                 errors[i] = exc
+            self._note_fsync(time.perf_counter() - t0)
             with lock:
                 remaining[0] -= 1
                 last = remaining[0] == 0

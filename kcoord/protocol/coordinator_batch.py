@@ -4,8 +4,9 @@ precompiled structs (tests/server/test_commit_batch.py)."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
-from .record_codec import COMMIT_KEY_CACHE_MAX, Record, encode_commit, encode_record
+from .record_codec import COMMIT_KEY_CACHE_MAX, encode_commit, encode_record, generic_commit
 from .records import HEADER_SIZE, encode_varint, seal_batch
 
 
@@ -18,23 +19,57 @@ _ZV00 = tuple(b"\x00\x00" + z for z in _ZV)
 # as a varint), value v3 with empty metadata, no headers.
 _COMMIT_TAIL = struct.Struct(">iBhqihqB")
 _COMMIT_TAIL_SIZE = _COMMIT_TAIL.size
+_INT16 = struct.Struct(">h")
 # (group, topic) -> key length varint + key up to its partition
 _COMMIT_HEADS: dict[tuple[str, str], bytes] = {}
 
 
-def build_records_batch(records: list[Record], now: int) -> bytearray:
+def build_records_batch(records: list, now: int) -> bytearray:
     """One uncompressed v2 batch of `records`, every record stamped `now`,
     offset deltas 0..n-1, and one CRC for all of them: the bytes build_batch
     gives for [(*encode_record(r), [], now) for r in records], built with
     fewer steps per record.  An OffsetCommit with a v3 value and no metadata
     (what consumers commit) is one struct pack after its (group, topic)
-    part, which is encoded once."""
+    part, which is encoded once; a compact commit record (record_codec.py,
+    what a consumer's plain commit writes) is packed from its fields, no
+    dicts.  (`records`: Records and compact ones, hence the plain list.)"""
     zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
     heads = _COMMIT_HEADS
     pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
+    # (compiled: out.append is mypyc's direct list append; a bound method
+    # kept in a local, or out += a tuple, would be generic calls)
     out = [bytes(HEADER_SIZE)]
-    append = out.append
+    # the (group, topic) of the last compact record packed and its head: the
+    # records of a commit share them, so most skip the cache lookup
+    last_group = last_topic = ""
+    last_head = b""
     for delta, record in enumerate(records):
+        if type(record) is tuple:  # compact: (group, topic, partition, value)
+            # typed, so that mypyc reads the fields without iterating
+            compact: tuple[str, str, int, tuple[int, int, str, int, Any]] = record
+            group, topic, partition, committed = compact
+            offset, epoch, meta, stamp, _ = committed
+            if not meta and delta < zmax:
+                chead: bytes | None = last_head
+                if group != last_group or topic != last_topic or not last_head:
+                    chead = heads.get((group, topic))
+                    if chead is None:
+                        chead = _commit_head(group, topic)
+                if chead is not None:
+                    try:
+                        tail = pack_tail(partition, 48, 3, offset, epoch, 0, stamp, 0)
+                    except struct.error:  # out of range: the schema codec reports it
+                        pass
+                    else:
+                        last_group, last_topic, last_head = group, topic, chead
+                        od = zv00[delta]
+                        n = len(od) + len(chead) + tail_size
+                        out.append(zv[n] if n < zmax else varint(n))
+                        out.append(od)
+                        out.append(chead)
+                        out.append(tail)
+                        continue
+            record = generic_commit(record)
         rtype, key, value, version = record
         if rtype == 1 and version == 3 and value is not None and delta < zmax \
                 and not value["metadata"]:
@@ -42,12 +77,7 @@ def build_records_batch(records: list[Record], now: int) -> bytearray:
             if head is None:
                 encoded = encode_commit(record)
                 if encoded is not None:
-                    k = encoded[0][:-4]  # without the partition
-                    n = len(k) + 4
-                    head = heads[(key["group"], key["topic"])] = (
-                        zv[n] if n < zmax else varint(n)) + k
-                    if len(heads) > COMMIT_KEY_CACHE_MAX:
-                        heads.clear()
+                    head = _cache_head(key["group"], key["topic"], encoded[0][:-4])
             if head is not None:
                 try:
                     tail = pack_tail(key["partition"], 48, 3, value["offset"],
@@ -57,7 +87,10 @@ def build_records_batch(records: list[Record], now: int) -> bytearray:
                 else:
                     od = zv00[delta]
                     n = len(od) + len(head) + tail_size
-                    out += (zv[n] if n < zmax else varint(n)), od, head, tail
+                    out.append(zv[n] if n < zmax else varint(n))
+                    out.append(od)
+                    out.append(head)
+                    out.append(tail)
                     continue
         k, v = encode_record(record)
         n = len(k)
@@ -69,9 +102,33 @@ def build_records_batch(records: list[Record], now: int) -> bytearray:
             n = len(v)
             rec = head + k + (zv[n] if n < zmax else varint(n)) + v + b"\x00"
         n = len(rec)
-        append(zv[n] if n < zmax else varint(n))
-        append(rec)
+        out.append(zv[n] if n < zmax else varint(n))
+        out.append(rec)
     batch = bytearray().join(out)
     count = len(records)
     seal_batch(batch, 0, 0, count, now, now)
     return batch
+
+
+def _commit_head(group: str, topic: str) -> bytes | None:
+    """The cached head of a compact commit record of (group, topic); None for the
+    schema codec to encode (a name too long for its int16 length)."""
+    try:
+        g, t = group.encode(), topic.encode()
+    except UnicodeEncodeError:  # a lone surrogate: the schema codec reports it
+        return None
+    if len(g) > 32767 or len(t) > 32767:
+        return None
+    return _cache_head(group, topic, b"\x00\x01" + _INT16.pack(len(g)) + g
+                       + _INT16.pack(len(t)) + t)
+
+
+def _cache_head(group: str, topic: str, key_prefix: bytes) -> bytes:
+    """An OffsetCommit record's key length varint and key up to its partition
+    (`key_prefix`: the key without the partition), cached per (group, topic)."""
+    n = len(key_prefix) + 4
+    head = (_ZV[n] if n < _ZV_MAX else encode_varint(n)) + key_prefix
+    if len(_COMMIT_HEADS) >= COMMIT_KEY_CACHE_MAX:
+        _COMMIT_HEADS.clear()
+    _COMMIT_HEADS[(group, topic)] = head
+    return head

@@ -72,7 +72,9 @@ class Server:
         self.security.install(self.dispatcher)  # before any handler: they are wrapped as registered
         self.catalogue = Catalogue(config.data_dir, config.values, now_ms=self.clock.ms)
         self.security.use_catalogue(self.catalogue)
-        self.fsync = FsyncBatcher()  # the one fsync batcher: data plane and coordinators
+        # the one fsync batcher: data plane and coordinators; a single node
+        # flushes a quiet round's one log on the loop (fsync_batcher.py)
+        self.fsync = FsyncBatcher(inline_quiet=not config["etcd.endpoints"])
         self.data = DataPlane(self.catalogue, config, self.fsync, clock=self.clock)
         self.topic_admin = TopicAdmin(self.catalogue, config)
         self.meta = MetaHandlers(config, self.dispatcher, self.topic_admin)

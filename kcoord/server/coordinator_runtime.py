@@ -620,7 +620,8 @@ class CoordinatorRuntime:
                                   clock=self.clock)
         # one node: its own log never refuses an append (LocalDurability.append_error),
         # so an always-writing op goes straight to write(), one call less per commit
-        if not self.commit.durability.replicated:
+        self.replicated = self.commit.durability.replicated  # hot_ops.commit_request asks
+        if not self.replicated:
             self.write_checked = self.write  # type: ignore[method-assign]
         if self.commit.durability.replicated:
             self.commit.write_timeout = config[self.WRITE_TIMEOUT_KEY] / 1000.0

@@ -19,7 +19,7 @@ from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .hot_ops import commit_op
+from .hot_ops import commit_request
 from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
@@ -179,17 +179,10 @@ class GroupHandlers:
 
     @serves("OffsetCommit")
     def offset_commit(self, ctx: RequestContext, req: dict):
-        # Kafka answers unknown topics before it asks the group coordinator
-        self.mark_unknown_partitions(req["topics"])
-        group_id = req["group_id"]
-        if not group_id:
-            return self.commit_error(req, ctx.api_version, Err.INVALID_GROUP_ID)
-        # the op is hot_ops.commit_op (compiled) given its arguments, not a closure made
-        # for every commit (the hot path: CPU per commit is benched)
-        return self.runtime.write_checked(group_id, commit_op,
-                                          partial(self.commit_error, req, ctx.api_version),
-                                          req, ctx.api_version, self.runtime.metrics,
-                                          self._commit_bodies)
+        # compiled with the runtime's write path inlined (the hot path: CPU
+        # per commit is benched); the same steps as mark_unknown_partitions,
+        # then runtime.write_checked of hot_ops.commit_op
+        return commit_request(self, ctx, req)
 
     # ---------------------------------------------------------- OffsetFetch
     def _fetch_group(self, group_id: str, topics, member_id: str | None = None,

@@ -96,3 +96,60 @@ def test_a_failed_fsync_fails_only_its_own_waiters(tmp_path):
             b.plog.close()
 
     asyncio.run(scenario())
+
+
+class ThreadLog(HeldLog):
+    """A HeldLog that notes the thread of each fsync."""
+
+    def __init__(self, plog: PartitionLog, gate: threading.Event) -> None:
+        super().__init__(plog, gate)
+        self.threads: list[int] = []
+
+    def flush(self) -> None:
+        self.threads.append(threading.get_ident())
+        super().flush()
+
+
+def test_a_quiet_rounds_one_log_is_flushed_on_the_loop_and_busy_ones_in_threads(tmp_path):
+    """inline_quiet (a single node): one log, no fsync under way and recent
+    fsyncs fast -> on the loop; a round of two logs, one asked while another
+    is under way, or any while fsyncs are slow -> in worker threads."""
+    async def scenario():
+        loop_thread = threading.get_ident()
+        held, free = threading.Event(), threading.Event()
+        free.set()
+        a = ThreadLog(PartitionLog(tmp_path / "a-0"), free)
+        b = ThreadLog(PartitionLog(tmp_path / "b-0"), held)
+        c = ThreadLog(PartitionLog(tmp_path / "c-0"), free)
+        batcher = FsyncBatcher(inline_quiet=True)
+        try:
+            a.plog.append(build_batch([(b"k", b"v", [], 1000)]))
+            done: list = []
+            batcher.sync_then([a], done.append)
+            # quiet: one log, nothing under way, fast fsyncs so far -> flushed
+            # on the loop and released at once
+            assert done == [[None]] and a.threads == [loop_thread]
+            assert a.plog.flushed_offset == 1 and batcher.fsync_s > 0.0
+            batcher.fsync_s = 0.0   # (this disk may be slow: fast, as far as the batcher knows)
+            await asyncio.wait_for(batcher.sync([a]), 30)
+            assert a.threads == [loop_thread] * 2
+            # recent fsyncs slow (a busy disk): a quiet round goes to a thread too
+            batcher.fsync_s = 1.0
+            await asyncio.wait_for(batcher.sync([a]), 30)
+            assert a.threads[2] != loop_thread
+            batcher.fsync_s = 0.0
+            # two logs in one round overlap in threads; one asked meanwhile, too
+            both = batcher.sync([a, b])
+            await _until(lambda: batcher.in_flight, "the round of two logs to start")
+            await asyncio.wait_for(batcher.sync([c]), 30)
+            assert c.threads and c.threads[0] != loop_thread and not both.done()
+            held.set()
+            await asyncio.wait_for(both, 30)
+            assert b.threads[0] != loop_thread and a.threads[3] != loop_thread
+        finally:
+            held.set()
+            batcher.close()
+            for held_log in (a, b, c):
+                held_log.plog.close()
+
+    asyncio.run(scenario())

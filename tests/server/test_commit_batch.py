@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from kcoord.coordinator.offsets import (OffsetStore, OffsetValue, commit_answer, commit_applied,
                                        commit_records, offset_record, offset_tombstone)
-from kcoord.coordinator.result import AppliedRecord, Record
+from kcoord.coordinator.result import Record
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, decode_batch
 from kcoord.protocol.coordinator_batch import build_records_batch
-from kcoord.protocol.record_codec import encode_record
+from kcoord.protocol.record_codec import encode_record, generic_commit
 from kcoord.protocol.record_codec import decode_record
 
 NOW = 1_700_000_000_123
@@ -81,7 +81,7 @@ def test_commit_records_are_offset_records():
 
 
 def test_commit_applied_is_commit_records_then_their_replay():
-    """The lean path: the same records (as AppliedRecords), the same answer,
+    """The lean path: the same records (in the compact form), the same answer,
     and the group's offsets as the replay of commit_records' records leaves them."""
     topics = [{"name": "t", "partitions": [
         {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": 1,
@@ -96,7 +96,8 @@ def test_commit_applied_is_commit_records_then_their_replay():
     out, records = commit_records("g", topics, 0, NOW, None, 10)
     into = {(("old"), 0): OffsetValue(1, -1, "", 0, None)}
     codes, applied = commit_applied("g", topics, NOW, 10, into)
-    assert applied == records and all(type(r) is AppliedRecord for r in applied)
+    assert [generic_commit(r) for r in applied] == records
+    assert all(type(r) is tuple for r in applied)
     assert commit_answer(topics, codes) == out and codes == [0, 0, 12, 0, 3, 0]
     store = OffsetStore()
     store.by_group["g"] = {("old", 0): OffsetValue(1, -1, "", 0, None)}
@@ -107,6 +108,47 @@ def test_commit_applied_is_commit_records_then_their_replay():
     codes, _ = commit_applied("g", plain, NOW, 10, {})
     assert codes is None and commit_answer(plain, None) == commit_records(
         "g", plain, 0, NOW, None, 10)[0]
+
+
+def compact_records() -> list[tuple]:
+    """Compact commit records of several groups and topics, with and without metadata."""
+    out = []
+    for i in range(150):
+        group = "g" if i % 3 else "a-much-longer-group-id-" + "x" * (i % 70)
+        topic = "topic" if i % 5 else "t\u00e9" * (i % 40)
+        out.append((group, topic, i, OffsetValue(10 * i, i % 5 - 1,
+                                                 "" if i % 4 else "meta\u00e9" * (i % 30),
+                                                 NOW - i, None)))
+    return out
+
+
+def test_compact_records_pack_to_the_generic_bytes():
+    """A batch of compact commit records is byte for byte the batch of the same
+    records in the generic form, alone or mixed with other records, and
+    decodes back to them."""
+    compact = compact_records()
+    generic = [generic_commit(r) for r in compact]
+    assert bytes(build_records_batch(compact, NOW)) == build_batch(
+        [(*schema_encode(r), [], NOW) for r in generic])
+    mixed = sample_records()[:20] + compact + sample_records()[150:]
+    assert bytes(build_records_batch(mixed, NOW)) == bytes(build_records_batch(
+        [generic_commit(r) if type(r) is tuple else r for r in mixed], NOW))
+    _, decoded = decode_batch(bytes(build_records_batch(compact, NOW)), 0)
+    back = [decode_record(r.key, r.value) for r in decoded]
+    assert [(r.type, r.key, r.value_version) for r in back] == [
+        (r.type, r.key, r.value_version) for r in generic]
+    assert [schema_encode(r) for r in back] == [schema_encode(r) for r in generic]
+    for record in compact[:10]:
+        assert encode_record(record) == schema_encode(generic_commit(record))
+
+
+def test_compact_record_replays_as_its_generic_form():
+    from kcoord.coordinator.shard import CoordinatorShard
+    one, other = CoordinatorShard(0), CoordinatorShard(0)
+    for record in compact_records():
+        one.replay(record)
+        other.replay(generic_commit(record))
+    assert one.offsets.by_group == other.offsets.by_group and set(one.groups) == set(other.groups)
 
 
 def test_replay_all_is_replay_of_each_record():
