@@ -79,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     names = [n for n in (args.benchmarks or ALL) if n]
     failed = []
-    from .summary import changed_since, json_stamps, write
+    from .summary import changed_since, figures, json_stamps, write
     before = json_stamps()  # what changes is what the README rows are rewritten for
+    try:
+        shown = figures()
+    except Exception:  # a JSON the summary cannot read: every row of what runs is rewritten
+        traceback.print_exc()
+        shown = None
     for name in names:
         t0 = time.monotonic()
         print(f"==== {name} ====", flush=True)
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
         print(f"==== {name}: {time.monotonic() - t0:.0f}s ====", flush=True)
     try:
-        write(changed_since(before))
+        write(changed_since(before), shown)
     except Exception:
         traceback.print_exc()
     if failed:

@@ -462,17 +462,28 @@ def merged_rows(old_text: str, new: list[list]) -> list[list]:
     return out + [r for r in new if r[0] not in seen]
 
 
-def write(changed: Iterable[str] | None = None) -> None:
+def figures() -> dict[str, list[str]]:
+    """{row name: its regenerated cells but the run date}: taken before a run,
+    it tells which rows the run's figures changed."""
+    return {r[0]: [str(c) for c in r[:-1]] for r in rows()}
+
+
+def write(changed: Iterable[str] | None = None,
+          before: dict[str, list[str]] | None = None) -> None:
     """Rewrite the README: with `changed` (the JSON names a run wrote), only
-    the rows those give, each other row kept as its text stands; without,
-    every row from every JSON (rows written by hand kept)."""
+    the rows those give, and of those (with `before`, figures() from before
+    the run) only the rows whose figures changed (a benchmark run for some of
+    its rows, `bench compiled --rows X`, rewrites its JSON whole); each other
+    row kept as its text stands.  Without `changed`, every row from every
+    JSON (rows written by hand kept)."""
     path = RESULTS / "README.md"
     old = path.read_text() if path.exists() else ""
     if changed is None:
         new = rows()
     else:
         mine = {r[0] for r in rows_of(changed)}
-        new = [r for r in rows() if r[0] in mine]
+        new = [r for r in rows() if r[0] in mine
+               and (before is None or before.get(r[0]) != [str(c) for c in r[:-1]])]
     body = ["# Benchmark results: headline figures and goals", "",
             "Written by `python -m bench` from the JSON of each benchmark; the tables with "
             "every figure, the peers side by side, the machine and its load are in the "

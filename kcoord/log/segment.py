@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from itertools import chain
 from pathlib import Path
 
@@ -48,6 +49,11 @@ def _pwrite_all(fd: int, data, position: int) -> None:
 
 
 _IOV_MAX = 1024  # the kernel's limit of buffers per pwritev
+# The newest batches of a segment, kept by position: a follower or a
+# consumer at the log end reads from one of them, found without walking the
+# headers from the last index entry (a pread and up to index.interval.bytes
+# of headers per read, for every follower fetch of every write).
+_TAIL_BATCHES = 16
 
 
 class Pieces:
@@ -97,6 +103,9 @@ class Segment:
         self.first_timestamp: int | None = None  # for time-based rolls (log.roll.ms)
         self._bytes_since_index = 0
         self.walked_from = 0                     # where opening began reading batch headers
+        # (position, header) of the newest batches tracked, a suffix of the
+        # segment's batches (see locate)
+        self._tail: deque = deque(maxlen=_TAIL_BATCHES)
 
     # ----------------------------------------------------------- indexing
 
@@ -120,6 +129,7 @@ class Segment:
             self._bytes_since_index = 0
         self._bytes_since_index += LOG_OVERHEAD + header.batch_length
         self.next_offset = last + 1
+        self._tail.append((position, header))
 
     def _reindex(self, *, verify: bool, trusted: int = 0, start: int | None = None) -> int:
         """Rebuild both indexes and the summaries from the .log file, or
@@ -130,6 +140,7 @@ class Segment:
         `trusted` on (a batch boundary a flush fsynced up to) and the file
         is cut at the first bad batch.  Returns the number of bytes dropped.
         """
+        self._tail.clear()      # rebuilt by _track from here: still a suffix
         if start is None:
             self.index.reset()
             self.time_index.reset()
@@ -315,6 +326,7 @@ class Segment:
         """Drop everything from `position` (a batch boundary) on."""
         os.ftruncate(self._fd, position)
         self.size = position
+        self._tail.clear()
         self._reindex(verify=False)
         self._fsync()
 
@@ -338,6 +350,14 @@ class Segment:
     def locate(self, offset: int):
         """(position, header) of the first batch whose last offset >= offset,
         or None if the segment ends before it."""
+        tail = self._tail
+        if tail and offset >= tail[0][1].base_offset:
+            # every batch before the tail ends below `offset`: the answer is
+            # in the tail, or past the segment's end
+            for position, header in tail:
+                if header.base_offset + header.last_offset_delta >= offset:
+                    return position, header
+            return None
         for batch in self._header_walk(self.index.lookup(offset)):
             if batch.header.base_offset + batch.header.last_offset_delta >= offset:
                 return batch.position, batch.header

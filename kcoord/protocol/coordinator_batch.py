@@ -36,8 +36,9 @@ def build_records_batch(records: list, now: int) -> bytearray:
     zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
     heads = _COMMIT_HEADS
     pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
+    # (compiled: out.append is mypyc's direct list append; a bound method
+    # kept in a local, or out += a tuple, would be generic calls)
     out = [bytes(HEADER_SIZE)]
-    append = out.append
     # the (group, topic) of the last compact record packed and its head: the
     # records of a commit share them, so most skip the cache lookup
     last_group = last_topic = ""
@@ -63,7 +64,10 @@ def build_records_batch(records: list, now: int) -> bytearray:
                         last_group, last_topic, last_head = group, topic, chead
                         od = zv00[delta]
                         n = len(od) + len(chead) + tail_size
-                        out += (zv[n] if n < zmax else varint(n)), od, chead, tail
+                        out.append(zv[n] if n < zmax else varint(n))
+                        out.append(od)
+                        out.append(chead)
+                        out.append(tail)
                         continue
             record = generic_commit(record)
         rtype, key, value, version = record
@@ -83,7 +87,10 @@ def build_records_batch(records: list, now: int) -> bytearray:
                 else:
                     od = zv00[delta]
                     n = len(od) + len(head) + tail_size
-                    out += (zv[n] if n < zmax else varint(n)), od, head, tail
+                    out.append(zv[n] if n < zmax else varint(n))
+                    out.append(od)
+                    out.append(head)
+                    out.append(tail)
                     continue
         k, v = encode_record(record)
         n = len(k)
@@ -95,8 +102,8 @@ def build_records_batch(records: list, now: int) -> bytearray:
             n = len(v)
             rec = head + k + (zv[n] if n < zmax else varint(n)) + v + b"\x00"
         n = len(rec)
-        append(zv[n] if n < zmax else varint(n))
-        append(rec)
+        out.append(zv[n] if n < zmax else varint(n))
+        out.append(rec)
     batch = bytearray().join(out)
     count = len(records)
     seal_batch(batch, 0, 0, count, now, now)

@@ -36,11 +36,12 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     shard active, records to queue, no timers or replies) takes the
     runtime's own methods, so this is only a shortcut of them."""
     topics: list[dict] = req["topics"]
-    catalogue = handlers.catalogue
+    # the catalogue's topics read directly (Catalogue.get, an interpreted call)
+    known: dict = handlers.catalogue.topics
     # Kafka answers unknown topics before it asks the group coordinator
     # (GroupHandlers.mark_unknown_partitions)
     for t in topics:
-        topic = catalogue.get(t["name"])
+        topic = known.get(t["name"])
         count = -1 if topic is None else len(topic.partitions)
         partitions: list[dict] = t["partitions"]  # (typed: mypyc's direct dict calls)
         for p in partitions:
@@ -54,7 +55,8 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     error = partial(handlers.commit_error, req, version)
     runtime = handlers.runtime
     bodies = handlers._commit_bodies
-    shard_index = runtime._partitions.get(group_id)
+    cached: dict = runtime._partitions  # (typed: mypyc's direct dict get)
+    shard_index = cached.get(group_id)
     if shard_index is None:
         shard_index = runtime.partition_for(group_id)
     shard = runtime.shards[shard_index]
@@ -67,7 +69,11 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     records = result.records
     if not records or result.timers or result.replies:
         return shard.finish(result, error, None)
-    shard.core.replay_emitted(records)  # a compact commit record is skipped: in memory already
+    if type(records[0]) is not tuple:
+        # a plain commit's records are all compact (record_codec.py), their
+        # change already in memory: nothing to replay; the general path's
+        # records are all generic
+        shard.core.replay_emitted(records)
     batch = shard._pending
     if batch is None:
         batch = shard._queue(records)
@@ -77,7 +83,8 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
         if len(pending) >= FULL_BATCH_RECORDS:
             shard.commit.filled()
     reply = Reply()
-    batch.waiters.append((reply, result.response, error, None))
+    waiters: list = batch.waiters
+    waiters.append((reply, result.response, error, None))
     return reply
 
 
@@ -102,7 +109,8 @@ def commit_body(version: int, req: dict,
     if len(topics) != 1:
         return {"throttle_time_ms": 0, "topics": commit_answer(topics, None)}
     topic = topics[0]
-    key = (version, topic["name"], tuple([p["partition_index"] for p in topic["partitions"]]))
+    partitions: list[dict] = topic["partitions"]  # (typed: mypyc's direct dict calls)
+    key = (version, topic["name"], tuple([p["partition_index"] for p in partitions]))
     body = bodies.get(key)
     if body is None:
         if len(bodies) >= COMMIT_BODIES_MAX:

@@ -62,8 +62,32 @@ def test_a_full_regeneration_rewrites_every_row_a_json_gives(results):
     assert rows["hand row"][1] == "5"
 
 
-def test_a_run_that_wrote_nothing_changes_nothing(results):
+def test_a_run_whose_json_gives_no_row_leaves_the_readme_as_it_is(results):
+    # (a fault run writes faults.json, which no README row reads)
     text = (results / "README.md").read_text()
     summary.write(summary.changed_since(summary.json_stamps()))
-    assert _rows(results)["security row"][1] == "1.0 s (compiled, load 3)"
-    assert (results / "README.md").read_text().splitlines()[6:] == text.splitlines()[6:]
+    summary.write(["faults"])
+    assert (results / "README.md").read_text() == text
+
+
+def test_a_partial_rerun_rewrites_only_the_rows_whose_figures_changed(tmp_path, monkeypatch):
+    # one JSON, two rows (as `bench compiled --rows X` rewrites compiled.json
+    # whole, the rows it did not run unchanged but for the run date)
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+
+    def two(first: str, date: str) -> None:
+        (tmp_path / "security.json").write_text(json.dumps({
+            "machine": {"date": date},
+            "summary": [["row a", first, "-", "-"], ["row b", "7 us", "-", "-"]]}))
+
+    two("1 us", "day 1")
+    summary.write()
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("| 7 us |", "| 7 us (load 2, at abc) |"))
+    shown, stamps = summary.figures(), summary.json_stamps()
+    two("2 us", "day 2")
+    os.utime(tmp_path / "security.json", ns=(stamps["security"] + 10**9,) * 2)
+    summary.write(summary.changed_since(stamps), shown)
+    rows = _rows(tmp_path)
+    assert rows["row a"][1:] == ["2 us", "-", "-", "day 2"]
+    assert rows["row b"][1:] == ["7 us (load 2, at abc)", "-", "-", "day 1"]

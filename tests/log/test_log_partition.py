@@ -371,3 +371,34 @@ def test_reads_do_not_decode_records(open_log, monkeypatch):
         pos = h.base_offset + h.last_offset_delta + 1
         read_all_offsets.append(pos)
     assert read_all_offsets[-1] == log.log_end_offset
+
+
+def test_reads_from_the_newest_batches_agree_with_the_header_walk(open_log):
+    """A segment finds a read's first batch among its newest ones without
+    walking headers (Segment._tail); the answer must be the walk's, for every
+    offset, after appends, a truncation and a reopen."""
+    log = open_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=150))
+
+    def check():
+        seg = log.active
+        for offset in range(seg.base_offset, log.log_end_offset + 2):
+            walked = None
+            for b in seg._header_walk(seg.index.lookup(offset)):
+                if b.header.base_offset + b.header.last_offset_delta >= offset:
+                    walked = (b.position, b.header.base_offset)
+                    break
+            found = seg.locate(offset)
+            assert (found and (found[0], found[1].base_offset)) == (walked or None), offset
+
+    fill(log, 40)
+    assert len(log.active._tail) == 16
+    check()
+    log.truncate_to(50)
+    check()
+    fill(log, 7)
+    check()
+    log.close()
+    log = open_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=150))
+    check()
+    assert [o for o, _ in fill(log, 3)] and read_all(log)
+    check()

@@ -1,6 +1,8 @@
 """An in-memory SharePersister for tests: the share coordinator's merge rules
 (a write's batches replace what they overlap, batches below the start offset
-are pruned) without its log.  `fail_next` makes writes answer an error."""
+are pruned) without its log.  `fail_next` makes writes answer an error;
+`gate` (an asyncio.Event) holds every write until it is set, so a test can
+act while a write is surely out, whatever the machine's load."""
 from __future__ import annotations
 
 import asyncio
@@ -29,9 +31,11 @@ def merge(old: list[StateBatch], new: list[StateBatch], start: int) -> list[Stat
 
 
 class MemoryPersister:
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.0, gate: asyncio.Event | None = None) -> None:
         self.states: dict[ShareKey, ShareState] = {}
         self.writes = 0
+        self.writes_started = 0
+        self.gate = gate
         self.fail_next = 0            # the next n writes answer fail_code
         self.fail_code = Err.COORDINATOR_NOT_AVAILABLE
         self.delay = delay
@@ -52,6 +56,9 @@ class MemoryPersister:
 
     async def write(self, key: ShareKey, _state_epoch: int, _leader_epoch: int, start_offset: int,
                     batches: list[StateBatch], _delivery_complete_count: int = -1) -> int:
+        self.writes_started += 1
+        if self.gate is not None:
+            await self.gate.wait()
         await self._pause()
         if self.fail_next:
             self.fail_next -= 1

@@ -430,17 +430,28 @@ def test_state_initialized_anew_or_deleted_leaves_the_leader(h):
 
 def test_acknowledgements_waiting_when_the_partition_is_dropped_are_answered(tmp_path):
     from .memory_persister import MemoryPersister
-    h = Harness(tmp_path, persister=MemoryPersister(delay=0.05))
+    persister = MemoryPersister(gate=asyncio.Event())
+    h = Harness(tmp_path, persister=persister)
 
     async def scenario():
         tid = h.topic()
         h.produce(count=4)
+        persister.gate.set()
         await h.fetch("m1", 0, [(tid, 0)])
+        persister.gate.clear()                              # writes from here on are held
+        started = persister.writes_started
         first = asyncio.ensure_future(h.acknowledge("m1", 1, {(tid, 0): [(0, 1, [ACCEPT])]}))
-        await asyncio.sleep(0.01)                            # its write is out
+        for _ in range(1000):                               # its write is out (held)
+            if persister.writes_started > started:
+                break
+            await asyncio.sleep(0.001)
+        assert persister.writes_started == started + 1
         second = asyncio.ensure_future(h.acknowledge("m1", 2, {(tid, 0): [(2, 3, [ACCEPT])]}))
-        await asyncio.sleep(0.01)                            # waiting for the next write
+        for _ in range(20):                                 # it waits behind the held write
+            await asyncio.sleep(0)
+        assert persister.writes_started == started + 1 and not second.done()
         h.shares.drop(("g", tid, 0), Err.UNKNOWN_TOPIC_OR_PARTITION)
+        persister.gate.set()
         r1, r2 = await asyncio.wait_for(asyncio.gather(first, second), 10)
         assert partitions(r1)[(tid, 0)]["error_code"] == 0  # its write went through
         assert partitions(r2)[(tid, 0)]["error_code"] == Err.UNKNOWN_TOPIC_OR_PARTITION
