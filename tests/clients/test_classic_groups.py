@@ -370,6 +370,7 @@ class Ledger:
         self.committed: dict[int, int] = {}     # partition -> highest acked commit
         self.errors: list[str] = []
         self.commit_failures: list[tuple[float, str, str]] = []  # (time, consumer, error)
+        self.client_restarts: list[tuple[float, str, str]] = []  # (time, consumer, error)
 
     def record(self, who: str, event: dict) -> None:
         with self.lock:
@@ -390,6 +391,8 @@ class Ledger:
                     self.committed[p] = max(self.committed.get(p, 0), int(o))
             elif kind == "commit_failed":
                 self.commit_failures.append((event["t"], who, event["err"]))
+            elif kind == "client_restart":
+                self.client_restarts.append((event["t"], who, event["err"]))
             elif kind == "error":
                 self.errors.append(f"{who}: {event}")
 
@@ -809,8 +812,12 @@ class Scenario:
         of the new generation while the group is CompletingRebalance (the
         client then commits again after its next poll).  An eager consumer
         commits only in Stable or, from its revoke callback, in
-        PreparingRebalance, which must never fail."""
+        PreparingRebalance, which must never fail.  A client may restart its
+        consumer after a retriable error (kafkajs's crash-and-restart) only
+        after the server restart, when its broker is gone for a while."""
         assert self.ledger.errors == [], "\n".join(self.ledger.errors[:10])
+        early = [r for r in self.ledger.client_restarts if r[0] < commits_may_fail_after]
+        assert early == [], f"consumers restarted by their client with no server restart: {early}"
 
         def allowed(failure) -> bool:
             t, _, err = failure

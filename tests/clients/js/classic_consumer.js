@@ -13,6 +13,8 @@
 //   recs    records handed to eachBatch
 //   commit  the COMMIT_OFFSETS event (emitted once the commit is acked);
 //           autoCommit commits after every batch and on a rebalance error
+//   client_restart  a CRASH event kafkajs restarts the consumer from (a
+//           retriable error); it has stopped fetching (a revoke first)
 //   closed  after disconnect()
 // "stop" on stdin (or its end) disconnects: stop fetching, LeaveGroup.
 const { Kafka, logLevel, PartitionAssigners } = require('kafkajs')
@@ -77,7 +79,15 @@ consumer.on(consumer.events.COMMIT_OFFSETS, ({ payload }) => {
   emit({ e: 'commit', t: now(), c })
 })
 consumer.on(consumer.events.CRASH, ({ payload }) => {
-  emit({ e: 'error', t: now(), err: `crash: ${payload.error && payload.error.message}` })
+  const err = `crash: ${payload.error && payload.error.message}`
+  if (payload.restart) {
+    // a retriable error (the broker gone while it restarts): kafkajs stops
+    // fetching and runs the consumer again, rejoining the group
+    revokeAll()
+    emit({ e: 'client_restart', t: now(), err })
+  } else {
+    emit({ e: 'error', t: now(), err })
+  }
 })
 
 let stopping = null
