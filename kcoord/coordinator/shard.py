@@ -153,17 +153,22 @@ class CoordinatorShard:
                     self.txn_offsets.on_plain_commit(key["group"], tp)
             self.offsets.replay(key, value, version)
             if value is not None:
-                # a commit on an unknown group creates a simple (protocol-less) group
-                group_id = key["group"]
-                if group_id not in self.groups and group_id not in self.consumer.groups \
-                        and group_id not in self.share.groups:
-                    self.groups[group_id] = ClassicGroup(group_id)
+                self._simple_group_for_commit(key["group"])
         elif record.type == GROUP_METADATA:
             self.classic.replay_group_metadata(record.key["group"], record.value)
         elif record.type in CONSUMER_GROUP_RECORDS:
             self.consumer.replay(record)
         elif record.type in SHARE_GROUP_RECORDS:
             self.share.replay(record)
+
+    def _simple_group_for_commit(self, group_id: str) -> None:
+        """A commit on an unknown group creates a simple (protocol-less) group;
+        the name of a consumer or share group is not unknown.  The inlined
+        replay loops (replay_plain_commits, _replay_records) keep their own
+        copy of this check for speed."""
+        if group_id not in self.groups and group_id not in self.consumer.groups \
+                and group_id not in self.share.groups:
+            self.groups[group_id] = ClassicGroup(group_id)
 
     def replay_plain_commits(self, commits: list) -> None:
         """replay() of OffsetCommit records with v3 values, in order, each
@@ -192,10 +197,7 @@ class CoordinatorShard:
         until its marker (txn_offsets.py)."""
         self.txn_offsets.replay_batch(producer_id, records)
         for group_id in {r.key["group"] for r in records if r.value is not None}:
-            # pending offsets of an unknown group create a simple group, as commits do
-            if group_id not in self.groups and group_id not in self.consumer.groups \
-                    and group_id not in self.share.groups:
-                self.groups[group_id] = ClassicGroup(group_id)
+            self._simple_group_for_commit(group_id)  # pending offsets too, as commits do
 
     def replay_txn_marker(self, producer_id: int, _producer_epoch: int, commit: bool) -> None:
         """The producer's transaction ended on this partition: its pending
