@@ -124,7 +124,9 @@ def test_a_lost_or_refused_session_starts_over_with_a_full_fetch():
     assert follower.request(_parts({a: 1, b: 1}))[1] == 0
 
 
-def test_the_idle_shortcut_records_the_fetch_as_serve_follower_fetch_would():
+def _caught_up_pair():
+    """A leader whose two followers have its records (end) and were told its
+    high watermark: -> (leader, end, high watermark, (follower 1, follower 2))."""
     s = state(0, 1, (0, 1, 2))
     lead, f1, f2 = replica(0), replica(1), replica(2)
     for r in (lead, f1, f2):
@@ -134,7 +136,11 @@ def test_the_idle_shortcut_records_the_fetch_as_serve_follower_fetch_would():
         while f.log.log_end_offset < end:
             exchange(lead, f, now=1)
         exchange(lead, f, now=1)    # report it: the high watermark moves
-    hw = lead.high_watermark
+    return lead, end, lead.high_watermark, (f1, f2)
+
+
+def test_the_idle_shortcut_records_the_fetch_as_serve_follower_fetch_would():
+    lead, end, hw, (_, f2) = _caught_up_pair()
     assert hw == end
     # caught up, in the ISR, told the high watermark: idle, caught-up time refreshed
     assert lead.follower_idle(1, end, 1, hw, now=500)
@@ -153,21 +159,8 @@ def test_the_idle_shortcut_records_the_fetch_as_serve_follower_fetch_would():
     assert not f2.follower_idle(1, end, 1, hw, now=505)
 
 
-def _caught_up_pair():
-    s = state(0, 1, (0, 1, 2))
-    lead, f1, f2 = replica(0), replica(1), replica(2)
-    for r in (lead, f1, f2):
-        r.on_state(s, 0)
-    end = write(lead, "a", "b")
-    for f in (f1, f2):
-        while f.log.log_end_offset < end:
-            exchange(lead, f, now=1)
-        exchange(lead, f, now=1)
-    return lead, end, lead.high_watermark
-
-
 def test_an_idle_partition_left_out_of_a_session_is_caught_up_at_its_latest_fetch():
-    lead, end, hw = _caught_up_pair()
+    lead, end, hw, _ = _caught_up_pair()
     session = FetchSessions(seed=3).resolve(_request(0, 0, {}), 1, by_id=False)[1]
     session.ms = 500
     assert lead.follower_idle(1, end, 1, hw, now=500, clock=session)
@@ -190,7 +183,7 @@ def test_an_idle_partition_left_out_of_a_session_is_caught_up_at_its_latest_fetc
 
 
 def test_news_missed_by_a_session_credits_nothing_past_the_fsynced_end():
-    lead, end, hw = _caught_up_pair()
+    lead, end, hw, _ = _caught_up_pair()
     session = FetchSessions(seed=3).resolve(_request(0, 0, {}), 1, by_id=False)[1]
     session.ms = 500
     assert lead.follower_idle(1, end, 1, hw, now=500, clock=session)
@@ -203,7 +196,7 @@ def test_news_missed_by_a_session_credits_nothing_past_the_fsynced_end():
 
 
 def test_a_closed_session_settles_what_it_carried():
-    lead, end, hw = _caught_up_pair()
+    lead, end, hw, _ = _caught_up_pair()
     sessions = FetchSessions(seed=3)
     session = sessions.resolve(_request(0, 0, {}), 1, by_id=False)[1]
     session.ms = 700
