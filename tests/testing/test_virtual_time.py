@@ -67,14 +67,21 @@ def test_consumer_protocol_member_fenced_after_advance_45(kafka):
         c.close()
 
 
-def test_transaction_times_out_and_is_aborted_after_advance(kafka):
+def _open_transaction(kafka, transactional_id: str, value: bytes):
+    """A new topic and a producer whose open transaction (timeout 60 s) has
+    written `value` to its partition 0: -> (topic, producer)."""
     topic = kafka.create_topic()
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "tx-timeout",
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": transactional_id,
                   "transaction.timeout.ms": 60000})
     p.init_transactions(30)
     p.begin_transaction()
-    p.produce(topic, b"never committed", partition=0)
+    p.produce(topic, value, partition=0)
     p.flush(30)
+    return topic, p
+
+
+def test_transaction_times_out_and_is_aborted_after_advance(kafka):
+    topic, p = _open_transaction(kafka, "tx-timeout", b"never committed")
     assert kafka.end_offset(topic, 0) == 1
     kafka.clock.advance(59)
     assert kafka.end_offset(topic, 0) == 1  # still open
@@ -101,13 +108,7 @@ def test_a_transaction_ended_during_a_stall_of_its_coordinator_commits(kafka):
     fires first (the loop runs due timers before it polls); it waits
     STALL_GRACE_S once, so the queued EndTxn is read first and commits
     (fault runs' pause-txn-coordinator: processors fenced after each pause)."""
-    topic = kafka.create_topic()
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "tx-stalled",
-                  "transaction.timeout.ms": 60000})
-    p.init_transactions(30)
-    p.begin_transaction()
-    p.produce(topic, b"committed across the stall", partition=0)
-    p.flush(30)
+    topic, p = _open_transaction(kafka, "tx-stalled", b"committed across the stall")
     kafka.clock.stall(75)       # past the timeout; the 10 s sweep now overdue
     kafka.clock.advance(0)      # the process wakes: the late sweep runs first
     p.commit_transaction(30)    # the EndTxn sent during the stall
