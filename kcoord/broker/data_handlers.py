@@ -32,6 +32,15 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _wake_at_deadline(session, expired: list) -> None:
+    """A parked session fetch's deadline: marked expired, its waiter
+    resolves as a wake-up of all would (None): the fetch answers what it read."""
+    expired.append(True)
+    waiter = session.waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
 def high_watermark(topic, plog) -> int:
     """What readers may see.  The coordinator's log (an internal topic) shows
     only what is durable: its writer acknowledges a record after the fsync,
@@ -389,38 +398,49 @@ class DataPlane:
         min_bytes = req["min_bytes"]
         version = ctx.api_version
         idle = (session, asked)
-        while True:
-            now = self.replication.now_ms()
-            session.ms = now     # every partition left out is fetched now too
-            if now >= session.revisit_ms:
-                session.revisit()
-                session.revisit_ms = now + REVISIT_MS
-            # armed before reading, so no news is missed
-            waiter = session.waiter = loop.create_future()
-            session.news = False
-            watch: list = []
-            response, size, errors = self._fetch_once(version, session.look_request(req),
-                                                      watch, idle)
-            session.watched = {id(entry[1]) for entry in watch}
-            self._on_listener(response, ctx.listener)
-            remaining = deadline - loop.time()
-            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
-                session.waiter = None
-                return response
+        # One timer for the whole poll: at the deadline it marks the poll
+        # expired and resolves whichever waiter is armed.  The waiter itself
+        # is awaited directly, so news wakes this task in the loop's next
+        # turn (asyncio.wait_for would add a future, a callback and a turn on
+        # every replicated write's path).  The mark, not the clock, says the
+        # deadline passed: a timer may fire a little before loop.time()
+        # reaches it (uvloop counts whole milliseconds).
+        timer = None
+        expired: list = []
+        try:
             while True:
-                try:
-                    woken = await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    woken = None
-                if self.stopping:
+                now = self.replication.now_ms()
+                session.ms = now     # every partition left out is fetched now too
+                if now >= session.revisit_ms:
+                    session.revisit()
+                    session.revisit_ms = now + REVISIT_MS
+                # armed before reading, so no news is missed
+                waiter = session.waiter = loop.create_future()
+                session.news = False
+                watch: list = []
+                response, size, errors = self._fetch_once(version, session.look_request(req),
+                                                          watch, idle)
+                session.watched = {id(entry[1]) for entry in watch}
+                self._on_listener(response, ctx.listener)
+                if (size >= min_bytes or errors or expired or deadline <= loop.time()
+                        or self.stopping):
                     session.waiter = None
                     return response
-                if woken is None:  # timed out, or a wake-up of all (a role change)
-                    break
-                remaining = deadline - loop.time()
-                if remaining <= 0 or session.news or self._has_news(watch):
-                    break
-                waiter = session.waiter = loop.create_future()    # re-armed
+                if timer is None:
+                    timer = loop.call_at(deadline, _wake_at_deadline, session, expired)
+                while True:
+                    woken = await waiter
+                    if self.stopping:
+                        session.waiter = None
+                        return response
+                    if woken is None:  # the deadline, or a wake-up of all (a role change)
+                        break
+                    if expired or session.news or self._has_news(watch):
+                        break
+                    waiter = session.waiter = loop.create_future()    # re-armed
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def _long_poll(self, ctx, req: dict) -> dict:
         loop = asyncio.get_running_loop()
