@@ -403,7 +403,7 @@ class DataPlane:
             session.watched = {id(entry[1]) for entry in watch}
             return out
 
-        def disarm(waiter) -> None:
+        def disarm(_waiter) -> None:
             session.waiter = None   # resolved by the session's news, never awaited
 
         return await self._park_and_read(ctx, req, arm, read,
