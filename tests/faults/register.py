@@ -37,6 +37,10 @@ MEMBER_ID_REQUIRED = 79
 # meanwhile waits for TCP's backed-off retransmission, and a longer timeout would
 # keep the member idle well past the heal (gaps.py counts that time as the client's).
 REQUEST_TIMEOUT_S = 3.0
+# JoinGroup (and a follower's SyncGroup) waits for the rebalance, up to its
+# rebalance timeout: Kafka's clients give it that plus their request timeout
+REBALANCE_TIMEOUT_MS = 4000
+JOIN_TIMEOUT_S = REBALANCE_TIMEOUT_MS / 1000 + REQUEST_TIMEOUT_S
 _NO_ANSWER = (OSError, ConnectionError)  # a garbled answer (AssertionError...) is an answer
 
 
@@ -102,16 +106,21 @@ class Member:
             self.conn.close()
         self.conn, self.node = None, None
 
-    def _ask(self, api_key: int, version: int, body: dict, what: str) -> dict:
+    def _ask(self, api_key: int, version: int, body: dict, what: str,
+             timeout: float = REQUEST_TIMEOUT_S) -> dict:
         """One request of the member's own (not a commit or a fetch), its wait
         recorded in the history when no answer came."""
         sent = time.monotonic()
+        conn = self.conn
+        conn.timeout = timeout
         try:
-            return self.conn.request(api_key, version, body)
+            return conn.request(api_key, version, body)
         except _NO_ANSWER as exc:
             self.history.no_answer(self.name, (self.group,), sent, what, type(exc).__name__,
                                    node=self.node)
             raise
+        finally:
+            conn.timeout = REQUEST_TIMEOUT_S
 
     def _coordinator(self) -> bool:
         for node_id in random.sample(sorted(self.addrs), len(self.addrs)):
@@ -150,9 +159,10 @@ class Member:
 
     def _join(self) -> bool:
         r = self._ask(JOIN_GROUP, 5, {
-            "group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 4000,
+            "group_id": self.group, "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS,
             "member_id": self.member_id, "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]}, "join")
+            "protocols": [{"name": "range", "metadata": b""}]}, "join", JOIN_TIMEOUT_S)
         if r["error_code"] == MEMBER_ID_REQUIRED:
             self.member_id = r["member_id"]
             return False
@@ -167,7 +177,7 @@ class Member:
             "member_id": self.member_id, "group_instance_id": None,
             "assignments": [{"member_id": m["member_id"], "assignment": b""}
                             for m in r["members"]] if r["leader"] == self.member_id else []},
-            "sync")
+            "sync", JOIN_TIMEOUT_S)  # a follower's waits for the leader's assignment
         if s["error_code"]:
             if s["error_code"] in (14, 15, 16):
                 self.drop()
