@@ -28,9 +28,12 @@ end is made durable by its own fdatasync, metadata included.
 """
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
+
+log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 256 << 10   # zeros kept ahead of the data (refilled below half of it)
 _PIECE = 64 << 10         # zeros written per hold of the zone's lock
@@ -115,4 +118,10 @@ def _filler() -> "queue.SimpleQueue[ZeroZone]":
 
 def _run(q: "queue.SimpleQueue[ZeroZone]") -> None:
     while True:
-        q.get().fill()
+        zone = q.get()
+        try:
+            zone.fill()
+        except Exception:   # (no descriptor left, say) the zone stops; the thread serves on
+            log.exception("writing zeros ahead of a segment failed")
+            with zone.lock:
+                zone.stopped = True
