@@ -69,6 +69,7 @@ class EtcdControlPlane:
         self._watch = None
         self._changed = asyncio.Event()  # set after every applied change (waiters re-check)
         self._campaigning = False
+        self._campaign_again = False  # asked while an attempt was out (_campaign)
         # (topic, partition) -> the state this node's last alter_isr wrote (the
         # watch may not have brought it yet; the leader proposes on top of it)
         self._isr_written: dict[tuple[str, int], PartitionState] = {}
@@ -273,9 +274,15 @@ class EtcdControlPlane:
     # ----------------------------------------------------------- controller
     async def _campaign(self) -> None:
         """Try to become controller (create-if-absent under the lease)."""
-        if self._campaigning or self.stopping or self.session.client is None:
+        if self.stopping or self.session.client is None:
+            return
+        if self._campaigning:
+            # e.g. registered again under a new lease while an attempt under
+            # the expired one is out: that one fails; try again right after it
+            self._campaign_again = True
             return
         self._campaigning = True
+        lease = self.session.lease_id
         try:
             k, t = self.keys, self.txn
             epoch = self.view.controller_epoch + 1
@@ -290,9 +297,15 @@ class EtcdControlPlane:
                 log.info("node %d is the controller (epoch %d)", self.node_id, epoch)
         except Exception as exc:  # etcd busy or away: try again while nobody leads
             log.warning("controller election attempt failed: %s", exc)
-            asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
+            if lease != self.session.lease_id:
+                self._campaign_again = True  # it was the old lease's: no wait
+            else:
+                asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
         finally:
             self._campaigning = False
+            if self._campaign_again:
+                self._campaign_again = False
+                asyncio.get_running_loop().call_soon(self._campaign_if_vacant)
 
     def _campaign_if_vacant(self) -> None:
         if self.view.controller is None and not self.stopping:

@@ -379,8 +379,26 @@ def test_nodes_back_as_the_same_processes_keep_their_leaderships(etcd):
                        and all(len(s.isr) == 2 for s in planes[1].view.topic_states("t")),
                        "placed")
             before = {s.partition: s for s in planes[1].view.topic_states("t")}
+            assert {s.leader for s in before.values()} == {1, 2}, before
             old = {i: p.session.lease_id for i, p in planes.items()}
+            # node 2 registers again only once node 1 is back and handled (by
+            # itself, the controller then: node 2's registration is gone)
+            first_back = asyncio.Event()
+            reregister = planes[2]._reregister
+
+            async def held():
+                await first_back.wait()
+                await reregister()
+            planes[2].session.on_expired = held
             time.sleep(TTL_MS / 1000 * 2)  # blocks this whole loop: both planes stall
+            one = planes[1]
+            await wait(one, lambda: one.session.lease_id != old[1] and one.incarnation_handled()
+                       and 2 not in one.view.nodes, "node 1 back and handled, node 2 not yet")
+            for n, s in before.items():  # the controller did not move node 2's away
+                now = one.view.state("t", n)
+                assert (now.leader, now.leader_epoch, now.isr) == (s.leader, s.leader_epoch,
+                                                                   s.isr), (s, now)
+            first_back.set()
             for i, p in planes.items():
                 await wait(p, lambda p=p: p.recorder.sessions_lost >= 1, "lapse noticed")
                 await wait(p, lambda p=p, i=i: p.view.sessions.get(i) not in (None, old[i])
