@@ -143,6 +143,8 @@ class EtcdControlPlane:
             await self.controller.stop()
             self.controller = None
         await cancel_and_wait(self._watch_task, 5.0)
+        for task in list(self._isr_tasks):
+            await cancel_and_wait(task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view

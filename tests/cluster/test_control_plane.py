@@ -173,6 +173,10 @@ def test_isr_changes_of_one_turn_go_in_one_transaction_each_still_a_compare_and_
                 planes[2].view.state("t", s.partition).isr
                 == ((s.leader,) if i == 3 else s.replicas)
                 for i, s in enumerate(states)), "each partition as its own compare said")
+            # each answer carries the version etcd stored (the next proposal's compare)
+            for i, w in enumerate(grown):
+                if i != 3:
+                    assert w.version == planes[2].view.state("t", w.partition).version
         finally:
             await asyncio.gather(*(p.stop(controlled=False) for p in planes.values()))
     asyncio.run(main())
