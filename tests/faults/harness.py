@@ -95,6 +95,10 @@ def _await_progress(history, runners, within_s: float, log) -> float | None:
         until(made, "every workload making progress", within_s)
     except TimeoutError:
         log(f"faults: some workload made no progress, {within_s:.0f} s after the sync")
+        for w in runners:  # what each was doing instead (seed 190: no transaction at all)
+            report = getattr(w, "progress_report", None)
+            if report is not None:
+                log(f"faults: {w.name}: {report()}")
         return None
     waited = time.monotonic() - start
     if waited > 1.0:
@@ -340,6 +344,8 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
         # librdkafka processors stuck past their calls' timeouts, fenced for the final reads
         "client_stuck": results.get("transactions", {}).get("stuck_in_client", []),
         "client_replaced": results.get("transactions", {}).get("replaced_in_client", []),
+        # what the transactional processors met short of a transaction (seed 190 made none)
+        "txn_processor_stats": results.get("transactions", {}).get("processor_stats"),
         "stop_exit_codes": codes,
         "stop_problems": stop_problems,
     }
