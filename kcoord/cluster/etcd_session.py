@@ -150,6 +150,11 @@ class EtcdSession:
         self.client: aetcd.Client | None = None
         self._lease_client: aetcd.Client | None = None  # grants, refreshes, revokes
         self.lease_id = 0
+        # the expired lease this process held before lease_id (0: none), which
+        # its registration names so the controller can tell a return of the
+        # same process (memory and log whole) from a restart
+        self.resumes = 0
+        self.granted_at = 0.0   # loop time of the last grant
         self.on_expired: Callable[[], Awaitable[None]] | None = None
         # called once when no refresh was answered for a whole TTL (the lease may be gone)
         self.on_lapsed: Callable[[], None] | None = None
@@ -168,10 +173,17 @@ class EtcdSession:
         await self._grant()
         self._keepalive = asyncio.get_running_loop().create_task(self._refresh_loop())
 
-    async def _grant(self) -> None:
+    async def _grant(self, resumes: int = 0) -> None:
         lease = await self._lease_client.lease(self.ttl_s)
         self.lease_id = lease.id
+        self.resumes = resumes
+        self.granted_at = asyncio.get_running_loop().time()
         log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
+
+    @property
+    def lapsed(self) -> bool:
+        """No refresh of the current lease answered for a whole TTL."""
+        return self._lapsed
 
     def check_lapse(self) -> None:
         """Tell on_lapsed at once when no refresh was answered for a whole
@@ -191,6 +203,7 @@ class EtcdSession:
         loop = asyncio.get_running_loop()
         schedule = self._schedule = RefreshSchedule(self.ttl_s, loop.time())
         failing = False
+        expired_lease = 0
         while not self._closed:
             await asyncio.sleep(schedule.delay(loop.time()))
             self.check_lapse()  # also after a pause of the whole process
@@ -228,8 +241,10 @@ class EtcdSession:
             if expired and not self._closed:
                 log.warning("etcd lease %x expired: registering again as a new incarnation",
                             self.lease_id)
+                if self.lease_id:  # 0: a failed re-registration's retry names the first
+                    expired_lease = self.lease_id
                 try:
-                    await self._grant()
+                    await self._grant(resumes=expired_lease)
                     schedule.granted(loop.time())
                     self._lapsed = False
                     if self.on_expired is not None:
