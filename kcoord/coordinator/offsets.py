@@ -140,10 +140,13 @@ def commit_taken(group: str, topics: list[FlatTopic], now: int,
     put in `into`, the same compact records."""
     records: list = []
     new, value_type = _new_tuple, OffsetValue
+    # (compiled: the ints are passed on as the objects they are, the
+    # timestamp boxed once for all: no int object made per partition)
+    stamp: object = now
     for name, partitions in topics:
-        for index, offset, epoch, metadata in partitions:
-            value = into[(name, index)] = new(value_type, (offset, epoch, metadata or "", now,
-                                                           None))
+        for p in partitions:
+            index = p[0]
+            value = into[(name, index)] = new(value_type, (p[1], p[2], p[3] or "", stamp, None))
             records.append((group, name, index, value))
     return records
 

@@ -317,7 +317,7 @@ class CoordinatorShard:
         metadata_max = self.config.offset_metadata_max_bytes
         for _, partitions in topics:
             for p in partitions:
-                metadata = p[3]
+                metadata: str | None = p[3]
                 # n characters are n..2n UTF-16 code units (as commit_applied)
                 if metadata is not None and 2 * len(metadata) > metadata_max and \
                         len(metadata.encode("utf-16-le")) // 2 > metadata_max:

@@ -16,8 +16,11 @@ from typing import Any, Optional
 
 FLAT_VERSIONS = (8, 9)  # flexible, no retention time, the fields below only
 
-# (partition index, committed offset, committed leader epoch, metadata or None)
-FlatPartition = tuple[int, int, int, Optional[str]]
+# (partition index, committed offset, committed leader epoch, metadata or None);
+# typed as a plain tuple on purpose: compiled, a tuple of declared item types
+# is unboxed where it is read, and its ints boxed again (a new int object
+# each) where they are put into the store's values and the records
+FlatPartition = tuple
 # (topic name, its partitions in request order)
 FlatTopic = tuple[str, list[FlatPartition]]
 # (group id, generation id or member epoch, member id, group instance id, topics)

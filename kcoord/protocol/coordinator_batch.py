@@ -47,8 +47,10 @@ def build_records_batch(records: list, now: int) -> bytearray:
     last_head = b""
     for delta, record in enumerate(records):
         if type(record) is tuple:  # compact: (group, topic, partition, value)
-            # typed, so that mypyc reads the fields without iterating
-            compact: tuple[str, str, int, tuple[int, int, str, int, Any]] = record
+            # typed, so that mypyc reads the fields without iterating; the
+            # ints as objects, passed to the pack as they are (typed int,
+            # each would be unboxed, then boxed again: a new int object)
+            compact: tuple[str, str, Any, tuple[Any, Any, str, Any, Any]] = record
             group, topic, partition, committed = compact
             offset, epoch, meta, stamp, _ = committed
             if not meta and delta < zmax:

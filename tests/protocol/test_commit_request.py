@@ -67,3 +67,24 @@ def test_what_the_flat_decoder_leaves_to_the_codec():
         assert decode_flat(bad, 0) is None
         with pytest.raises(ProtocolError):
             decode(bad, 0)
+
+
+def test_the_all_none_answer_of_flat_commits():
+    """hot_ops.flat_body: the encoded all-NONE answer of every shape, its
+    recent-shape shortcut never serving another shape's bytes."""
+    from kcoord.protocol.api import response_codec
+    from kcoord.server.hot_ops import flat_body
+    rnd = random.Random(5)
+    bodies: dict = {}
+    for _ in range(300):
+        version = rnd.choice(FLAT_VERSIONS)
+        topics = [(rnd.choice(["t", "u"]), [(i, 1, -1, "") for i in rnd.choice(
+            [[0, 1, 2], [2, 1, 0], [0, 1, 3], [5], [6], []])]) for _ in range(rnd.choice([1, 1, 2]))]
+        answer = {"throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p[0], "error_code": 0} for p in parts]}
+            for name, parts in topics]}
+        got = flat_body(version, topics, bodies)
+        if len(topics) == 1:
+            assert got == bytes(response_codec(OFFSET_COMMIT, version)[0](answer, bytearray()))
+        else:
+            assert got == answer
