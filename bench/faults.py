@@ -214,9 +214,7 @@ BUGS: list[tuple[str, str]] = [
      "the ISR changes a node asks in one loop turn now go in one transaction holding each "
      "partition's own compares (etcd applies it only if all hold; if any fails nothing is "
      "written and each is sent alone, so a stale one fails by itself). Seed 210: 53 ISR "
-     "joins answered 6 ms after the fetch that asked them. Also: an election attempt that "
-     "failed under the expired lease is tried again at once under the new one, not 0.5 s "
-     "later",
+     "joins answered 6 ms after the fetch that asked them",
      "tests/cluster/test_control_plane.py::test_isr_changes_of_one_turn_go_in_one_"
      "transaction_each_still_a_compare_and_set"),
 ]
