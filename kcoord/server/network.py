@@ -24,6 +24,7 @@ import asyncio
 import inspect
 import logging
 import struct
+import sys
 from collections import deque
 from functools import partial
 from time import perf_counter
@@ -127,6 +128,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.large_view: Any = None
         self.large_have = 0
         self.after_large = False
+        # The last large frame's buffer, reused for the next one once nothing
+        # else holds it (no request, no view of its records: its reference
+        # count is back to the one it has as this attribute, measured here
+        # by the same code, so compiled and interpreted alike): a new one
+        # would be zero-filled first, one more pass over every produced byte.
+        self.spare = bytearray()
+        self.spare_sole = self._spare_refs()
         self.pending: deque[_Slot] = deque()
         self.out: list[Any] = []  # responses ready (bytes, bytearray), nothing pending ahead
         self.client_id_raw: bytes | None = None  # the last client id seen, raw and decoded
@@ -266,7 +274,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             size = _SIZE.unpack_from(rbuf, pos)[0]
             if size + 4 > LARGE_FRAME:
                 # the frame's own buffer; what arrived of it is copied once
-                large = self.large = bytearray(size)
+                large = self.large = self._large_buffer(size)
                 self.large_view = memoryview(large)
                 large[:rest - 4] = rview[pos + 4:end]
                 self.large_have = rest - 4
@@ -275,6 +283,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
             rbuf[:rest] = rview[pos:end]
         self.rlen = rest
         self.flush()
+
+    def _spare_refs(self) -> int:
+        return sys.getrefcount(self.spare)
+
+    def _large_buffer(self, size: int) -> bytearray:
+        """A buffer of size bytes for a large frame: the spare when nothing
+        but this connection holds it (its bytes are overwritten by the
+        reads), else a new one, which becomes the spare."""
+        # counted before anything here takes a reference of its own
+        if self._spare_refs() == self.spare_sole and self.spare:
+            spare = self.spare
+            have = len(spare)
+            if size <= have:
+                del spare[size:]  # shrinks in place (the allocation stays)
+            else:
+                spare += bytes(size - have)
+            return spare
+        spare = self.spare = bytearray(size)
+        return spare
 
     # ---------------------------------------- frames (the TLS layer's reads)
     def data_received(self, data) -> None:

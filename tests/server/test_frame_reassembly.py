@@ -138,3 +138,52 @@ def test_buffered_reads_close_on_a_frame_too_large_or_negative(tmp_path):
         _read(conn, transport, raw[3:] + b"x" * 10)
         assert transport.closed and not seen
         assert conn.large is None
+
+
+class _Keeper:
+    """A gate that keeps what a handler might: nothing (a copy and the
+    buffer's id), or a view of part of the frame."""
+
+    def __init__(self, keep_view: bool) -> None:
+        self.keep_view = keep_view
+        self.copies: list[bytes] = []
+        self.ids: list[int] = []
+        self.views: list = []
+
+    def intercept(self, _conn, frame) -> bool:
+        self.copies.append(bytes(frame))
+        self.ids.append(id(frame))
+        if self.keep_view:
+            self.views.append(memoryview(frame)[10:5000])
+        return True
+
+
+def _large_frames(keep_view: bool, tmp_path):
+    """Five large frames, one after the other; -> (frames, the keeper, the
+    first bytes of each frame's buffer before the reads filled it)."""
+    _, conn, transport = connection(tmp_path)
+    conn.gate = keeper = _Keeper(keep_view)
+    rng = random.Random(7)
+    frames = [rng.randbytes(n) for n in (300_000, 290_000, 310_000, 50_000, 300_000)]
+    before = []
+    for f in frames:  # the size field, then what the buffer held, then the frame
+        _read(conn, transport, SIZE.pack(len(f)))
+        before.append(bytes(conn.get_buffer(-1)[:16]))
+        _read(conn, transport, f)
+    return frames, keeper, before
+
+
+def test_a_large_frame_nothing_holds_any_more_lends_its_buffer_to_the_next(tmp_path):
+    frames, keeper, before = _large_frames(False, tmp_path)
+    assert keeper.copies == frames
+    # the buffer was not zero-filled anew: it held the previous frame's bytes
+    assert before[0] == bytes(16)
+    assert before[1:] == [f[:16] for f in frames[:-1]]
+
+
+def test_a_large_frame_still_viewed_is_never_written_again(tmp_path):
+    frames, keeper, before = _large_frames(True, tmp_path)
+    assert keeper.copies == frames
+    assert before == [bytes(16)] * len(frames)  # a new buffer each time
+    # every view still shows its own frame's bytes
+    assert [bytes(v) for v in keeper.views] == [f[10:5000] for f in frames]
