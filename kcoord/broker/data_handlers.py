@@ -32,6 +32,23 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Parked:
+    """A parked fetch's deadline: `expire()` (its timer) marks it expired
+    and resolves the waiter it is parked on, as a wake-up of all would."""
+
+    __slots__ = ("waiter", "expired")
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future | None = None
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 def high_watermark(topic, plog) -> int:
     """What readers may see.  The coordinator's log (an internal topic) shows
     only what is durable: its writer acknowledges a record after the fsync,
@@ -385,76 +402,91 @@ class DataPlane:
         partitions it has to look at (FetchSession.look), parks until news
         on any log of the session (its waiter, woken by _session_news)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
-        min_bytes = req["min_bytes"]
         version = ctx.api_version
         idle = (session, asked)
-        while True:
+
+        def arm() -> asyncio.Future:
+            waiter = session.waiter = loop.create_future()
+            return waiter
+
+        def read(watch: list):
             now = self.replication.now_ms()
             session.ms = now     # every partition left out is fetched now too
             if now >= session.revisit_ms:
                 session.revisit()
                 session.revisit_ms = now + REVISIT_MS
-            # armed before reading, so no news is missed
-            waiter = session.waiter = loop.create_future()
-            session.news = False
-            watch: list = []
-            response, size, errors = self._fetch_once(version, session.look_request(req),
-                                                      watch, idle)
+            session.news = False  # from here on, news on an idle partition reads again
+            out = self._fetch_once(version, session.look_request(req), watch, idle)
             session.watched = {id(entry[1]) for entry in watch}
-            self._on_listener(response, ctx.listener)
-            remaining = deadline - loop.time()
-            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
-                session.waiter = None
-                return response
-            while True:
-                try:
-                    woken = await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    woken = None
-                if self.stopping:
-                    session.waiter = None
-                    return response
-                if woken is None:  # timed out, or a wake-up of all (a role change)
-                    break
-                remaining = deadline - loop.time()
-                if remaining <= 0 or session.news or self._has_news(watch):
-                    break
-                waiter = session.waiter = loop.create_future()    # re-armed
+            return out
+
+        def disarm(_waiter) -> None:
+            session.waiter = None   # resolved by the session's news, never awaited
+
+        return await self._park_and_read(ctx, req, arm, read,
+                                         lambda watch: session.news or self._has_news(watch),
+                                         disarm)
 
     async def _long_poll(self, ctx, req: dict) -> dict:
+        version = ctx.api_version
+        logs = self._fetched_logs(version, req)
+        return await self._park_and_read(
+            ctx, req, lambda: self.appended.wait(logs),
+            lambda watch: self._fetch_once(version, req, watch), self._has_news,
+            lambda waiter: waiter.cancel())  # off the notifier's lists
+
+    async def _park_and_read(self, ctx, req: dict, arm, read, news, disarm) -> dict:
+        """Kafka's DelayedFetch, for both kinds of fetch: `read(watch)` (-> the
+        response, bytes read, any error; `watch` filled with what it read);
+        answer when that is enough (min_bytes, an error), past the deadline or
+        when the server stops; else park on `arm()`'s future and read again
+        only when `news(watch)` says a partition has more to read than it saw
+        (DelayedFetch.tryComplete), not on every wake-up; a wake-up of all (a
+        role change) or the deadline reads again at once.  Armed before each
+        read and each look, so no news in between is missed; `disarm(waiter)`
+        lets go of a future no longer waited on."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
-        version = ctx.api_version
-        logs = self._fetched_logs(version, req)
-        while True:
-            waiter = self.appended.wait(logs)  # armed before reading, so no append is missed
-            watch: list = []
-            response, size, errors = self._fetch_once(version, req, watch)
-            self._on_listener(response, ctx.listener)
-            remaining = deadline - loop.time()
-            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
-                waiter.cancel()
-                return response
-            # Parked: read again only when one of its partitions has more to
-            # read (Kafka's DelayedFetch.tryComplete), not on every wake-up.
+        # One timer for the whole poll: at the deadline it marks the poll
+        # expired and resolves the waiter parked on (None, as a wake-up of
+        # all).  The waiter is awaited directly, so news wakes this task in
+        # the loop's next turn (asyncio.wait_for would add a future, a
+        # callback and a turn to every replicated write's path: followers'
+        # fetches park here).  The mark, not the clock, says the deadline
+        # passed: a timer may fire a little before loop.time() reaches it
+        # (uvloop counts whole milliseconds).
+        parked = _Parked()
+        timer = None
+        try:
             while True:
-                try:
-                    woken = await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    woken = None
-                if self.stopping:
-                    # woken by the stop: answer what was read; a poll whose client
-                    # left may only run once the logs are closed, so read no more
+                waiter = arm()
+                watch: list = []
+                response, size, errors = read(watch)
+                self._on_listener(response, ctx.listener)
+                if (size >= min_bytes or errors or parked.expired
+                        or deadline <= loop.time() or self.stopping):
+                    disarm(waiter)
                     return response
-                if woken is None:  # timed out, or a wake-up of all (a role change)
-                    break
-                waiter = self.appended.wait(logs)  # re-armed before looking
-                remaining = deadline - loop.time()
-                if remaining <= 0 or self._has_news(watch):
-                    waiter.cancel()
-                    break
+                if timer is None:
+                    timer = loop.call_at(deadline, parked.expire)
+                while True:
+                    parked.waiter = waiter
+                    woken = await waiter
+                    if self.stopping:
+                        # woken by the stop: answer what was read; a poll whose client
+                        # left may only run once the logs are closed, so read no more
+                        disarm(waiter)
+                        return response
+                    if woken is None:  # the deadline, or a wake-up of all (a role change)
+                        break
+                    waiter = arm()  # re-armed before looking
+                    if parked.expired or news(watch):
+                        disarm(waiter)
+                        break       # read again, armed anew
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _fetched_logs(self, version: int, req: dict) -> list:
         """The logs a Fetch reads (those that exist), for its wake-ups."""

@@ -32,6 +32,15 @@ from .view import (
 
 log = logging.getLogger("kcoord.cluster")
 
+# compares per batched ISR transaction: etcd takes at most 128 (--max-txn-ops);
+# a proposal holds one, plus two per replica it adds
+ISR_TXN_COMPARES = 120
+
+
+def _settle(done: asyncio.Future, result) -> None:
+    if not done.done():  # its caller may have been cancelled meanwhile
+        done.set_result(result)
+
 
 class EtcdControlPlane:
     def __init__(self, node_id: int, host: str, port: int, endpoints, prefix: str = "/kcoord",
@@ -60,9 +69,13 @@ class EtcdControlPlane:
         self._watch = None
         self._changed = asyncio.Event()  # set after every applied change (waiters re-check)
         self._campaigning = False
+        self._campaign_again = False  # asked while an attempt was out (_campaign)
         # (topic, partition) -> the state this node's last alter_isr wrote (the
         # watch may not have brought it yet; the leader proposes on top of it)
         self._isr_written: dict[tuple[str, int], PartitionState] = {}
+        # ISR proposals of this loop turn, sent together (alter_isr)
+        self._isr_queue: list = []
+        self._isr_tasks: set[asyncio.Task] = set()
 
     @property
     def client(self):
@@ -92,7 +105,8 @@ class EtcdControlPlane:
         return result.value.decode()
 
     async def _register(self) -> None:
-        info = NodeInfo(self.node_id, self.host, self.port, self.stopping, self.endpoints)
+        info = NodeInfo(self.node_id, self.host, self.port, self.stopping, self.endpoints,
+                        self.session.resumes)
         # a put under the new lease takes the key over from a previous incarnation's lease
         await self.client.put(self.keys.node(self.node_id).encode(), encode_node(info),
                               lease=self.session.lease_id)
@@ -129,6 +143,8 @@ class EtcdControlPlane:
             await self.controller.stop()
             self.controller = None
         await cancel_and_wait(self._watch_task, 5.0)
+        for task in list(self._isr_tasks):
+            await cancel_and_wait(task, 5.0)
         await self.session.close(revoke=True)
 
     # ----------------------------------------------------------------- view
@@ -221,6 +237,14 @@ class EtcdControlPlane:
             for state in list(self.view.partitions.values()):
                 if state.leader == self.node_id:
                     self._tell_state(state)
+            # Every state written before the controller recorded this lease has
+            # reached the listeners (the watch is in revision order), and from
+            # here this node counts as live: a leadership it still holds is
+            # current.  After a resume (this process back under a new lease) no
+            # newer state comes for those, so acknowledging resumes here; after
+            # a bounce every leadership it had was rewritten anyway.
+            if not self.session.lapsed:
+                self._tell_listeners("on_session_restored")
         if kind == "controller" and self.view.controller is None and not self.stopping:
             asyncio.get_running_loop().create_task(self._campaign())
         if kind == "controller":
@@ -252,9 +276,15 @@ class EtcdControlPlane:
     # ----------------------------------------------------------- controller
     async def _campaign(self) -> None:
         """Try to become controller (create-if-absent under the lease)."""
-        if self._campaigning or self.stopping or self.session.client is None:
+        if self.stopping or self.session.client is None:
+            return
+        if self._campaigning:
+            # e.g. registered again under a new lease while an attempt under
+            # the expired one is out: that one fails; try again right after it
+            self._campaign_again = True
             return
         self._campaigning = True
+        lease = self.session.lease_id
         try:
             k, t = self.keys, self.txn
             epoch = self.view.controller_epoch + 1
@@ -269,9 +299,15 @@ class EtcdControlPlane:
                 log.info("node %d is the controller (epoch %d)", self.node_id, epoch)
         except Exception as exc:  # etcd busy or away: try again while nobody leads
             log.warning("controller election attempt failed: %s", exc)
-            asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
+            if lease != self.session.lease_id:
+                self._campaign_again = True  # it was the old lease's: no wait
+            else:
+                asyncio.get_running_loop().call_later(0.5, self._campaign_if_vacant)
         finally:
             self._campaigning = False
+            if self._campaign_again:
+                self._campaign_again = False
+                asyncio.get_running_loop().call_soon(self._campaign_if_vacant)
 
     def _campaign_if_vacant(self) -> None:
         if self.view.controller is None and not self.stopping:
@@ -299,7 +335,17 @@ class EtcdControlPlane:
         """PartitionStateStore.alter_isr: compare-and-set on the mod revision.
         A replica it adds must still be the eligible incarnation the view
         shows (Kafka's broker epoch check of AlterPartition): its registration
-        unchanged and recorded as handled; else IneligibleReplica."""
+        unchanged and recorded as handled; else IneligibleReplica.
+
+        The proposals of one loop turn (a fetch answered for many partitions
+        at once, a node back after a heal) go to etcd together, as Kafka's
+        AlterPartition carries many partitions: one transaction holding every
+        proposal's own compares and puts.  etcd applies a transaction only if
+        every compare holds, so either each partition's compare held at the
+        revision of its write, or nothing was written and each is then sent
+        alone with its own compares: a stale proposal fails by itself and
+        never takes another partition's write with it, nor is written on the
+        strength of another's compare."""
         key = self.keys.partition(proposed.topic, proposed.partition).encode()
         t = self.txn
         added = self._added_to_isr(proposed)
@@ -310,18 +356,82 @@ class EtcdControlPlane:
             compare += [t.mod(self.keys.node(node).encode()) == self.view.registered[node],
                         t.value(self.keys.incarnation(node).encode())
                         == str(self.view.sessions[node]).encode()]
-        ok, responses = await self.client.transaction(
-            compare=compare, success=[t.put(key, encode_state(proposed))],
-            failure=[t.get(key)] if added else [])
-        if not ok:
-            stored = responses[0] if added else []
-            if stored and stored[0][1].mod_revision == proposed.version:
-                raise IneligibleReplica(f"nodes {sorted(added)} changed registration")
-            return None
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+        if not self._isr_queue:
+            loop.call_soon(self._send_isr_batch)
+        self._isr_queue.append((proposed, key, compare, added, done))
+        return await done
+
+    def _send_isr_batch(self) -> None:
+        queue, self._isr_queue = self._isr_queue, []
+        chunk: list = []
+        keys: set[bytes] = set()
+        compares = 0
+        for item in queue:
+            _, key, compare, _, _ = item
+            if chunk and (key in keys or compares + len(compare) > ISR_TXN_COMPARES):
+                self._spawn_isr(chunk)
+                chunk, keys, compares = [], set(), 0
+            chunk.append(item)
+            keys.add(key)
+            compares += len(compare)
+        if chunk:
+            self._spawn_isr(chunk)
+
+    def _spawn_isr(self, chunk: list) -> None:
+        task = asyncio.get_running_loop().create_task(self._write_isr_chunk(chunk))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _write_isr_chunk(self, chunk: list) -> None:
+        try:
+            if len(chunk) > 1:
+                t = self.txn
+                ok, responses = await self.client.transaction(
+                    compare=[c for _, _, compare, _, _ in chunk for c in compare],
+                    success=[t.put(key, encode_state(proposed))
+                             for proposed, key, _, _, _ in chunk],
+                    failure=[])
+                if ok:
+                    for (proposed, _, _, _, done), response in zip(chunk, responses):
+                        _settle(done, self._isr_written_as(
+                            proposed, response.response_put.header.revision))
+                    return
+            # alone, or a batch in which some compare failed: each on its own
+            await asyncio.gather(*(self._write_isr_alone(*item) for item in chunk))
+        except asyncio.CancelledError:
+            for *_, done in chunk:
+                done.cancel()
+            raise
+        except Exception as exc:  # etcd unreachable: each caller asks again
+            for *_, done in chunk:
+                if not done.done():
+                    done.set_exception(exc)
+
+    async def _write_isr_alone(self, proposed: PartitionState, key: bytes, compare: list,
+                               added: set[int], done: asyncio.Future) -> None:
+        t = self.txn
+        try:
+            ok, responses = await self.client.transaction(
+                compare=compare, success=[t.put(key, encode_state(proposed))],
+                failure=[t.get(key)] if added else [])
+            if not ok:
+                stored = responses[0] if added else []
+                if stored and stored[0][1].mod_revision == proposed.version:
+                    raise IneligibleReplica(f"nodes {sorted(added)} changed registration")
+                _settle(done, None)
+                return
+            _settle(done, self._isr_written_as(proposed,
+                                               responses[0].response_put.header.revision))
+        except Exception as exc:
+            if not done.done():
+                done.set_exception(exc)
+
+    def _isr_written_as(self, proposed: PartitionState, revision: int) -> PartitionState:
         written = PartitionState(proposed.topic, proposed.partition, proposed.leader,
                                  proposed.leader_epoch, tuple(proposed.isr),
-                                 tuple(proposed.replicas),
-                                 responses[0].response_put.header.revision)
+                                 tuple(proposed.replicas), revision)
         self._isr_written[(written.topic, written.partition)] = written
         return written
 

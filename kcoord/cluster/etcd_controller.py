@@ -42,6 +42,8 @@ class EtcdController:
         # new epoch and it rejoins as a follower.  This dict holds what this
         # controller wrote and the watch has not brought back yet.
         self._recorded: dict[int, int] = {}
+        # until when (loop time) unregistered known nodes are awaited (_awaited)
+        self._awaiting_until: float | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -89,9 +91,13 @@ class EtcdController:
         view = self.plane.view
         live = view.live()
         handled = {**view.incarnations, **self._recorded}
+        # a new lease is a bounce (leaderships move, ISR places go) unless the
+        # registration says it is the same process back (view.resumed)
         bounced = {n for n, lease in view.sessions.items()
-                   if n in handled and handled[n] != lease}
+                   if n in handled and handled[n] != lease
+                   and not view.resumed(n, handled[n])}
         stopping = view.stopping() | bounced
+        awaited = self._awaited(handled, live)
         writes: list[tuple[PartitionState | None, PartitionState]] = []
         # new topics and partitions: place replicas on the serving nodes
         serving = sorted(live - stopping)
@@ -107,7 +113,12 @@ class EtcdController:
                                                     first_partition=p)[0]
                 writes.append((None, decisions.initial_state(record.name, p, replicas, serving)))
         states = list(view.partitions.values())
-        for new in decisions.reconcile(states, live - bounced, stopping, self.plane.unclean):
+        held_back = False
+        for new in decisions.reconcile(states, (live | awaited) - bounced, stopping,
+                                       self.plane.unclean):
+            if new.leader in awaited and view.state(new.topic, new.partition).leader != new.leader:
+                held_back = True  # not elected while unregistered: it may come back a restart
+                continue
             writes.append((view.state(new.topic, new.partition), new))
         sessions = dict(view.sessions)
         failed = []
@@ -118,14 +129,38 @@ class EtcdController:
                 if r is True and (old is None or old.leader != new.leader):
                     log.info("partition %s-%d: leader %d epoch %d isr %s", new.topic,
                              new.partition, new.leader, new.leader_epoch, list(new.isr))
-        # a bounce is handled once its leaderships were moved; a node seen for
-        # the first time needs nothing moved
+        # a bounce is handled once its leaderships were moved (not when a
+        # decision was held back: one of them may be among those); a node seen
+        # for the first time, or resumed, needs nothing moved
         record = {n: lease for n, lease in sessions.items()
-                  if handled.get(n) != lease and not (n in bounced and failed)}
+                  if handled.get(n) != lease and not (n in bounced and (failed or held_back))}
         if record:
             if not await self._record_incarnations(record):
                 failed.append(False)
         return bool(failed)
+
+    def _awaited(self, handled: dict[int, int], live: set[int]) -> set[int]:
+        """Known nodes not registered that this controller still waits for:
+        their leaderships and ISR places stay as they are for now.  Only
+        when this controller's own node had just come back as the same
+        process after its lease expired (view.resumed): then every lease
+        most likely lapsed at once (etcd paused past the TTL, or a majority
+        cut from it), and every node registers again within a refresh
+        interval or so.  Without waiting, the first to win the election
+        would move the others' leaderships away a moment before they come
+        back (and they, resumed, would have kept them).  Bounded: one lease
+        TTL after the election, then a poke looks again; a controller elected
+        otherwise (its node's lease lived) moves at once, as before."""
+        loop = asyncio.get_running_loop()
+        if self._awaiting_until is None:
+            session = self.plane.session
+            just_back = session.resumes and loop.time() - session.granted_at < session.ttl_s
+            self._awaiting_until = loop.time() + (session.ttl_s if just_back else 0.0)
+            if just_back:
+                loop.call_at(self._awaiting_until, self.poke)
+        if loop.time() >= self._awaiting_until:
+            return set()
+        return {n for n in handled if n not in live}
 
     async def _record_incarnations(self, record: dict[int, int]) -> bool:
         plane, t = self.plane, self.plane.txn

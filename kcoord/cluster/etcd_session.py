@@ -8,7 +8,14 @@ answer does not push the next refresh back), each refresh waiting for its
 answer no longer than the lease can live; when etcd answers that it has expired
 (the node was paused or cut off longer than the TTL), `on_expired` is
 called and a new lease is granted: to the cluster this is a new
-incarnation of the node."""
+incarnation of the node.
+
+The lease has a connection of its own, apart from the one the node's
+writes and watch use: after a heal a node sends a burst of writes (an ISR
+change per partition, the controller's moves).  In seed 180 the
+controller's refresh and 41 of its ISR writes were answered together 1.8 s
+late while the other nodes' leases were renewed meanwhile (so not etcd's
+apply as a whole): its lease expired with no fault on it."""
 from __future__ import annotations
 
 import asyncio
@@ -43,11 +50,13 @@ def parse_endpoints(endpoints: Sequence[str] | str) -> list[tuple[str, int]]:
 
 
 async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
-                  attempts_deadline: float = 30.0, tls=None) -> aetcd.Client:
+                  attempts_deadline: float = 30.0, tls=None,
+                  own_connection: bool = False) -> aetcd.Client:
     """A client to the first endpoint that answers, trying them in turn
     until attempts_deadline seconds have passed; over TLS when `tls`
     (security/etcd_tls.EtcdTls) is given, after a handshake probe whose
-    EtcdTlsError (a configuration that cannot work) is raised at once."""
+    EtcdTlsError (a configuration that cannot work) is raised at once.
+    `own_connection`: a TCP connection no other client of this process shares."""
     from .etcd_tls_client import EtcdTlsError, make_client, probe, speaks_tls
     loop = asyncio.get_running_loop()
     deadline = loop.time() + attempts_deadline
@@ -62,7 +71,7 @@ async def connect(endpoints: list[tuple[str, int]], timeout: float = 5.0,
                 except (OSError, asyncio.TimeoutError) as exc:  # not up (yet): next one
                     last = exc
                     continue
-            client = make_client(host, port, timeout, tls)
+            client = make_client(host, port, timeout, tls, own_connection)
             try:
                 await client.connect()
                 await client.status()
@@ -139,7 +148,13 @@ class EtcdSession:
         self.tls = tls  # security/etcd_tls.EtcdTls, or None: plaintext
         self.ttl_s = max(1, math.ceil(ttl_ms / 1000))
         self.client: aetcd.Client | None = None
+        self._lease_client: aetcd.Client | None = None  # grants, refreshes, revokes
         self.lease_id = 0
+        # the expired lease this process held before lease_id (0: none), which
+        # its registration names so the controller can tell a return of the
+        # same process (memory and log whole) from a restart
+        self.resumes = 0
+        self.granted_at = 0.0   # loop time of the last grant
         self.on_expired: Callable[[], Awaitable[None]] | None = None
         # called once when no refresh was answered for a whole TTL (the lease may be gone)
         self.on_lapsed: Callable[[], None] | None = None
@@ -151,15 +166,24 @@ class EtcdSession:
         self._closed = False
 
     async def open(self) -> None:
-        self.client = await connect(self.endpoints, timeout=max(2.0, self.ttl_s * 2),
-                                    tls=self.tls)
+        timeout = max(2.0, self.ttl_s * 2)
+        self.client = await connect(self.endpoints, timeout=timeout, tls=self.tls)
+        self._lease_client = await connect(self.endpoints, timeout=timeout, tls=self.tls,
+                                           own_connection=True)
         await self._grant()
         self._keepalive = asyncio.get_running_loop().create_task(self._refresh_loop())
 
-    async def _grant(self) -> None:
-        lease = await self.client.lease(self.ttl_s)
+    async def _grant(self, resumes: int = 0) -> None:
+        lease = await self._lease_client.lease(self.ttl_s)
         self.lease_id = lease.id
+        self.resumes = resumes
+        self.granted_at = asyncio.get_running_loop().time()
         log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
+
+    @property
+    def lapsed(self) -> bool:
+        """No refresh of the current lease answered for a whole TTL."""
+        return self._lapsed
 
     def check_lapse(self) -> None:
         """Tell on_lapsed at once when no refresh was answered for a whole
@@ -179,13 +203,14 @@ class EtcdSession:
         loop = asyncio.get_running_loop()
         schedule = self._schedule = RefreshSchedule(self.ttl_s, loop.time())
         failing = False
+        expired_lease = 0
         while not self._closed:
             await asyncio.sleep(schedule.delay(loop.time()))
             self.check_lapse()  # also after a pause of the whole process
             sent = loop.time()
             wait = schedule.sent(sent)
             try:
-                reply = await bounded(self.client.refresh_lease(self.lease_id), wait)
+                reply = await bounded(self._lease_client.refresh_lease(self.lease_id), wait)
                 expired = reply is None or reply.TTL <= 0
                 failing = False
                 took = loop.time() - sent
@@ -216,8 +241,10 @@ class EtcdSession:
             if expired and not self._closed:
                 log.warning("etcd lease %x expired: registering again as a new incarnation",
                             self.lease_id)
+                if self.lease_id:  # 0: a failed re-registration's retry names the first
+                    expired_lease = self.lease_id
                 try:
-                    await self._grant()
+                    await self._grant(resumes=expired_lease)
                     schedule.granted(loop.time())
                     self._lapsed = False
                     if self.on_expired is not None:
@@ -233,10 +260,12 @@ class EtcdSession:
         self._closed = True
         if self._keepalive is not None:
             await cancel_and_wait(self._keepalive, 5.0)
-        if self.client is not None:
+        if self._lease_client is not None:
             if revoke and self.lease_id:
                 try:
-                    await bounded(self.client.revoke_lease(self.lease_id), self.ttl_s)
+                    await bounded(self._lease_client.revoke_lease(self.lease_id), self.ttl_s)
                 except Exception as exc:  # etcd gone: the lease expires by itself
                     log.warning("etcd lease revoke failed: %s", exc)
+            await _close_quietly(self._lease_client)
+        if self.client is not None:
             await _close_quietly(self.client)

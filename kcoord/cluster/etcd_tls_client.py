@@ -60,12 +60,17 @@ RECONNECT_OPTIONS = {
 }
 
 
-def make_client(host: str, port: int, timeout: float, tls: EtcdTls | None) -> aetcd.Client:
+# gRPC shares one TCP connection among the channels of a process to the same
+# target with the same arguments; a channel with its own pool gets its own.
+OWN_CONNECTION = {"grpc.use_local_subchannel_pool": 1}
+
+
+def make_client(host: str, port: int, timeout: float, tls: EtcdTls | None,
+                own_connection: bool = False) -> aetcd.Client:
+    options = {**RECONNECT_OPTIONS, **(OWN_CONNECTION if own_connection else {})}
     if tls is None:
-        return aetcd.Client(host=host, port=port, timeout=timeout,
-                            options=dict(RECONNECT_OPTIONS))
-    return TlsClient(tls, host=host, port=port, timeout=timeout,
-                     options=dict(RECONNECT_OPTIONS))
+        return aetcd.Client(host=host, port=port, timeout=timeout, options=options)
+    return TlsClient(tls, host=host, port=port, timeout=timeout, options=options)
 
 
 def _context(tls: EtcdTls) -> ssl.SSLContext:

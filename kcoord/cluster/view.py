@@ -32,6 +32,10 @@ class NodeInfo:
     # advertised listener name -> (host, port), as Kafka's broker registration
     # lists every endpoint; empty in a registration from before listeners
     endpoints: tuple = ()
+    # the lease this same process held before its lease expired (0: a new
+    # process): its memory and its log are whole, so the controller may keep
+    # its leaderships and ISR places instead of fencing it as a restart
+    resumes: int = 0
 
     def endpoint(self, listener: str | None) -> tuple[str, int] | None:
         """The node's endpoint on `listener` (None: it has no such listener);
@@ -90,8 +94,11 @@ class Keys:
 
 
 def encode_node(info: NodeInfo) -> bytes:
-    return json.dumps({"host": info.host, "port": info.port, "stopping": info.stopping,
-                       "endpoints": {n: [h, p] for n, h, p in info.endpoints}}).encode()
+    doc = {"host": info.host, "port": info.port, "stopping": info.stopping,
+           "endpoints": {n: [h, p] for n, h, p in info.endpoints}}
+    if info.resumes:
+        doc["resumes"] = f"{info.resumes:x}"
+    return json.dumps(doc).encode()
 
 
 def encode_topic(t: TopicRecord) -> bytes:
@@ -142,6 +149,15 @@ class ClusterView:
     def stopping(self) -> set[int]:
         return {n for n, info in self.nodes.items() if info.stopping}
 
+    def resumed(self, node_id: int, handled: int | None) -> bool:
+        """Is the node's registration the same process as the incarnation
+        the controller handled (lease `handled`), back under a new lease
+        after its old one expired (etcd paused, cut from etcd, a pause of
+        the process past its lease)?  Its log lost nothing and it acted on
+        no state while lapsed, so it keeps its leaderships and ISR places."""
+        info = self.nodes.get(node_id)
+        return info is not None and bool(handled) and info.resumes == handled
+
     def isr_eligible(self, node_id: int) -> bool:
         """May the node join an ISR (Kafka's isReplicaIsrEligible)? Registered,
         not shutting down, and its incarnation handled by the controller: a
@@ -178,7 +194,8 @@ class ClusterView:
                 endpoints = tuple((str(n), str(h), int(p))
                                   for n, (h, p) in (doc.get("endpoints") or {}).items())
                 self.nodes[node_id] = NodeInfo(node_id, doc["host"], int(doc["port"]),
-                                               bool(doc.get("stopping", False)), endpoints)
+                                               bool(doc.get("stopping", False)), endpoints,
+                                               int(doc.get("resumes", "0"), 16))
             return ("node", node_id)
         if key == k.controller:
             if value is None:

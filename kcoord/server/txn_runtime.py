@@ -76,7 +76,8 @@ class TxnRuntime:
         self._swept = False
         self._completing: dict[str, int] = {}  # transactional id -> coordinator epoch
         self._tasks: set[asyncio.Task] = set()
-        self._finishing: dict[str, asyncio.Task] = {}  # transactional id -> its completion
+        # transactional id -> its completion under way and the coordinator epoch it runs in
+        self._finishing: dict[str, tuple[int, asyncio.Task]] = {}
         # transactional id -> futures of requests waiting (settled) for its completion
         self._settling: dict[str, list[asyncio.Future]] = {}
         self._unsynced: list = []  # (logs, future) of this loop iteration's writes
@@ -301,14 +302,21 @@ class TxnRuntime:
     def _finish(self, c: Completion) -> asyncio.Task:
         """Start completing `c`, remembered so a request of that id can wait for it."""
         tid = c.transactional_id
+        epoch = self.partitions[self.core.partition_of(tid)].epoch
         under_way = self._finishing.get(tid)
-        if under_way is not None and not under_way.done():
-            return under_way
+        # One of an older epoch is no help: it stops at its next look at
+        # owns() (a marker round, a retry's sleep, a peer's timeout away) and
+        # leaves the Prepare* to "the next coordinator", which is this one,
+        # reloaded meanwhile (seed 190's rerun: kfx-txn-1's PrepareAbort
+        # stood for good, txn-group's offsets never stable again).
+        if under_way is not None and under_way[0] == epoch and not under_way[1].done():
+            return under_way[1]
         task = self._spawn(self._complete(c))
-        self._finishing[tid] = task
+        self._finishing[tid] = (epoch, task)
 
         def forget(t: asyncio.Task) -> None:
-            if self._finishing.get(tid) is t:
+            current = self._finishing.get(tid)
+            if current is not None and current[1] is t:
                 del self._finishing[tid]
                 self._release(tid)      # it ended without a Complete* (lost the partition)
         task.add_done_callback(forget)
@@ -318,8 +326,8 @@ class TxnRuntime:
         """Wait (at most COMPLETION_WAIT_S) for the id's completion under way:
         the request after an EndTxn then finds the transaction complete
         instead of answering CONCURRENT_TRANSACTIONS at once."""
-        task = self._finishing.get(transactional_id) if transactional_id else None
-        if task is None or task.done():
+        under_way = self._finishing.get(transactional_id) if transactional_id else None
+        if under_way is None or under_way[1].done():
             return
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()

@@ -139,6 +139,12 @@ class SimConfig:
     fetch_max_wait_ms: int = 30
     fetch_max_records: int = 16
     heal_ms: int = 600
+    # chance per produce that etcd pauses past every lease (from its own
+    # generator: 0 keeps every seed's schedule as it was before this fault)
+    etcd_pause_rate: float = 0.0
+    # a node back as the same process after its lease expired keeps its
+    # leaderships and ISR places (kcoord's resumed registration)
+    keep_resumed: bool = True
 
 
 @dataclass
@@ -151,6 +157,7 @@ class Node:
     paused_until: int = 0
     pause_started: int = -1
     registered: bool = True
+    registrations: int = 0        # a lapse noticed under an earlier registration is old news
     down_since: int = -1
     hwm_checkpoint: int = 0
     inflight: object = None
@@ -206,11 +213,14 @@ class Simulation:
         self.trace: list[str] = []
         self.stats = {"crashes": 0, "power_cuts": 0, "pauses": 0, "moves": 0, "lost": 0, "lapses": 0,
                       "elections": 0, "isr_changes": 0, "truncations": 0, "retries": 0,
-                      "idle_skips": 0}
+                      "idle_skips": 0, "etcd_pauses": 0, "resumes": 0,
+                      "kept_leaderships": 0}
         # retries draw from their own generator so every seed keeps the
         # schedule of faults it had before retries existed
         self.retry_rng = random.Random(seed * 104729 + 7)
         self.settle_rng = random.Random(seed * 7919 + 3)   # so do new leaders' epoch fsyncs
+        self.etcd_rng = random.Random(seed * 31337 + 11)   # and etcd's pauses
+        self.etcd_paused_until = 0
         self.unacked: dict[int, int] = {}           # value -> offset of its first append
         for node in self.nodes.values():
             node.replica = self.replica_class(node.id, node.log, self.rcfg)
@@ -269,7 +279,7 @@ class Simulation:
     def _dispatch(self, event) -> None:
         kind = event[0]
         if kind in ("tick", "flush", "timeout", "isr_timeout", "wake", "fflush", "retry",
-                    "settle"):
+                    "settle", "lapse"):
             node = self.nodes[event[1]]
             if not node.alive or node.incarnation != event[2]:
                 return
@@ -556,6 +566,9 @@ class Simulation:
 
     def _controller_msg(self, src: int, src_inc: int, kind: str, payload) -> None:
         assert kind == "alter_isr"
+        if self.etcd_paused_until > self.now:   # etcd answers once it runs again
+            self.at(self.etcd_paused_until, "msg", src, src_inc, CONTROLLER, 0, kind, payload)
+            return
         (proposed,) = payload
         cur = self.store
         ok = (proposed.version == cur.version and proposed.leader == cur.leader
@@ -594,6 +607,9 @@ class Simulation:
         self._store_set(replace(cur, leader=leader, leader_epoch=cur.leader_epoch + 1, isr=isr))
 
     def _ev_lease_check(self) -> None:
+        if self.etcd_paused_until > self.now:   # a paused etcd expires nothing
+            self.at(self.etcd_paused_until, "lease_check")
+            return
         for node in self.nodes.values():
             if not node.registered:
                 continue
@@ -612,15 +628,60 @@ class Simulation:
             bump = 1 if self.cfg.bump_epoch_on_isr_removal else 0
             self._store_set(replace(cur, isr=isr, leader_epoch=cur.leader_epoch + bump))
 
-    def _register(self, node: Node) -> None:
+    def _register(self, node: Node, resumed: bool = False) -> None:
+        """The node registers under a new lease; `resumed`: the same process
+        as before its lease expired (kcoord's registration names the old
+        lease), not a restart."""
         node.registered = True
+        node.registrations += 1
         cur = self.store
+        keep = resumed and self.cfg.keep_resumed
         if cur.leader == NO_LEADER and node.id in cur.isr:
             self._elect()
-        elif cur.leader == node.id and self.cfg.bump_epoch_on_return:
+        elif cur.leader == node.id and self.cfg.bump_epoch_on_return and not keep:
             self._store_set(replace(cur, leader_epoch=cur.leader_epoch + 1))
         else:
             self.send(CONTROLLER, node.id, "state", self.store, reliable=True)
+        if keep:
+            if cur.leader == node.id:
+                self.stats["kept_leaderships"] += 1
+            # the controller records the incarnation as handled; the node hears
+            # that after every state written before it (its watch is in order)
+            self.stats["resumes"] += 1
+            self.send(CONTROLLER, node.id, "handled", self.store, reliable=True)
+
+    def _msg_handled(self, node: Node, src, src_inc, state: PartitionState) -> None:
+        """Its incarnation handled: a leadership it still holds is current."""
+        self._on_state(node, state)
+        if node.replica.state is not None and node.replica.state.version == state.version:
+            self._handle(node, node.replica.on_session_restored(self.now))
+
+    def _etcd_pause(self) -> None:
+        """etcd stops past every lease: nothing is decided or answered;
+        each node notices its lease lapsed a lease after the last answer;
+        when etcd runs again every lease has expired."""
+        if self.etcd_paused_until > self.now:
+            return
+        self.stats["etcd_pauses"] += 1
+        self.etcd_paused_until = self.now + self.etcd_rng.randint(self.cfg.lease_ms,
+                                                                  3 * self.cfg.lease_ms)
+        for node in self.nodes.values():
+            if node.alive:
+                self.at(self.now + self.cfg.lease_ms, "lapse", node.id, node.incarnation,
+                        node.registrations)
+        self.at(self.etcd_paused_until, "etcd_resume")
+
+    def _ev_lapse(self, node: Node, registrations: int) -> None:
+        if node.registrations == registrations:
+            self._handle(node, node.replica.on_session_lost(self.now))
+
+    def _ev_etcd_resume(self) -> None:
+        for node in self.nodes.values():
+            if node.alive and node.paused_until <= self.now:
+                self._register(node, resumed=True)   # its refresh: expired; a new lease
+            elif node.registered:
+                node.registered = False   # down, or paused: back later
+                self._on_node_lost(node.id)
 
     def _ev_resync(self) -> None:
         # A watch that reconnects reads the latest state.
@@ -633,6 +694,8 @@ class Simulation:
         """Controlled leadership move (preferred leader, controlled shutdown)."""
         cur = self.store
         live = self._live()
+        if self.etcd_paused_until > self.now:
+            return  # nobody writes to a paused etcd
         others = [r for r in cur.isr if r != cur.leader and r in live]
         if cur.leader != NO_LEADER and others:
             self.stats["moves"] += 1
@@ -646,6 +709,8 @@ class Simulation:
         if not self.healing:
             if rng.random() < cfg.fault_rate:
                 self._fault()
+            if cfg.etcd_pause_rate and self.etcd_rng.random() < cfg.etcd_pause_rate:
+                self._etcd_pause()
             self.produced += 1
         leaders = [n for n in self.nodes.values()
                    if n.alive and n.paused_until <= self.now and n.replica.is_leader]
@@ -712,7 +777,8 @@ class Simulation:
                 node.lapsed_until = self.now + rng.randint(self.cfg.lease_ms,
                                                            3 * self.cfg.lease_ms)
                 self._handle(node, node.replica.on_session_lost(self.now))
-                self.at(node.lapsed_until, "restore", node.id, node.incarnation)
+                self.at(node.lapsed_until, "restore", node.id, node.incarnation,
+                        node.registrations)
         elif what < 0.8:
             if node.alive and node.paused_until <= self.now:
                 self.stats["pauses"] += 1
@@ -766,15 +832,21 @@ class Simulation:
             return
         node.pause_started = -1
         if not node.registered:
-            self._register(node)
+            # it notices its lease lapsed, then that it expired: the same process
+            self._handle(node, node.replica.on_session_lost(self.now))
+            self._register(node, resumed=True)
         self._pump(node)
 
-    def _ev_restore(self, node_id: int, incarnation: int) -> None:
+    def _ev_restore(self, node_id: int, incarnation: int, registrations: int) -> None:
         node = self.nodes[node_id]
         if not node.alive or node.incarnation != incarnation:
             return
-        if node.paused_until > self.now:  # it hears etcd again once it runs
-            self.at(node.paused_until, "restore", node_id, incarnation)
+        if node.registrations != registrations:
+            return  # its lease did expire meanwhile (etcd paused): registered anew
+        if node.paused_until > self.now or self.etcd_paused_until > self.now:
+            # it hears etcd again once both run
+            self.at(max(node.paused_until, self.etcd_paused_until), "restore", node_id,
+                    incarnation, registrations)
             return
         self._handle(node, node.replica.on_session_restored(self.now))
         self._pump(node)
@@ -782,8 +854,8 @@ class Simulation:
     def _heal(self) -> None:
         self.healing = True
         # Pauses run out by themselves; healing is counted from the last one.
-        self._heal_at = max([self.now] + [max(n.paused_until, n.lapsed_until)
-                                          for n in self.nodes.values()])
+        self._heal_at = max([self.now, self.etcd_paused_until]
+                            + [max(n.paused_until, n.lapsed_until) for n in self.nodes.values()])
         for node in self.nodes.values():
             if not node.alive:
                 self.at(self.now + 1, "restart", node.id)

@@ -253,3 +253,51 @@ def test_a_new_leader_takes_writes_only_once_its_epoch_is_durable():
     of an epoch its checkpoint does not name."""
     failures, _ = run_schedules(range(20), _WritesBeforeEpochSettled)
     assert any("before its checkpoint named it" in f for f in failures), failures[:1]
+
+
+class _EtcdPauses(Simulation):
+    """etcd pauses past every lease now and then: every node's lease
+    expires at once, and each registers again as the same process."""
+
+    def __init__(self, seed, config):
+        config.etcd_pause_rate = 0.06
+        super().__init__(seed, config)
+
+
+class _RestartsCountAsResumed(_LeaderCutWhileFollowersAhead, _EtcdPauses):
+    """A controller that keeps the leaderships of a restarted process too
+    (as if its registration named the lease it held before the restart)."""
+
+    def _ev_restart(self, node_id):
+        register = self._register
+        self._register = lambda node: register(node, resumed=True)
+        try:
+            super()._ev_restart(node_id)
+        finally:
+            del self._register
+
+
+class _HandledNotRestored(_EtcdPauses):
+    """A node that does not acknowledge again when its resumed incarnation
+    is handled (only a newer state would lift its lapse)."""
+
+    def _msg_handled(self, node, src, src_inc, state):
+        self._on_state(node, state)
+
+
+def test_a_node_back_as_the_same_process_keeps_its_leaderships():
+    """Every lease expired at once (etcd paused past the TTL): a node that
+    registers again as the same process keeps its leaderships at their
+    epoch and its ISR places (nothing moves after the heal), and a leader
+    acknowledges again once its incarnation is handled.  No acknowledged
+    write is lost; a restarted process is still fenced with a new epoch
+    (a controller that kept it would lose writes)."""
+    failures, totals = run_schedules(range(150), Replica, _EtcdPauses)
+    assert not failures, failures[0]
+    assert totals["etcd_pauses"] >= 50 and totals["resumes"] >= 100, totals
+    assert totals["kept_leaderships"] >= 50, totals
+    failures, _ = run_schedules(range(40), Replica, _HandledNotRestored)
+    assert any("no write was acknowledged after" in f for f in failures), failures[:1]
+    failures, _ = run_schedules(range(100), Replica, _RestartsCountAsResumed)
+    assert any("disagrees with the committed log" in f or "acknowledged" in f
+               for f in failures), failures[:1]

@@ -508,3 +508,60 @@ def test_a_request_waiting_for_a_completion_answers_not_coordinator_once_unloade
         assert txn.unload(0, 2)
         assert (await waiting)["error_code"] == Err.NOT_COORDINATOR
     run_txn(node, txn, scenario)
+
+
+class HeldMarkers:
+    """The cluster's marker sender, its first round held until `go` is set (a
+    retry's sleep, a peer's timeout): epoch of each write() and what it said."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+        self.calls: list[tuple[int, bool]] = []
+
+    async def write(self, c, coordinator_epoch: int, still_coordinator) -> bool:
+        if not self.calls:
+            self.calls.append((coordinator_epoch, False))
+            await self.go.wait()
+            return False if not still_coordinator() else True
+        self.calls.append((coordinator_epoch, True))
+        return True
+
+
+def test_a_completion_under_way_in_an_older_epoch_does_not_stand_for_the_new_one(tmp_path):
+    """An abort's markers are being sent (their first round held) when the
+    partition's coordinator epoch moves on (led again here: a reload, or a
+    newer epoch while active).  The old completion stops once it sees it is no
+    longer the coordinator of its epoch and leaves the Prepare* to the next one:
+    the new epoch must start its own, not wait on the old (seed 190's rerun:
+    kfx-txn-1's PrepareAbort stood until the run ended, so txn-group's
+    offsets never became stable again)."""
+    node, txn, handlers = txn_node(tmp_path)
+    txn_log = txn.logs[0]
+    markers = txn.markers = HeldMarkers()
+
+    async def scenario():
+        node.state(ME, 1, 1)
+        await load_txn_partition(node, txn)
+        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
+                               txn_log, 1, TXN_TOPIC)
+        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
+                "producer_epoch": got["producer_epoch"]}
+        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
+            ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        got = await replicated(node, handlers.end_txn(ctx(26, 3), dict(ids_, committed=False)),
+                               txn_log, 1, TXN_TOPIC)
+        assert got["error_code"] == Err.NONE
+        await settle()
+        assert markers.calls == [(1, False)], "the abort's markers did not start"
+        txn.load(0, 2)      # led here in a newer epoch
+        await settle()
+        markers.go.set()
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            node.follower_fetched(txn_log.log_end_offset, 1, TXN_TOPIC)
+            if txn.core.txns["tx"].state == COMPLETE_ABORT:
+                break
+        assert (2, True) in markers.calls, "the new epoch never sent the markers"
+        assert txn.core.txns["tx"].state == COMPLETE_ABORT, "the PrepareAbort never completed"
+    run_txn(node, txn, scenario)

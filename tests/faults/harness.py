@@ -22,7 +22,7 @@ from .cpu_budget import ClientCpuBudget
 from .cluster import FaultCluster, until
 from .history import OK, History
 from .lab import Lab, unavailable_reason
-from .gaps import recovery_figures
+from .gaps import recovery_figures, waits_of
 from .leases import lease_churn
 from .nemesis import MIXES, PARTITIONS, Nemesis
 from .register import RegisterWorkload, final_reads
@@ -95,6 +95,10 @@ def _await_progress(history, runners, within_s: float, log) -> float | None:
         until(made, "every workload making progress", within_s)
     except TimeoutError:
         log(f"faults: some workload made no progress, {within_s:.0f} s after the sync")
+        for w in runners:  # what each was doing instead (seed 190: no transaction at all)
+            report = getattr(w, "progress_report", None)
+            if report is not None:
+                log(f"faults: {w.name}: {report()}")
         return None
     waited = time.monotonic() - start
     if waited > 1.0:
@@ -297,8 +301,8 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
     # share of operations that succeeded while each fault kind was active
     during: dict[str, list[int]] = {}
     for op in ops:
-        if op.process == "final" or op.f == "join":
-            continue  # joins are diagnostics, not the workloads' operations
+        if op.process == "final" or op.f in ("join", "no-answer"):
+            continue  # diagnostics, not the workloads' operations
         kinds = [f.kind for f in faults if f.start <= op.invoke < (f.end or t_healed)] or ["none"]
         for k in kinds:
             tally = during.setdefault(k, [0, 0])
@@ -316,8 +320,13 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
             gap = (first if first is not None and first <= nxt else nxt) - f.end
             if gap > worst:
                 worst, worst_at = gap, f"{group} after {f.kind}"
+    members: dict[str, set[str]] = {}
+    for op in ops:
+        if op.f in ("write", "read") and op.process != "final":
+            members.setdefault(op.key[0], set()).add(op.process)
     recovery = recovery_figures(faults, writes, groups, t_stop or t_end,
-                                (ttl_s if ttl_s is not None else TTL_MS / 1000) + 1)
+                                (ttl_s if ttl_s is not None else TTL_MS / 1000) + 1,
+                                waits_of(ops), members)
     return {
         "seed": seed, "mix": mix, "quick": quick, "minutes": minutes,
         "duration_s": round(t_end - t_start, 1),
@@ -335,6 +344,8 @@ def summary(seed, mix, quick, minutes, ops, nemesis, results, t_start, t_healed,
         # librdkafka processors stuck past their calls' timeouts, fenced for the final reads
         "client_stuck": results.get("transactions", {}).get("stuck_in_client", []),
         "client_replaced": results.get("transactions", {}).get("replaced_in_client", []),
+        # what the transactional processors met short of a transaction (seed 190 made none)
+        "txn_processor_stats": results.get("transactions", {}).get("processor_stats"),
         "stop_exit_codes": codes,
         "stop_problems": stop_problems,
     }

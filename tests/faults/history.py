@@ -53,7 +53,10 @@ class History:
 
     @staticmethod
     def complete(op: Op, outcome: str, value=None, error=None, node=None, **extra) -> Op:
-        op.complete = time.monotonic() if outcome != UNKNOWN else INF
+        now = time.monotonic()
+        op.complete = now if outcome != UNKNOWN else INF
+        if outcome == UNKNOWN:
+            extra["returned"] = now  # the client stopped waiting (not when it took effect)
         op.outcome = outcome
         if value is not None:
             op.value = value
@@ -62,6 +65,14 @@ class History:
         op.error = error
         op.extra.update(extra)
         return op
+
+    def no_answer(self, process: str, key, sent: float, what: str, error: str,
+                  node=None) -> Op:
+        """A request other than the workload's own operations that its client gave up
+        on (f "no-answer", from `sent` to now): the time the client could not act."""
+        op = self.invoke(process, "no-answer", key, what, node=node)
+        op.invoke = sent
+        return self.complete(op, FAIL, error=error)
 
     def snapshot(self) -> list[Op]:
         with self._lock:

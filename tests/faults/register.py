@@ -31,7 +31,17 @@ from .wire import (
 TOPIC = "register"
 PARTITIONS = 2
 MEMBER_ID_REQUIRED = 79
-REQUEST_TIMEOUT_S = 6.0
+# A request unanswered this long gets an unknown outcome and the member reconnects,
+# as librdkafka does after its socket timeout.  No longer than the recovery goal
+# (lease TTL + 1 s, 3 s in the harness): a request sent into a cut that healed
+# meanwhile waits for TCP's backed-off retransmission, and a longer timeout would
+# keep the member idle well past the heal (gaps.py counts that time as the client's).
+REQUEST_TIMEOUT_S = 3.0
+# JoinGroup (and a follower's SyncGroup) waits for the rebalance, up to its
+# rebalance timeout: Kafka's clients give it that plus their request timeout
+REBALANCE_TIMEOUT_MS = 4000
+JOIN_TIMEOUT_S = REBALANCE_TIMEOUT_MS / 1000 + REQUEST_TIMEOUT_S
+_NO_ANSWER = (OSError, ConnectionError)  # a garbled answer (AssertionError...) is an answer
 
 
 class RegisterWorkload:
@@ -96,12 +106,31 @@ class Member:
             self.conn.close()
         self.conn, self.node = None, None
 
+    def _ask(self, api_key: int, version: int, body: dict, what: str,
+             timeout: float = REQUEST_TIMEOUT_S) -> dict:
+        """One request of the member's own (not a commit or a fetch), its wait
+        recorded in the history when no answer came."""
+        sent = time.monotonic()
+        conn = self.conn
+        conn.timeout = timeout
+        try:
+            return conn.request(api_key, version, body)
+        except _NO_ANSWER as exc:
+            self.history.no_answer(self.name, (self.group,), sent, what, type(exc).__name__,
+                                   node=self.node)
+            raise
+        finally:
+            conn.timeout = REQUEST_TIMEOUT_S
+
     def _coordinator(self) -> bool:
         for node_id in random.sample(sorted(self.addrs), len(self.addrs)):
+            sent = time.monotonic()
             try:
-                with connect(self.addrs[node_id], timeout=3) as c:
+                with connect(self.addrs[node_id], timeout=REQUEST_TIMEOUT_S) as c:
                     r = c.request(FIND_COORDINATOR, 3, {"key": self.group, "key_type": 0})
-            except (OSError, ConnectionError):
+            except _NO_ANSWER as exc:
+                self.history.no_answer(self.name, (self.group,), sent, "find-coordinator",
+                                       type(exc).__name__, node=node_id)
                 continue
             if r["error_code"] == 0 and r["node_id"] in self.addrs:
                 self.node = r["node_id"]
@@ -129,10 +158,11 @@ class Member:
         return code == 0
 
     def _join(self) -> bool:
-        r = self.conn.request(JOIN_GROUP, 5, {
-            "group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 4000,
+        r = self._ask(JOIN_GROUP, 5, {
+            "group_id": self.group, "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS,
             "member_id": self.member_id, "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]})
+            "protocols": [{"name": "range", "metadata": b""}]}, "join", JOIN_TIMEOUT_S)
         if r["error_code"] == MEMBER_ID_REQUIRED:
             self.member_id = r["member_id"]
             return False
@@ -142,11 +172,12 @@ class Member:
             self.drop() if r["error_code"] in (14, 15, 16) else None
             return self._joined(r["error_code"], "join")
         self.member_id = r["member_id"]
-        s = self.conn.request(SYNC_GROUP, 3, {
+        s = self._ask(SYNC_GROUP, 3, {
             "group_id": self.group, "generation_id": r["generation_id"],
             "member_id": self.member_id, "group_instance_id": None,
             "assignments": [{"member_id": m["member_id"], "assignment": b""}
-                            for m in r["members"]] if r["leader"] == self.member_id else []})
+                            for m in r["members"]] if r["leader"] == self.member_id else []},
+            "sync", JOIN_TIMEOUT_S)  # a follower's waits for the leader's assignment
         if s["error_code"]:
             if s["error_code"] in (14, 15, 16):
                 self.drop()
@@ -158,9 +189,9 @@ class Member:
     def heartbeat_if_due(self) -> None:
         if self.conn is None or self.generation < 0 or time.monotonic() - self.last_heartbeat < 1:
             return
-        r = self.conn.request(HEARTBEAT, 3, {"group_id": self.group, "generation_id":
-                                             self.generation, "member_id": self.member_id,
-                                             "group_instance_id": None})
+        r = self._ask(HEARTBEAT, 3, {"group_id": self.group, "generation_id": self.generation,
+                                     "member_id": self.member_id, "group_instance_id": None},
+                      "heartbeat")
         self.last_heartbeat = time.monotonic()
         self._after_error(r["error_code"])
 

@@ -52,6 +52,10 @@ class TxnWorkload:
         self._generation: dict[str, int] = {}
         self._consumers: dict[str, Any] = {}  # each processor's current consumer
         self._call_deadlines: dict[tuple[str, int], float] = {}  # a call's end + OVERDUE_S
+        # per transactional id, what its processors met short of a transaction: errors
+        # of init_transactions and of consume (by name), polls that returned nothing
+        self.stats: dict[str, dict] = {tid: {"init_errors": {}, "consume_errors": {},
+                                             "polls": 0, "empty_polls": 0} for tid in TXN_IDS}
 
     def start(self) -> None:
         self.threads = start_threads([(self._feeder, ()), (self._reader, ()),
@@ -120,6 +124,22 @@ class TxnWorkload:
         finally:
             self._call_deadlines.pop(key, None)
 
+    def progress_report(self) -> str:
+        """Each processor's counts and its consumer's assignment and positions:
+        why no transaction was made (seed 190's run made none in 5 minutes)."""
+        parts = []
+        for tid in TXN_IDS:
+            consumer = self._consumers.get(tid)
+            try:
+                assigned = consumer.position(consumer.assignment()) if consumer else None
+                where = [(tp.topic, tp.partition, tp.offset) for tp in assigned or ()]
+            except Exception as exc:  # noqa: BLE001 - a report: say what failed
+                where = f"({type(exc).__name__}: {exc})"
+            parts.append(f"{tid} (generation {self._generation.get(tid)}, "
+                         f"in {_where(self.processors[tid])}): {self.stats[tid]}, "
+                         f"assigned {where}")
+        return "; ".join(parts)
+
     def _overdue(self, tid: str) -> bool:
         """`tid`'s current processor is in a call past its timeout + OVERDUE_S."""
         deadline = self._call_deadlines.get((tid, self._generation[tid]))
@@ -129,6 +149,7 @@ class TxnWorkload:
         mine = [op for op in ops if op.f in ("txn", "txn-read")]
         result = check_transactions(mine, self.final_output, self.final_committed)
         result["join_phases_s"] = self.join_phases
+        result["processor_stats"] = self.stats
         if self.replaced:  # the client's too (see _watchdog)
             result["counts"]["processor stuck in librdkafka, replaced"] = len(self.replaced)
             result["replaced_in_client"] = self.replaced
@@ -198,22 +219,31 @@ class TxnWorkload:
             return c
         consumer = new_consumer()
 
+        stats = self.stats[tid]
+
         def new_producer():
             p = Producer(self._txn_config(tid))
             while current():
                 try:
                     p.init_transactions(20)
                     return p
-                except KafkaException:
+                except KafkaException as exc:
+                    _count(stats["init_errors"], exc.args[0].name())
                     time.sleep(0.5)
             return None
         producer = new_producer()
         seq = 0
         try:
             while producer is not None and current():
-                msgs = [m for m in consumer.consume(num_messages=20, timeout=0.5)
-                        if m.error() is None]
+                msgs = []
+                for m in consumer.consume(num_messages=20, timeout=0.5):
+                    if m.error() is None:
+                        msgs.append(m)
+                    else:
+                        _count(stats["consume_errors"], m.error().name())
+                stats["polls"] += 1
                 if not msgs:
+                    stats["empty_polls"] += 1
                     continue
                 seq += 1
                 values = [f"{m.partition()}:{m.offset()}:{tid}.{seq}" for m in msgs]
@@ -312,6 +342,10 @@ class TxnWorkload:
                     at_end.add(m.partition())
         consumer.close()
         return out
+
+
+def _count(counts: dict, key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _rewind(consumer) -> bool:
