@@ -19,7 +19,7 @@ import time
 from .common import CpuMeter, median, start_all, stop_all, table, timed, write_results
 
 PER_TXN = 10
-NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. kcoord runs with the adaptive append linger (group.coordinator.append.linger.ms=-1, the default: a group-commit round starts once the loop\'s queue drained, and every fsync goes through the fsync batcher\'s shared adaptive rounds); the "linger 10" row runs with the fixed 10 ms linger of the old default (TxnOffsetCommit and markers still start their round at once there, FsyncRounds.hurry).')
+NOTE = ('kcoord makes every step durable before it answers (fsync of the transaction log, of the data partitions for acks=all, of __consumer_offsets through the group commit); Tansu runs with its memory:// storage engine and the librdkafka mock keeps everything in memory, so neither fsyncs. kcoord runs with the adaptive append linger (group.coordinator.append.linger.ms=-1, the default: a group-commit round starts once the loop\'s queue drained, and every fsync goes through the fsync batcher\'s shared adaptive rounds); the "linger 10" row runs with the fixed 10 ms linger of the old default (TxnOffsetCommit and markers still start their round at once there, FsyncRounds.hurry); the "no preallocate" row runs without the zeroed zone kept ahead of each active segment (log.preallocate=false), so each fdatasync also writes the inode\'s new size.')
 TIME_LIMIT_S = 60.0
 
 
@@ -140,19 +140,24 @@ def run(args) -> None:
                                       "kcoord": {"settings": {
                                           "group.initial.rebalance.delay.ms": "0"}}})
     if "kcoord" in peers:
-        # the same with the fixed 10 ms linger of the old default
-        # (group.coordinator.append.linger.ms=10) beside the adaptive one (-1)
         from .common import KcoordServer
-        try:
-            extra = KcoordServer({"group.initial.rebalance.delay.ms": "0",
-                                  "group.coordinator.append.linger.ms": "10"})
-            extra.start()
-            extra.name = "kcoord (linger 10)"
-            peers[extra.name] = extra
-            names = names[:names.index("kcoord") + 1] + [extra.name] + \
-                names[names.index("kcoord") + 1:]
-        except Exception as exc:
-            errors["kcoord (linger 10)"] = f"could not start: {exc}"
+        # beside the defaults: the fixed 10 ms linger of the old default
+        # (group.coordinator.append.linger.ms=10, the adaptive one is -1), and
+        # segments without the zeroed zone ahead (log.preallocate=false: every
+        # durable step's fdatasync then writes the file's new size as well)
+        variants = [("kcoord (linger 10)", {"group.coordinator.append.linger.ms": "10"}),
+                    ("kcoord (no preallocate)", {"log.preallocate": "false"})]
+        at = names.index("kcoord") + 1
+        for name, settings in variants:
+            try:
+                extra = KcoordServer({"group.initial.rebalance.delay.ms": "0", **settings})
+                extra.start()
+                extra.name = name
+                peers[name] = extra
+                names = names[:at] + [name] + names[at:]
+                at += 1
+            except Exception as exc:
+                errors[name] = f"could not start: {exc}"
     ctp: dict = {n: [] for n in names}
     try:
         for r in range(rounds):

@@ -32,6 +32,23 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Parked:
+    """A parked fetch's deadline: `expire()` (its timer) marks it expired
+    and resolves the waiter it is parked on, as a wake-up of all would."""
+
+    __slots__ = ("waiter", "expired")
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future | None = None
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 def high_watermark(topic, plog) -> int:
     """What readers may see.  The coordinator's log (an internal topic) shows
     only what is durable: its writer acknowledges a record after the fsync,
@@ -400,7 +417,7 @@ class DataPlane:
                 session.revisit_ms = now + REVISIT_MS
             session.news = False  # from here on, news on an idle partition reads again
             out = self._fetch_once(version, session.look_request(req), watch, idle)
-            session.watched = {id(entry[1]) for entry in watch}
+            session.watched = {id(entry[1]): entry for entry in watch}
             return out
 
         def disarm(_waiter) -> None:
@@ -431,32 +448,45 @@ class DataPlane:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
-        while True:
-            waiter = arm()
-            watch: list = []
-            response, size, errors = read(watch)
-            self._on_listener(response, ctx.listener)
-            remaining = deadline - loop.time()
-            if size >= min_bytes or errors or remaining <= 0 or self.stopping:
-                disarm(waiter)
-                return response
+        # One timer for the whole poll: at the deadline it marks the poll
+        # expired and resolves the waiter parked on (None, as a wake-up of
+        # all).  The waiter is awaited directly, so news wakes this task in
+        # the loop's next turn (asyncio.wait_for would add a future, a
+        # callback and a turn to every replicated write's path: followers'
+        # fetches park here).  The mark, not the clock, says the deadline
+        # passed: a timer may fire a little before loop.time() reaches it
+        # (uvloop counts whole milliseconds).
+        parked = _Parked()
+        timer = None
+        try:
             while True:
-                try:
-                    woken = await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    woken = None
-                if self.stopping:
-                    # woken by the stop: answer what was read; a poll whose client
-                    # left may only run once the logs are closed, so read no more
+                waiter = arm()
+                watch: list = []
+                response, size, errors = read(watch)
+                self._on_listener(response, ctx.listener)
+                if (size >= min_bytes or errors or parked.expired
+                        or deadline <= loop.time() or self.stopping):
                     disarm(waiter)
                     return response
-                if woken is None:  # timed out, or a wake-up of all (a role change)
-                    break
-                waiter = arm()  # re-armed before looking
-                remaining = deadline - loop.time()
-                if remaining <= 0 or news(watch):
-                    disarm(waiter)
-                    break       # read again, armed anew
+                if timer is None:
+                    timer = loop.call_at(deadline, parked.expire)
+                while True:
+                    parked.waiter = waiter
+                    woken = await waiter
+                    if self.stopping:
+                        # woken by the stop: answer what was read; a poll whose client
+                        # left may only run once the logs are closed, so read no more
+                        disarm(waiter)
+                        return response
+                    if woken is None:  # the deadline, or a wake-up of all (a role change)
+                        break
+                    waiter = arm()  # re-armed before looking
+                    if parked.expired or news(watch):
+                        disarm(waiter)
+                        break       # read again, armed anew
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _fetched_logs(self, version: int, req: dict) -> list:
         """The logs a Fetch reads (those that exist), for its wake-ups."""

@@ -3,6 +3,7 @@ Durability): a write is durable once every in-sync replica has it on disk."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Callable
 
 from ..log.durability import NotReplicated
@@ -110,15 +111,23 @@ class ReplicatedDurability:
         if not waits:
             done(errors)
             return
-        asyncio.get_running_loop().create_task(self._replicated(waits, errors, done, trace_id))
+        # done() runs from the last high-watermark future's callback: no task
+        # (and no extra loop turn) per replicated write
+        remaining = [len(waits)]
 
-    async def _replicated(self, waits: list, errors: list, done, trace_id: int) -> None:
-        for i, fut in waits:
-            code = await fut
+        def reached(i: int, fut: asyncio.Future) -> None:
+            if fut.cancelled():     # the manager stopped: nobody is answered (as before)
+                return
+            code = fut.result()
             if code != Err.NONE:
                 errors[i] = NotReplicated(code)
-        step_trace.write_event("replicated", trace_id)
-        done(errors)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                step_trace.write_event("replicated", trace_id)
+                done(errors)
+
+        for i, fut in waits:
+            fut.add_done_callback(functools.partial(reached, i))
 
     def close(self) -> None:
         self.closed = True

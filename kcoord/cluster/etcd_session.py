@@ -14,8 +14,10 @@ The lease has a connection of its own, apart from the one the node's
 writes and watch use: after a heal a node sends a burst of writes (an ISR
 change per partition, the controller's moves).  In seed 180 the
 controller's refresh and 41 of its ISR writes were answered together 1.8 s
-late while the other nodes' leases were renewed meanwhile (so not etcd's
-apply as a whole): its lease expired with no fault on it."""
+late while the other nodes' leases were renewed meanwhile: its lease
+expired with no fault on it.  (Not shown to be the cause: etcd also holds
+a renewal behind a large enough burst of transactions on any connection,
+docs/cluster.md.)"""
 from __future__ import annotations
 
 import asyncio

@@ -17,6 +17,12 @@ SESSION_ERRORS = {Err.FETCH_SESSION_ID_NOT_FOUND, Err.INVALID_FETCH_SESSION_EPOC
 _MAX_EPOCH = 0x7FFFFFFF
 
 
+def _same(sent: dict, entry: dict) -> bool:
+    """Does `entry` ask what `sent` asked (the leader's session holds it)?"""
+    return (sent["fetch_offset"] == entry["fetch_offset"]
+            and sent["current_leader_epoch"] == entry["current_leader_epoch"])
+
+
 class FollowerSession:
     def __init__(self) -> None:
         self.reset()
@@ -24,7 +30,7 @@ class FollowerSession:
     def reset(self) -> None:
         self.session_id = 0
         self.epoch = 0                       # 0: the next fetch is full and opens one
-        self._sent: dict[tuple, tuple] = {}  # key -> (fetch offset, leader epoch) listed
+        self._sent: dict[tuple, dict] = {}   # key -> its partition entry last sent
         self._heard: dict[tuple, dict] = {}  # key -> the last answer for it
 
     def request(self, parts: dict[tuple, dict]) -> tuple[int, int, dict, list]:
@@ -34,9 +40,12 @@ class FollowerSession:
         if self.epoch == 0:
             return self.session_id, 0, dict(parts), []
         sent = self._sent
-        listed = {k: p for k, p in parts.items()
-                  if sent.get(k) != (p["fetch_offset"], p["current_leader_epoch"])}
-        forgotten = [k for k in sent if k not in parts]
+        # a fetch carried across rounds lists the very entry sent before: only
+        # the others are compared (a new entry may repeat what was sent)
+        listed = {k: p for k, p in parts.items() if sent.get(k) is not p}
+        for k in [k for k, p in listed.items() if k in sent and _same(sent[k], p)]:
+            del listed[k]
+        forgotten = [] if sent.keys() <= parts.keys() else [k for k in sent if k not in parts]
         return self.session_id, self.epoch, listed, forgotten
 
     def answers(self, response: dict, parts: dict[tuple, dict]) -> dict[tuple, dict]:
@@ -71,7 +80,7 @@ class FollowerSession:
             return got, left_out
         self.session_id = session_id
         self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
-        self._sent = {k: (p["fetch_offset"], p["current_leader_epoch"]) for k, p in parts.items()}
+        self._sent = dict(parts)    # the entries as listed (not changed after)
         if len(heard) > len(parts):
             for key in [k for k in heard if k not in parts]:
                 del heard[key]

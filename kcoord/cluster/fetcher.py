@@ -81,11 +81,49 @@ def batches_from(data, offset: int) -> bytes:
     return bytes(data[start:end]) if start is not None else b""
 
 
+class Wake:
+    """The fetcher's wake-up: asyncio.Event's set/clear/wait for its one
+    waiter (the fetcher's task), without a task or a waiter list per wait:
+    a fetch round waits on it every time."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def set_by(self, _done: object) -> None:
+        """set(), as a done callback."""
+        self.set()
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        await waiter
+
+
 class ReplicaFetcher:
     def __init__(self, manager, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
-        self.wake = asyncio.Event()
+        self.wake = Wake()
         self.task: asyncio.Task | None = None
         self._conn: LeaderConnection | None = None
         self._address = None
@@ -117,7 +155,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = self.manager.config.retry_backoff_ms / 1000.0
         while True:
-            requests = self.manager.requests_for(self.leader_id) + self._still_carried()
+            requests = self._round_requests()
             if not requests:
                 self.wake.clear()
                 try:
@@ -167,6 +205,14 @@ class ReplicaFetcher:
                     replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
 
+    def _round_requests(self) -> list:
+        """This round's requests: the carried fetches still awaited, then
+        every other partition's.  In that order: a carried fetch dropped (a
+        role or leader change) is no longer carried when requests_for, which
+        passes over the carried ones, asks its replica anew."""
+        carried = self._still_carried()
+        return self.manager.requests_for(self.leader_id, self._carried) + carried
+
     def _still_carried(self) -> list:
         """The carried fetches whose replica still waits on them (a role or
         leader change drops its request: then it builds a new one)."""
@@ -211,21 +257,25 @@ class ReplicaFetcher:
 
     async def _unless_new_follower(self, call):
         """The answer to `call`, or None (the call cancelled) as soon as some
-        partition following this leader has a request waiting."""
+        partition following this leader has a request waiting.  The call's
+        end sets the wake too, so a round waits on one future: a wake (a
+        state change: the only way a partition gets a request ready while
+        this round's requests are out) looks at the partitions."""
         call = asyncio.ensure_future(call)
+        wake = self.wake
+        call.add_done_callback(wake.set_by)
         try:
             while True:
-                self.wake.clear()
-                if self.manager.has_request_ready(self.leader_id):
-                    return None
-                woken = asyncio.ensure_future(self.wake.wait())
-                try:
-                    await asyncio.wait({call, woken}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
+                wake.clear()
                 if call.done():
                     return call.result()
+                await wake.wait()
+                if call.done():
+                    return call.result()
+                if self.manager.has_request_ready(self.leader_id):
+                    return None
         finally:
+            call.remove_done_callback(wake.set_by)
             if not call.done():
                 await cancel_and_wait(call, 5.0)
             else:

@@ -227,9 +227,14 @@ class ReplicaManager:
                     following.setdefault(replica.state.leader, []).append((key, replica))
         return following.get(leader, [])
 
-    def requests_for(self, leader: int) -> list:
+    def requests_for(self, leader: int, carried=()) -> list:
+        """(key, replica, request) of each partition following `leader` here
+        with a request to send; those in `carried` (their fetch still in
+        flight: the fetcher looks at them itself) are passed over."""
         out = []
         for key, replica in self._followers_of(leader):
+            if key in carried:
+                continue
             if replica.role is Role.FOLLOWER and replica.state.leader == leader:
                 request = replica.next_request()
                 if request is not None:

@@ -16,6 +16,9 @@ class LogConfig:
     flush_interval_messages: int | None = None  # log.flush.interval.messages
     index_interval_bytes: int = 4096         # log.index.interval.bytes
     segment_ms: int | None = None            # log.roll.ms (None: size-only rolls)
+    # log.preallocate: the active segment is kept zero-filled ahead of its
+    # end, so a flush writes the data alone (preallocate.py)
+    preallocate: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -40,6 +43,8 @@ class LogConfig:
         "index.interval.bytes": "index_interval_bytes",
         "log.roll.ms": "segment_ms",
         "segment.ms": "segment_ms",
+        "log.preallocate": "preallocate",
+        "preallocate": "preallocate",
     }
 
     @classmethod
@@ -49,6 +54,8 @@ class LogConfig:
         kwargs = {}
         for key, value in props.items():
             name = cls.KAFKA_NAMES.get(key, key if key in known else None)
-            if name is not None:
+            if name == "preallocate":
+                kwargs[name] = str(value).strip().lower() in ("true", "1")
+            elif name is not None:
                 kwargs[name] = None if value is None else int(value)  # type: ignore[arg-type]
         return cls(**kwargs)

@@ -89,6 +89,15 @@ def segment_headers(path, start: int = 0):
             return
 
 
+def segment_data_end(path) -> int:
+    """Where a segment file's whole batches end: its size, unless a
+    preallocated zero tail (or a torn batch) follows them."""
+    end = 0
+    for position, header in segment_headers(path):
+        end = position + LOG_OVERHEAD + header.batch_length
+    return end
+
+
 def whole_batches_prefix(buf) -> int:
     """Length of the longest prefix of buf made of whole batches.  Used on
     the read path over trusted data, so only batchLength is looked at."""

@@ -17,6 +17,7 @@ from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
+from .preallocate import SMALL_APPEND, ZeroZone
 from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ class Segment:
         self.index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_path, base_offset)
         self.created_ms = -1  # set by its log from the server's clock (segment.ms ages)
+        # zeros written ahead of the end (preallocate.py): the active segment
+        # of a log with config.preallocate, from its first flush on
+        self._zone: ZeroZone | None = None
+        self._flushed = False   # a flush happened: the log is made durable, zeros pay off
+        self._no_zone = False   # appends outran the zeros: this segment grows as it goes
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -169,7 +175,11 @@ class Segment:
             return 0
         dropped = self.size - end
         if verify:
-            log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
+            if self._zeros_from(end):   # what a crash leaves of preallocate.py's zeros
+                log.warning("%s: truncating %d bytes of zeros after the last batch "
+                            "(preallocated space, or a torn write)", self.log_path, dropped)
+            else:
+                log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
             os.ftruncate(self._fd, end)
             self.size = end
             self._fsync()
@@ -178,6 +188,15 @@ class Segment:
             # that reach the bad bytes will raise.
             log.error("%s: %s; indexed only the first %d bytes", self.log_path, reason, end)
         return dropped
+
+    def _zeros_from(self, position: int) -> bool:
+        """Is the file all zeros from `position` to its end?  (A preallocated
+        tail after a crash; a short read of a torn tail says no.)"""
+        left = self.size - position
+        if left > 4 * (1 << 20):    # more than any zone: not ours
+            return False
+        data = os.pread(self._fd, left, position)
+        return len(data) == left and not data.strip(b"\0")
 
     def recover(self, trusted: int = 0, counts: tuple[int, int] | None = None) -> int:
         """Open as the active segment: verify every batch from file position
@@ -300,9 +319,21 @@ class Segment:
         timestamp in the time index and make everything durable, so that a
         reopen can trust this segment without scanning it."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self._end_zone()
         self._fsync()
         self.index.flush()
         self.time_index.flush()
+
+    def _end_zone(self) -> None:
+        """Stop writing zeros ahead and cut the file back to its data."""
+        zone = self._zone
+        if zone is None:
+            return
+        with zone.lock:
+            zone.stop()
+            if zone.filled > self.size:
+                os.ftruncate(self._fd, self.size)
+        self._zone = None
 
     # -------------------------------------------------------------- writes
 
@@ -314,17 +345,46 @@ class Segment:
         """Write whole batches `data` (with (pos, header) list `batches`,
         offsets already final) at the end of the file."""
         start = self.size
-        if data.__class__ is Pieces:
-            _pwritev_all(self._fd, data, start)
+        end = start + len(data)
+        zone = self._zone
+        if zone is None:
+            self._pwrite(data, start)
+            if (self._flushed and self.config.preallocate and not self._no_zone
+                    and len(data) <= SMALL_APPEND):
+                # (a log of large appends would outrun the zeros at once: it
+                # never starts a zone, and writes no zeros it would not use)
+                self._zone = zone = ZeroZone(self._fd, end, self.config.segment_bytes)
+        elif end <= zone.filled:
+            self._pwrite(data, start)    # into zeros: the filler is past them
         else:
-            _pwrite_all(self._fd, data, start)
-        self.size += len(data)
+            with zone.lock:              # past the zeros: not while the filler writes
+                self._pwrite(data, start)
+                zone.filled = max(zone.filled, end)
+                if zone.fills:           # the zeros were ahead, and the log outran them:
+                    zone.stop()          # faster than the filler, grow as we go
+            if zone.stopped:
+                self._zone, self._no_zone = None, True
+        self.size = end
         for pos, header in batches:
             self._track(start + pos, header)
+        if zone is not None and zone.wants_fill(end):
+            zone.request(end)
+
+    def _pwrite(self, data, position: int) -> None:
+        if data.__class__ is Pieces:
+            _pwritev_all(self._fd, data, position)
+        else:
+            _pwrite_all(self._fd, data, position)
 
     def truncate_at(self, position: int) -> None:
         """Drop everything from `position` (a batch boundary) on."""
-        os.ftruncate(self._fd, position)
+        zone = self._zone
+        if zone is None:
+            os.ftruncate(self._fd, position)
+        else:
+            with zone.lock:     # the zeros ahead go too; the filler starts again here
+                os.ftruncate(self._fd, position)
+                zone.filled = position
         self.size = position
         self._tail.clear()
         self._reindex(verify=False)
@@ -335,7 +395,10 @@ class Segment:
 
     def _fsync(self) -> None:
         size = self.size  # bytes written before the fsync are the ones it covers
-        os.fsync(self._fd)
+        # fdatasync: the data and whatever metadata reading it back needs (a
+        # new size); not the times.  Into preallocated zeros: the data alone.
+        os.fdatasync(self._fd)
+        self._flushed = True
         if _FSYNC_JOURNAL:
             _journal_fsync(self.log_path, size)
 
@@ -401,6 +464,11 @@ class Segment:
     # ----------------------------------------------------------- lifecycle
 
     def close(self) -> None:
+        zone = self._zone
+        if zone is not None:    # the filler must be done with our descriptor
+            with zone.lock:
+                zone.stop()
+            self._zone = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

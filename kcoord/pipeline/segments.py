@@ -73,6 +73,8 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
             need = HEADER_SIZE
             if avail >= LOG_OVERHEAD:
                 length = _peek_len(buf, pos)
+                if length == 0 and _zero_header(buf, pos):
+                    break  # a live log's preallocated zeros (kcoord/log/preallocate.py)
                 if length < MIN_BATCH_LENGTH:
                     builder.add_error("corrupt_batch",
                                       f"{path.name}: batch length {length} at file position "
@@ -99,6 +101,8 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
             if why == "done":
                 break
             if why == "corrupt":
+                if _zero_header(buf, pos):
+                    break  # a live log's preallocated zeros
                 h = BATCH_HEADER.unpack_from(buf, pos)
                 builder.add_error("corrupt_batch",
                                   f"{path.name}: bad batch header (length {h[1]}, magic {h[3]}, "
@@ -112,6 +116,12 @@ def read_segment(path, log_partition: int, builder: RecordBatchBuilder | None = 
     out = builder.flush()
     if out is not None:
         yield out
+
+
+def _zero_header(buf, pos: int) -> bool:
+    """Are the batch header bytes at pos all zero (not a batch: the end of
+    the written data in a preallocated segment)?"""
+    return len(buf) - pos >= LOG_OVERHEAD and not any(buf[pos:pos + LOG_OVERHEAD])
 
 
 def _peek_len(buf, pos: int) -> int:

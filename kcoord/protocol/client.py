@@ -63,8 +63,8 @@ Bound = Callable[[Awaitable, float], Awaitable]
 
 
 class AsyncExchange:
-    """Requests one at a time over asyncio streams; each read bounded by
-    `bound(awaitable, timeout)` (asyncio.wait_for unless given)."""
+    """Requests one at a time over asyncio streams; each answer's read
+    bounded by `bound(awaitable, timeout)` (asyncio.wait_for unless given)."""
 
     def __init__(self, reader, writer, client_id: str | None, bound: Bound | None = None) -> None:
         self.reader, self.writer = reader, writer
@@ -77,6 +77,11 @@ class AsyncExchange:
         self.writer.write(request_frame(api_key, version, self.correlation_id, self.client_id,
                                         body))
         await self.writer.drain()
-        size, = _SIZE.unpack(await self.bound(self.reader.readexactly(4), timeout))
-        frame = await self.bound(self.reader.readexactly(size), timeout)
+        # one bound over the whole answer (a task per bounded wait: a
+        # follower's fetch rounds make one call each)
+        frame = await self.bound(self._read_frame(), timeout)
         return response_of(api_key, version, self.correlation_id, frame)
+
+    async def _read_frame(self) -> bytes:
+        size, = _SIZE.unpack(await self.reader.readexactly(4))
+        return await self.reader.readexactly(size)

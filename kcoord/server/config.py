@@ -32,6 +32,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.bytes": (int, -1),
     "log.retention.check.interval.ms": (int, 300000),
     "log.flush.interval.messages": (int, 2**63 - 1),
+    # kcoord keeps a zeroed zone ahead of each active segment's end (256 KiB,
+    # not Kafka's whole segment), so a durable step writes data, not the
+    # inode too: on by default, unlike Kafka (kcoord/log/preallocate.py)
+    "log.preallocate": (bool, True),
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleanup.policy": (list, ["delete"]),
     "min.insync.replicas": (int, 1),

@@ -84,3 +84,38 @@ def test_parked_fetch_reads_again_only_for_its_own_partition(tmp_path):
             catalogue.close()
 
     asyncio.run(scenario())
+
+
+def test_a_parked_session_fetch_answers_at_its_deadline_even_when_its_timer_fires_early(
+        tmp_path):
+    """A follower's session fetch parks on one timer for its whole wait; a
+    timer may fire a little before the loop's clock reaches the deadline
+    (uvloop counts whole milliseconds): the fetch still answers then,
+    instead of parking again with no timer left."""
+    from kcoord.broker.fetch_sessions import FetchSession
+
+    class _Replication:
+        @staticmethod
+        def now_ms() -> int:
+            return 0
+
+    async def scenario():
+        cfg = Config(data_dir=tmp_path)
+        catalogue = Catalogue(tmp_path, cfg.values)
+        try:
+            plane = DataPlane(catalogue, cfg, FsyncBatcher())
+            plane.replication = _Replication()
+            reads = []
+            plane._fetch_once = lambda *a: reads.append(1) or ({"responses": []}, 0, False)
+            loop = asyncio.get_running_loop()
+            on_time = loop.call_at
+            loop.call_at = lambda when, *a, **kw: on_time(when - 0.2, *a, **kw)  # 200 ms early
+            req = {**_long_poll("t", 0), "max_wait_ms": 300, "topics": []}
+            session = FetchSession(1, replica=2)
+            answer = await asyncio.wait_for(plane._session_poll(_Ctx(), session, req, set()), 10)
+            assert answer == {"responses": []} and len(reads) == 2
+            assert session.waiter is None
+        finally:
+            catalogue.close()
+
+    asyncio.run(scenario())

@@ -257,12 +257,13 @@ def cut_segments(data_dir):
     batch boundary in its last quarter (more than a power loss may take:
     fsynced bytes too; the in-sync replicas still hold every acknowledged
     record)."""
+    from kcoord.log.scan import segment_data_end
     from kcoord.protocol.records import iter_batches
     for seg_dir in data_dir.iterdir():
         logs = sorted(seg_dir.glob("*.log")) if seg_dir.is_dir() else []
         if not logs:
             continue
-        data = logs[-1].read_bytes()
+        data = logs[-1].read_bytes()[:segment_data_end(logs[-1])]  # (not its zeros ahead)
         ends = [pos for pos, _ in iter_batches(data)]
         if len(ends) < 4:
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from kcoord.log.scan import segment_data_end
 from kcoord.protocol.errors import Err
 from kcoord.protocol.records import build_batch
 from tests.clients.wire import WireClient, produce
@@ -65,7 +66,8 @@ def partition_state(cluster, node_id=1):
 
 def log_bytes(cluster, node_id) -> bytes:
     d = cluster.nodes[node_id].data_dir / f"{TOPIC}-0"
-    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+    # each segment's batches (a live active segment has preallocated zeros after them)
+    return b"".join(p.read_bytes()[:segment_data_end(p)] for p in sorted(d.glob("*.log")))
 
 
 def assert_fetching_refused(cluster, follower, reason: str) -> None:

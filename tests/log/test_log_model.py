@@ -35,6 +35,7 @@ def no_fsync(monkeypatch):
     # Durability is not what this test checks, and fsync dominates its time.
     import os
     monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: None)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -112,6 +112,14 @@ def _read(path):
     return out
 
 
+def test_a_preallocated_zero_tail_ends_the_segment_quietly(tmp_path):
+    # a live server's active segment: zeros written ahead of its data
+    batches = [build_batch([_commit("g", i)], base_offset=i) for i in range(3)]
+    rows = _read(_segment(tmp_path, batches + [bytes(70_000)]))
+    assert [r["committed_offset"] for r in rows] == [0, 1, 2]
+    assert not [r for r in rows if r["error"]]
+
+
 def test_garbage_batch_length_ends_the_segment_and_is_counted(tmp_path):
     good = build_batch([_commit("g", 5)], base_offset=0)
     bad = bytearray(build_batch([_commit("g", 6)], base_offset=1))

@@ -8,6 +8,7 @@ type, null keys, compressed batches and batches of mixed kinds.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from kcoord.coordinator.result import Record
 from kcoord.coordinator.shard import CoordinatorConfig, CoordinatorShard
 from kcoord.log import LogConfig, PartitionLog
+from kcoord.log.scan import segment_data_end
 from kcoord.protocol.errors import ProtocolError
 from kcoord.protocol.messages.coordinator_records import (RECORD_TYPES, decode_record_key,
                                                          decode_record_value, encode_record_key,
@@ -390,7 +392,8 @@ def test_clean_restart_skips_recovery_and_a_kill_still_truncates_a_torn_tail(tmp
         # a torn batch at the end of the group's active segment, as a crash mid-write leaves
         part = data / f"__consumer_offsets-{partition_for('g', 3)}"
         active = max(part.glob("*.log"))
-        size = active.stat().st_size
+        size = segment_data_end(active)    # (the zeros preallocated past it: a crash keeps them)
+        os.truncate(active, size)
         key = encode_record_key(1, {"group": "g", "topic": "t", "partition": 0})
         value = encode_record_value(1, 3, {"offset": 99, "leader_epoch": -1, "metadata": "",
                                            "commit_timestamp": 1})

@@ -1,0 +1,129 @@
+"""Zeros written ahead of an active segment's end (LogConfig.preallocate).
+
+Why: on ext4 an fsync of a file whose size changed writes the data, then
+the inode (two synchronous I/Os in a row; without a journal nothing merges
+them).  An append into blocks that already exist and were made durable
+changes no metadata, so fdatasync writes the data alone: about half the I/O
+and half the kernel CPU of each durable step (a one-node transaction makes
+six in a row).  PostgreSQL zero-fills its WAL segments for the same reason;
+posix_fallocate'd space would not do (the first write into each block
+converts an unwritten extent, a metadata write again).
+
+How: a `ZeroZone` belongs to one active segment.  One daemon thread, shared
+by every log, writes zeros in pieces from the zone's end (`filled`, the
+file's size as far as the segment is concerned) up to a target a chunk
+ahead of the data, then fdatasyncs them (size and all) while the loop keeps
+appending below.  The filler writes only at or past `filled`, under the
+zone's lock; an append that stays below `filled` writes without the lock
+(the filler never goes back there), one that reaches past it takes the
+lock.  A zone starts at a small append after the segment's first flush
+(a log of large appends would outrun it at once).  An append that outruns
+the zone (the log is written faster than the filler keeps ahead) ends
+preallocation for that segment: its writes then extend the file as
+before, and nothing is zeroed twice.  The segment keeps its true end in memory; a clean close or a roll
+cuts the file back to it, a crash leaves zeros after the last batch, which
+recovery cuts (a zero batch length is never a valid batch).
+
+Correctness never waits on the filler: an append past the zeros' durable
+end is made durable by its own fdatasync, metadata included.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 256 << 10   # zeros kept ahead of the data (refilled below half of it)
+SMALL_APPEND = 32 << 10   # a zone starts only at an append this small (after a flush)
+_PIECE = 64 << 10         # zeros written per hold of the zone's lock
+_ZEROS = bytes(_PIECE)
+
+
+class ZeroZone:
+    __slots__ = ("lock", "filled", "target", "stopped", "queued", "fills", "_fd", "_limit")
+
+    def __init__(self, fd: int, end: int, limit: int) -> None:
+        self.lock = threading.Lock()
+        self.filled = end        # the file holds data or zeros up to here
+        self.target = end        # what the queued fill aims for
+        self.stopped = False
+        self.queued = False
+        self.fills = 0           # fills done: once ahead, an append past the zeros outran it
+        self._fd = fd            # the segment's descriptor (closed only after stop())
+        self._limit = limit      # no zeros past the segment's roll size
+
+    def wants_fill(self, end: int) -> bool:
+        """After an append ending at `end` (on the loop): is the zone short?"""
+        return not self.queued and not self.stopped and self.filled - end < CHUNK_BYTES // 2 \
+            and self.filled < self._limit
+
+    def request(self, end: int) -> None:
+        """Queue a fill up to a chunk past `end` (on the loop)."""
+        self.queued = True
+        self.target = min(end + CHUNK_BYTES, self._limit)
+        _filler().put(self)
+
+    def stop(self) -> None:
+        """No more zeros (under the caller's hold of `lock`)."""
+        self.stopped = True
+
+    def fill(self) -> None:
+        """In the filler thread: zeros up to `target`, then one fdatasync
+        (their blocks and the file's new size), so later appends there are
+        made durable by a data-only write."""
+        with self.lock:
+            self.queued = False
+            if self.stopped:
+                return
+            fd = os.dup(self._fd)   # ours: the segment may close its own meanwhile
+        try:
+            wrote = False
+            while True:
+                with self.lock:
+                    start = self.filled
+                    if self.stopped or start >= self.target:
+                        break
+                    n = min(_PIECE, self.target - start)
+                    os.pwrite(fd, _ZEROS[:n], start)
+                    self.filled = start + n
+                    wrote = True
+            if wrote:
+                os.fdatasync(fd)
+                self.fills += 1
+        except OSError:
+            # a full disk, say: appends extend the file themselves, as without a zone
+            with self.lock:
+                self.stopped = True
+        finally:
+            os.close(fd)
+
+
+_queue: "queue.SimpleQueue[ZeroZone] | None" = None
+_queue_lock = threading.Lock()
+
+
+def _filler() -> "queue.SimpleQueue[ZeroZone]":
+    global _queue
+    q = _queue
+    if q is None:
+        with _queue_lock:
+            if _queue is None:
+                _queue = queue.SimpleQueue()
+                threading.Thread(target=_run, args=(_queue,), name="kcoord-prealloc",
+                                 daemon=True).start()
+            q = _queue
+    return q
+
+
+def _run(q: "queue.SimpleQueue[ZeroZone]") -> None:
+    while True:
+        zone = q.get()
+        try:
+            zone.fill()
+        except Exception:   # (no descriptor left, say) the zone stops; the thread serves on
+            log.exception("writing zeros ahead of a segment failed")
+            with zone.lock:
+                zone.stopped = True
