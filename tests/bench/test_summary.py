@@ -91,3 +91,24 @@ def test_a_partial_rerun_rewrites_only_the_rows_whose_figures_changed(tmp_path, 
     rows = _rows(tmp_path)
     assert rows["row a"][1:] == ["2 us", "-", "-", "day 2"]
     assert rows["row b"][1:] == ["7 us (load 2, at abc)", "-", "-", "day 1"]
+
+
+def test_produce_rows_beside_the_mock_include_the_kcoord_that_keeps_as_little():
+    def phase(mb_s, cpu):
+        return {"mb_per_s": mb_s, "server_cpu_s_per_gb": cpu}
+
+    pf = {"machine": {"date": "day 2"}, "results": {
+        "kcoord": {"produce_acks_1": phase(600, 0.6), "produce_acks_all": phase(500, 0.9)},
+        "kcoord-recycled": {"produce_acks_1": phase(720, 0.3),
+                            "produce_acks_all": phase(650, 0.5)},
+        "mock": {"produce_acks_1": phase(700, 0.2), "produce_acks_all": phase(690, 0.2)}}}
+    rows = {r[0]: r for r in summary._produce_vs_mock_rows(pf)}
+    same_work = [r for label, r in rows.items() if "only its newest segments" in label]
+    assert len(same_work) == 2
+    acks_1, acks_all = same_work
+    # ahead and 1.5x the mock's CPU: met; behind the mock and 2.5x its CPU: missed
+    assert acks_1[1].startswith("kcoord 720") and "1.5x" in acks_1[1] and acks_1[3] == "met"
+    assert acks_all[3] == "MISSED" and "2.5x" in acks_all[1]
+    # without the second kcoord, only the plain rows
+    del pf["results"]["kcoord-recycled"]
+    assert not [r for r in summary._produce_vs_mock_rows(pf) if "newest" in r[0]]
