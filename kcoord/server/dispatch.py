@@ -167,7 +167,7 @@ class Dispatcher:
         # api key -> (lowest version, highest version, flat decoder, its handler):
         # a request the flat decoder takes (not None) goes to its handler, not
         # the dict handler (register_flat)
-        self.flat: dict[int, tuple[int, int, Callable[[bytes, int], Any], Handler]] = {}
+        self.flat: dict[int, tuple[int, int, Callable[[Any, int], Any], Handler]] = {}
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False,
@@ -192,7 +192,7 @@ class Dispatcher:
         # tells caches of api_versions() and connections' repeat memos to refresh
         self.handlers_version = object()
 
-    def register_flat(self, key: int, lo: int, hi: int, decode: Callable[[bytes, int], Any],
+    def register_flat(self, key: int, lo: int, hi: int, decode: Callable[[Any, int], Any],
                       handler: Handler) -> None:
         """A second decoder for versions lo-hi of an API already registered:
         decode(frame, body position) gives another form of the request, or
