@@ -51,6 +51,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--rows", help="its rows, comma-separated (default: all)")
     g = p.add_argument_group("produce_fetch")
     g.add_argument("--mb", type=int, help="MiB of 1 KiB records produced per run (default 256)")
+    g.add_argument("--rounds", type=int,
+                   help="rounds in which the servers take turns (default 5, 1 with --quick)")
     g = p.add_argument_group("load")
     g.add_argument("--records", type=str,
                    help="comma-separated record counts to replay (default 1000000,10000000)")

@@ -374,7 +374,9 @@ def run_loadgen(spec: dict, timeout: float, module: str = "bench.loadgen") -> di
 
 def start_peer(name: str, **kw) -> Peer:
     """A started server by short name: kcoord, tansu or mock."""
-    cls = {"kcoord": KcoordServer, "tansu": TansuServer, "mock": MockServer}[name]
+    # kcoord-recycled: a kcoord the caller gives other settings (produce_fetch)
+    cls = {"kcoord": KcoordServer, "kcoord-recycled": KcoordServer, "tansu": TansuServer,
+           "mock": MockServer}[name]
     peer = cls(**kw)
     peer.start()
     return peer

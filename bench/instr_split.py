@@ -41,7 +41,7 @@ PARTS = {
         r"uvloop_4loop___uv_stream_on_read",
     "  of all: call_soon callbacks (group commit rounds, answers released)":
         r"uvloop_4loop_cb_idle_callback",
-    "  of all: KafkaConnection.data_received (compiled)": r"network___KafkaConnection___data_received",
+    "  of all: KafkaConnection.buffer_updated (compiled)": r"network___KafkaConnection___buffer_updated",
     "  of all: KafkaConnection.handle_frame (compiled)": r"network___KafkaConnection___handle_frame",
 }
 _LINE = re.compile(r"\s*([\d,]+) \([^)]*\)\s+(\S+?):(\S+)(?: \[(.*)\])?$")

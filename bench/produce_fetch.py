@@ -2,14 +2,45 @@
 producer with acks=1 and acks=all, then a confluent-kafka consumer with
 manual assignment reading the acks=1 data back; MB/s and server CPU seconds
 per GB, kcoord vs Tansu (and the librdkafka mock) in one run.
-Goal: kcoord ahead of Tansu on both."""
+Goal: kcoord ahead of Tansu on both.
+
+Server CPU per GB mostly measures how much fresh memory a server touches on
+this VM (a first touch of a guest page is slow): the mock keeps ~5 MB per
+partition, kcoord its whole log in the page cache.  So with the mock in the
+run a second kcoord, RECYCLED, keeps about as little (small segments,
+retention.bytes, a retention check every second: deleted segments give
+their pages back for the next writes) and runs the produce phases too: the
+same work as the mock's (as far as a log on disk can: it still rolls and
+fsyncs segments, which the mock does not)."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 
 from .common import median, run_loadgen, start_all, stop_all, table, timed, write_results
 
 SIZE = 1024
 PARTITIONS = 3
+RECYCLED = "kcoord-recycled"
+# 32 MiB, checked every second: with 4 MiB segments checked every 100 ms the
+# rolls cost more than the recycling saves (each roll fsyncs the sealed
+# segment on the loop: paired runs at load 13-15, 1.32 vs 0.80 s/GB; at 32 MiB
+# 0.82 vs 0.75)
+RECYCLED_SEGMENT = 32 << 20
+RECYCLED_CHECK_MS = 1000
+RECYCLED_SETTINGS = {"log.segment.bytes": RECYCLED_SEGMENT,
+                     "log.retention.bytes": RECYCLED_SEGMENT,
+                     "log.retention.check.interval.ms": RECYCLED_CHECK_MS}
+# what each server keeps of the data produced (the table's "keeps" column)
+KEEPS = {
+    "kcoord": "its whole log, on disk (page cache)",
+    RECYCLED: f"the newest {RECYCLED_SEGMENT >> 20}-{2 * RECYCLED_SEGMENT >> 20} MiB per "
+              f"partition on disk ({RECYCLED_SEGMENT >> 20} MiB segments, retention.bytes "
+              f"{RECYCLED_SEGMENT >> 20} MiB, checked every {RECYCLED_CHECK_MS} ms)",
+    "tansu": "everything, in memory (memory:// engine)",
+    "mock": "the newest ~5 MB per partition, in memory",
+}
+DEFAULT_ROUNDS = 5
 
 
 def client(spec: dict, timeout: float) -> dict:
@@ -33,12 +64,16 @@ def run(args) -> dict:
     mb = args.mb or (16 if args.quick else 256)
     records = mb * 1024 * 1024 // SIZE
     seconds = args.seconds or (60 if args.quick else 180)
-    reps = 1 if args.quick else 3
+    reps = getattr(args, "rounds", None) or (1 if args.quick else DEFAULT_ROUNDS)
+    names = list(args.peers)
+    if "kcoord" in names and "mock" in names and RECYCLED not in names:
+        names.insert(names.index("kcoord") + 1, RECYCLED)
     topics = {rep: {"1": f"bench-pf-acks1-r{rep}", "all": f"bench-pf-acksall-r{rep}"}
               for rep in range(reps)}
     warm = "bench-pf-warmup"
     every = [warm] + [t for ts in topics.values() for t in ts.values()]
-    peers, errors = start_all(args.peers, {"mock": {"topics": [(t, PARTITIONS) for t in every]}})
+    peers, errors = start_all(names, {"mock": {"topics": [(t, PARTITIONS) for t in every]},
+                                      RECYCLED: {"settings": RECYCLED_SETTINGS}})
     runs: dict[str, dict[str, list]] = {n: {k: [] for k, _ in PHASES} for n in peers}
     try:
         for name, peer in list(peers.items()):
@@ -60,7 +95,10 @@ def run(args) -> dict:
                     with timed(f"produce_fetch round {rep + 1}/{reps} {label} against {name}"):
                         spec = base_spec(peer, records, seconds)
                         if key == "fetch":
-                            if name == "mock":
+                            if name == RECYCLED:
+                                result = {"error": "not run: keeps only the newest segments "
+                                                   "(like the mock)"}
+                            elif name == "mock":
                                 # rd_kafka_mock keeps about 5 MB (100,000 messages) per
                                 # partition and deletes older segments: no full read-back
                                 result = {"error": "not run: the librdkafka mock keeps only ~5 MB "
@@ -73,13 +111,32 @@ def run(args) -> dict:
                             result = client({**spec, "phase": "produce", "acks": acks,
                                              "topic": topics[rep][acks]}, seconds + 240)
                         runs[name][key].append(result)
+        kept = {name: data_dir_bytes(peers[name]) for name in runs}
     finally:
         stop_all(peers)
     results: dict = {name: {"error": why} for name, why in errors.items()}
     for name, phases in runs.items():
         results[name] = {key: summarize(rs) for key, rs in phases.items()}
         results[name]["cpu_note"] = peers[name].cpu_note
+        results[name]["keeps"] = KEEPS.get(name, "?")
+        if kept.get(name) is not None:
+            results[name]["data_dir_bytes_at_end"] = kept[name]
     return report(results, mb, records, reps)
+
+
+def data_dir_bytes(peer) -> int | None:
+    """Bytes of the files in a kcoord peer's data dir (None for the others)."""
+    root = getattr(peer, "data_dir", None)
+    if root is None:
+        return None
+    total = 0
+    for path, _, files in os.walk(Path(root)):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(path, f)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def base_spec(peer, records: int, seconds: float) -> dict:
@@ -98,6 +155,9 @@ def summarize(rs: list[dict]) -> dict:
     for key in ("server_cpu_s", "server_user_s", "server_system_s"):
         out[key + "_per_gb"] = median([r[key] / (r["bytes"] / 1e9) for r in good])
     out["mb_per_s_all"] = [round(r["mb_per_s"], 1) for r in good]
+    out["mb_per_s_range"] = [min(r["mb_per_s"] for r in good), max(r["mb_per_s"] for r in good)]
+    per_gb = [r["server_cpu_s"] / (r["bytes"] / 1e9) for r in good]
+    out["server_cpu_s_per_gb_range"] = [min(per_gb), max(per_gb)]
     out["errors"] = [e for r in good for e in r.get("errors", [])][:5]
     for key in ("unacknowledged", "duplicates", "bad"):
         if key in good[0]:
@@ -109,10 +169,16 @@ def summarize(rs: list[dict]) -> dict:
     return out
 
 
+def _spread(r: dict, key: str, digits: int) -> str | None:
+    lo_hi = r.get(key)
+    return f"{lo_hi[0]:.{digits}f}-{lo_hi[1]:.{digits}f}" if lo_hi else None
+
+
 def _cell(r: dict | None):
-    """(MB/s, CPU s/GB, user s/GB, system s/GB, MB/s of every run, note) of a phase."""
+    """(MB/s, its spread, CPU s/GB, its spread, user s/GB, system s/GB, MB/s of
+    every run, note) of a phase."""
     if not r or "error" in r:
-        return None, None, None, None, None, (r or {}).get("error", "not run")
+        return None, None, None, None, None, None, None, (r or {}).get("error", "not run")
     note = []
     if r.get("errors"):
         note.append(f"errors: {r['errors'][:2]}")
@@ -122,7 +188,8 @@ def _cell(r: dict | None):
         note.append(f"read {r['records']:,} of {r['expected']:,}")
     if r.get("duplicates") or r.get("bad"):
         note.append(f"{r.get('duplicates', 0)} duplicates, {r.get('bad', 0)} bad")
-    return (r["mb_per_s"], r["server_cpu_s_per_gb"], r["server_user_s_per_gb"],
+    return (r["mb_per_s"], _spread(r, "mb_per_s_range", 0), r["server_cpu_s_per_gb"],
+            _spread(r, "server_cpu_s_per_gb_range", 2), r["server_user_s_per_gb"],
             r["server_system_s_per_gb"], " / ".join(f"{x:.0f}" for x in r["mb_per_s_all"]),
             "; ".join(note) or "ok")
 
@@ -157,10 +224,20 @@ def report(results: dict, mb: int, records: int, reps: int = 1) -> dict:
         "process on the same 2 cores. kcoord stores to its segment log on disk (acks=all waits "
         "for a group-committed fsync); Tansu runs with its memory:// storage engine; the "
         "librdkafka mock keeps the newest ~5 MB per partition in memory (its CPU is the helper "
-        "process hosting it).",
+        "process hosting it). On this VM the first touch of a guest page is slow, so server "
+        "CPU per GB mostly says how much fresh memory a server touches: "
+        f"{RECYCLED} is a second kcoord that keeps about as little as the mock "
+        f"({KEEPS[RECYCLED]}), produce phases only: the same work as the mock's.",
         "",
-        table(["phase", "server", "MB/s (median)", "server CPU s/GB", "of which user s/GB",
-               "of which system s/GB", "runs: MB/s", "notes"], rows),
+        table(["phase", "server", "MB/s (median)", "MB/s spread", "server CPU s/GB",
+               "CPU s/GB spread", "of which user s/GB", "of which system s/GB", "runs: MB/s",
+               "notes"], rows),
+        "",
+        table(["server", "keeps of what is produced", "data dir at the end"],
+              [[name, r.get("keeps", "?"),
+                f"{r['data_dir_bytes_at_end'] / 2**20:,.0f} MiB"
+                if r.get("data_dir_bytes_at_end") is not None else "-"]
+               for name, r in results.items() if "error" not in r]),
         "",
         "System time is the kernel's share (socket reads and writes, and for kcoord the "
         "page-cache writes of its log and fsync): it varies most between runs on this shared "

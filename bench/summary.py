@@ -205,6 +205,20 @@ def _produce_vs_mock_rows(pf: dict | None) -> list[list]:
                     f"kcoord {_fmt(kr)} ({_fmt(gk, digits=2)}) vs mock {_fmt(mr)} "
                     f"({_fmt(gm, digits=2)})", "ahead of the mock, CPU/GB <= 2x its",
                     "met" if ok else "MISSED", pf["machine"]["date"]])
+    # the same work as the mock's: a kcoord that keeps only its newest segments
+    for key, label in (("produce_acks_1", "produce acks=1"),
+                       ("produce_acks_all", "produce acks=all")):
+        r, m = res.get("kcoord-recycled", {}).get(key, {}), res["mock"].get(key, {})
+        rr, mr = r.get("mb_per_s"), m.get("mb_per_s")
+        gr, gm = r.get("server_cpu_s_per_gb"), m.get("server_cpu_s_per_gb")
+        if rr is None or mr is None or gr is None or gm is None:
+            continue
+        out.append([f"{label} MB/s (CPU s/GB) beside the librdkafka mock, kcoord keeping "
+                    "only its newest segments as the mock does (issue 26)",
+                    f"kcoord {_fmt(rr)} ({_fmt(gr, digits=2)}) vs mock {_fmt(mr)} "
+                    f"({_fmt(gm, digits=2)}; CPU {gr / gm:.1f}x)",
+                    "ahead of the mock, CPU/GB <= 2x its",
+                    "met" if rr > mr and gr <= 2 * gm else "MISSED", pf["machine"]["date"]])
     return out
 
 
@@ -229,9 +243,15 @@ def _transaction_rows() -> list[list]:
         one, three = res.get("single node"), res.get("3-node cluster (rf 3)")
         if one and three:
             a, b = (median([r["txn_s"] for r in runs]) for runs in (one, three))
+            # judged by the rounds' own ratios when they were interleaved
+            # (each round's two setups under the same load)
+            ratios = ct.get("round_ratios")
+            ratio = median(ratios) if ratios else b / a
+            each = (" (per interleaved round: " + ", ".join(f"{x:.0%}" for x in ratios)
+                    + f"; median {ratio:.0%})") if ratios else f" ({ratio:.0%})"
             out.append(["transactions/s, 3 nodes RF 3 beside one node (same run)",
-                        f"3 nodes {_fmt(b)} vs one node {_fmt(a, digits=0)} ({b / a:.0%})",
-                        ">= 50% of one node", "met" if b >= a / 2 else "MISSED",
+                        f"3 nodes {_fmt(b)} vs one node {_fmt(a, digits=0)}{each}",
+                        ">= 50% of one node", "met" if ratio >= 0.5 else "MISSED",
                         ct["machine"]["date"]])
     return out
 

@@ -417,7 +417,7 @@ class DataPlane:
                 session.revisit_ms = now + REVISIT_MS
             session.news = False  # from here on, news on an idle partition reads again
             out = self._fetch_once(version, session.look_request(req), watch, idle)
-            session.watched = {id(entry[1]) for entry in watch}
+            session.watched = {id(entry[1]): entry for entry in watch}
             return out
 
         def disarm(_waiter) -> None:

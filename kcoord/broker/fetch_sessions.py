@@ -57,7 +57,9 @@ class FetchSession:
         self.look: dict[tuple, None] = {}        # keys the next fetch reads
         self.idle: dict[int, tuple] = {}         # id(log) -> (key, replica) left out
         self.idle_log: dict[tuple, int] = {}     # key -> id(log) of those left out
-        self.watched: set[int] = set()           # id(log) of those the last fetch read
+        # id(log) -> the last fetch's watch entry of it (topic, log, replica,
+        # follower, end seen): what news on that log must beat to wake it
+        self.watched: dict[int, tuple] = {}
         self.news = False       # news put an idle partition back: a parked fetch reads again
         self.waiter = None      # the parked fetch's future, woken by news on its logs
         self.revisit_ms = 0     # when it next looks at every partition again
@@ -110,10 +112,23 @@ class FetchSession:
             del self.idle_log[entry[0]]
             self.look[entry[0]] = None
             self.news = True
-        if self.waiter is not None and (entry is not None or log_id in self.watched):
+        if self.waiter is not None and (entry is not None or self._moved(log_id)):
             if not self.waiter.done():
                 self.waiter.set_result(plog)
         return entry[1] if entry is not None else None
+
+    def _moved(self, log_id: int) -> bool:
+        """Would the parked fetch read `log_id`'s log again now (its news
+        test, DataPlane._has_news, for that log)?  A follower reads to the
+        log end: an fsync or a high watermark moving past what it saw wakes
+        nothing (the fetch would only park again, a loop turn later)."""
+        seen = self.watched.get(log_id)
+        if seen is None:
+            return False
+        _, plog, replica, follower, end = seen
+        if replica is None or not follower:
+            return True     # not a follower's read: the fetch judges for itself
+        return plog.log_end_offset > end or not replica.is_leader
 
     def on_all_news(self) -> None:
         """News on everything (a role change, a stop): every partition is

@@ -155,8 +155,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = self.manager.config.retry_backoff_ms / 1000.0
         while True:
-            requests = (self.manager.requests_for(self.leader_id, self._carried)
-                        + self._still_carried())
+            requests = self._round_requests()
             if not requests:
                 self.wake.clear()
                 try:
@@ -205,6 +204,14 @@ class ReplicaFetcher:
                 for _, replica, request in requests:
                     replica.on_request_failed(request, self.manager.now_ms())
                 await asyncio.sleep(backoff)
+
+    def _round_requests(self) -> list:
+        """This round's requests: the carried fetches still awaited, then
+        every other partition's.  In that order: a carried fetch dropped (a
+        role or leader change) is no longer carried when requests_for, which
+        passes over the carried ones, asks its replica anew."""
+        carried = self._still_carried()
+        return self.manager.requests_for(self.leader_id, self._carried) + carried
 
     def _still_carried(self) -> list:
         """The carried fetches whose replica still waits on them (a role or

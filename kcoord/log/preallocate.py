@@ -16,10 +16,11 @@ ahead of the data, then fdatasyncs them (size and all) while the loop keeps
 appending below.  The filler writes only at or past `filled`, under the
 zone's lock; an append that stays below `filled` writes without the lock
 (the filler never goes back there), one that reaches past it takes the
-lock.  An append that outruns the zone (the log is written faster than the
-filler keeps ahead: large produce batches) ends preallocation for that
-segment: its writes then extend the file as before, and nothing is zeroed
-twice.  The segment keeps its true end in memory; a clean close or a roll
+lock.  A zone starts at a small append after the segment's first flush
+(a log of large appends would outrun it at once).  An append that outruns
+the zone (the log is written faster than the filler keeps ahead) ends
+preallocation for that segment: its writes then extend the file as
+before, and nothing is zeroed twice.  The segment keeps its true end in memory; a clean close or a roll
 cuts the file back to it, a crash leaves zeros after the last batch, which
 recovery cuts (a zero batch length is never a valid batch).
 
@@ -36,6 +37,7 @@ import threading
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 256 << 10   # zeros kept ahead of the data (refilled below half of it)
+SMALL_APPEND = 32 << 10   # a zone starts only at an append this small (after a flush)
 _PIECE = 64 << 10         # zeros written per hold of the zone's lock
 _ZEROS = bytes(_PIECE)
 

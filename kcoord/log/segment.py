@@ -17,7 +17,7 @@ from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
-from .preallocate import ZeroZone
+from .preallocate import SMALL_APPEND, ZeroZone
 from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
@@ -349,7 +349,10 @@ class Segment:
         zone = self._zone
         if zone is None:
             self._pwrite(data, start)
-            if self._flushed and self.config.preallocate and not self._no_zone:
+            if (self._flushed and self.config.preallocate and not self._no_zone
+                    and len(data) <= SMALL_APPEND):
+                # (a log of large appends would outrun the zeros at once: it
+                # never starts a zone, and writes no zeros it would not use)
                 self._zone = zone = ZeroZone(self._fd, end, self.config.segment_bytes)
         elif end <= zone.filled:
             self._pwrite(data, start)    # into zeros: the filler is past them

@@ -472,11 +472,12 @@ class _Gen:
             out.append("else:")
             out.append("    end = pos + n")
             out.append("    if end > blen: raise _trunc()")
-            # a slice of bytes is bytes already; of any other buffer, copy it out
-            if self.views:
-                out.append(f"    {var} = bytes(buf[pos:end])")
-            elif t == "records" and self.record_views:
+            # a slice of bytes is bytes already; of any other buffer, copy it
+            # out (but RECORD_VIEWS' records: a view of the buffer either way)
+            if t == "records" and self.record_views:
                 out.append(f"    {var} = memoryview(buf)[pos:end]")
+            elif self.views:
+                out.append(f"    {var} = bytes(buf[pos:end])")
             else:
                 out.append(f"    {var} = buf[pos:end]")
             out.append("    pos = end")
@@ -526,14 +527,17 @@ class _Gen:
 
 
 # Requests whose records the server only checks and writes (PartitionLog.append
-# writes views): decoded as views of the frame (bytes, never changed) instead
-# of copies; a view keeps the frame alive only as long as the request.
+# writes views): decoded as views of the frame instead of copies, by the bytes
+# decoder and the other buffers' decoder alike (the network hands a large
+# frame over in its own bytearray, never changed after); a view keeps the
+# frame alive only as long as the request.
 RECORD_VIEWS = frozenset({"ProduceRequest"})
 
 
-def decoder_gen(sch: Schema, version: int, flexible: bool) -> _Gen:
-    """The generator of sch's bytes decoder (records as views where RECORD_VIEWS)."""
-    gen = _Gen(version, flexible)
+def decoder_gen(sch: Schema, version: int, flexible: bool, views: bool = False) -> _Gen:
+    """The generator of sch's decoder of bytes (views: of any other buffer),
+    records as views where RECORD_VIEWS."""
+    gen = _Gen(version, flexible, views=views)
     gen.record_views = sch.name in RECORD_VIEWS
     return gen
 
@@ -572,5 +576,5 @@ def build_codec(sch: Schema, version: int,
                  generate(decoder_gen(sch, version, flexible), False))
     codec = Codec(f"{sch.name} v{version}", ahead[0],
                   lambda: generate(_Gen(version, flexible), True), ahead[1],
-                  lambda: generate(_Gen(version, flexible, views=True), False))
+                  lambda: generate(decoder_gen(sch, version, flexible, views=True), False))
     return codec.encode, codec.decode

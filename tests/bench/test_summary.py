@@ -91,3 +91,47 @@ def test_a_partial_rerun_rewrites_only_the_rows_whose_figures_changed(tmp_path, 
     rows = _rows(tmp_path)
     assert rows["row a"][1:] == ["2 us", "-", "-", "day 2"]
     assert rows["row b"][1:] == ["7 us (load 2, at abc)", "-", "-", "day 1"]
+
+
+def test_produce_rows_beside_the_mock_include_the_kcoord_that_keeps_as_little():
+    def phase(mb_s, cpu):
+        return {"mb_per_s": mb_s, "server_cpu_s_per_gb": cpu}
+
+    pf = {"machine": {"date": "day 2"}, "results": {
+        "kcoord": {"produce_acks_1": phase(600, 0.6), "produce_acks_all": phase(500, 0.9)},
+        "kcoord-recycled": {"produce_acks_1": phase(720, 0.3),
+                            "produce_acks_all": phase(650, 0.5)},
+        "mock": {"produce_acks_1": phase(700, 0.2), "produce_acks_all": phase(690, 0.2)}}}
+    rows = {r[0]: r for r in summary._produce_vs_mock_rows(pf)}
+    same_work = [r for label, r in rows.items() if "only its newest segments" in label]
+    assert len(same_work) == 2
+    acks_1, acks_all = same_work
+    # ahead and 1.5x the mock's CPU: met; behind the mock and 2.5x its CPU: missed
+    assert acks_1[1].startswith("kcoord 720") and "1.5x" in acks_1[1] and acks_1[3] == "met"
+    assert acks_all[3] == "MISSED" and "2.5x" in acks_all[1]
+    # without the second kcoord, only the plain rows
+    del pf["results"]["kcoord-recycled"]
+    assert not [r for r in summary._produce_vs_mock_rows(pf) if "newest" in r[0]]
+
+
+def test_the_cluster_transactions_goal_is_judged_by_the_interleaved_rounds_ratios(tmp_path,
+                                                                                 monkeypatch):
+    """Each round's single node and cluster ran under the same load: the
+    median of those ratios judges the goal, not the ratio of the two
+    setups' medians (the single node's rate moves with the load)."""
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+
+    def run(single: list, cluster: list, ratios=None) -> list:
+        body = {"machine": {"date": "day 1"},
+                "results": {"single node": [{"txn_s": x} for x in single],
+                            "3-node cluster (rf 3)": [{"txn_s": x} for x in cluster]}}
+        if ratios is not None:
+            body["round_ratios"] = ratios
+        (tmp_path / "cluster_transactions.json").write_text(json.dumps(body))
+        return summary._transaction_rows()[0]
+
+    # the medians' ratio reads 55% (110 / 200); the rounds' own ratios 40%
+    row = run([100, 200, 300], [40, 150, 110], [0.40, 0.75, 110 / 300])
+    assert row[3] == "MISSED" and "median 40%" in row[1]
+    assert run([100, 200, 300], [40, 150, 110])[3] == "met"    # a run without them
+    assert run([100, 100, 100], [55, 60, 50], [0.55, 0.6, 0.5])[3] == "met"

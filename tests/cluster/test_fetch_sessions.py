@@ -207,3 +207,40 @@ def test_a_closed_session_settles_what_it_carried():
     assert lead._progress[1].idle_clock is None
     session.ms = 99999                 # its clock is no longer anyone's
     assert lead.caught_up_ms(1) == 800
+
+
+def test_a_parked_follower_fetch_is_woken_only_by_news_it_would_read_again_for():
+    """An fsync or a high watermark moving on a log a parked follower fetch
+    read wakes nothing (it reads to the log end: it would only park again);
+    an append past what it saw, or the end of the leadership, wakes it."""
+    import asyncio
+
+    from kcoord.broker.fetch_sessions import FetchSession
+
+    class Log:
+        log_end_offset = 5
+
+    class Leading:
+        is_leader = True
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        plog, replica = Log(), Leading()
+        session = FetchSession(1, FOLLOWER)
+        session.watched = {id(plog): ("t", plog, replica, True, 5)}
+        session.waiter = loop.create_future()
+        session.on_news(plog)                   # its fsync, its high watermark: nothing new
+        assert not session.waiter.done()
+        plog.log_end_offset = 6                 # an append past what it read
+        session.on_news(plog)
+        assert session.waiter.result() is plog
+        session.waiter = loop.create_future()
+        session.watched = {id(plog): ("t", plog, replica, True, 6)}
+        replica.is_leader = False               # no longer the leader: it answers
+        session.on_news(plog)
+        assert session.waiter.done()
+        session.waiter = loop.create_future()
+        session.on_news(Log())                  # a log it did not read
+        assert not session.waiter.done()
+
+    asyncio.run(scenario())

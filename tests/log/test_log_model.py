@@ -93,3 +93,48 @@ def test_random_operations(open_log, no_fsync, seed):
                 best = max(kept, key=lambda m: (m[2], -m[0]))
                 assert log.max_timestamp_offset() == (best[0], best[2])
         check(log, model)
+
+
+def crash(log):
+    """A process crash: nothing is sealed, cut or closed cleanly (the page
+    cache keeps every write); the zeros' filler stops touching the files."""
+    for seg in log._segments:
+        seg.close()
+    log._closed = True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_operations_with_zeros_ahead_and_crashes(open_log, seed):
+    """Segments written ahead with zeros (log.preallocate), with flushes,
+    truncations, clean reopens and crashes in any order: the log always
+    holds exactly the model's records, whatever the filler thread did."""
+    rng = random.Random(1000 + seed)
+    config = LogConfig(segment_bytes=rng.choice([2500, 70_000, 400_000]),
+                       index_interval_bytes=rng.choice([0, 4096]), preallocate=True)
+    log = open_log(config)
+    model = []
+    clock = 1_000
+    for step in range(150):
+        op = rng.random()
+        if op < 0.55:
+            n = rng.randint(1, 6)
+            recs, offset = [], log.log_end_offset
+            for i in range(n):
+                clock += rng.randint(0, 20)
+                recs.append((None, b"%d-%d-" % (step, i) + b"z" * rng.randint(0, 3000), [], clock))
+            first, last = log.append(build_batch(recs))
+            assert (first, last) == (offset, offset + n - 1)
+            model += [(offset + i, recs[i][1], recs[i][3]) for i in range(n)]
+        elif op < 0.75:
+            log.flush()
+        elif op < 0.85:
+            crash(log)
+            log = open_log(config)
+        elif op < 0.92 and model:
+            log.truncate_to(rng.choice(model)[0])
+            model = [m for m in model if m[0] < log.log_end_offset]
+        else:
+            log.close()
+            log = open_log(config)
+            assert log.active.size == log.active.log_path.stat().st_size  # cut at the close
+        check(log, model)

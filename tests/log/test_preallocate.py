@@ -116,3 +116,13 @@ def test_truncation_cuts_the_zeros_and_appends_go_on(open_log):
     log.append(batch(40))
     log.flush()
     assert values(log) == [b"value-%d" % i for i in (0, 1, 2, 3, 40)]
+
+
+def test_a_log_of_large_appends_writes_no_zeros(open_log):
+    log = open_log(PRE)
+    big = build_batch([(b"k", bytes(64 << 10), [], 0)])
+    for _ in range(4):
+        log.append(big)
+        log.flush()
+    assert log.active._zone is None
+    assert file_of(log).stat().st_size == log.size_bytes
