@@ -25,8 +25,9 @@ from .instructions import ROWS, _instructions
 
 # stage -> the compiled functions (callgrind names) whose inclusive cost it is
 STAGES = {
-    "decode the request": [r"codec___Codec___decode"],
+    "decode the request": [r"codec___Codec___decode", r"commit_request___decode_flat"],
     "core handler": [r"shard___offset_commit_CoordinatorShard_obj_____call__",
+                     r"shard___plain_commit_CoordinatorShard_obj_____call__",
                      r"consumer_group_manager___steady_heartbeat_ConsumerGroupManager_obj_____call__",
                      r"classic_group_manager___heartbeat_ClassicGroupManager_obj_____call__"],
     "replay the records": [r"shard___replay_emitted_CoordinatorShard_obj_____call__"],

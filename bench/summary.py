@@ -243,9 +243,15 @@ def _transaction_rows() -> list[list]:
         one, three = res.get("single node"), res.get("3-node cluster (rf 3)")
         if one and three:
             a, b = (median([r["txn_s"] for r in runs]) for runs in (one, three))
+            # judged by the rounds' own ratios when they were interleaved
+            # (each round's two setups under the same load)
+            ratios = ct.get("round_ratios")
+            ratio = median(ratios) if ratios else b / a
+            each = (" (per interleaved round: " + ", ".join(f"{x:.0%}" for x in ratios)
+                    + f"; median {ratio:.0%})") if ratios else f" ({ratio:.0%})"
             out.append(["transactions/s, 3 nodes RF 3 beside one node (same run)",
-                        f"3 nodes {_fmt(b)} vs one node {_fmt(a, digits=0)} ({b / a:.0%})",
-                        ">= 50% of one node", "met" if b >= a / 2 else "MISSED",
+                        f"3 nodes {_fmt(b)} vs one node {_fmt(a, digits=0)}{each}",
+                        ">= 50% of one node", "met" if ratio >= 0.5 else "MISSED",
                         ct["machine"]["date"]])
     return out
 

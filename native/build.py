@@ -41,6 +41,8 @@ MODULES = [
     "kcoord.protocol.headers",
     "kcoord.protocol.codec",
     "kcoord.protocol._generated_codecs",
+    # OffsetCommit v8-v9 decoded flat (the commit path's tuples)
+    "kcoord.protocol.commit_request",
     # the core's commit, heartbeat and replay paths
     "kcoord.coordinator.offsets",
     "kcoord.coordinator.shard",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from ..protocol.commit_request import FlatTopic
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import OFFSET_COMMIT  # (type 0 is the legacy one)
 from .result import Record
@@ -129,6 +130,25 @@ def commit_applied(group: str, topics: list[dict], now: int, metadata_max: int,
                 taken = False
             codes.append(code)
     return (None if taken else codes), records
+
+
+def commit_taken(group: str, topics: list[FlatTopic], now: int,
+                 into: dict[tuple[str, int], OffsetValue]) -> list:
+    """commit_applied of a flat request (protocol/commit_request.py) whose
+    every partition is taken (the caller found each known, its metadata
+    within bounds and the commit a consumer's plain one): the same values
+    put in `into`, the same compact records."""
+    records: list = []
+    new, value_type = _new_tuple, OffsetValue
+    # (compiled: the ints are passed on as the objects they are, the
+    # timestamp boxed once for all: no int object made per partition)
+    stamp: object = now
+    for name, partitions in topics:
+        for p in partitions:
+            index = p[0]
+            value = into[(name, index)] = new(value_type, (p[1], p[2], p[3] or "", stamp, None))
+            records.append((group, name, index, value))
+    return records
 
 
 def commit_answer(topics: list[dict], codes: list[int] | None) -> list[dict]:

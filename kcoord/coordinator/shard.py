@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..protocol.commit_request import FlatTopic
 from ..protocol.errors import Err
 from ..protocol.messages.coordinator_records import LEGACY_OFFSET_COMMIT
 from .classic_group import DEAD, EMPTY, ClassicGroup
@@ -26,7 +27,7 @@ from .share_group import RECORD_TYPES as SHARE_GROUP_RECORDS
 from .share_group_manager import ShareGroupManager
 from .migration import GroupMigration
 from .offsets import (OFFSET_COMMIT, OffsetStore, OffsetValue, commit_answer, commit_applied,
-                      commit_records, delete_offsets, offset_tombstone)
+                      commit_records, commit_taken, delete_offsets, offset_tombstone)
 from .group_configs import GroupOverrides
 from .observer import NULL_OBSERVER, CoordinatorObserver
 from ..protocol.record_codec import generic_commit
@@ -290,6 +291,52 @@ class CoordinatorShard:
             group_id, req["topics"], error, now, now + retention if retention >= 0 else None,
             self.config.offset_metadata_max_bytes)
         result.response = {"throttle_time_ms": 0, "topics": topics}
+        return result
+
+    def plain_commit(self, group_id: str, generation: int, member_id: str,
+                     instance_id: str | None, topics: list[FlatTopic], version: int,
+                     now: int) -> Result | None:
+        """offset_commit(lean=True) of a flat request (protocol/commit_request.py)
+        whose every partition the runtime found known, when it is a consumer's
+        plain commit and every partition is taken: its response is None (all
+        NONE).  None, before any change, when it is anything else (a group
+        error, pending transactional offsets, metadata too long):
+        the caller takes offset_commit with the request's dict."""
+        if self.txn_offsets.by_group:
+            return None
+        group = self.groups.get(group_id)
+        # a simple group's commit (an empty classic group, no generation):
+        # valid, no session to refresh (_validate_commit and
+        # refresh_session_on_commit, interpreted, said so at a tenth of a
+        # commit's core cost)
+        simple = (bool(group_id) and generation < 0 and group is not None and group.state == EMPTY
+                  and group_id not in self.consumer.groups and group_id not in self.share.groups)
+        if not simple and self._validate_commit(
+                group_id, member_id, instance_id if version >= 7 else None, generation, version):
+            return None
+        metadata_max = self.config.offset_metadata_max_bytes
+        for _, partitions in topics:
+            for p in partitions:
+                metadata: str | None = p[3]
+                # n characters are n..2n UTF-16 code units (as commit_applied)
+                if metadata is not None and 2 * len(metadata) > metadata_max and \
+                        len(metadata.encode("utf-16-le")) // 2 > metadata_max:
+                    return None
+        result = Result()
+        if group is not None and not simple:
+            self.classic.refresh_session_on_commit(result, group, member_id, now)
+        store = self.offsets.by_group
+        into = store.get(group_id)
+        fresh = into is None
+        if into is None:
+            into = {}
+        result.records = commit_taken(group_id, topics, now, into)
+        if result.records:
+            if fresh:
+                store[group_id] = into
+            if group is None and group_id not in self.consumer.groups:
+                # a commit on an unknown group creates a simple group (replay's rule)
+                self.groups[group_id] = ClassicGroup(group_id)
         return result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,

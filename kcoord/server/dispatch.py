@@ -164,6 +164,10 @@ class Dispatcher:
         self.metrics: Any = None
         # called with a connection when it closes (share sessions release records)
         self.on_connection_closed: list[Callable[[Any], None]] = []
+        # api key -> (lowest version, highest version, flat decoder, its handler):
+        # a request the flat decoder takes (not None) goes to its handler, not
+        # the dict handler (register_flat)
+        self.flat: dict[int, tuple[int, int, Callable[[Any, int], Any], Handler]] = {}
 
     def register(self, key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, *, pure: bool = False,
@@ -176,6 +180,7 @@ class Dispatcher:
         if self.guard is not None:
             handler = self.guard(key, handler)
         self.handlers[key] = (handler, lo, hi)
+        self.flat.pop(key, None)  # it served the handler replaced
         if pure:
             self.pure.add(key)
         else:
@@ -186,6 +191,16 @@ class Dispatcher:
             self.hidden.discard(key)
         # tells caches of api_versions() and connections' repeat memos to refresh
         self.handlers_version = object()
+
+    def register_flat(self, key: int, lo: int, hi: int, decode: Callable[[Any, int], Any],
+                      handler: Handler) -> None:
+        """A second decoder for versions lo-hi of an API already registered:
+        decode(frame, body position) gives another form of the request, or
+        None to leave it to the API's codec and handler; `handler` serves
+        that form (server/hot_ops.py: OffsetCommit as flat tuples).  Not
+        with a guard: its checks read the codec's dict."""
+        if self.guard is None:
+            self.flat[key] = (lo, hi, decode, handler)
 
     def register_handlers(self, obj) -> None:
         """Register every method of `obj` marked with @serves."""

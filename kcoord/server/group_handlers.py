@@ -15,11 +15,12 @@ from functools import partial
 from typing import Any, Callable
 
 from ..protocol.api import API_KEYS, error_item, error_response
+from ..protocol.commit_request import FLAT_VERSIONS, decode_flat
 from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .hot_ops import commit_request
+from .hot_ops import commit_flat, commit_request
 from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
@@ -108,6 +109,10 @@ class GroupHandlers:
 
     def register(self, d: Dispatcher) -> None:
         d.register_handlers(self)
+        # OffsetCommit v8-v9 decoded to tuples, no dict per partition (a
+        # partial: no interpreted frame between the network layer and hot_ops)
+        d.register_flat(OFFSET_COMMIT, FLAT_VERSIONS[0], FLAT_VERSIONS[-1], decode_flat,
+                        partial(commit_flat, self))
         from .consumer_group_handlers import ConsumerGroupApi  # KIP-848: APIs 68 and 69
         from .share_group_handlers import ShareGroupApi       # KIP-932: APIs 76 and 77
         consumer = ConsumerGroupApi(self.runtime, self.catalogue, self.config)

@@ -12,6 +12,7 @@ from ..coordinator.result import Result
 from ..protocol.api import API_KEYS, response_codec
 from ..protocol.errors import Err
 from ..coordinator.offsets import commit_answer
+from ..protocol.commit_request import FlatCommit, FlatTopic, commit_dict
 from .coordinator_state import ACTIVE
 from .dispatch import Reply, RequestContext
 from .fsync_rounds import FULL_BATCH_RECORDS
@@ -26,6 +27,10 @@ COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version
 # heartbeat's server instructions were its encoding)
 STEADY_BODIES_MAX = 50_000
 _STEADY_BODIES: dict[str, tuple[int, int, int, bytes]] = {}
+# (version, topic, partition count) -> the partition indexes and all-NONE
+# answer of the last flat commit of that shape (flat_body); the answer's
+# bytes depend on those alone, so one cache serves every server in a process
+_RECENT_BODIES: dict[tuple[int, str, int], tuple[tuple[int, ...], bytes]] = {}
 
 
 def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
@@ -88,6 +93,76 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     return reply
 
 
+def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
+    """commit_request for an OffsetCommit v8-v9 decoded flat
+    (protocol/commit_request.py): the common case (every partition known,
+    the shard active and not replicated, a consumer's plain commit taking
+    every partition: CoordinatorShard.plain_commit) from the tuples, no
+    dict per partition; anything else is commit_request of the request's
+    dict, as the codec would have given it."""
+    group_id, generation, member_id, instance_id, topics = flat
+    known: dict = handlers.catalogue.topics
+    for name, partitions in topics:
+        topic = known.get(name)
+        if topic is None:
+            return commit_request(handlers, ctx, commit_dict(flat))
+        count = len(topic.partitions)
+        for p in partitions:
+            index: int = p[0]
+            if not 0 <= index < count:
+                return commit_request(handlers, ctx, commit_dict(flat))
+    runtime = handlers.runtime
+    cached: dict = runtime._partitions  # (typed: mypyc's direct dict get)
+    shard_index = cached.get(group_id)
+    if shard_index is None:
+        if not group_id:
+            return commit_request(handlers, ctx, commit_dict(flat))
+        shard_index = runtime.partition_for(group_id)
+    shard = runtime.shards[shard_index]
+    if shard.state is not ACTIVE or runtime.replicated:
+        return commit_request(handlers, ctx, commit_dict(flat))
+    version = ctx.api_version
+    result = shard.core.plain_commit(group_id, generation, member_id, instance_id, topics,
+                                     version, int(runtime._time() * 1000))
+    if result is None:
+        return commit_request(handlers, ctx, commit_dict(flat))
+    records = result.records
+    metrics = runtime.metrics
+    if metrics is not None:  # observe.events.ServerMetrics
+        metrics.offsets_committed(len(records))
+    result.response = flat_body(version, topics, handlers._commit_bodies)
+    error = FlatCommitError(handlers, flat, version)
+    if not records or result.timers or result.replies:
+        return shard.finish(result, error, None)
+    # (as commit_request: compact records, their change in memory)
+    batch = shard._pending
+    if batch is None:
+        batch = shard._queue(records)
+    else:  # the shard is in the next round already (ShardRuntime._queue)
+        pending: list = batch.records
+        pending += records
+        if len(pending) >= FULL_BATCH_RECORDS:
+            shard.commit.filled()
+    reply = Reply()
+    waiters: list = batch.waiters
+    waiters.append((reply, result.response, error, None))
+    return reply
+
+
+class FlatCommitError:
+    """The error answer of a flat commit the runtime fails (called rarely:
+    made per commit, a compiled instance costs less than a partial)."""
+
+    def __init__(self, handlers: Any, flat: FlatCommit, version: int) -> None:
+        self.handlers = handlers
+        self.flat = flat
+        self.version = version
+
+    def __call__(self, code: int) -> dict:
+        answer: dict = self.handlers.commit_error(commit_dict(self.flat), self.version, code)
+        return answer
+
+
 def commit_op(core: Any, now: int, req: dict, version: int, metrics: Any,
               bodies: dict[tuple[int, str, tuple[int, ...]], bytes]) -> Result:
     """OffsetCommit on the group's core; the answer of a commit whose every
@@ -110,12 +185,53 @@ def commit_body(version: int, req: dict,
         return {"throttle_time_ms": 0, "topics": commit_answer(topics, None)}
     topic = topics[0]
     partitions: list[dict] = topic["partitions"]  # (typed: mypyc's direct dict calls)
-    key = (version, topic["name"], tuple([p["partition_index"] for p in partitions]))
+    return all_none_body(version, topic["name"],
+                         tuple([p["partition_index"] for p in partitions]), bodies)
+
+
+def flat_body(version: int, topics: list[FlatTopic],
+              bodies: dict[tuple[int, str, tuple[int, ...]], bytes]) -> Any:
+    """commit_body of a flat request; the body of the last commit of each
+    (version, topic, partition count) is checked first, index by index (a
+    consumer commits the same partitions again and again: no key tuple of
+    its indexes made and hashed)."""
+    if len(topics) != 1:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p[0], "error_code": 0}
+                                          for p in partitions]}
+            for name, partitions in topics]}
+    name, partitions = topics[0]
+    recent_key = (version, name, len(partitions))
+    recent = _RECENT_BODIES.get(recent_key)
+    if recent is not None:
+        indexes: tuple[int, ...] = recent[0]
+        i = 0
+        for p in partitions:
+            index: int = p[0]
+            if index != indexes[i]:
+                break
+            i += 1
+        else:
+            return recent[1]
+    indexes = tuple([p[0] for p in partitions])
+    body = all_none_body(version, name, indexes, bodies)
+    if len(_RECENT_BODIES) >= COMMIT_BODIES_MAX:
+        _RECENT_BODIES.clear()
+    _RECENT_BODIES[recent_key] = (indexes, body)
+    return body
+
+
+def all_none_body(version: int, name: str, indexes: tuple[int, ...],
+                  bodies: dict[tuple[int, str, tuple[int, ...]], bytes]) -> bytes:
+    """The encoded all-NONE answer for one topic's partitions, cached per
+    (version, topic, partition indexes)."""
+    key = (version, name, indexes)
     body = bodies.get(key)
     if body is None:
         if len(bodies) >= COMMIT_BODIES_MAX:
             bodies.clear()
-        response = {"throttle_time_ms": 0, "topics": commit_answer(topics, None)}
+        response = {"throttle_time_ms": 0, "topics": [{"name": name, "partitions": [
+            {"partition_index": index, "error_code": 0} for index in indexes]}]}
         body = bodies[key] = bytes(response_codec(OFFSET_COMMIT, version)[0](response, bytearray()))
     return body
 

@@ -431,7 +431,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             if flexible:
                 pos = skip_header_tags(frame, pos)
-            request, _ = decode(frame, pos)
+            request: Any = None
+            flat = dispatcher.flat.get(key)
+            if flat is not None and flat[0] <= version <= flat[1]:
+                # another form of the request (Dispatcher.register_flat), or
+                # None: the codec's dict (and its errors) as for any request
+                request = flat[2](frame, pos)
+                if request is not None:
+                    handler = flat[3]
+            if request is None:
+                request, _ = decode(frame, pos)
         except ProtocolError as exc:
             self.close(f"malformed {APIS[key].name} v{version} request: {exc}")
             return

@@ -112,3 +112,26 @@ def test_produce_rows_beside_the_mock_include_the_kcoord_that_keeps_as_little():
     # without the second kcoord, only the plain rows
     del pf["results"]["kcoord-recycled"]
     assert not [r for r in summary._produce_vs_mock_rows(pf) if "newest" in r[0]]
+
+
+def test_the_cluster_transactions_goal_is_judged_by_the_interleaved_rounds_ratios(tmp_path,
+                                                                                 monkeypatch):
+    """Each round's single node and cluster ran under the same load: the
+    median of those ratios judges the goal, not the ratio of the two
+    setups' medians (the single node's rate moves with the load)."""
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+
+    def run(single: list, cluster: list, ratios=None) -> list:
+        body = {"machine": {"date": "day 1"},
+                "results": {"single node": [{"txn_s": x} for x in single],
+                            "3-node cluster (rf 3)": [{"txn_s": x} for x in cluster]}}
+        if ratios is not None:
+            body["round_ratios"] = ratios
+        (tmp_path / "cluster_transactions.json").write_text(json.dumps(body))
+        return summary._transaction_rows()[0]
+
+    # the medians' ratio reads 55% (110 / 200); the rounds' own ratios 40%
+    row = run([100, 200, 300], [40, 150, 110], [0.40, 0.75, 110 / 300])
+    assert row[3] == "MISSED" and "median 40%" in row[1]
+    assert run([100, 200, 300], [40, 150, 110])[3] == "met"    # a run without them
+    assert run([100, 100, 100], [55, 60, 50], [0.55, 0.6, 0.5])[3] == "met"

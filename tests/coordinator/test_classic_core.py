@@ -60,6 +60,8 @@ class Harness:
         # a shard fed only from the decoded log, kept up to date incrementally
         self._mirror = CoordinatorShard(0, config, new_uuid=self._uuid)
         self._mirrored = 0
+        self.flat_commits = False  # commit() through CoordinatorShard.plain_commit first
+        self.flat_taken = 0
 
     def _uuid(self) -> str:
         return f"uuid{next(self._uuids)}"
@@ -161,6 +163,15 @@ class Harness:
     def commit(self, member_id: str, generation: int, *, group: str = "g", version: int = 8,
                instance: str | None = None, topic: str = "t", partition: int = 0,
                offset: int = 1) -> int:
+        if self.flat_commits:  # protocol/commit_request.py's form, as the server's v8-v9
+            res = self.shard.plain_commit(group, generation, member_id, instance,
+                                          [(topic, [(partition, offset, -1, "")])], version,
+                                          self.now)
+            if res is not None:  # taken: the answer all NONE
+                assert res.response is None and res.records
+                self.flat_taken += 1
+                self.apply(res)
+                return Err.NONE
         req = {"group_id": group, "generation_id_or_member_epoch": generation,
                "member_id": member_id, "group_instance_id": instance, "retention_time_ms": -1,
                "topics": [{"name": topic, "partitions": [
@@ -971,7 +982,9 @@ def test_join_existing_member_in_empty_group_is_unknown(h):
 
 
 # -------------------------------------------------------------- offsets 1.6
-def test_commit_validation_against_the_classic_group(h):
+@pytest.mark.parametrize("flat", [False, True])
+def test_commit_validation_against_the_classic_group(h, flat):
+    h.flat_commits = flat
     ids, generation = h.form_group(2)
     assert h.commit(ids[0], generation) == Err.NONE
     assert h.commit(ids[0], generation + 1) == Err.ILLEGAL_GENERATION
@@ -986,22 +999,29 @@ def test_commit_validation_against_the_classic_group(h):
     assert h.commit(ids[0], generation + 1) == Err.REBALANCE_IN_PROGRESS
 
 
-def test_commit_to_empty_group_with_negative_generation(h):
+@pytest.mark.parametrize("flat", [False, True])
+def test_commit_to_empty_group_with_negative_generation(h, flat):
+    h.flat_commits = flat
     member = h.new_member()
     assert h.commit("", -1) == Err.NONE
     assert h.commit(member, 0) == Err.UNKNOWN_MEMBER_ID
 
 
-def test_commit_refreshes_the_session(h):
+@pytest.mark.parametrize("flat", [False, True])
+def test_commit_refreshes_the_session(h, flat):
+    h.flat_commits = flat
     ids, generation = h.form_group(2, session=10000)
     h.advance(9000)
     assert h.commit(ids[1], generation) == Err.NONE
+    assert h.flat_taken == flat  # (the flat commit armed the timer itself)
     assert h.heartbeat(ids[0], generation) == Err.NONE
     h.advance(9000)
     assert set(h.group().members) == set(ids)
 
 
-def test_commit_in_completing_rebalance_does_not_refresh(h):
+@pytest.mark.parametrize("flat", [False, True])
+def test_commit_in_completing_rebalance_does_not_refresh(h, flat):
+    h.flat_commits = flat
     ids = [h.new_member()]
     t = h.join(ids[0])
     h.advance(0)

@@ -209,3 +209,58 @@ def test_real_log_compaction_keeps_replayed_state(tmp_path, seed):
             compact_log(plog, h.now, rng.choice([0, HOUR]))
             assert replay_log().snapshot() == h.shard.snapshot()
     plog.close()
+
+
+def flat_request(req: dict) -> tuple:
+    """The request as protocol/commit_request.py decodes it."""
+    return (req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+            req["group_instance_id"],
+            [(t["name"], [(p["partition_index"], p["committed_offset"],
+                           p["committed_leader_epoch"], p["committed_metadata"])
+                          for p in t["partitions"]]) for t in req["topics"]])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plain_commit_is_offset_commit_or_declines(seed):
+    """A flat commit (CoordinatorShard.plain_commit) makes the very records,
+    state and lean answer of offset_commit(lean=True), or declines (None)
+    with nothing changed when offset_commit would not take every partition
+    of a plain commit: group errors, metadata that may be too long, pending
+    transactional offsets."""
+    rng = random.Random(seed)
+    config = CoordinatorConfig(offset_metadata_max_bytes=8)
+    dicts, flats = Harness(config), Harness(config)
+    taken = declined = 0
+    for _ in range(60):
+        dicts.now = flats.now = dicts.now + rng.randint(0, HOUR)
+        group = rng.choice(["g0", "g1", "g2"])
+        parts = [(p, rng.randint(0, 10_000)) for p in rng.sample(range(4), rng.randint(0, 3))]
+        req = commit_req(group, rng.choice(["a", "b"]), parts,
+                         generation=rng.choice([-1, -1, -1, 0, 3]),
+                         metadata=rng.choice(["", "", None, "m", "x" * 5, "y" * 9]),
+                         epoch=rng.choice([-1, 4]))
+        version = rng.choice([8, 9])
+        pending = rng.random() < 0.1
+        if pending:  # a producer's offsets pending in some group
+            flats.shard.txn_offsets.by_group["other"] = {7}
+        before = flats.shard.snapshot()
+        flat = flats.shard.plain_commit(*flat_request(req), version, flats.now)
+        expected = dicts.shard.offset_commit(req, version, dicts.now, True)
+        if pending:
+            del flats.shard.txn_offsets.by_group["other"]
+        if flat is None:
+            declined += 1
+            assert flats.shard.snapshot() == before
+            assert pending or expected.response is not None  # something not taken
+            flat = flats.shard.offset_commit(req, version, flats.now, True)
+        else:
+            taken += 1
+            assert expected.response is None and flat.response is None
+        assert flat.records == expected.records and flat.timers == expected.timers
+        for h, result in ((dicts, expected), (flats, flat)):
+            for record in result.records:
+                key, value = encode_record(record)
+                h.log.append((key, value, h.now))
+        assert flats.shard.snapshot() == dicts.shard.snapshot()
+        assert flats.replayed().snapshot() == dicts.shard.snapshot()
+    assert taken and declined

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from kcoord.cluster.etcd_server import etcd_binary, memory_dir
+from kcoord.log.scan import segment_data_end
 
 from .lab import Lab
 
@@ -233,9 +234,10 @@ class FaultCluster:
             size = seg.stat().st_size
             keep = synced.get(str(seg), 0)
             if size > keep:
+                # bytes of batches lost, not the zeros preallocated after them
+                cut += max(0, segment_data_end(seg) - keep)
                 with open(seg, "r+b") as f:
                     f.truncate(keep)
-                cut += size - keep
         # what survived the cut is on disk: a second cut before the restarted
         # node fsyncs again must keep it
         journal.write_text("".join(f"{seg} {seg.stat().st_size}\n"

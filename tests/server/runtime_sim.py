@@ -63,6 +63,7 @@ from kcoord.server.clock import LoopClock, WallClock
 from kcoord.server.consumer_group_handlers import ConsumerGroupApi
 from kcoord.server.coordinator_runtime import ACTIVE, FAILED, LOADING, NOT_OWNED, ShardRuntime
 from kcoord.server.dispatch import Reply
+from kcoord.server.hot_ops import commit_flat
 
 from tests.server.runtime_harness import Node, ctx
 
@@ -499,8 +500,12 @@ class Simulation:
             if error_code("commit", resp) == Err.NONE:
                 self.acked[key] = max(self.acked.get(key, 0), offset)
         core = self.shard(group).core
+        # every other commit as the server takes v8-v9 from the wire: flat
+        # (protocol/commit_request.py), through hot_ops.commit_flat
+        flat = (group, generation, member, None, [("t", [(partition, offset, -1, "")])])
         self.commits[offset] = (self.issue(
-            "commit", group, lambda: self.groups.offset_commit(ctx(8, 9), req),
+            "commit", group, (lambda: commit_flat(self.groups, ctx(8, 9), flat)) if offset % 2
+            else (lambda: self.groups.offset_commit(ctx(8, 9), req)),
             meta=key, on_answer=on_answer), core)
 
     def fetch(self) -> None:
