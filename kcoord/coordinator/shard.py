@@ -295,13 +295,15 @@ class CoordinatorShard:
 
     def plain_commit(self, group_id: str, generation: int, member_id: str,
                      instance_id: str | None, topics: list[FlatTopic], version: int,
-                     now: int) -> Result | None:
+                     now: int) -> Result | list | None:
         """offset_commit(lean=True) of a flat request (protocol/commit_request.py)
         whose every partition the runtime found known, when it is a consumer's
         plain commit and every partition is taken: its response is None (all
-        NONE).  None, before any change, when it is anything else (a group
-        error, pending transactional offsets, metadata too long):
-        the caller takes offset_commit with the request's dict."""
+        NONE).  A simple group's commit (no session to refresh) gives its
+        records alone, a list (no Result: its interpreted __init__ was 2,400
+        instructions).  None, before any change, when it is anything else (a
+        group error, pending transactional offsets, metadata too long): the
+        caller takes offset_commit with the request's dict."""
         if self.txn_offsets.by_group:
             return None
         group = self.groups.get(group_id)
@@ -322,21 +324,26 @@ class CoordinatorShard:
                 if metadata is not None and 2 * len(metadata) > metadata_max and \
                         len(metadata.encode("utf-16-le")) // 2 > metadata_max:
                     return None
-        result = Result()
-        if group is not None and not simple:
-            self.classic.refresh_session_on_commit(result, group, member_id, now)
+        result: Result | None = None
+        if not simple:
+            result = Result()
+            if group is not None:
+                self.classic.refresh_session_on_commit(result, group, member_id, now)
         store = self.offsets.by_group
         into = store.get(group_id)
         fresh = into is None
         if into is None:
             into = {}
-        result.records = commit_taken(group_id, topics, now, into)
-        if result.records:
+        records = commit_taken(group_id, topics, now, into)
+        if records:
             if fresh:
                 store[group_id] = into
             if group is None and group_id not in self.consumer.groups:
                 # a commit on an unknown group creates a simple group (replay's rule)
                 self.groups[group_id] = ClassicGroup(group_id)
+        if result is None:
+            return records
+        result.records = records
         return result
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,

@@ -122,18 +122,28 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     if shard.state is not ACTIVE or runtime.replicated:
         return commit_request(handlers, ctx, commit_dict(flat))
     version = ctx.api_version
-    result = shard.core.plain_commit(group_id, generation, member_id, instance_id, topics,
-                                     version, int(runtime._time() * 1000))
-    if result is None:
+    taken = shard.core.plain_commit(group_id, generation, member_id, instance_id, topics,
+                                    version, int(runtime._time() * 1000))
+    if taken is None:
         return commit_request(handlers, ctx, commit_dict(flat))
-    records = result.records
+    result: Any = None
+    if taken.__class__ is list:  # a simple group's: the records alone
+        records: list = taken
+    else:
+        result = taken
+        records = result.records
     metrics = runtime.metrics
     if metrics is not None:  # observe.events.ServerMetrics
         metrics.offsets_committed(len(records))
-    result.response = flat_body(version, topics, handlers._commit_bodies)
+    response = flat_body(version, topics, handlers._commit_bodies)
     error = FlatCommitError(handlers, flat, version)
-    if not records or result.timers or result.replies:
-        return shard.finish(result, error, None)
+    if result is None:
+        if not records:
+            return shard.finish(Result(records, response=response), error, None)
+    else:
+        result.response = response
+        if not records or result.timers or result.replies:
+            return shard.finish(result, error, None)
     # (as commit_request: compact records, their change in memory)
     batch = shard._pending
     if batch is None:
@@ -145,7 +155,7 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
             shard.commit.filled()
     reply = Reply()
     waiters: list = batch.waiters
-    waiters.append((reply, result.response, error, None))
+    waiters.append((reply, response, error, None))
     return reply
 
 

@@ -168,6 +168,8 @@ class Harness:
                                           [(topic, [(partition, offset, -1, "")])], version,
                                           self.now)
             if res is not None:  # taken: the answer all NONE
+                if res.__class__ is list:  # a simple group's: the records alone
+                    res = Result(records=res)
                 assert res.response is None and res.records
                 self.flat_taken += 1
                 self.apply(res)
