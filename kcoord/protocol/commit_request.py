@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+try:
+    from mypy_extensions import i64
+except ImportError:  # interpreted without the compiler installed: a plain int
+    i64 = int  # type: ignore[misc]
+
 FLAT_VERSIONS = (8, 9)  # flexible, no retention time, the fields below only
 
 # (partition index, committed offset, committed leader epoch, metadata or None);
@@ -60,7 +65,7 @@ def _decode(buf: bytes, pos: int) -> FlatCommit:
         for _ in range(n - 1):
             index = _int32(buf, pos)
             # the offset: a signed 64-bit integer, as two halves
-            offset = _int32(buf, pos + 4) << 32 | _uint32(buf, pos + 8)
+            offset = _int32(buf, pos + 4) * 0x1_0000_0000 + _uint32(buf, pos + 8)
             epoch = _int32(buf, pos + 12)
             metadata, pos = _string(buf, pos + 16)
             if buf[pos]:  # tagged fields
@@ -106,13 +111,18 @@ def _string(buf: bytes, pos: int) -> tuple[Optional[str], int]:
     return buf[pos:end].decode(), end
 
 
-def _uint32(buf: bytes, pos: int) -> int:
-    return buf[pos] << 24 | buf[pos + 1] << 16 | buf[pos + 2] << 8 | buf[pos + 3]
+def _uint32(buf: bytes, pos: i64) -> i64:
+    # (compiled: i64 is a C integer, its shifts and ors plain C operations)
+    b0: i64 = buf[pos]
+    b1: i64 = buf[pos + 1]
+    b2: i64 = buf[pos + 2]
+    b3: i64 = buf[pos + 3]
+    return b0 << 24 | b1 << 16 | b2 << 8 | b3
 
 
-def _int32(buf: bytes, pos: int) -> int:
-    value = buf[pos] << 24 | buf[pos + 1] << 16 | buf[pos + 2] << 8 | buf[pos + 3]
-    return value - 0x1_0000_0000 if value & 0x8000_0000 else value
+def _int32(buf: bytes, pos: i64) -> i64:
+    value = _uint32(buf, pos)
+    return value - 0x1_0000_0000 if value >= 0x8000_0000 else value
 
 
 def commit_dict(flat: FlatCommit) -> dict:

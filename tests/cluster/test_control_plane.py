@@ -258,6 +258,9 @@ def test_new_incarnation_is_fenced_and_rejoins_as_follower(etcd):
             await wait(planes[1], lambda: len(planes[1].view.topic_states("t")) == 4, "placed")
             controller = planes[1].view.controller.node_id
             node = 2 if controller == 1 else 1
+            # its own view too: node 1's having the states says nothing of node 2's
+            await wait(planes[node], lambda: len(planes[node].view.topic_states("t")) == 4,
+                       "placed, seen by the node")
             led = {s.partition: s for s in planes[node].view.topic_states("t")
                    if s.leader == node}
             assert led
