@@ -39,7 +39,7 @@ STAGES = {
 # inside the rest: shown apart, not added (they hold stages above)
 PARTS = {
     "  of all: a socket read's callback (framing, dispatch, handler)":
-        r"uvloop_4loop___uv_stream_on_read",
+        r"uvloop_4loop___uv_stream_(buffered_)?on_read",
     "  of all: call_soon callbacks (group commit rounds, answers released)":
         r"uvloop_4loop_cb_idle_callback",
     "  of all: KafkaConnection.buffer_updated (compiled)": r"network___KafkaConnection___buffer_updated",
