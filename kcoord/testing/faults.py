@@ -232,6 +232,10 @@ class Tap:
 
     def install(self) -> None:
         d = self.dispatcher
+        # a flat decoder's handler would serve its requests past the table:
+        # every request goes through the wrapped handlers, so the log sees it
+        # and a fault can answer it
+        d.flat.clear()
         self.original = dict(d.handlers)
         for key, (handler, lo, hi) in self.original.items():
             d.handlers[key] = (self._wrap(key, handler), lo, hi)
