@@ -79,6 +79,13 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
         # change already in memory: nothing to replay; the general path's
         # records are all generic
         shard.core.replay_emitted(records)
+    return _queue_commit(shard, records, result.response, error)
+
+
+def _queue_commit(shard: Any, records: list, response: Any, error: Any) -> Any:
+    """Queue a commit's records in the shard's open round and wait for its
+    answer there (ShardRuntime._queue): commit_request's and commit_flat's
+    shared tail."""
     batch = shard._pending
     if batch is None:
         batch = shard._queue(records)
@@ -89,7 +96,7 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
             shard.commit.filled()
     reply = Reply()
     waiters: list = batch.waiters
-    waiters.append((reply, result.response, error, None))
+    waiters.append((reply, response, error, None))
     return reply
 
 
@@ -145,18 +152,7 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
         if not records or result.timers or result.replies:
             return shard.finish(result, error, None)
     # (as commit_request: compact records, their change in memory)
-    batch = shard._pending
-    if batch is None:
-        batch = shard._queue(records)
-    else:  # the shard is in the next round already (ShardRuntime._queue)
-        pending: list = batch.records
-        pending += records
-        if len(pending) >= FULL_BATCH_RECORDS:
-            shard.commit.filled()
-    reply = Reply()
-    waiters: list = batch.waiters
-    waiters.append((reply, response, error, None))
-    return reply
+    return _queue_commit(shard, records, response, error)
 
 
 class FlatCommitError:
