@@ -390,6 +390,22 @@ def init_request(transactional_id: str = "tx") -> dict:
             "producer_id": -1, "producer_epoch": -1}
 
 
+async def open_txn_with_offsets(node: ClusterNode, txn: TxnRuntime, handlers) -> dict:
+    """Lead the transaction partition, then InitProducerId and AddOffsetsToTxn
+    (group g) for "tx", each replicated; the producer's ids."""
+    txn_log = txn.logs[0]
+    node.state(ME, 1, 1)
+    await load_txn_partition(node, txn)
+    got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
+                           txn_log, 1, TXN_TOPIC)
+    ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
+            "producer_epoch": got["producer_epoch"]}
+    got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
+        ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
+    assert got["error_code"] == Err.NONE
+    return ids_
+
+
 def run_txn(node: ClusterNode, txn: TxnRuntime, scenario) -> None:
     """Run `scenario` with the replica manager started; stop all after."""
     async def whole():
@@ -445,15 +461,7 @@ def test_a_prepare_committed_with_the_isr_shrunk_is_still_completed(tmp_path):
     txn_log = txn.logs[0]
 
     async def scenario():
-        node.state(ME, 1, 1)
-        await load_txn_partition(node, txn)
-        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
-                               txn_log, 1, TXN_TOPIC)
-        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
-                "producer_epoch": got["producer_epoch"]}
-        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
-            ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
-        assert got["error_code"] == Err.NONE
+        ids_ = await open_txn_with_offsets(node, txn, handlers)
         end = txn_log.log_end_offset
         ending = asyncio.ensure_future(answer(handlers.end_txn(ctx(26, 3), dict(
             ids_, committed=False))))
@@ -540,15 +548,7 @@ def test_a_completion_under_way_in_an_older_epoch_does_not_stand_for_the_new_one
     markers = txn.markers = HeldMarkers()
 
     async def scenario():
-        node.state(ME, 1, 1)
-        await load_txn_partition(node, txn)
-        got = await replicated(node, handlers.init_producer_id(ctx(22, 4), init_request()),
-                               txn_log, 1, TXN_TOPIC)
-        ids_ = {"transactional_id": "tx", "producer_id": got["producer_id"],
-                "producer_epoch": got["producer_epoch"]}
-        got = await replicated(node, handlers.add_offsets_to_txn(ctx(25, 3), dict(
-            ids_, group_id="g")), txn_log, 1, TXN_TOPIC)
-        assert got["error_code"] == Err.NONE
+        ids_ = await open_txn_with_offsets(node, txn, handlers)
         got = await replicated(node, handlers.end_txn(ctx(26, 3), dict(ids_, committed=False)),
                                txn_log, 1, TXN_TOPIC)
         assert got["error_code"] == Err.NONE
