@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Callable
 
 from ..log.durability import Durability, NotReplicated, coordinator_answer
 from ..log.fsync_batcher import FsyncBatcher
@@ -45,9 +46,18 @@ COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest a request waits for a completion under way
 
 
-def _resolve(waiter: asyncio.Future) -> None:
+def _resolve(waiter: asyncio.Future, _value=None) -> None:
     if not waiter.done():
-        waiter.set_result(None)
+        waiter.set_result(_value)
+
+
+def _call_each(callbacks, *args) -> None:
+    """callback(*args) for each; one that fails is logged, the rest still run."""
+    for callback in callbacks:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("a transaction write's callback failed")
 
 
 class TxnRuntime:
@@ -78,9 +88,9 @@ class TxnRuntime:
         self._tasks: set[asyncio.Task] = set()
         # transactional id -> its completion under way and the coordinator epoch it runs in
         self._finishing: dict[str, tuple[int, asyncio.Task]] = {}
-        # transactional id -> futures of requests waiting (settled) for its completion
-        self._settling: dict[str, list[asyncio.Future]] = {}
-        self._unsynced: list = []  # (logs, future) of this loop iteration's writes
+        # transactional id -> callbacks of requests waiting (when_settled) for its completion
+        self._settling: dict[str, list[Callable[[], None]]] = {}
+        self._unsynced: list = []  # (logs, done(errors)) of this loop iteration's writes
         self._timers: list = []  # handles of the clock's timers
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
@@ -225,34 +235,36 @@ class TxnRuntime:
             logs.append((partition, plog))
         return Err.NONE, logs
 
-    def _sync_together(self, plogs: list) -> asyncio.Future:
-        """A future of the errors of `plogs` (None each when durable).  The
-        writes of one loop iteration share one durability round (the requests
-        released together after a completion, and its Complete*): with
-        separate ones the first starts its fsync at once and the others wait
-        a whole fsync and replication round behind it."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+    def _sync_together(self, plogs: list, done: Callable[[list], None]) -> None:
+        """done(the errors of `plogs`: None each when durable), on the loop.
+        The writes of one loop iteration share one durability round (the
+        requests released together after a completion, and its Complete*):
+        with separate ones the first starts its fsync at once and the others
+        wait a whole fsync and replication round behind it."""
         if not self._unsynced:
-            loop.call_soon(self._sync_round)
-        self._unsynced.append((plogs, fut))
-        return fut
+            asyncio.get_running_loop().call_soon(self._sync_round)
+        self._unsynced.append((plogs, done))
 
     def _sync_round(self) -> None:
         writes, self._unsynced = self._unsynced, []
         plogs = list({id(p): p for ps, _ in writes for p in ps}.values())
 
-        def done(errors) -> None:
+        def synced(errors) -> None:
             failed = {id(p): e for p, e in zip(plogs, errors)}
-            for ps, fut in writes:
-                if not fut.done():
-                    fut.set_result([failed.get(id(p)) for p in ps])
-        self.durability.sync(plogs, done)
+            for ps, done in writes:
+                _call_each((done,), [failed.get(id(p)) for p in ps])
+        self.durability.sync(plogs, synced)
 
     async def _durable(self, logs) -> int:
         """NONE once the appended records are durable (a cluster: once the
         high watermark passed them), else NOT_COORDINATOR."""
-        errors = await self._sync_together([plog for _, plog in logs])
+        fut = asyncio.get_running_loop().create_future()
+        self._sync_together([plog for _, plog in logs], lambda errors: _resolve(fut, errors))
+        return self._written(logs, await fut)
+
+    def _written(self, logs, errors: list) -> int:
+        """The answer to a write whose logs' durability ended with `errors`:
+        NONE, or NOT_COORDINATOR (a failed partition still led here reloads)."""
         code = Err.NONE
         for (partition, _), error in zip(logs, errors):
             if error is None:
@@ -281,6 +293,38 @@ class TxnRuntime:
             return code
         return await self._durable(logs)
 
+    def write_then(self, records: list[TxnRecord], done: Callable[[int], None]) -> None:
+        """`write` for a request answered without a task: done(its code) on
+        the loop once durable, or at once when refused (no loop iteration
+        and no coroutine between the request and its fsync round)."""
+        if not records:
+            done(Err.NONE)
+            return
+        code, logs = self._append(records)
+        if code:
+            done(code)
+            return
+        self._sync_together([plog for _, plog in logs],
+                            lambda errors: done(self._written(logs, errors)))
+
+    def end_then(self, records: list[TxnRecord], done: Callable[[int], None]) -> None:
+        """`write_and_complete(records, wait=False)` as `write_then`: EndTxn's
+        Prepare* durable, its completion started, then done(code)."""
+        def written(code: int) -> None:
+            if not code:
+                self._complete_started(records)
+            done(code)
+        self.write_then(records, written)
+
+    def _complete_started(self, records: list[TxnRecord]) -> list[asyncio.Task]:
+        """Start finishing every Prepare* among `records` (now durable)."""
+        tasks = []
+        for r in records:
+            completion = self.core.completion(r.transactional_id)
+            if completion is not None:
+                tasks.append(self._finish(completion))
+        return tasks
+
     async def write_and_complete(self, records: list[TxnRecord], wait: bool = True) -> int:
         """Write; then start finishing every Prepare* the records started.
         With `wait` (InitProducerId's fencing abort) wait for that at most
@@ -290,11 +334,7 @@ class TxnRuntime:
         code = await self.write(records)
         if code:
             return code
-        tasks = []
-        for r in records:
-            completion = self.core.completion(r.transactional_id)
-            if completion is not None:
-                tasks.append(self._finish(completion))
+        tasks = self._complete_started(records)
         if tasks and wait:
             await asyncio.wait(tasks, timeout=COMPLETION_WAIT_S)
         return Err.NONE
@@ -322,27 +362,42 @@ class TxnRuntime:
         task.add_done_callback(forget)
         return task
 
+    def _under_way(self, transactional_id: str | None) -> bool:
+        under_way = self._finishing.get(transactional_id) if transactional_id else None
+        return under_way is not None and not under_way[1].done()
+
     async def settled(self, transactional_id: str | None) -> None:
         """Wait (at most COMPLETION_WAIT_S) for the id's completion under way:
         the request after an EndTxn then finds the transaction complete
         instead of answering CONCURRENT_TRANSACTIONS at once."""
-        under_way = self._finishing.get(transactional_id) if transactional_id else None
-        if under_way is None or under_way[1].done():
+        if not self._under_way(transactional_id):
             return
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._settling.setdefault(transactional_id, []).append(waiter)
-        timer = loop.call_later(COMPLETION_WAIT_S, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
+        waiter = asyncio.get_running_loop().create_future()
+        self.when_settled(transactional_id, lambda: _resolve(waiter))
+        await waiter
+
+    def when_settled(self, transactional_id: str | None, go: Callable[[], None]) -> None:
+        """`settled` for a request answered without a task: go() now when no
+        completion of the id is under way, else once it is done (or after
+        COMPLETION_WAIT_S), once."""
+        if not self._under_way(transactional_id):
+            go()
+            return
+        fired = False
+
+        def once() -> None:
+            nonlocal fired
+            if not fired:
+                fired = True
+                timer.cancel()
+                go()
+        timer = asyncio.get_running_loop().call_later(COMPLETION_WAIT_S, once)
+        self._settling.setdefault(transactional_id, []).append(once)
 
     def _release(self, tid: str) -> None:
-        """The requests waiting for `tid`'s completion go on (each resumes in
-        the loop's next iteration, ahead of anything scheduled after this)."""
-        for waiter in self._settling.pop(tid, ()):
-            _resolve(waiter)
+        """The requests waiting for `tid`'s completion go on, right here: their
+        writes join this loop iteration's durability round."""
+        _call_each(self._settling.pop(tid, ()))
 
     # ---------------------------------------------------------- completion
     async def _complete(self, c: Completion) -> None:
@@ -374,14 +429,15 @@ class TxnRuntime:
                 # but not waited for: the markers are durable, and a Prepare*
                 # found on load is completed again
                 code, logs = self._append(self.core.complete(tid, self.clock.ms()))
-                # Waiting requests go first: their writes start the fsync and
-                # replication round that carries Complete* with them, instead
-                # of waiting one round behind Complete*'s own.
-                self._release(tid)
                 if code == Err.COORDINATOR_NOT_AVAILABLE:
                     self._spawn(self._complete_later(tid, partition, epoch))
                 elif logs:
-                    self._spawn(self._durable(logs))
+                    self._sync_together([plog for _, plog in logs],
+                                        lambda errors: self._written(logs, errors))
+                # The waiting requests' writes join Complete*'s durability
+                # round (one fsync and replication round for both, instead of
+                # theirs waiting one round behind Complete*'s own).
+                self._release(tid)
         finally:
             if self._completing.get(tid) == epoch:
                 del self._completing[tid]
