@@ -316,7 +316,7 @@ class TxnRuntime:
             done(code)
         self.write_then(records, written)
 
-    def _complete_started(self, records: list[TxnRecord]) -> list[asyncio.Task]:
+    def _complete_started(self, records: list[TxnRecord]) -> list[asyncio.Future]:
         """Start finishing every Prepare* among `records` (now durable)."""
         tasks = []
         for r in records:
@@ -339,8 +339,9 @@ class TxnRuntime:
             await asyncio.wait(tasks, timeout=COMPLETION_WAIT_S)
         return Err.NONE
 
-    def _finish(self, c: Completion) -> asyncio.Task:
-        """Start completing `c`, remembered so a request of that id can wait for it."""
+    def _finish(self, c: Completion) -> asyncio.Future:
+        """Start completing `c`, remembered so a request of that id can wait
+        for it: -> a future done once the completion ended."""
         tid = c.transactional_id
         epoch = self.partitions[self.core.partition_of(tid)].epoch
         under_way = self._finishing.get(tid)
@@ -351,16 +352,22 @@ class TxnRuntime:
         # stood for good, txn-group's offsets never stable again).
         if under_way is not None and under_way[0] == epoch and not under_way[1].done():
             return under_way[1]
-        task = self._spawn(self._complete(c))
-        self._finishing[tid] = (epoch, task)
+        handle: asyncio.Future
+        if self.markers is None:
+            handle = asyncio.get_running_loop().create_future()
+        else:
+            handle = self._spawn(self._complete(c))
+        self._finishing[tid] = (epoch, handle)
 
-        def forget(t: asyncio.Task) -> None:
+        def forget(t: asyncio.Future) -> None:
             current = self._finishing.get(tid)
             if current is not None and current[1] is t:
                 del self._finishing[tid]
                 self._release(tid)      # it ended without a Complete* (lost the partition)
-        task.add_done_callback(forget)
-        return task
+        handle.add_done_callback(forget)
+        if self.markers is None:
+            self._complete_here(c, handle)
+        return handle
 
     def _under_way(self, transactional_id: str | None) -> bool:
         under_way = self._finishing.get(transactional_id) if transactional_id else None
@@ -400,6 +407,91 @@ class TxnRuntime:
         _call_each(self._settling.pop(tid, ()))
 
     # ---------------------------------------------------------- completion
+    def _complete_here(self, c: Completion, handle: asyncio.Future) -> None:
+        """`_complete` on a single node without a task: the markers written
+        now, Complete* from the callback of their durability round (the
+        producer's next request waits for it: each loop iteration saved is
+        latency saved); `handle` done once it ended.  A failed marker goes
+        the awaited way, which retries."""
+        tid = c.transactional_id
+        partition = self.core.partition_of(tid)
+        epoch = self.partitions[partition].epoch
+        if self._completing.get(tid) == epoch:
+            _resolve(handle)
+            return  # under way (one of an older epoch stops by itself)
+        self._completing[tid] = epoch
+        ended = False
+
+        def markers_done(ok: bool) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            if self._completing.get(tid) == epoch:
+                del self._completing[tid]
+            if not ok:
+                log.warning("markers of %s failed; retrying", tid)
+                self._spawn(self._complete(c)).add_done_callback(lambda _t: _resolve(handle))
+                return
+            try:
+                self._completed(c, partition, epoch)
+            finally:
+                _resolve(handle)
+        try:
+            self._markers_then(c, markers_done)
+        except Exception:
+            log.exception("markers of %s failed", tid)
+            markers_done(False)
+
+    def _markers_then(self, c: Completion, done: Callable[[bool], None]) -> None:
+        """`_write_markers` without a task: done(all durable?) once every
+        marker's durability round ended."""
+        outstanding = 1
+        ok = True
+
+        def one(durable: bool) -> None:
+            nonlocal outstanding, ok
+            ok = ok and durable
+            outstanding -= 1
+            if outstanding == 0:
+                done(ok)
+        data_logs = []
+        for topic, index in c.partitions:
+            if topic == OFFSETS_TOPIC:
+                if 0 <= index < len(self.coordinator.shards):
+                    outstanding += 1
+                    self.coordinator.shards[index].complete_txn_then(
+                        c.producer_id, c.producer_epoch, c.commit,
+                        lambda code: one(code == Err.NONE))
+                continue
+            plog = self._data_marker(c, topic, index)
+            if plog is not None:
+                data_logs.append(plog)
+        if data_logs:
+            outstanding += 1
+            self.fsync.sync_call(data_logs, lambda error: one(error is None))
+        one(True)
+
+    def _completed(self, c: Completion, partition: int, epoch: int) -> None:
+        """The markers of `c` are durable: Complete* replayed now (the
+        client's next request sees it) but not waited for (a Prepare* found
+        on load is completed again), and the requests waiting released."""
+        tid = c.transactional_id
+        current = self.core.completion(tid)
+        if current is None or (current.producer_id, current.producer_epoch,
+                               current.commit) != (c.producer_id, c.producer_epoch, c.commit):
+            return
+        code, logs = self._append(self.core.complete(tid, self.clock.ms()))
+        if code == Err.COORDINATOR_NOT_AVAILABLE:
+            self._spawn(self._complete_later(tid, partition, epoch))
+        elif logs:
+            self._sync_together([plog for _, plog in logs],
+                                lambda errors: self._written(logs, errors))
+        # The waiting requests' writes join Complete*'s durability round
+        # (one fsync and replication round for both, instead of theirs
+        # waiting one round behind Complete*'s own).
+        self._release(tid)
+
     async def _complete(self, c: Completion) -> None:
         """Markers to every partition of the transaction, durable, then Complete*."""
         tid = c.transactional_id
@@ -421,23 +513,7 @@ class TxnRuntime:
                     except Exception:
                         log.exception("markers of %s failed; retrying", tid)
                         await asyncio.sleep(COMPLETION_RETRY_S)
-            current = self.core.completion(tid)
-            if current is not None and (current.producer_id, current.producer_epoch,
-                                        current.commit) == (c.producer_id, c.producer_epoch,
-                                                            c.commit):
-                # Complete* is replayed now (the client's next request sees it)
-                # but not waited for: the markers are durable, and a Prepare*
-                # found on load is completed again
-                code, logs = self._append(self.core.complete(tid, self.clock.ms()))
-                if code == Err.COORDINATOR_NOT_AVAILABLE:
-                    self._spawn(self._complete_later(tid, partition, epoch))
-                elif logs:
-                    self._sync_together([plog for _, plog in logs],
-                                        lambda errors: self._written(logs, errors))
-                # The waiting requests' writes join Complete*'s durability
-                # round (one fsync and replication round for both, instead of
-                # theirs waiting one round behind Complete*'s own).
-                self._release(tid)
+            self._completed(c, partition, epoch)
         finally:
             if self._completing.get(tid) == epoch:
                 del self._completing[tid]
@@ -465,19 +541,25 @@ class TxnRuntime:
                                                            c.producer_epoch, c.commit)
                     shard_writes.append((index, asyncio.ensure_future(marker)))
                 continue
-            code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
-                                                c.commit, COORDINATOR_EPOCH)
+            plog = self._data_marker(c, topic, index)
             if plog is not None:
                 data_logs.append(plog)
-            elif code not in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NONE):
-                # a newer epoch already wrote there: this transaction is superseded
-                log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
-                            index, code)
         if data_logs:
             await self.fsync.sync(data_logs)
         for index, write in shard_writes:
             if await write != Err.NONE:
                 raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
+
+    def _data_marker(self, c: Completion, topic: str, index: int):
+        """`c`'s marker appended to a data partition: -> its log to make
+        durable, or None (deleted, or refused)."""
+        code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
+                                            c.commit, COORDINATOR_EPOCH)
+        if plog is None and code not in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NONE):
+            # a newer epoch already wrote there: this transaction is superseded
+            log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
+                        index, code)
+        return plog
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:
