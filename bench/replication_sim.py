@@ -4,8 +4,9 @@
     python -m bench.replication_sim --schedules 2000 --writes 80 [--seconds 1800]
 
 Runs seeded schedules of kcoord's Replica state machines under crashes,
-power cuts, pauses, lost and reordered messages, link cuts, stalled watches
-and controller moves, checking the invariants after every step (the CI
+power cuts, pauses, lost and reordered messages, link cuts, stalled watches,
+controller moves and etcd pauses past every lease (each node then comes
+back as the same process: `--etcd-pause-rate`, 0.06 as the suite's test), checking the invariants after every step (the CI
 suite runs 1,000 short ones).  Then the same harness against deliberately
 broken replicas, to show the invariants catch each kind of bug, and in how
 many schedules.  Results: bench/results/replication_sim.md and .json.
@@ -66,12 +67,20 @@ class CountsUnsyncedEnd(Replica):
 BROKEN = [NoTruncation, TruncatesToHighWatermark, IgnoresPendingIsr, CountsUnsyncedEnd]
 
 
-def run_many(seeds, writes: int, replica_class=Replica, deadline: float | None = None):
+# etcd pauses past every lease, per fault step (from their own RNG: the
+# other faults of a seed keep their schedule); the suite's test uses 0.06
+ETCD_PAUSE_RATE = 0.06
+
+
+def run_many(seeds, writes: int, replica_class=Replica, deadline: float | None = None,
+             etcd_pause_rate: float = 0.0):
     failures, totals, steps, done = [], {}, 0, 0
     for seed in seeds:
         if deadline is not None and time.monotonic() > deadline:
             break
-        sim = Simulation(seed, config_for(seed, produce_count=writes))
+        config = config_for(seed, produce_count=writes)
+        config.etcd_pause_rate = etcd_pause_rate
+        sim = Simulation(seed, config)
         sim.replica_class = replica_class
         done += 1
         try:
@@ -91,8 +100,10 @@ def run(args) -> None:
     writes = getattr(args, "writes", None) or (60 if quick else 200)
     limit = getattr(args, "seconds", None) or 1800.0
     t0 = time.monotonic()
+    pause_rate = getattr(args, "etcd_pause_rate", None)
+    pause_rate = ETCD_PAUSE_RATE if pause_rate is None else pause_rate
     done, failures, totals, steps = run_many(range(100000, 100000 + schedules), writes,
-                                             deadline=t0 + limit)
+                                             deadline=t0 + limit, etcd_pause_rate=pause_rate)
     elapsed = time.monotonic() - t0
     broken_rows, broken_raw = [], {}
     probe = getattr(args, "broken_schedules", None) or (100 if quick else 1000)
@@ -104,9 +115,9 @@ def run(args) -> None:
                                     "first": fails[0] if fails else None}
     sections = [
         "## Correct replicas", "",
-        table(["schedules", "writes each", "steps checked", "seconds", "schedules/s",
-               "invariant violations"],
-              [[done, writes, steps, elapsed, done / elapsed if elapsed else 0.0,
+        table(["schedules", "writes each", "etcd pause rate", "steps checked", "seconds",
+               "schedules/s", "invariant violations"],
+              [[done, writes, pause_rate, steps, elapsed, done / elapsed if elapsed else 0.0,
                 len(failures)]]),
         "", "Faults injected over all schedules:", "",
         table(sorted(totals), [[totals[k] for k in sorted(totals)]]),
@@ -115,7 +126,7 @@ def run(args) -> None:
         "", "## Broken replicas (the invariants must catch each)", "",
         table(["replica", "bug", "schedules failing", "first violation"], broken_rows), "",
     ]
-    raw = {"schedules": done, "writes": writes, "steps": steps, "seconds": elapsed,
+    raw = {"schedules": done, "writes": writes, "etcd_pause_rate": pause_rate, "steps": steps, "seconds": elapsed,
            "violations": failures, "faults": totals, "broken": broken_raw}
     print(write_results("replication_sim", "Replication simulation: seeded schedules",
                         sections, raw))
@@ -128,6 +139,8 @@ def main(argv=None) -> None:
     p.add_argument("--writes", type=int, help="acks=-1 writes per schedule")
     p.add_argument("--broken-schedules", type=int)
     p.add_argument("--seconds", type=float, help="time limit for the correct replicas' run")
+    p.add_argument("--etcd-pause-rate", type=float,
+                   help=f"etcd pauses past every lease per fault step (default {ETCD_PAUSE_RATE})")
     p.add_argument("--quick", action="store_true")
     run(p.parse_args(argv))
 

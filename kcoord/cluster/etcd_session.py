@@ -10,6 +10,12 @@ answer no longer than the lease can live; when etcd answers that it has expired
 called and a new lease is granted: to the cluster this is a new
 incarnation of the node.
 
+The refreshes are sent from a thread of their own (lease_refresher.py), so
+a node whose event loop is busy (taking many leaderships at once on a
+loaded host) does not lose its lease to its own loop; a loop silent for
+TTL/2 stops them (a wedged node must still lose its lease).  Grants,
+revokes and the listeners stay on the loop.
+
 The lease has a connection of its own, apart from the one the node's
 writes and watch use: after a heal a node sends a burst of writes (an ISR
 change per partition, the controller's moves).  In seed 180 the
@@ -28,6 +34,13 @@ from typing import Awaitable, Callable, Sequence
 import aetcd
 
 from .aio import bounded, cancel_and_wait
+from .lease_refresher import (  # noqa: F401 (RETRY_S: the schedule's tests)
+    RETRY_S,
+    SLOW_ANSWER_S,
+    LeaseRefresher,
+    RefreshSchedule,
+    open_channel,
+)
 
 log = logging.getLogger("kcoord.cluster.etcd")
 
@@ -106,51 +119,13 @@ def _call(listener: Callable[[], None] | None, what: str) -> None:
             log.exception("%s listener failed", what)
 
 
-# after a refresh failed at once (connection refused, reset): ask again this soon
-RETRY_S = 0.1
-# a refresh answered later than this (s) is logged: the lease is at risk
-SLOW_ANSWER_S = 0.5
-
-
-class RefreshSchedule:
-    """When a lease refresh is sent and how long its answer is awaited, in
-    monotonic seconds: sends keep a TTL/3 cadence from the previous send, so
-    one slow answer cannot leave the lease without a refresh for a whole TTL;
-    an answer is awaited until the lease would run out (a reply after that is
-    useless: send a new one instead, on a new stream)."""
-
-    def __init__(self, ttl_s: float, now: float) -> None:
-        self.ttl_s = ttl_s
-        self.period = ttl_s / 3.0
-        self.last_ok = now      # the lease lives at least until last_ok + ttl_s
-        self.next_send = now + self.period
-
-    def delay(self, now: float) -> float:
-        return max(0.0, self.next_send - now)
-
-    def sent(self, now: float) -> float:
-        """A refresh goes out at `now`: the seconds to await its answer."""
-        self.next_send = now + self.period
-        return max(self.period, self.last_ok + self.ttl_s - now)
-
-    def answered(self, sent_at: float) -> None:
-        self.last_ok = max(self.last_ok, sent_at)  # etcd restarted the TTL no earlier
-
-    def failed(self, now: float) -> None:
-        self.next_send = min(self.next_send, now + RETRY_S)
-
-    def granted(self, now: float) -> None:
-        self.last_ok = now
-        self.next_send = now + self.period
-
-
 class EtcdSession:
     def __init__(self, endpoints: list[tuple[str, int]], ttl_ms: int, tls=None) -> None:
         self.endpoints = endpoints
         self.tls = tls  # security/etcd_tls.EtcdTls, or None: plaintext
         self.ttl_s = max(1, math.ceil(ttl_ms / 1000))
         self.client: aetcd.Client | None = None
-        self._lease_client: aetcd.Client | None = None  # grants, refreshes, revokes
+        self._lease_client: aetcd.Client | None = None  # grants and revokes
         self.lease_id = 0
         # the expired lease this process held before lease_id (0: none), which
         # its registration names so the controller can tell a return of the
@@ -164,7 +139,10 @@ class EtcdSession:
         self.on_restored: Callable[[], None] | None = None
         self._schedule = RefreshSchedule(self.ttl_s, 0.0)
         self._lapsed = False
-        self._keepalive: asyncio.Task | None = None
+        self._refresher: LeaseRefresher | None = None
+        self._renewing: asyncio.Task | None = None  # a new lease being granted
+        self._expired_lease = 0     # the lease the next grant resumes
+        self._expired_again = -1    # a lease reported expired while a grant was under way
         self._closed = False
 
     async def open(self) -> None:
@@ -173,13 +151,23 @@ class EtcdSession:
         self._lease_client = await connect(self.endpoints, timeout=timeout, tls=self.tls,
                                            own_connection=True)
         await self._grant()
-        self._keepalive = asyncio.get_running_loop().create_task(self._refresh_loop())
+        loop = asyncio.get_running_loop()
+        self._schedule = RefreshSchedule(self.ttl_s, loop.time())
+        channel = open_channel(self._lease_client._host, self._lease_client._port, self.tls)
+        self._refresher = LeaseRefresher(
+            loop, channel, self._schedule, lambda: self.lease_id, self._answered,
+            self._expired, self._failed, on_tick=self.check_lapse,
+            loop_silence_s=self.ttl_s / 2)
+        self._refresher.start()
 
     async def _grant(self, resumes: int = 0) -> None:
         lease = await self._lease_client.lease(self.ttl_s)
         self.lease_id = lease.id
         self.resumes = resumes
-        self.granted_at = asyncio.get_running_loop().time()
+        now = self.granted_at = asyncio.get_running_loop().time()
+        if self._refresher is not None:
+            with self._refresher.lock:
+                self._schedule.granted(now)
         log.info("etcd lease %x granted (ttl %ds)", self.lease_id, self.ttl_s)
 
     @property
@@ -187,12 +175,17 @@ class EtcdSession:
         """No refresh of the current lease answered for a whole TTL."""
         return self._lapsed
 
+    @property
+    def held_back(self) -> int:
+        """Refreshes not sent because this node's loop had not turned for TTL/2."""
+        return 0 if self._refresher is None else self._refresher.held_back
+
     def check_lapse(self) -> None:
         """Tell on_lapsed at once when no refresh was answered for a whole
         TTL.  Asked before serving from memory too: a process waking from a
-        pause reads the requests queued meanwhile before its refresh loop
-        runs again, and its lease (so its leaderships) may be gone."""
-        if self._keepalive is None or self._closed:
+        pause reads the requests queued meanwhile before the loop's own
+        check runs, and its lease (so its leaderships) may be gone."""
+        if self._refresher is None or self._closed:
             return
         loop = asyncio.get_running_loop()
         if not self._lapsed and loop.time() - self._schedule.last_ok >= self.ttl_s:
@@ -201,67 +194,72 @@ class EtcdSession:
                         self.ttl_s)
             _call(self.on_lapsed, "lease lapse")
 
-    async def _refresh_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        schedule = self._schedule = RefreshSchedule(self.ttl_s, loop.time())
-        failing = False
-        expired_lease = 0
-        while not self._closed:
-            await asyncio.sleep(schedule.delay(loop.time()))
-            self.check_lapse()  # also after a pause of the whole process
-            sent = loop.time()
-            wait = schedule.sent(sent)
+    # ------------------------------------------- the refresher's news (on the loop)
+    def _answered(self, lease: int, _sent: float, took: float) -> None:
+        if took > SLOW_ANSWER_S:
+            # etcd slow (its apply backlog holds renewals) or this process starved:
+            # which one shows beside the stall reporter's lines
+            log.info("etcd lease refresh answered after %.2fs", took)
+        if lease != self.lease_id or self._closed:
+            return
+        if self._lapsed:
+            self._lapsed = False
+            log.warning("etcd lease %x refreshed again: it never expired", self.lease_id)
+            _call(self.on_restored, "lease restore")
+
+    def _failed(self, exc: BaseException, took: float) -> None:
+        log.warning("etcd lease refresh failed after %.1fs: %r", took, exc)
+        self.check_lapse()
+
+    def _expired(self, lease: int) -> None:
+        if lease != self.lease_id or self._closed:
+            return
+        if self._renewing is not None:  # (the refresher reports a lease once)
+            self._expired_again = lease
+            return
+        self.check_lapse()
+        self._renewing = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        try:
+            log.warning("etcd lease %x expired: registering again as a new incarnation",
+                        self.lease_id)
+            if self.lease_id:  # 0: a failed re-registration's retry names the first
+                self._expired_lease = self.lease_id
             try:
-                reply = await bounded(self._lease_client.refresh_lease(self.lease_id), wait)
-                expired = reply is None or reply.TTL <= 0
-                failing = False
-                took = loop.time() - sent
-                if took > SLOW_ANSWER_S:
-                    # etcd slow (its apply backlog holds renewals) or this loop busy:
-                    # which one shows beside the stall reporter's lines
-                    log.info("etcd lease refresh answered after %.2fs%s", took,
-                             " (the lease had expired)" if expired else "")
+                await self._grant(resumes=self._expired_lease)
+                self._lapsed = False
+                if self.on_expired is not None:
+                    await self.on_expired()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
-                if not failing:  # once per run of failures: etcd down fails every 0.1 s
-                    log.warning("etcd lease refresh failed after %.1fs: %r",
-                                loop.time() - sent, exc)
-                failing = True
-                schedule.failed(loop.time())
-                self.check_lapse()
-                continue
-            if not expired:
-                schedule.answered(sent)
-                if self._lapsed:
-                    self._lapsed = False
-                    log.warning("etcd lease %x refreshed again: it never expired",
-                                self.lease_id)
-                    _call(self.on_restored, "lease restore")
-            else:
-                self.check_lapse()
-            if expired and not self._closed:
-                log.warning("etcd lease %x expired: registering again as a new incarnation",
-                            self.lease_id)
-                if self.lease_id:  # 0: a failed re-registration's retry names the first
-                    expired_lease = self.lease_id
-                try:
-                    await self._grant(resumes=expired_lease)
-                    schedule.granted(loop.time())
-                    self._lapsed = False
-                    if self.on_expired is not None:
-                        await self.on_expired()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("re-registration after lease expiry failed; retrying")
-                    self.lease_id = 0
-                    schedule.failed(loop.time())
+            except Exception:
+                log.exception("re-registration after lease expiry failed; retrying")
+                self.lease_id = 0
+                if self._refresher is not None:  # it reports lease 0 expired: tried again
+                    self._refresher.grant_failed()
+        finally:
+            self._renewing = None
+            again, self._expired_again = self._expired_again, -1
+            if again == self.lease_id and not self._closed:
+                # the new lease ran out while on_expired ran (a stalled
+                # registration): grant again, as the refresher will not ask twice
+                self._expired(again)
+
+    def stop_refreshing(self) -> None:
+        """Refresh no more and revoke nothing: the lease runs out in its TTL
+        (what a crashed node leaves behind; tests)."""
+        self._closed = True
+        if self._refresher is not None:
+            asyncio.get_running_loop().create_task(self._refresher.stop())
+        if self._renewing is not None:
+            self._renewing.cancel()
 
     async def close(self, revoke: bool = True) -> None:
         self._closed = True
-        if self._keepalive is not None:
-            await cancel_and_wait(self._keepalive, 5.0)
+        if self._refresher is not None:
+            await self._refresher.stop()
+        await cancel_and_wait(self._renewing, 5.0)
         if self._lease_client is not None:
             if revoke and self.lease_id:
                 try:

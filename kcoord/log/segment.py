@@ -17,7 +17,7 @@ from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
-from .preallocate import SMALL_APPEND, ZeroZone
+from .preallocate import SMALL_APPEND, ZeroZone, reserve_ahead
 from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,10 @@ class Segment:
         self._zone: ZeroZone | None = None
         self._flushed = False   # a flush happened: the log is made durable, zeros pay off
         self._no_zone = False   # appends outran the zeros: this segment grows as it goes
+        # the file's end: past the data while space is reserved ahead of
+        # large appends (preallocate.reserve_ahead)
+        self._reserved = self.size
+        self._no_reserve = False  # sealed, or the file system refused: no more reserving
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -181,7 +185,7 @@ class Segment:
             else:
                 log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
             os.ftruncate(self._fd, end)
-            self.size = end
+            self.size = self._reserved = end
             self._fsync()
         else:
             # Sealed data is never cut (later segments depend on it); reads
@@ -320,9 +324,17 @@ class Segment:
         reopen can trust this segment without scanning it."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self._end_zone()
+        self._end_reserved()
         self._fsync()
         self.index.flush()
         self.time_index.flush()
+
+    def _end_reserved(self) -> None:
+        """Cut space reserved past the data, and reserve no more."""
+        if self._reserved > self.size:   # (after _end_zone: no filler writes here)
+            os.ftruncate(self._fd, self.size)
+        self._reserved = self.size
+        self._no_reserve = True
 
     def _end_zone(self) -> None:
         """Stop writing zeros ahead and cut the file back to its data."""
@@ -348,6 +360,14 @@ class Segment:
         end = start + len(data)
         zone = self._zone
         if zone is None:
+            reserved = self._reserved
+            if (end > reserved and len(data) > SMALL_APPEND and self.config.preallocate
+                    and not self._no_reserve):
+                # a large append (no zone will start): reserve space first,
+                # so the write lands in allocated blocks (preallocate.py)
+                self._reserved = reserve_ahead(self._fd, reserved, end,
+                                               self.config.segment_bytes)
+                self._no_reserve = self._reserved == reserved  # refused: grow as we go
             self._pwrite(data, start)
             if (self._flushed and self.config.preallocate and not self._no_zone
                     and len(data) <= SMALL_APPEND):
@@ -365,6 +385,8 @@ class Segment:
             if zone.stopped:
                 self._zone, self._no_zone = None, True
         self.size = end
+        if end > self._reserved:
+            self._reserved = end
         for pos, header in batches:
             self._track(start + pos, header)
         if zone is not None and zone.wants_fill(end):
@@ -379,6 +401,8 @@ class Segment:
     def truncate_at(self, position: int) -> None:
         """Drop everything from `position` (a batch boundary) on."""
         zone = self._zone
+        self._reserved = position   # the file's end again; an active segment reserves
+        self._no_reserve = False
         if zone is None:
             os.ftruncate(self._fd, position)
         else:

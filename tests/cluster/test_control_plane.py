@@ -48,8 +48,7 @@ async def crash(p):
     if p.controller is not None:
         p.controller.cancel()
     p._watch_task.cancel()
-    p.session._closed = True
-    p.session._keepalive.cancel()
+    p.session.stop_refreshing()
     await p.session.client.close()
 
 
