@@ -66,6 +66,12 @@ MODULES = [
     # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
     # and their cached answers (the interpreted rest of those handler chains)
     "kcoord.server.hot_ops",
+    # the replication path: the replica state machine (every follower fetch
+    # served, every high watermark), both halves of the followers' fetch
+    # sessions (issue 26: a replicated write's rounds are CPU-bound)
+    "kcoord.cluster.replica",
+    "kcoord.cluster.fetch_session",
+    "kcoord.broker.fetch_sessions",
 ]
 GROUP = "kcoord._compiled"  # the shared library: kcoord/_compiled__mypyc.*.so
 # written by the build, then compiled apart (nothing calls into it natively,

@@ -30,6 +30,7 @@ new session with a full fetch.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..protocol.errors import Err
 
@@ -61,7 +62,9 @@ class FetchSession:
         # follower, end seen): what news on that log must beat to wake it
         self.watched: dict[int, tuple] = {}
         self.news = False       # news put an idle partition back: a parked fetch reads again
-        self.waiter = None      # the parked fetch's future, woken by news on its logs
+        # the parked fetch's future, woken by news on its logs (Any: the
+        # loop's own future type, which the compiled build must not check)
+        self.waiter: Any = None
         self.revisit_ms = 0     # when it next looks at every partition again
 
     def add(self, req: dict, by_id: bool) -> set:
@@ -210,15 +213,15 @@ class FetchSessions:
             self._by_replica[replica] = session.id
             asked = session.add(req, by_id)
             return Err.NONE, session, req, asked
-        session = self._by_id.get(session_id)
-        if session is None or session.replica != replica:
+        known = self._by_id.get(session_id)
+        if known is None or known.replica != replica:
             return Err.FETCH_SESSION_ID_NOT_FOUND, None, req, set()
-        if session.epoch != epoch:
+        if known.epoch != epoch:
             return Err.INVALID_FETCH_SESSION_EPOCH, None, req, set()
-        session.epoch = 1 if epoch >= _MAX_EPOCH else epoch + 1
-        asked = session.add(req, by_id)
-        session.forget(req, by_id)
-        return Err.NONE, session, session.full_request(req) if whole else None, asked
+        known.epoch = 1 if epoch >= _MAX_EPOCH else epoch + 1
+        asked = known.add(req, by_id)
+        known.forget(req, by_id)
+        return Err.NONE, known, known.full_request(req) if whole else None, asked
 
     @staticmethod
     def respond(session: FetchSession | None, response: dict, full: bool, asked: set,

@@ -235,10 +235,9 @@ class EtcdSession:
                 raise
             except Exception:
                 log.exception("re-registration after lease expiry failed; retrying")
-                self.lease_id = 0   # the refresher reports lease 0 expired: tried again
-                if self._refresher is not None:
-                    with self._refresher.lock:
-                        self._schedule.failed(asyncio.get_running_loop().time())
+                self.lease_id = 0
+                if self._refresher is not None:  # it reports lease 0 expired: tried again
+                    self._refresher.grant_failed()
         finally:
             self._renewing = None
             again, self._expired_again = self._expired_again, -1

@@ -5,10 +5,11 @@ leaderships after another node's lapse, on a loaded host): a refresh sent
 from that loop goes out late and its answer waits behind the loop's work,
 so the lease lapsed although etcd and the node were both up, and the
 controller moved everything again (fault seeds 211, 212 at load 16-25).
-Here the refresh is sent and its answer read on a thread with a blocking
-gRPC channel of its own: the call waits with the interpreter lock
-released, and the thread gets the lock back within a switch interval
-(5 ms) of a busy loop.
+Here the refreshes are sent and their answers read on threads with a
+blocking gRPC channel of their own: the calls wait with the interpreter
+lock released, and a thread gets the lock back within a switch interval
+(5 ms) of a busy loop.  They go on one keep-alive stream every TTL/3 from
+the previous send, answered or not (KeepAliveStream).
 
 The watchdog: a lease says the node serves.  A refresh is sent only while
 the event loop has turned within LOOP_SILENCE_S (the loop stamps `tick()`
@@ -28,7 +29,9 @@ a lapsed lease, an expired lease, failures): listeners run on the loop."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import queue
 import threading
 import time
 from typing import Callable
@@ -115,9 +118,12 @@ class LeaseRefresher:
         self.loop_seen = time.monotonic()
         self._stub = rpc.LeaseStub(channel)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set on stop, and when a stream fails
         self._tick_handle: asyncio.TimerHandle | None = None
         self._thread = threading.Thread(target=self._run, name="kcoord-lease", daemon=True)
         self.held_back = 0      # refreshes not sent because the loop was silent (for tests)
+        self.reported = -1      # the lease last reported expired
+        self.most_unanswered = 0    # refreshes awaiting their answers at once, at most (tests)
 
     def start(self) -> None:
         self.tick()
@@ -134,6 +140,7 @@ class LeaseRefresher:
 
     async def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         self.channel.close()    # ends a call in flight at once
@@ -149,47 +156,128 @@ class LeaseRefresher:
 
     def _run(self) -> None:
         failing = False
-        reported = -1           # the lease last reported expired
-        while not self._stop.is_set():
-            with self.lock:
-                delay = self.schedule.delay(time.monotonic())
-            if delay > 0 and self._stop.wait(delay):
-                return
-            lease = self.lease_id()
-            if lease == reported:   # the loop is granting a new one
-                self._stop.wait(HOLD_POLL_S)
-                continue
-            now = time.monotonic()
-            if now - self.loop_seen > self.loop_silence_s:
-                self.held_back += 1     # the watchdog: a wedged loop must lose its lease
-                self._stop.wait(HOLD_POLL_S)
-                continue
-            with self.lock:
-                wait = self.schedule.sent(now)
-            try:
-                reply = self._refresh(lease, wait) if lease else None
-            except Exception as exc:
-                if self._stop.is_set():
-                    return
-                if not failing:     # once per run of failures: etcd down fails every 0.1 s
-                    self._post(self._failed, exc, time.monotonic() - now)
-                failing = True
-                with self.lock:
-                    self.schedule.failed(time.monotonic())
-                continue
-            failing = False
-            if reply is None or reply.TTL <= 0:
-                reported = lease
-                self._post(self._expired, lease)
-                continue
-            with self.lock:
-                self.schedule.answered(now)
-            self._post(self._answered, lease, now, time.monotonic() - now)
-
-    def _refresh(self, lease: int, wait: float):
-        call = self._stub.LeaseKeepAlive(iter([rpc.LeaseKeepAliveRequest(ID=lease)]),
-                                         timeout=wait)
+        stream: KeepAliveStream | None = None
         try:
-            return next(call, None)
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if stream is not None and stream.error is not None:
+                    if not failing:  # once per run of failures: etcd down fails every 0.1 s
+                        self._post(self._failed, stream.error, now - stream.opened)
+                    failing = True
+                    stream.close()
+                    stream = None
+                    with self.lock:
+                        self.schedule.failed(now)
+                with self.lock:
+                    delay = self.schedule.delay(now)
+                lease = self.lease_id()
+                held = lease == self.reported   # the loop is granting a new lease
+                silent = now - self.loop_seen > self.loop_silence_s
+                if delay > 0 or held or silent:
+                    # the watchdog (silent): a wedged loop must lose its lease
+                    self.held_back += delay <= 0 and silent and not held
+                    self._wake.wait(delay if delay > 0 else HOLD_POLL_S)
+                    self._wake.clear()
+                    continue
+                if lease == 0:      # a failed grant: the loop tries again
+                    self.reported = 0
+                    self._post(self._expired, 0)
+                    continue
+                if stream is not None and stream.stuck(now, self.schedule.ttl_s):
+                    # no answer while the lease could live: the connection is held
+                    # (a cut without a reset); a new stream, as a new call would
+                    stream.close()
+                    stream = None
+                if stream is None:
+                    stream = KeepAliveStream(self._stub, self._reply, self._wake)
+                elif stream.answered:
+                    failing = False
+                with self.lock:
+                    self.schedule.sent(now)
+                stream.send(lease, now)
+                self.most_unanswered = max(self.most_unanswered, stream.unanswered)
         finally:
-            call.cancel()   # one answer is all: end the stream
+            if stream is not None:
+                stream.close()
+
+    def grant_failed(self) -> None:
+        """On the loop: a new lease could not be granted (lease_id is 0):
+        report it expired again after RETRY_S, so the loop tries again."""
+        with self.lock:
+            self.schedule.failed(time.monotonic())
+        self.reported = -1
+        self._wake.set()
+
+    def _reply(self, lease: int, sent: float, ttl: int) -> None:
+        """On a stream's reader thread: etcd answered the refresh sent at `sent`."""
+        if ttl <= 0:
+            if self.reported != lease:
+                self.reported = lease
+                self._post(self._expired, lease)
+            return
+        with self.lock:
+            self.schedule.answered(sent)
+        self._post(self._answered, lease, sent, time.monotonic() - sent)
+
+
+class KeepAliveStream:
+    """One LeaseKeepAlive stream to etcd, as etcd's own client keeps: a
+    refresh goes out every period whether or not the previous one was
+    answered yet, and etcd answers each in order on the stream.  Waiting for
+    each answer before sending the next (as before) spaced the refreshes
+    etcd saw by its answer delay: at load 16 etcd answered renewals
+    0.5-1.5 s late (every node at once), and one late answer held the next
+    refresh back.  A reader thread takes the answers, matched to the send
+    times in order."""
+
+    def __init__(self, stub, on_reply: Callable[[int, float, int], None],
+                 on_error: threading.Event) -> None:
+        self.opened = time.monotonic()
+        self.error: BaseException | None = None
+        self.answered = False
+        self.heard = self.opened    # when the last answer came
+        self._on_reply = on_reply
+        self._on_error = on_error   # set once `error` is
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._sent: collections.deque[tuple[int, float]] = collections.deque()
+        self._call = stub.LeaseKeepAlive(iter(self._requests.get, None))
+        self._reader = threading.Thread(target=self._read, name="kcoord-lease-answers",
+                                        daemon=True)
+        self._reader.start()
+
+    def send(self, lease: int, now: float) -> None:
+        self._sent.append((lease, now))     # before the request can be answered
+        self._requests.put(rpc.LeaseKeepAliveRequest(ID=lease))
+
+    @property
+    def unanswered(self) -> int:
+        return len(self._sent)
+
+    def stuck(self, now: float, ttl_s: float) -> bool:
+        """Nothing heard on the stream for a TTL while a refresh waits for
+        its answer: a held connection (a slow etcd still answers, in order)."""
+        try:
+            oldest = self._sent[0][1]
+        except IndexError:  # none unanswered (the reader may pop meanwhile)
+            return False
+        return now - max(oldest, self.heard) >= ttl_s
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._call.cancel()
+
+    def _read(self) -> None:
+        try:
+            for reply in self._call:
+                if not self._sent:
+                    continue    # (etcd answers each request once)
+                lease, sent = self._sent.popleft()
+                self.answered, self.heard = True, time.monotonic()
+                self._on_reply(lease, sent, reply.TTL)
+            self.error = ConnectionError("etcd ended the lease keep-alive stream")
+        except grpc.RpcError as exc:
+            self.error = exc
+        except Exception as exc:    # a bug here must not silently stop the lease
+            log.exception("lease keep-alive reader failed")
+            self.error = exc
+        self._on_error.set()

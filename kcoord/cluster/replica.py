@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Protocol
 
+from kcoord.coordinator.compiled import mypyc_attr
 from kcoord.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochCache
 from kcoord.protocol.errors import Err
 
@@ -203,6 +204,9 @@ class _Progress:
 _TRUNCATING, _FETCHING = "truncating", "fetching"
 
 
+# compiled (native/build.py); the replication simulation's tests subclass it
+# with deliberately broken replicas, so interpreted subclasses stay allowed
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Replica:
     """This node's replica of one partition."""
 
@@ -241,6 +245,14 @@ class Replica:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch if self.state is not None else UNDEFINED_EPOCH
+
+    @property
+    def _known(self) -> PartitionState:
+        """The state, in a role that has one (a leader's or a follower's
+        methods; typed for the compiled build, which checks it)."""
+        state = self.state
+        assert state is not None
+        return state
 
     @property
     def is_leader(self) -> bool:
@@ -395,7 +407,7 @@ class Replica:
         against min.insync.replicas for acks=-1 before appending."""
         if self.role is not Role.LEADER or not self._settled:
             return Err.NOT_LEADER_OR_FOLLOWER   # (clients retry: the epoch settles in one fsync)
-        if required_acks == -1 and len(self.state.isr) < self.config.min_insync_replicas:
+        if required_acks == -1 and len(self._known.isr) < self.config.min_insync_replicas:
             return Err.NOT_ENOUGH_REPLICAS
         return Err.NONE
 
@@ -484,7 +496,7 @@ class Replica:
         if error == Err.NONE and progress is None:
             error = Err.NOT_LEADER_OR_FOLLOWER     # not an assigned replica
         log = self.log
-        if error != Err.NONE:
+        if error != Err.NONE or progress is None:
             return FetchServed(error), []
         if progress.idle_clock is not None:
             self._settle_idle(progress)
@@ -500,7 +512,7 @@ class Replica:
         progress.log_end_offset = fetch_offset
         progress.last_fetch_leader_end = max(leader_end, progress.last_fetch_leader_end)
         progress.last_fetch_ms = now
-        if not moved and replica_id in self.state.isr:
+        if not moved and replica_id in self._known.isr:
             # the same position again (an idle partition of the fetch): the
             # ISR and the high watermark have nothing new to count
             return FetchServed(Err.NONE, self.high_watermark, log.log_end_offset,
@@ -532,7 +544,7 @@ class Replica:
         if (progress is None or fetch_offset != self.log.log_end_offset
                 or progress.log_end_offset != fetch_offset
                 or known_high_watermark != self.high_watermark
-                or replica_id not in self.state.isr):
+                or replica_id not in self._known.isr):
             return False
         if progress.idle_clock is not None:
             self._settle_idle(progress)
@@ -568,7 +580,7 @@ class Replica:
         leader_end = self.log.flushed_offset
         out_of_sync = set()
         why = []
-        for r in self.state.isr:
+        for r in self._known.isr:
             if r == self.node_id:
                 continue
             p = self._progress.get(r)
@@ -581,7 +593,7 @@ class Replica:
                            f"(at offset {p.log_end_offset} of {leader_end})"
                            if p is not None else f"node {r} unknown")
         if out_of_sync:
-            isr = tuple(r for r in self.state.isr if r not in out_of_sync)
+            isr = tuple(r for r in self._known.isr if r not in out_of_sync)
             self._propose(isr, out, "; ".join(why))
         return out
 
@@ -630,7 +642,7 @@ class Replica:
         return out
 
     def _propose(self, isr: tuple[int, ...], out: list, why: str = "") -> None:
-        proposed = self.state.with_isr(isr)
+        proposed = self._known.with_isr(isr)
         self._pending = proposed
         out.append(ProposeIsr(proposed, why))
 
@@ -643,18 +655,18 @@ class Replica:
         out: list = []
         if self.role is Role.LEADER:
             for r, p in self._progress.items():
-                if r not in self.state.isr:
+                if r not in self._known.isr:
                     self._maybe_expand_isr(r, p, out)
         return out
 
     def _maybe_expand_isr(self, replica_id: int, p: _Progress, out: list) -> None:
         # Kafka's isFollowerInSync: caught up to the high watermark and into
         # this leader's epoch (so it holds everything committed before it).
-        if (self._pending is not None or self._stale or replica_id in self.state.isr
-                or replica_id not in self.state.replicas or not self.isr_eligible(replica_id)):
+        if (self._pending is not None or self._stale or replica_id in self._known.isr
+                or replica_id not in self._known.replicas or not self.isr_eligible(replica_id)):
             return
         if p.log_end_offset >= self.high_watermark and p.log_end_offset >= self._epoch_start:
-            isr = tuple(r for r in self.state.replicas if r in self.state.isr or r == replica_id)
+            isr = tuple(r for r in self._known.replicas if r in self._known.isr or r == replica_id)
             self._propose(isr, out, f"node {replica_id} caught up (offset {p.log_end_offset}, "
                                     f"high watermark {self.high_watermark})")
 
@@ -709,7 +721,7 @@ class Replica:
         on_epoch_answer / on_fetch_answer or on_request_failed."""
         if not self.has_request_ready:
             return None
-        state, log = self.state, self.log
+        state, log = self._known, self.log
         if self._stage == _TRUNCATING:
             latest = log.epochs.latest_epoch
             if latest == UNDEFINED_EPOCH:

@@ -26,6 +26,18 @@ recovery cuts (a zero batch length is never a valid batch).
 
 Correctness never waits on the filler: an append past the zeros' durable
 end is made durable by its own fdatasync, metadata included.
+
+A log of large appends (a producer's batches, a follower's fetches) gets
+no zone; its segment reserves space ahead instead (`reserve_ahead`, on the
+loop): one fallocate of SPACE_AHEAD bytes past the data before the write
+that would reach past the last.  Its fsyncs convert the blocks they cover
+(metadata, as an append that grows the file also writes): not the zone's
+gain, but the buffered write itself no longer reserves, maps and records
+each 4 KiB block as ext4's delayed allocation does: a 1 MiB write into
+reserved space took ~0.11 s of system time per GB against ~0.18 growing
+the file (this VM, pages reused).  Reserved space reads as zeros: after a
+crash it is what a zone leaves, cut the same way; a roll or a clean close
+cuts it too.
 """
 from __future__ import annotations
 
@@ -40,6 +52,24 @@ CHUNK_BYTES = 256 << 10   # zeros kept ahead of the data (refilled below half of
 SMALL_APPEND = 32 << 10   # a zone starts only at an append this small (after a flush)
 _PIECE = 64 << 10         # zeros written per hold of the zone's lock
 _ZEROS = bytes(_PIECE)
+SPACE_AHEAD = 4 << 20     # reserved past a large append's end (at most what
+                          # recovery takes for zeros a zone left: Segment._zeros_from)
+
+
+def reserve_ahead(fd: int, reserved: int, end: int, limit: int) -> int:
+    """Space for data up to `end` (the file holds data or reserved space up
+    to `reserved`): if it reaches past `reserved`, reserve from there to
+    SPACE_AHEAD past `end` (not past `limit`, the segment's roll size,
+    unless the data does).  -> the new reserved end; `reserved` itself if
+    the file system refuses (the write then grows the file as before)."""
+    if end <= reserved:
+        return reserved
+    target = min(end + SPACE_AHEAD, max(end, limit))
+    try:
+        os.posix_fallocate(fd, reserved, target - reserved)
+    except OSError:   # no fallocate here, or no space: the write decides
+        return reserved
+    return target
 
 
 class ZeroZone:

@@ -17,7 +17,8 @@ from kcoord.protocol.records import HEADER_SIZE, LOG_OVERHEAD, batch_crc_ok
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
-from .preallocate import SMALL_APPEND, ZeroZone
+from .preallocate import SMALL_APPEND, ZeroZone, reserve_ahead
+from .presync import Presync, start as start_presync
 from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,12 @@ class Segment:
         self._zone: ZeroZone | None = None
         self._flushed = False   # a flush happened: the log is made durable, zeros pay off
         self._no_zone = False   # appends outran the zeros: this segment grows as it goes
+        # the file's end: past the data while space is reserved ahead of
+        # large appends (preallocate.reserve_ahead)
+        self._reserved = self.size
+        self._no_reserve = False  # sealed, or the file system refused: no more reserving
+        self._synced_to = self.size  # bytes the newest fsync of its own covers
+        self._presync: Presync | None = None  # the newest fsync ahead of a roll (presync.py)
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -181,7 +188,7 @@ class Segment:
             else:
                 log.warning("%s: %s; truncating %d bytes", self.log_path, reason, dropped)
             os.ftruncate(self._fd, end)
-            self.size = end
+            self.size = self._reserved = end
             self._fsync()
         else:
             # Sealed data is never cut (later segments depend on it); reads
@@ -320,9 +327,17 @@ class Segment:
         reopen can trust this segment without scanning it."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self._end_zone()
+        self._end_reserved()
         self._fsync()
         self.index.flush()
         self.time_index.flush()
+
+    def _end_reserved(self) -> None:
+        """Cut space reserved past the data, and reserve no more."""
+        if self._reserved > self.size:   # (after _end_zone: no filler writes here)
+            os.ftruncate(self._fd, self.size)
+        self._reserved = self.size
+        self._no_reserve = True
 
     def _end_zone(self) -> None:
         """Stop writing zeros ahead and cut the file back to its data."""
@@ -348,6 +363,14 @@ class Segment:
         end = start + len(data)
         zone = self._zone
         if zone is None:
+            reserved = self._reserved
+            if (end > reserved and len(data) > SMALL_APPEND and self.config.preallocate
+                    and not self._no_reserve):
+                # a large append (no zone will start): reserve space first,
+                # so the write lands in allocated blocks (preallocate.py)
+                self._reserved = reserve_ahead(self._fd, reserved, end,
+                                               self.config.segment_bytes)
+                self._no_reserve = self._reserved == reserved  # refused: grow as we go
             self._pwrite(data, start)
             if (self._flushed and self.config.preallocate and not self._no_zone
                     and len(data) <= SMALL_APPEND):
@@ -365,6 +388,8 @@ class Segment:
             if zone.stopped:
                 self._zone, self._no_zone = None, True
         self.size = end
+        if end > self._reserved:
+            self._reserved = end
         for pos, header in batches:
             self._track(start + pos, header)
         if zone is not None and zone.wants_fill(end):
@@ -379,6 +404,9 @@ class Segment:
     def truncate_at(self, position: int) -> None:
         """Drop everything from `position` (a batch boundary) on."""
         zone = self._zone
+        self._presync = None        # it covered bytes that are cut now
+        self._reserved = position   # the file's end again; an active segment reserves
+        self._no_reserve = False
         if zone is None:
             os.ftruncate(self._fd, position)
         else:
@@ -393,12 +421,35 @@ class Segment:
     def flush(self) -> None:
         self._fsync()
 
+    def unsynced(self) -> int:
+        """Bytes written past what the newest finished fsync covers (a
+        presync's included)."""
+        covered = self._synced_to
+        job = self._presync
+        if job is not None and job.done and job.covers > covered:
+            covered = job.covers
+        return self.size - covered
+
+    def presync_under_way(self) -> bool:
+        job = self._presync
+        return job is not None and not job.done
+
+    def presync(self) -> None:
+        """fdatasync what is written so far in the presync thread (presync.py)."""
+        journal = None
+        if _FSYNC_JOURNAL:
+            path = self.log_path
+            journal = lambda size: _journal_fsync(path, size)  # noqa: E731
+        job = self._presync = Presync(self._fd, self.size, journal)
+        start_presync(job)
+
     def _fsync(self) -> None:
         size = self.size  # bytes written before the fsync are the ones it covers
         # fdatasync: the data and whatever metadata reading it back needs (a
         # new size); not the times.  Into preallocated zeros: the data alone.
         os.fdatasync(self._fd)
         self._flushed = True
+        self._synced_to = size
         if _FSYNC_JOURNAL:
             _journal_fsync(self.log_path, size)
 

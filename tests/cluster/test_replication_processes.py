@@ -62,7 +62,11 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
         body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
                 "topic_data": [{"name": TOPIC, "partition_data": [
                     {"index": 0, "records": batch(0)}]}]}
-        r = c.request(0, 11, body)
+        # (etcd holds the state before this node has applied it: until then
+        # it refuses without a hint; a refused Produce appends nothing)
+        r = wait_until(lambda: (got := c.request(0, 11, body))["responses"][0][
+            "partition_responses"][0].get("current_leader") and got,
+            "the follower to know the partition's leader")
         [p] = r["responses"][0]["partition_responses"]
         assert p["error_code"] == Err.NOT_LEADER_OR_FOLLOWER
         assert p["current_leader"] == {"leader_id": leader, "leader_epoch": state["leader_epoch"]}

@@ -1,11 +1,13 @@
 """Segments written ahead with zeros (LogConfig.preallocate): the file is
 longer than the data while the segment is active; a clean close and a roll
 cut it back, a crash leaves the zeros, which reopening cuts."""
+import errno
 import logging
+import os
 import time
 
 from kcoord.log import LogConfig, PartitionLog
-from kcoord.log.preallocate import CHUNK_BYTES
+from kcoord.log.preallocate import CHUNK_BYTES, SPACE_AHEAD
 from kcoord.protocol.records import build_batch, decode_all
 
 PRE = LogConfig(preallocate=True)
@@ -33,6 +35,16 @@ def wait_for_zeros(log, at_least):
 
 def values(log):
     return [r.value for r in decode_all(log.read(log.log_start_offset, 1 << 20))]
+
+
+def every_value(log):
+    """Every record's value, read in as many reads as the log needs."""
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        records = decode_all(log.read(offset, 1 << 20))
+        out += [r.value for r in records if r.offset >= offset]
+        offset = records[-1].offset + 1
+    return out
 
 
 def test_zeros_ahead_after_the_first_flush_and_a_clean_close_cuts_them(open_log):
@@ -118,11 +130,91 @@ def test_truncation_cuts_the_zeros_and_appends_go_on(open_log):
     assert values(log) == [b"value-%d" % i for i in (0, 1, 2, 3, 40)]
 
 
-def test_a_log_of_large_appends_writes_no_zeros(open_log):
+def test_a_log_of_large_appends_reserves_space_instead_of_zeros(open_log):
     log = open_log(PRE)
     big = build_batch([(b"k", bytes(64 << 10), [], 0)])
     for _ in range(4):
         log.append(big)
         log.flush()
-    assert log.active._zone is None
+        # no zone (nothing written but the data), space reserved past it
+        assert log.active._zone is None
+        assert log.size_bytes < file_of(log).stat().st_size <= log.size_bytes + SPACE_AHEAD
+    data_end = log.size_bytes
+    assert file_of(log).read_bytes()[data_end:].strip(b"\0") == b""
+    log.close()
+    assert file_of(log).stat().st_size == data_end
+    reopened = open_log(PRE)
+    assert every_value(reopened) == [bytes(64 << 10)] * 4
+
+
+def test_reserved_space_is_taken_ahead_not_per_append(open_log, monkeypatch):
+    calls = []
+    real = os.posix_fallocate
+    monkeypatch.setattr(os, "posix_fallocate",
+                        lambda fd, at, n: (calls.append((at, n)), real(fd, at, n))[1])
+    log = open_log(PRE)
+    big = build_batch([(b"k", bytes(256 << 10), [], 0)])
+    for _ in range(32):     # 8 MiB in 256 KiB appends
+        log.append(big)
+    assert 2 <= len(calls) <= 3
+    ends = [at + n for at, n in calls]
+    assert all(at == end for at, end in zip([c[0] for c in calls[1:]], ends))  # contiguous
+    assert every_value(log) == [bytes(256 << 10)] * 32
+
+
+def test_a_crash_leaves_reserved_space_that_reopening_cuts(open_log, tmp_path, caplog):
+    log = open_log(PRE)
+    big = build_batch([(b"k", bytes(100_000), [], 0)])
+    for _ in range(3):
+        log.append(big)
+    log.flush()
+    data_end = log.size_bytes
+    log.active.close()      # a crash: nothing cut
+    log._closed = True
+    assert file_of(log).stat().st_size > data_end
+    with caplog.at_level(logging.WARNING, logger="kcoord.log.segment"):
+        crashed = PartitionLog(tmp_path / "topic-0", PRE)
+    try:
+        assert crashed.recovery_scanned and crashed.log_end_offset == 3
+        assert file_of(crashed).stat().st_size == data_end
+        assert any("zeros after the last batch" in r.getMessage() for r in caplog.records)
+        crashed.append(big)
+        assert every_value(crashed) == [bytes(100_000)] * 4
+    finally:
+        crashed.close()
+
+
+def test_a_roll_cuts_reserved_space_from_the_sealed_segment(open_log):
+    log = open_log(LogConfig(preallocate=True, segment_bytes=1 << 20))
+    big = build_batch([(b"k", bytes(300_000), [], 0)])
+    for _ in range(3):
+        log.append(big)
+    sealed_path, sealed_size = file_of(log), log.size_bytes
+    assert sealed_path.stat().st_size > sealed_size
+    assert sealed_path.stat().st_size <= 1 << 20   # never reserved past the roll size
+    log.append(big)         # does not fit: a roll
+    assert len(log.segment_base_offsets) == 2
+    assert sealed_path.stat().st_size == sealed_size
+    log.truncate_to(3)      # the sealed segment becomes the active one again
+    log.append(big)
+    assert every_value(log) == [bytes(300_000)] * 4
+
+
+def test_no_reserved_space_without_preallocate_or_when_refused(open_log, monkeypatch):
+    big = build_batch([(b"k", bytes(64 << 10), [], 0)])
+    plain = open_log(LogConfig())
+    plain.append(big)
+    assert file_of(plain).stat().st_size == plain.size_bytes
+    plain.close()
+
+    def refuse(fd, at, n):
+        refuse.calls += 1
+        raise OSError(errno.EOPNOTSUPP, "not here")
+    refuse.calls = 0
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    log = open_log(PRE, name="refused")
+    for _ in range(3):
+        log.append(big)
+    assert refuse.calls == 1    # asked once; the segment then grows as it goes
     assert file_of(log).stat().st_size == log.size_bytes
+    assert every_value(log) == [bytes(64 << 10)] * 3
