@@ -93,20 +93,26 @@ class FsyncBatcher:
     def sync(self, logs) -> asyncio.Future:
         """A future that completes once every log in `logs` is on disk (or
         fails with the error of the first of them whose fsync failed)."""
-        logs = list(logs)
         fut = asyncio.get_running_loop().create_future()
 
-        def settle(failed: dict) -> None:
+        def settle(error: BaseException | None) -> None:
             if fut.done():
                 return
-            error = next((failed[id(p)] for p in logs if id(p) in failed), None)
             if error is None:
                 fut.set_result(None)
             else:  # a failed fsync never acknowledges what it covered
                 fut.set_exception(error)
 
-        self._join(logs, settle)
+        self.sync_call(logs, settle)
         return fut
+
+    def sync_call(self, logs, done: Callable[[BaseException | None], None]) -> None:
+        """`sync`, callback style (no future, no task to await it): done(None)
+        on the loop once every log in `logs` is on disk, or done(the error of
+        the first of them whose fsync failed)."""
+        logs = list(logs)
+        self._join(logs, lambda failed: done(
+            next((failed[id(p)] for p in logs if id(p) in failed), None)))
 
     def sync_then(self, logs: list, done: Callable[[list], None]) -> None:
         """`done(errors)` on the loop once `logs` are on disk: errors[i] None

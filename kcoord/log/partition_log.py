@@ -36,6 +36,7 @@ from .leader_epoch import EpochCache
 from .recovery_point import RecoveryPoint
 from .scan import file_batches, memory_batches
 from .start_offset import read_start_offset, write_start_offset
+from .presync import MIN_UNSYNCED
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Pieces, Segment
 
 log = logging.getLogger(__name__)
@@ -319,10 +320,11 @@ class PartitionLog:
             self._drop_segment(self._segments.pop())
             self._bases.pop()
             self._add_segment(first)
-        elif self._should_roll(len(data), last):
+        elif self._should_roll(len(data), last) and not self._roll_later(len(data), last):
             self._roll(first)
         self.active.append(data, parsed)
         self._size += len(data)
+        self._maybe_presync()
         changed = False
         for _, header in parsed:
             if header.partition_leader_epoch >= 0:
@@ -348,15 +350,48 @@ class PartitionLog:
             return True
         if not active.fits_offsets(last_offset):
             return True
+        return self._aged()
+
+    def _aged(self) -> bool:
+        """Is the active segment older than segment.ms?"""
         segment_ms = self.config.segment_ms
-        if segment_ms is not None:
-            # Kafka measures a segment's age from its first batch's timestamp,
-            # or from its creation when the batch has none.
-            since = active.first_timestamp
-            if since is None or since < 0:
-                since = active.created_ms
-            return self.now_ms() - since > segment_ms
+        if segment_ms is None:
+            return False
+        active = self.active
+        # Kafka measures a segment's age from its first batch's timestamp,
+        # or from its creation when the batch has none.
+        since = active.first_timestamp
+        if since is None or since < 0:
+            since = active.created_ms
+        return self.now_ms() - since > segment_ms
+
+    def _roll_later(self, size: int, last_offset: int) -> bool:
+        """Should a roll due for size wait (the segment takes this append)?
+        Yes while a presync of the full segment is under way, or when it
+        holds more than MIN_UNSYNCED bytes no fsync covers (one starts now),
+        up to a quarter past segment.bytes: the seal's fsync on the loop then
+        writes a short tail only (presync.py).  Never for offsets or age."""
+        active = self.active
+        limit = self.config.segment_bytes
+        end = active.size + size
+        if end > limit + limit // 4 or end > INT32_MAX or not active.fits_offsets(last_offset) \
+                or self._aged():
+            return False
+        if active.presync_under_way():
+            return True
+        if active.unsynced() > MIN_UNSYNCED:
+            active.presync()
+            return True
         return False
+
+    def _maybe_presync(self) -> None:
+        """Once the active segment is three quarters full, fsync what no
+        fsync covers yet in the background, ahead of its roll (presync.py)."""
+        active = self.active
+        limit = self.config.segment_bytes
+        if active.size >= limit - limit // 4 and active.unsynced() >= MIN_UNSYNCED \
+                and not active.presync_under_way():
+            active.presync()
 
     def _roll(self, new_base: int) -> None:
         if not self.epochs_durable:

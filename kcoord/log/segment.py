@@ -18,6 +18,7 @@ from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
 from .preallocate import SMALL_APPEND, ZeroZone, reserve_ahead
+from .presync import Presync, start as start_presync
 from .scan import file_batches, parse_header, pread_exact, whole_batches_prefix
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,8 @@ class Segment:
         # large appends (preallocate.reserve_ahead)
         self._reserved = self.size
         self._no_reserve = False  # sealed, or the file system refused: no more reserving
+        self._synced_to = self.size  # bytes the newest fsync of its own covers
+        self._presync: Presync | None = None  # the newest fsync ahead of a roll (presync.py)
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -401,6 +404,7 @@ class Segment:
     def truncate_at(self, position: int) -> None:
         """Drop everything from `position` (a batch boundary) on."""
         zone = self._zone
+        self._presync = None        # it covered bytes that are cut now
         self._reserved = position   # the file's end again; an active segment reserves
         self._no_reserve = False
         if zone is None:
@@ -417,12 +421,35 @@ class Segment:
     def flush(self) -> None:
         self._fsync()
 
+    def unsynced(self) -> int:
+        """Bytes written past what the newest finished fsync covers (a
+        presync's included)."""
+        covered = self._synced_to
+        job = self._presync
+        if job is not None and job.done and job.covers > covered:
+            covered = job.covers
+        return self.size - covered
+
+    def presync_under_way(self) -> bool:
+        job = self._presync
+        return job is not None and not job.done
+
+    def presync(self) -> None:
+        """fdatasync what is written so far in the presync thread (presync.py)."""
+        journal = None
+        if _FSYNC_JOURNAL:
+            path = self.log_path
+            journal = lambda size: _journal_fsync(path, size)  # noqa: E731
+        job = self._presync = Presync(self._fd, self.size, journal)
+        start_presync(job)
+
     def _fsync(self) -> None:
         size = self.size  # bytes written before the fsync are the ones it covers
         # fdatasync: the data and whatever metadata reading it back needs (a
         # new size); not the times.  Into preallocated zeros: the data alone.
         os.fdatasync(self._fd)
         self._flushed = True
+        self._synced_to = size
         if _FSYNC_JOURNAL:
             _journal_fsync(self.log_path, size)
 

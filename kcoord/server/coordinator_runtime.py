@@ -389,6 +389,30 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         task = self._load_task
         if self.state is LOADING and task is not None:
             await asyncio.wait([task], timeout=load_wait)
+        answer = self._marker(producer_id, producer_epoch, commit)
+        return answer if isinstance(answer, int) else await answer
+
+    def complete_txn_then(self, producer_id: int, producer_epoch: int, commit: bool,
+                          done: Callable[[int], None]) -> None:
+        """`complete_txn` without a task (a single node's completion, a step
+        its producer's next request waits for): done(code) once durable, or
+        at once when refused; a shard still loading goes the awaited way."""
+        if self.state is LOADING:
+            task = asyncio.ensure_future(self.complete_txn(producer_id, producer_epoch, commit))
+            task.add_done_callback(
+                lambda t: done(Err.NOT_LEADER_OR_FOLLOWER if t.cancelled() or t.exception()
+                               else t.result()))
+            return
+        answer = self._marker(producer_id, producer_epoch, commit)
+        if isinstance(answer, int):
+            done(answer)
+        else:
+            answer.add_done_callback(lambda r: done(
+                r.result() if r.exception() is None else Err.NOT_LEADER_OR_FOLLOWER))
+
+    def _marker(self, producer_id: int, producer_epoch: int, commit: bool):
+        """The marker replayed and queued -> a Reply of its code once durable,
+        or the code refusing it now."""
         if self.state is not ACTIVE:
             return Err.NOT_LEADER_OR_FOLLOWER
         code = self.commit.durability.append_error(self.plog)
@@ -399,7 +423,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self._queue_run(TxnEnd(producer_id, producer_epoch, commit), []).waiters.append(
             (reply, Err.NONE, _not_durable, None))
         self.commit.hurry()  # the transaction waits on it: no linger
-        return await reply
+        return reply
 
     def _deliver(self, replies) -> None:
         parked = self.parked

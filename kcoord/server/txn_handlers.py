@@ -7,6 +7,8 @@ group's shard loaded) are made here; the transaction core decides the rest.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..coordinator.partitioner import partition_for
 from ..coordinator.txn_offsets import txn_offset_commit
 from ..protocol.api import error_item, error_response
@@ -24,6 +26,18 @@ def _for_version(ctx: RequestContext, code: int) -> int:
     return code
 
 
+def _guarded(reply: Reply, step: Callable[[], None]) -> Callable[[], None]:
+    """step(), whose failure fails `reply` (the connection then closes as for a
+    handler that raised) instead of leaving the request unanswered."""
+    def run() -> None:
+        try:
+            step()
+        except Exception as exc:
+            if not reply.done():
+                reply.set_exception(exc)
+    return run
+
+
 class TxnHandlers:
     def __init__(self, runtime: TxnRuntime, producer_ids, groups) -> None:
         self.runtime = runtime
@@ -38,6 +52,28 @@ class TxnHandlers:
         """NONE when this node coordinates `tid` now (an empty id is the
         core's to refuse), else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
         return self.runtime.state_error(tid) if tid else Err.NONE
+
+    def _when_here(self, tid: str, respond: Callable[[int], dict],
+                   write: Callable[[Callable[[int], None]], None]) -> Reply:
+        """A write request answered without a task (each is one of a lone
+        client's durable steps in series, so each loop iteration and task
+        saved is latency saved): once `tid`'s completion under way is done
+        (at once when none is), and this node still coordinates it,
+        write(answer) appends, and answer(code) once durable answers
+        respond(code)."""
+        reply = Reply()
+
+        def answer(code: int) -> None:
+            reply.set_result(respond(code))
+
+        def go() -> None:
+            code = self._not_ready(tid)
+            if code:
+                answer(code)
+            else:
+                write(answer)
+        self.runtime.when_settled(tid, _guarded(reply, go))
+        return reply
 
     async def _settled_here(self, tid: str | None) -> int:
         """Wait for `tid`'s completion under way, then `_not_ready` again: the
@@ -107,12 +143,38 @@ class TxnHandlers:
         return self._results(topics, lambda _tp: error)
 
     @serves("AddPartitionsToTxn")
-    async def add_partitions_to_txn(self, ctx: RequestContext, req: dict) -> dict:
+    def add_partitions_to_txn(self, ctx: RequestContext, req: dict):
         if ctx.api_version < 4:
-            results = await self._add_one(
-                ctx, req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
-                req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False)
-            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+            return self._add_for_client(ctx, req)
+        return self._add_batched(ctx, req)
+
+    def _add_for_client(self, ctx: RequestContext, req: dict):
+        """v0-3 (a producer's): `_add_one` answered without a task."""
+        tid, topics = req["v3_and_below_transactional_id"], req["v3_and_below_topics"]
+
+        def respond(code: int) -> dict:
+            return {"throttle_time_ms": 0,
+                    "results_by_topic_v3_and_below": self._results(topics, lambda _tp: code)}
+        code = self._not_ready(tid)
+        if code:
+            return respond(code)
+        unknown = self._unknown(topics)
+        if unknown:
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": self._results(
+                topics, lambda tp: Err.UNKNOWN_TOPIC_OR_PARTITION
+                if tp in unknown else Err.OPERATION_NOT_ATTEMPTED)}
+        pairs = [(t["name"], p) for t in topics for p in t["partitions"]]
+
+        def write(answer: Callable[[int], None]) -> None:
+            res = self.core.add_partitions(tid, req["v3_and_below_producer_id"],
+                                           req["v3_and_below_producer_epoch"], pairs,
+                                           self.runtime.clock.ms())
+            self.runtime.write_then(res.records,
+                                    lambda code: answer(code or _for_version(ctx, res.error)))
+        return self._when_here(tid, respond, write)
+
+    async def _add_batched(self, ctx: RequestContext, req: dict) -> dict:
+        """v4+ (a broker's, KIP-890): several transactions, some verify-only."""
         out = []
         for txn in req["transactions"]:
             results = await self._add_one(ctx, txn["transactional_id"], txn["producer_id"],
@@ -123,32 +185,41 @@ class TxnHandlers:
 
     # ------------------------------------------------------ AddOffsetsToTxn
     @serves("AddOffsetsToTxn")
-    async def add_offsets_to_txn(self, ctx: RequestContext, req: dict) -> dict:
+    def add_offsets_to_txn(self, ctx: RequestContext, req: dict):
         tid = req["transactional_id"]
-        code = self._not_ready(tid) or await self._settled_here(tid)
-        if not code:
+        code = self._not_ready(tid)
+        if code:
+            return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
+
+        def write(answer: Callable[[int], None]) -> None:
             # the group need not exist: its __consumer_offsets partition joins the txn
             partition = partition_for(req["group_id"], len(self.runtime.coordinator.shards))
             res = self.core.add_partitions(tid, req["producer_id"],
                                            req["producer_epoch"], [(OFFSETS_TOPIC, partition)],
                                            self.runtime.clock.ms())
-            code = await self.runtime.write(res.records) or _for_version(ctx, res.error)
-        return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
+            self.runtime.write_then(res.records,
+                                    lambda code: answer(code or _for_version(ctx, res.error)))
+        return self._when_here(tid, lambda code: error_response(ctx.api_key, ctx.api_version,
+                                                                req, code), write)
 
     # --------------------------------------------------------------- EndTxn
     @serves("EndTxn")
-    async def end_txn(self, ctx: RequestContext, req: dict) -> dict:
+    def end_txn(self, ctx: RequestContext, req: dict):
         # a retry while the last one's markers are under way answers as
         # Kafka does once it is CompleteCommit/Abort, not CONCURRENT_TRANSACTIONS
         tid = req["transactional_id"]
-        code = self._not_ready(tid) or await self._settled_here(tid)
-        if not code:
+        code = self._not_ready(tid)
+        if code:
+            return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
+
+        def write(answer: Callable[[int], None]) -> None:
             res = self.core.end_txn(tid, req["producer_id"], req["producer_epoch"],
                                     req["committed"], self.runtime.clock.ms())
             # answered once Prepare* is durable (Kafka's shape); markers follow
-            code = (await self.runtime.write_and_complete(res.records, wait=False)
-                    or _for_version(ctx, res.error))
-        return error_response(ctx.api_key, ctx.api_version, req, code)  # its code is all it says
+            self.runtime.end_then(res.records,
+                                  lambda code: answer(code or _for_version(ctx, res.error)))
+        return self._when_here(tid, lambda code: error_response(ctx.api_key, ctx.api_version,
+                                                                req, code), write)
 
     # ------------------------------------------------------ TxnOffsetCommit
     @serves("TxnOffsetCommit")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Callable
 
 from ..log.durability import Durability, NotReplicated, coordinator_answer
 from ..log.fsync_batcher import FsyncBatcher
@@ -45,9 +46,18 @@ COMPLETION_RETRY_S = 0.5
 COMPLETION_WAIT_S = 5.0  # longest a request waits for a completion under way
 
 
-def _resolve(waiter: asyncio.Future) -> None:
+def _resolve(waiter: asyncio.Future, _value=None) -> None:
     if not waiter.done():
-        waiter.set_result(None)
+        waiter.set_result(_value)
+
+
+def _call_each(callbacks, *args) -> None:
+    """callback(*args) for each; one that fails is logged, the rest still run."""
+    for callback in callbacks:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("a transaction write's callback failed")
 
 
 class TxnRuntime:
@@ -78,9 +88,9 @@ class TxnRuntime:
         self._tasks: set[asyncio.Task] = set()
         # transactional id -> its completion under way and the coordinator epoch it runs in
         self._finishing: dict[str, tuple[int, asyncio.Task]] = {}
-        # transactional id -> futures of requests waiting (settled) for its completion
-        self._settling: dict[str, list[asyncio.Future]] = {}
-        self._unsynced: list = []  # (logs, future) of this loop iteration's writes
+        # transactional id -> callbacks of requests waiting (when_settled) for its completion
+        self._settling: dict[str, list[Callable[[], None]]] = {}
+        self._unsynced: list = []  # (logs, done(errors)) of this loop iteration's writes
         self._timers: list = []  # handles of the clock's timers
         self.records_loaded = 0
         data_plane.txn_verifier = self.verify_append
@@ -225,34 +235,36 @@ class TxnRuntime:
             logs.append((partition, plog))
         return Err.NONE, logs
 
-    def _sync_together(self, plogs: list) -> asyncio.Future:
-        """A future of the errors of `plogs` (None each when durable).  The
-        writes of one loop iteration share one durability round (the requests
-        released together after a completion, and its Complete*): with
-        separate ones the first starts its fsync at once and the others wait
-        a whole fsync and replication round behind it."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+    def _sync_together(self, plogs: list, done: Callable[[list], None]) -> None:
+        """done(the errors of `plogs`: None each when durable), on the loop.
+        The writes of one loop iteration share one durability round (the
+        requests released together after a completion, and its Complete*):
+        with separate ones the first starts its fsync at once and the others
+        wait a whole fsync and replication round behind it."""
         if not self._unsynced:
-            loop.call_soon(self._sync_round)
-        self._unsynced.append((plogs, fut))
-        return fut
+            asyncio.get_running_loop().call_soon(self._sync_round)
+        self._unsynced.append((plogs, done))
 
     def _sync_round(self) -> None:
         writes, self._unsynced = self._unsynced, []
         plogs = list({id(p): p for ps, _ in writes for p in ps}.values())
 
-        def done(errors) -> None:
+        def synced(errors) -> None:
             failed = {id(p): e for p, e in zip(plogs, errors)}
-            for ps, fut in writes:
-                if not fut.done():
-                    fut.set_result([failed.get(id(p)) for p in ps])
-        self.durability.sync(plogs, done)
+            for ps, done in writes:
+                _call_each((done,), [failed.get(id(p)) for p in ps])
+        self.durability.sync(plogs, synced)
 
     async def _durable(self, logs) -> int:
         """NONE once the appended records are durable (a cluster: once the
         high watermark passed them), else NOT_COORDINATOR."""
-        errors = await self._sync_together([plog for _, plog in logs])
+        fut = asyncio.get_running_loop().create_future()
+        self._sync_together([plog for _, plog in logs], lambda errors: _resolve(fut, errors))
+        return self._written(logs, await fut)
+
+    def _written(self, logs, errors: list) -> int:
+        """The answer to a write whose logs' durability ended with `errors`:
+        NONE, or NOT_COORDINATOR (a failed partition still led here reloads)."""
         code = Err.NONE
         for (partition, _), error in zip(logs, errors):
             if error is None:
@@ -281,6 +293,38 @@ class TxnRuntime:
             return code
         return await self._durable(logs)
 
+    def write_then(self, records: list[TxnRecord], done: Callable[[int], None]) -> None:
+        """`write` for a request answered without a task: done(its code) on
+        the loop once durable, or at once when refused (no loop iteration
+        and no coroutine between the request and its fsync round)."""
+        if not records:
+            done(Err.NONE)
+            return
+        code, logs = self._append(records)
+        if code:
+            done(code)
+            return
+        self._sync_together([plog for _, plog in logs],
+                            lambda errors: done(self._written(logs, errors)))
+
+    def end_then(self, records: list[TxnRecord], done: Callable[[int], None]) -> None:
+        """`write_and_complete(records, wait=False)` as `write_then`: EndTxn's
+        Prepare* durable, its completion started, then done(code)."""
+        def written(code: int) -> None:
+            if not code:
+                self._complete_started(records)
+            done(code)
+        self.write_then(records, written)
+
+    def _complete_started(self, records: list[TxnRecord]) -> list[asyncio.Future]:
+        """Start finishing every Prepare* among `records` (now durable)."""
+        tasks = []
+        for r in records:
+            completion = self.core.completion(r.transactional_id)
+            if completion is not None:
+                tasks.append(self._finish(completion))
+        return tasks
+
     async def write_and_complete(self, records: list[TxnRecord], wait: bool = True) -> int:
         """Write; then start finishing every Prepare* the records started.
         With `wait` (InitProducerId's fencing abort) wait for that at most
@@ -290,17 +334,14 @@ class TxnRuntime:
         code = await self.write(records)
         if code:
             return code
-        tasks = []
-        for r in records:
-            completion = self.core.completion(r.transactional_id)
-            if completion is not None:
-                tasks.append(self._finish(completion))
+        tasks = self._complete_started(records)
         if tasks and wait:
             await asyncio.wait(tasks, timeout=COMPLETION_WAIT_S)
         return Err.NONE
 
-    def _finish(self, c: Completion) -> asyncio.Task:
-        """Start completing `c`, remembered so a request of that id can wait for it."""
+    def _finish(self, c: Completion) -> asyncio.Future:
+        """Start completing `c`, remembered so a request of that id can wait
+        for it: -> a future done once the completion ended."""
         tid = c.transactional_id
         epoch = self.partitions[self.core.partition_of(tid)].epoch
         under_way = self._finishing.get(tid)
@@ -311,40 +352,146 @@ class TxnRuntime:
         # stood for good, txn-group's offsets never stable again).
         if under_way is not None and under_way[0] == epoch and not under_way[1].done():
             return under_way[1]
-        task = self._spawn(self._complete(c))
-        self._finishing[tid] = (epoch, task)
+        handle: asyncio.Future
+        if self.markers is None:
+            handle = asyncio.get_running_loop().create_future()
+        else:
+            handle = self._spawn(self._complete(c))
+        self._finishing[tid] = (epoch, handle)
 
-        def forget(t: asyncio.Task) -> None:
+        def forget(t: asyncio.Future) -> None:
             current = self._finishing.get(tid)
             if current is not None and current[1] is t:
                 del self._finishing[tid]
                 self._release(tid)      # it ended without a Complete* (lost the partition)
-        task.add_done_callback(forget)
-        return task
+        handle.add_done_callback(forget)
+        if self.markers is None:
+            self._complete_here(c, handle)
+        return handle
+
+    def _under_way(self, transactional_id: str | None) -> bool:
+        under_way = self._finishing.get(transactional_id) if transactional_id else None
+        return under_way is not None and not under_way[1].done()
 
     async def settled(self, transactional_id: str | None) -> None:
         """Wait (at most COMPLETION_WAIT_S) for the id's completion under way:
         the request after an EndTxn then finds the transaction complete
         instead of answering CONCURRENT_TRANSACTIONS at once."""
-        under_way = self._finishing.get(transactional_id) if transactional_id else None
-        if under_way is None or under_way[1].done():
+        if not self._under_way(transactional_id):
             return
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._settling.setdefault(transactional_id, []).append(waiter)
-        timer = loop.call_later(COMPLETION_WAIT_S, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
+        waiter = asyncio.get_running_loop().create_future()
+        self.when_settled(transactional_id, lambda: _resolve(waiter))
+        await waiter
+
+    def when_settled(self, transactional_id: str | None, go: Callable[[], None]) -> None:
+        """`settled` for a request answered without a task: go() now when no
+        completion of the id is under way, else once it is done (or after
+        COMPLETION_WAIT_S), once."""
+        if not self._under_way(transactional_id):
+            go()
+            return
+        fired = False
+
+        def once() -> None:
+            nonlocal fired
+            if not fired:
+                fired = True
+                timer.cancel()
+                go()
+        timer = asyncio.get_running_loop().call_later(COMPLETION_WAIT_S, once)
+        self._settling.setdefault(transactional_id, []).append(once)
 
     def _release(self, tid: str) -> None:
-        """The requests waiting for `tid`'s completion go on (each resumes in
-        the loop's next iteration, ahead of anything scheduled after this)."""
-        for waiter in self._settling.pop(tid, ()):
-            _resolve(waiter)
+        """The requests waiting for `tid`'s completion go on, right here: their
+        writes join this loop iteration's durability round."""
+        _call_each(self._settling.pop(tid, ()))
 
     # ---------------------------------------------------------- completion
+    def _complete_here(self, c: Completion, handle: asyncio.Future) -> None:
+        """`_complete` on a single node without a task: the markers written
+        now, Complete* from the callback of their durability round (the
+        producer's next request waits for it: each loop iteration saved is
+        latency saved); `handle` done once it ended.  A failed marker goes
+        the awaited way, which retries."""
+        tid = c.transactional_id
+        partition = self.core.partition_of(tid)
+        epoch = self.partitions[partition].epoch
+        if self._completing.get(tid) == epoch:
+            _resolve(handle)
+            return  # under way (one of an older epoch stops by itself)
+        self._completing[tid] = epoch
+        ended = False
+
+        def markers_done(ok: bool) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            if self._completing.get(tid) == epoch:
+                del self._completing[tid]
+            if not ok:
+                log.warning("markers of %s failed; retrying", tid)
+                self._spawn(self._complete(c)).add_done_callback(lambda _t: _resolve(handle))
+                return
+            try:
+                self._completed(c, partition, epoch)
+            finally:
+                _resolve(handle)
+        try:
+            self._markers_then(c, markers_done)
+        except Exception:
+            log.exception("markers of %s failed", tid)
+            markers_done(False)
+
+    def _markers_then(self, c: Completion, done: Callable[[bool], None]) -> None:
+        """`_write_markers` without a task: done(all durable?) once every
+        marker's durability round ended."""
+        outstanding = 1
+        ok = True
+
+        def one(durable: bool) -> None:
+            nonlocal outstanding, ok
+            ok = ok and durable
+            outstanding -= 1
+            if outstanding == 0:
+                done(ok)
+        data_logs = []
+        for topic, index in c.partitions:
+            if topic == OFFSETS_TOPIC:
+                if 0 <= index < len(self.coordinator.shards):
+                    outstanding += 1
+                    self.coordinator.shards[index].complete_txn_then(
+                        c.producer_id, c.producer_epoch, c.commit,
+                        lambda code: one(code == Err.NONE))
+                continue
+            plog = self._data_marker(c, topic, index)
+            if plog is not None:
+                data_logs.append(plog)
+        if data_logs:
+            outstanding += 1
+            self.fsync.sync_call(data_logs, lambda error: one(error is None))
+        one(True)
+
+    def _completed(self, c: Completion, partition: int, epoch: int) -> None:
+        """The markers of `c` are durable: Complete* replayed now (the
+        client's next request sees it) but not waited for (a Prepare* found
+        on load is completed again), and the requests waiting released."""
+        tid = c.transactional_id
+        current = self.core.completion(tid)
+        if current is None or (current.producer_id, current.producer_epoch,
+                               current.commit) != (c.producer_id, c.producer_epoch, c.commit):
+            return
+        code, logs = self._append(self.core.complete(tid, self.clock.ms()))
+        if code == Err.COORDINATOR_NOT_AVAILABLE:
+            self._spawn(self._complete_later(tid, partition, epoch))
+        elif logs:
+            self._sync_together([plog for _, plog in logs],
+                                lambda errors: self._written(logs, errors))
+        # The waiting requests' writes join Complete*'s durability round
+        # (one fsync and replication round for both, instead of theirs
+        # waiting one round behind Complete*'s own).
+        self._release(tid)
+
     async def _complete(self, c: Completion) -> None:
         """Markers to every partition of the transaction, durable, then Complete*."""
         tid = c.transactional_id
@@ -366,22 +513,7 @@ class TxnRuntime:
                     except Exception:
                         log.exception("markers of %s failed; retrying", tid)
                         await asyncio.sleep(COMPLETION_RETRY_S)
-            current = self.core.completion(tid)
-            if current is not None and (current.producer_id, current.producer_epoch,
-                                        current.commit) == (c.producer_id, c.producer_epoch,
-                                                            c.commit):
-                # Complete* is replayed now (the client's next request sees it)
-                # but not waited for: the markers are durable, and a Prepare*
-                # found on load is completed again
-                code, logs = self._append(self.core.complete(tid, self.clock.ms()))
-                # Waiting requests go first: their writes start the fsync and
-                # replication round that carries Complete* with them, instead
-                # of waiting one round behind Complete*'s own.
-                self._release(tid)
-                if code == Err.COORDINATOR_NOT_AVAILABLE:
-                    self._spawn(self._complete_later(tid, partition, epoch))
-                elif logs:
-                    self._spawn(self._durable(logs))
+            self._completed(c, partition, epoch)
         finally:
             if self._completing.get(tid) == epoch:
                 del self._completing[tid]
@@ -409,19 +541,25 @@ class TxnRuntime:
                                                            c.producer_epoch, c.commit)
                     shard_writes.append((index, asyncio.ensure_future(marker)))
                 continue
-            code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
-                                                c.commit, COORDINATOR_EPOCH)
+            plog = self._data_marker(c, topic, index)
             if plog is not None:
                 data_logs.append(plog)
-            elif code not in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NONE):
-                # a newer epoch already wrote there: this transaction is superseded
-                log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
-                            index, code)
         if data_logs:
             await self.fsync.sync(data_logs)
         for index, write in shard_writes:
             if await write != Err.NONE:
                 raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not active")  # retried
+
+    def _data_marker(self, c: Completion, topic: str, index: int):
+        """`c`'s marker appended to a data partition: -> its log to make
+        durable, or None (deleted, or refused)."""
+        code, plog = self.data.write_marker(topic, index, c.producer_id, c.producer_epoch,
+                                            c.commit, COORDINATOR_EPOCH)
+        if plog is None and code not in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NONE):
+            # a newer epoch already wrote there: this transaction is superseded
+            log.warning("marker for %s on %s-%d refused (%d)", c.transactional_id, topic,
+                        index, code)
+        return plog
 
     # -------------------------------------------------------------- timers
     def _arm(self, interval_ms: int, fn) -> None:
