@@ -28,6 +28,8 @@ import queue
 import threading
 from typing import Callable
 
+from .background_fd import own_descriptor
+
 log = logging.getLogger(__name__)
 
 MIN_UNSYNCED = 4 << 20    # a presync starts only for this much, and a roll waits only past it
@@ -41,7 +43,7 @@ class Presync:
     def __init__(self, fd: int, covers: int, journal: Callable[[int], None] | None) -> None:
         self.covers = covers
         self.done = False
-        self._fd = os.dup(fd)     # ours: the segment may close its own meanwhile
+        self._fd = own_descriptor(fd)   # the segment may close its own meanwhile
         self._journal = journal
 
     def run(self) -> None:

@@ -4,8 +4,9 @@ partition state, controlled shutdown and fencing of a new incarnation.
 Control planes run in-process here (one per simulated node); the real
 processes are in test_cluster_processes.py."""
 import asyncio
+import time
 
-from kcoord.cluster.etcd_control import EtcdControlPlane
+from kcoord.cluster.etcd_control import YIELD_EVERY_S, EtcdControlPlane
 from kcoord.cluster.state import NO_LEADER, PartitionState
 
 TTL_MS = 2000
@@ -19,11 +20,14 @@ class Recorder:
         self.sessions_restored = 0
         self.turns = []     # per state: how many earlier states' loop callbacks had run
         self._ran = 0
+        self.slow_s = 0.0
 
     def on_partition_state(self, state):
         self.states.append(state)
         self.turns.append(self._ran)
         asyncio.get_running_loop().call_soon(self._count_turn)
+        if self.slow_s:
+            time.sleep(self.slow_s)     # a transition that takes its time (a takeover's)
 
     def _count_turn(self):
         self._ran += 1
@@ -89,6 +93,8 @@ def test_registration_election_and_placement(etcd):
             # watch lets the loop run between the keys it applies
             await wait(planes[0], lambda: planes[0].view.controller_epoch == 1, "epoch 1")
 
+            for p in planes:  # each transition takes longer than the watch's yield budget
+                p.recorder.slow_s = 2 * YIELD_EVERY_S
             record = await planes[1].create_topic("orders", 6, 3)
             assert record is not None and await planes[2].create_topic("orders", 1, 1) is None
             for p in planes:
@@ -102,7 +108,7 @@ def test_registration_election_and_placement(etcd):
                 heard = {(s.topic, s.partition) for s in p.recorder.states}
                 assert {("orders", i) for i in range(6)} <= heard
                 # placed in one etcd transaction, heard one loop turn apart: the
-                # loop answers requests between a burst's transitions
+                # loop answers requests between a burst's slow transitions
                 turns = [t for s, t in zip(p.recorder.states, p.recorder.turns)
                          if s.topic == "orders"]
                 assert all(b > a for a, b in zip(turns, turns[1:])), turns

@@ -83,7 +83,7 @@ def test_followers_replicate_and_acks_all_waits_for_them(cluster):
         # the leader takes writes once its epoch is durable (fsynced off its
         # loop, a moment after the state above): until then it refuses
         # (appending nothing) with the error clients retry on; before its own
-        # view has the topic (the watch applies one key a loop turn) it
+        # view has the topic (the watch lets the loop run between the keys it applies) it
         # answers UNKNOWN_TOPIC_OR_PARTITION, retried as well
         answers = []
         wait_until(lambda: answers.append(produce(c, TOPIC, 0, batch(0)))
