@@ -16,6 +16,7 @@ from ..protocol.commit_request import FlatCommit, FlatTopic, commit_dict
 from .coordinator_state import ACTIVE
 from .dispatch import Reply, RequestContext
 from .fsync_rounds import FULL_BATCH_RECORDS
+from ..protocol.coordinator_batch import encode_commit_records
 
 OFFSET_COMMIT = API_KEYS["OffsetCommit"]
 HEARTBEAT = API_KEYS["ConsumerGroupHeartbeat"]
@@ -31,6 +32,7 @@ _STEADY_BODIES: dict[str, tuple[int, int, int, bytes]] = {}
 # answer of the last flat commit of that shape (flat_body); the answer's
 # bytes depend on those alone, so one cache serves every server in a process
 _RECENT_BODIES: dict[tuple[int, str, int], tuple[tuple[int, ...], bytes]] = {}
+_NO_RECORDS: list = []  # (never changed: ShardRuntime._queue only adds it to a batch)
 
 
 def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
@@ -85,15 +87,23 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
 def _queue_commit(shard: Any, records: list, response: Any, error: Any) -> Any:
     """Queue a commit's records in the shard's open round and wait for its
     answer there (ShardRuntime._queue): commit_request's and commit_flat's
-    shared tail."""
+    shared tail.  Compact records are queued encoded
+    (encode_commit_records): their bytes are made now, while the commit is
+    in the cache, and the records freed with it."""
     batch = shard._pending
     if batch is None:
-        batch = shard._queue(records)
-    else:  # the shard is in the next round already (ShardRuntime._queue)
-        pending: list = batch.records
+        batch = shard._queue(_NO_RECORDS)  # a new batch, in the next round
+    delta: int = batch.count
+    encoded = encode_commit_records(records, delta)
+    pending: list = batch.records
+    if encoded is None:
         pending += records
-        if len(pending) >= FULL_BATCH_RECORDS:
-            shard.commit.filled()
+    else:
+        pending.append(encoded)
+    count = delta + len(records)
+    batch.count = count
+    if count >= FULL_BATCH_RECORDS:
+        shard.commit.filled()
     reply = Reply()
     waiters: list = batch.waiters
     waiters.append((reply, response, error, None))
