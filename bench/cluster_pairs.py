@@ -14,6 +14,13 @@ than most changes do, so only paired rounds can tell a change from the
 load.  Per round and setup: transactions/s, server CPU ms per transaction
 (all nodes, all threads) and context switches per transaction; then the
 medians.  Prints JSON lines; writes nothing.
+
+Run every comparison twice, with the trees named in both orders, and
+average.  Each tree keeps one cluster for all rounds, and the cluster
+started first read faster in both orders of each of four pair runs (rf3's
+notes, 2026-11-29: compiled vs interpreted replication path, 5 ms vs
+0.5 ms GIL switch interval).  A single run cannot tell a change from the
+start order.
 """
 from __future__ import annotations
 

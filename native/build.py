@@ -68,9 +68,11 @@ MODULES = [
     "kcoord.server.hot_ops",
     # the replication path: the replica state machine (every follower fetch
     # served, every high watermark), both halves of the followers' fetch
-    # sessions (issue 26: a replicated write's rounds are CPU-bound)
+    # sessions and the follower's fetch round (issue 26: a replicated
+    # write's rounds are CPU-bound)
     "kcoord.cluster.replica",
     "kcoord.cluster.fetch_session",
+    "kcoord.cluster.fetcher",
     "kcoord.broker.fetch_sessions",
 ]
 GROUP = "kcoord._compiled"  # the shared library: kcoord/_compiled__mypyc.*.so

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from typing import Any
 
 from ..log import step_trace
 from ..protocol.errors import Err
@@ -49,7 +50,9 @@ class LeaderConnection:
     def __init__(self, host: str, port: int, client_id: str, props: dict | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self.props = props or {"security.protocol": "PLAINTEXT"}
-        self._writer = None
+        # (Any: objects of the loop's own types, which the compiled build
+        # must not check against asyncio's)
+        self._writer: Any = None
         self._exchange: AsyncExchange | None = None
         # the fetch session lives as long as the connection: a lost answer
         # or a reconnect starts over with a full fetch
@@ -90,7 +93,7 @@ class Wake:
 
     def __init__(self) -> None:
         self._set = False
-        self._waiter: asyncio.Future | None = None
+        self._waiter: Any = None    # the loop's future (see LeaderConnection)
 
     def set(self) -> None:
         self._set = True
@@ -124,9 +127,9 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader_id = leader_id
         self.wake = Wake()
-        self.task: asyncio.Task | None = None
+        self.task: Any = None       # the loop's task (see LeaderConnection)
         self._conn: LeaderConnection | None = None
-        self._address = None
+        self._address: Any = None   # (host, port) of the connection
         self._last_refusal: str | None = None  # the security failure last logged
         # key -> (replica, its fetch still in flight, its partition entry):
         # left out of the leader's last answer (nothing new), fetched on
@@ -147,7 +150,8 @@ class ReplicaFetcher:
         if self._conn is None or address != self._address:
             if self._conn is not None:
                 self._conn.close()
-            self._conn = LeaderConnection(*address, f"kcoord-replica-{self.manager.node_id}",
+            host, port = address
+            self._conn = LeaderConnection(host, port, f"kcoord-replica-{self.manager.node_id}",
                                           getattr(self.manager, "peer_properties", None))
             self._address = address
         return self._conn
@@ -263,7 +267,8 @@ class ReplicaFetcher:
         this round's requests are out) looks at the partitions."""
         call = asyncio.ensure_future(call)
         wake = self.wake
-        call.add_done_callback(wake.set_by)
+        set_by = wake.set_by    # one bound method, so the removal finds it
+        call.add_done_callback(set_by)
         try:
             while True:
                 wake.clear()
@@ -275,7 +280,7 @@ class ReplicaFetcher:
                 if self.manager.has_request_ready(self.leader_id):
                     return None
         finally:
-            call.remove_done_callback(wake.set_by)
+            call.remove_done_callback(set_by)
             if not call.done():
                 await cancel_and_wait(call, 5.0)
             else:

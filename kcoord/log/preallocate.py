@@ -46,6 +46,8 @@ import os
 import queue
 import threading
 
+from .background_fd import own_descriptor
+
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 256 << 10   # zeros kept ahead of the data (refilled below half of it)
@@ -108,7 +110,7 @@ class ZeroZone:
             self.queued = False
             if self.stopped:
                 return
-            fd = os.dup(self._fd)   # ours: the segment may close its own meanwhile
+            fd = own_descriptor(self._fd)   # the segment may close its own meanwhile
         try:
             wrote = False
             while True:

@@ -26,6 +26,67 @@ _INT16 = struct.Struct(">h")
 _COMMIT_HEADS: dict[tuple[str, str], bytes] = {}
 
 
+class EncodedRecords:
+    """Records already encoded, for a batch whose earlier records number
+    `first_delta` (their offset deltas are in the bytes): what
+    encode_commit_records makes of a commit's compact records when it is
+    queued, and build_records_batch copies as they are."""
+
+    def __init__(self, data: bytes, first_delta: int, count: int) -> None:
+        self.data = data
+        self.first_delta = first_delta
+        self.count = count
+
+
+def encode_commit_records(records: list, first_delta: int) -> EncodedRecords | None:
+    """The bytes build_records_batch gives `records` (compact commit
+    records, record_codec.py) at offset deltas first_delta.. of their batch,
+    encoded now, while the commit that made them is still in the cache (a
+    round encodes its batch 10-30 ms later: reading each record's objects
+    back then, and freeing them, missed the cache at every step).  None
+    when some record is not the consumer's plain commit that the compact
+    packing takes (not compact, metadata, a name too long, a value out of
+    range, deltas past 16383): the caller queues the records themselves."""
+    if first_delta + len(records) > _ZV_MAX:
+        return None
+    zv, zv00 = _ZV, _ZV00
+    heads = _COMMIT_HEADS
+    pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
+    out: list[bytes] = []
+    last_group = last_topic = ""
+    last_head = b""
+    delta = first_delta
+    for record in records:
+        if type(record) is not tuple:
+            return None
+        compact: tuple[str, str, Any, tuple[Any, Any, str, Any, Any]] = record
+        group, topic, partition, committed = compact
+        offset, epoch, meta, stamp, _ = committed
+        if meta:
+            return None
+        head = last_head
+        if group != last_group or topic != last_topic or not last_head:
+            found = heads.get((group, topic))
+            if found is None:
+                found = _commit_head(group, topic)
+                if found is None:
+                    return None
+            head = found
+        try:
+            tail = pack_tail(partition, 48, 3, offset, epoch, stamp)
+        except struct.error:  # out of range: the schema codec reports it
+            return None
+        last_group, last_topic, last_head = group, topic, head
+        od = zv00[delta]
+        n = len(od) + len(head) + tail_size
+        out.append(zv[n] if n < _ZV_MAX else encode_varint(n))
+        out.append(od)
+        out.append(head)
+        out.append(tail)
+        delta += 1
+    return EncodedRecords(b"".join(out), first_delta, len(records))
+
+
 def build_records_batch(records: list, now: int) -> bytearray:
     """One uncompressed v2 batch of `records`, every record stamped `now`,
     offset deltas 0..n-1, and one CRC for all of them: the bytes build_batch
@@ -34,7 +95,9 @@ def build_records_batch(records: list, now: int) -> bytearray:
     (what consumers commit) is one struct pack after its (group, topic)
     part, which is encoded once; a compact commit record (record_codec.py,
     what a consumer's plain commit writes) is packed from its fields, no
-    dicts.  (`records`: Records and compact ones, hence the plain list.)"""
+    dicts; EncodedRecords (encode_commit_records) are copied as they are.
+    (`records`: Records, compact ones and encoded ones, hence the plain
+    list.)"""
     zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
     heads = _COMMIT_HEADS
     pack_tail, tail_size = _COMMIT_TAIL.pack, _COMMIT_TAIL_SIZE
@@ -45,7 +108,17 @@ def build_records_batch(records: list, now: int) -> bytearray:
     # records of a commit share them, so most skip the cache lookup
     last_group = last_topic = ""
     last_head = b""
-    for delta, record in enumerate(records):
+    delta = -1
+    for record in records:
+        delta += 1
+        if record.__class__ is EncodedRecords:  # encoded when queued, at this delta
+            ready: EncodedRecords = record
+            if ready.first_delta != delta:  # (a queue that miscounted: never written)
+                raise ValueError(f"records encoded at offset delta {ready.first_delta} "
+                                 f"found at {delta}")
+            out.append(ready.data)
+            delta += ready.count - 1
+            continue
         if type(record) is tuple:  # compact: (group, topic, partition, value)
             # typed, so that mypyc reads the fields without iterating; the
             # ints as objects, passed to the pack as they are (typed int,
@@ -109,7 +182,7 @@ def build_records_batch(records: list, now: int) -> bytearray:
         out.append(zv[n] if n < zmax else varint(n))
         out.append(rec)
     batch = bytearray().join(out)
-    count = len(records)
+    count = delta + 1
     seal_batch(batch, 0, 0, count, now, now)
     return batch
 

@@ -81,10 +81,13 @@ class _Batch:
     """Records of one shard waiting to be appended, then to be durable, and
     the requests answered once they are: entries of (reply, answer, error,
     replies to other parked requests)."""
-    __slots__ = ("records", "runs", "waiters", "dropped", "timeout")
+    __slots__ = ("records", "count", "runs", "waiters", "dropped", "timeout")
 
     def __init__(self) -> None:
         self.records: list[Record] | None = []  # None once appended (take)
+        # records in `records`: an item may be several records encoded
+        # already (coordinator_batch.EncodedRecords, hot_ops._queue_commit)
+        self.count = 0
         # runs written before `records` with their own batch metadata
         # (shard_batches.py: a transaction's records, its marker), or None
         self.runs: list[tuple] | None = None
@@ -338,10 +341,11 @@ class ShardRuntime(CoordinatorState, ShardLoader):
                 batch.timeout = asyncio.get_running_loop().call_later(
                     timeout, self.time_out, batch)
         batch.records += records
+        batch.count += len(records)
         if not self._queued:
             self._queued = True
             self.commit.add(self)
-        elif len(batch.records) >= FULL_BATCH_RECORDS:
+        elif batch.count >= FULL_BATCH_RECORDS:
             self.commit.filled()
         return batch
 
@@ -354,6 +358,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if batch.records:
             runs.append((None, batch.records))
             batch.records = []
+            batch.count = 0  # (the next records start a batch of their own)
         runs.append((meta, records))
         return batch
 

@@ -16,6 +16,7 @@ from ..protocol.commit_request import FlatCommit, FlatTopic, commit_dict
 from .coordinator_state import ACTIVE
 from .dispatch import Reply, RequestContext
 from .fsync_rounds import FULL_BATCH_RECORDS
+from ..protocol.coordinator_batch import encode_commit_records
 
 OFFSET_COMMIT = API_KEYS["OffsetCommit"]
 HEARTBEAT = API_KEYS["ConsumerGroupHeartbeat"]
@@ -31,6 +32,7 @@ _STEADY_BODIES: dict[str, tuple[int, int, int, bytes]] = {}
 # answer of the last flat commit of that shape (flat_body); the answer's
 # bytes depend on those alone, so one cache serves every server in a process
 _RECENT_BODIES: dict[tuple[int, str, int], tuple[tuple[int, ...], bytes]] = {}
+_NO_RECORDS: list = []  # (never changed: ShardRuntime._queue only adds it to a batch)
 
 
 def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
@@ -85,15 +87,23 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
 def _queue_commit(shard: Any, records: list, response: Any, error: Any) -> Any:
     """Queue a commit's records in the shard's open round and wait for its
     answer there (ShardRuntime._queue): commit_request's and commit_flat's
-    shared tail."""
+    shared tail.  Compact records are queued encoded
+    (encode_commit_records): their bytes are made now, while the commit is
+    in the cache, and the records freed with it."""
     batch = shard._pending
     if batch is None:
-        batch = shard._queue(records)
-    else:  # the shard is in the next round already (ShardRuntime._queue)
-        pending: list = batch.records
+        batch = shard._queue(_NO_RECORDS)  # a new batch, in the next round
+    delta: int = batch.count
+    encoded = encode_commit_records(records, delta)
+    pending: list = batch.records
+    if encoded is None:
         pending += records
-        if len(pending) >= FULL_BATCH_RECORDS:
-            shard.commit.filled()
+    else:
+        pending.append(encoded)
+    count = delta + len(records)
+    batch.count = count
+    if count >= FULL_BATCH_RECORDS:
+        shard.commit.filled()
     reply = Reply()
     waiters: list = batch.waiters
     waiters.append((reply, response, error, None))
@@ -143,7 +153,7 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     if metrics is not None:  # observe.events.ServerMetrics
         metrics.offsets_committed(len(records))
     response = flat_body(version, topics, handlers._commit_bodies)
-    error = FlatCommitError(handlers, flat, version)
+    error = FlatCommitError(handlers, version, response)
     if result is None:
         if not records:
             return shard.finish(Result(records, response=response), error, None)
@@ -157,16 +167,27 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
 
 class FlatCommitError:
     """The error answer of a flat commit the runtime fails (called rarely:
-    made per commit, a compiled instance costs less than a partial)."""
+    made per commit, a compiled instance costs less than a partial).  It
+    keeps the commit's all-NONE answer (cached bytes, or a dict for several
+    topics), which names the same partitions, not the request: the
+    request's tuples are then freed with the commit instead of being held
+    until its round is durable (and freed cold, as its records were)."""
 
-    def __init__(self, handlers: Any, flat: FlatCommit, version: int) -> None:
+    def __init__(self, handlers: Any, version: int, response: Any) -> None:
         self.handlers = handlers
-        self.flat = flat
         self.version = version
+        self.response = response
 
     def __call__(self, code: int) -> dict:
-        answer: dict = self.handlers.commit_error(commit_dict(self.flat), self.version, code)
-        return answer
+        answer: Any = self.response
+        if answer.__class__ is not dict:  # the encoded body
+            answer = response_codec(OFFSET_COMMIT, self.version)[1](answer, 0)[0]
+        topics: list[dict] = answer["topics"]
+        req = {"topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"]} for p in t["partitions"]]}
+            for t in topics]}
+        error: dict = self.handlers.commit_error(req, self.version, code)
+        return error
 
 
 def commit_op(core: Any, now: int, req: dict, version: int, metrics: Any,

@@ -6,6 +6,7 @@ import os
 import time
 
 from kcoord.log import LogConfig, partition_log, segment
+from kcoord.log.background_fd import own_descriptor
 from kcoord.log.presync import MIN_UNSYNCED, Presync
 from kcoord.protocol.records import build_batch, decode_all
 
@@ -109,3 +110,19 @@ def test_truncation_forgets_a_presync(open_log, monkeypatch):
     for job in jobs:
         job.run()
     assert partition_log.MIN_UNSYNCED == MIN_UNSYNCED
+
+
+def test_background_fsyncs_use_an_open_file_description_of_their_own(tmp_path):
+    # A dup'd descriptor shares the segment's description: an fsync there that
+    # met a writeback error would leave the segment's own fsync answering success.
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        own = own_descriptor(fd)
+        try:
+            os.lseek(own, 10, os.SEEK_SET)
+            assert os.lseek(fd, 0, os.SEEK_CUR) == 0     # not sharing a file offset
+            assert os.path.samestat(os.fstat(own), os.fstat(fd))
+        finally:
+            os.close(own)
+    finally:
+        os.close(fd)

@@ -58,6 +58,9 @@ from pathlib import Path
 from kcoord.coordinator.shard import CoordinatorShard
 from kcoord.log.durability import NotReplicated
 from kcoord.protocol.api import response_codec
+from kcoord.protocol.coordinator_batch import EncodedRecords, build_records_batch
+from kcoord.protocol.record_codec import decode_record
+from kcoord.protocol.records import decode_batch
 from kcoord.protocol.errors import Err
 from kcoord.server.clock import LoopClock, WallClock
 from kcoord.server.consumer_group_handlers import ConsumerGroupApi
@@ -733,8 +736,17 @@ class Simulation:
         except StopIteration:
             pass
         if shard._pending is not None:
-            fresh.core.replay_all(shard._pending.records)
+            fresh.core.replay_all(pending_records(shard._pending.records))
         assert fresh.core.snapshot() == shard.core.snapshot(), "live state != replayed log"
+
+
+def pending_records(items: list) -> list:
+    """A pending batch's records, those queued encoded (EncodedRecords)
+    decoded back from their bytes (their batch as the round would write it)."""
+    if not any(item.__class__ is EncodedRecords for item in items):
+        return items
+    _, decoded = decode_batch(build_records_batch(items, 0))
+    return [decode_record(r.key, r.value) for r in decoded]
 
 
 def run_seed(seed: int, data_dir: Path, steps: int = 120,

@@ -8,7 +8,8 @@ from kcoord.coordinator.offsets import (OffsetStore, OffsetValue, commit_answer,
 from kcoord.coordinator.result import Record
 from kcoord.protocol.messages.coordinator_records import encode_record_key, encode_record_value
 from kcoord.protocol.records import build_batch, decode_batch
-from kcoord.protocol.coordinator_batch import build_records_batch
+from kcoord.protocol.coordinator_batch import (EncodedRecords, build_records_batch,
+                                               encode_commit_records)
 from kcoord.protocol.record_codec import encode_record, generic_commit
 from kcoord.protocol.record_codec import decode_record
 
@@ -140,6 +141,44 @@ def test_compact_records_pack_to_the_generic_bytes():
     assert [schema_encode(r) for r in back] == [schema_encode(r) for r in generic]
     for record in compact[:10]:
         assert encode_record(record) == schema_encode(generic_commit(record))
+
+
+def test_records_encoded_when_queued_are_the_batch_of_the_records():
+    """Commits' compact records encoded as they are queued
+    (encode_commit_records, at the batch's record count then) and batched
+    with records queued as they are give the very bytes of the batch of all
+    the records; what the compact packing does not take is refused whole."""
+    import random
+    rng = random.Random(7)
+    compact = [r for r in compact_records() if not r[3][2]]  # the plain ones
+    records = sample_records()[:40] + compact + sample_records()[150:]
+    whole = bytes(build_records_batch(records, NOW))
+    for _ in range(20):
+        items, count, i = [], 0, 0
+        while i < len(records):
+            n = rng.randint(1, 12)
+            part = records[i:i + n]
+            encoded = encode_commit_records(part, count)
+            if encoded is None:
+                assert any(type(r) is not tuple or r[3][2] for r in part)
+                items += part
+            else:
+                assert encoded.count == len(part) and encoded.first_delta == count
+                items.append(encoded)
+            count += len(part)
+            i += n
+        assert any(item.__class__ is EncodedRecords for item in items)
+        assert bytes(build_records_batch(items, NOW)) == whole
+    with_metadata = [r for r in compact_records() if r[3][2]][:3]
+    assert encode_commit_records(compact[:3] + with_metadata, 0) is None
+    assert encode_commit_records(compact[:3], 16_382) is None  # deltas past two-byte varints
+    # a queue that miscounted fails the append, never writes wrong deltas
+    try:
+        build_records_batch([compact[0], encode_commit_records(compact[1:3], 0)], NOW)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("records encoded at another delta were batched")
 
 
 def test_compact_record_replays_as_its_generic_form():
