@@ -8,8 +8,11 @@ node leading what it writes): the median time from the request to its
 write's append, the leader's fsync, the replication (leader fsynced ->
 high watermark past the write: the followers fetched, fsynced and
 reported), and high watermark -> answer.  Per follower fetch round that
-carried records: the leader's wake-up (fsynced -> parked fetch answered),
-the answer -> appended, the follower's fsync, fsynced -> next fetch sent,
+carried records: the leader's answers (a write's append -> the first and
+the last of its followers' parked fetches answered: followers read the
+unfsynced tail, so they are answered before the leader's fsync, one after
+the other on its loop, and the high watermark waits for the last), the
+answer -> appended, the follower's fsync, fsynced -> next fetch sent,
 and that fetch's way to the leader.  Counts per transaction: fsyncs
 (leaders and followers) and fetch rounds carrying records.
 """
@@ -87,7 +90,8 @@ def breakdown(node_lines: dict[int, list[str]], transactions: int) -> dict:
     steps: dict[str, dict[str, list]] = {}
     fsyncs = {"leader": 0, "follower": 0}
     rounds = 0
-    wake, to_append, follower_fsync, refetch, to_leader = [], [], [], [], []
+    first_answer, last_answer = [], []
+    to_append, follower_fsync, refetch, to_leader = [], [], [], []
     answers_to: dict[tuple[int, str], list[float]] = {}   # (leader, follower) -> fetch answers
     reqs_from: dict[tuple[int, str], list[float]] = {}    # (leader, follower) -> fetches in
     for n, ev in nodes.items():
@@ -110,12 +114,16 @@ def breakdown(node_lines: dict[int, list[str]], transactions: int) -> dict:
                 row["fsync"].append(w["flushed"] - w["sync"])
                 row["repl"].append(w["replicated"] - w["flushed"])
                 row["after"].append(r["ans"] - w["replicated"])
-        for w in writes:     # the leader's wake-up of each follower's parked fetch
+        for w in writes:     # the leader's answers to its followers' parked fetches
+            answered = []
             for (leader, _f), times in answers_to.items():
                 if leader == n:
-                    nxt = _first_after(times, w["flushed"])
-                    if nxt is not None and nxt - w["flushed"] < 1.0:
-                        wake.append(nxt - w["flushed"])
+                    nxt = _first_after(times, w["sync"])
+                    if nxt is not None and nxt - w["sync"] < 1.0:
+                        answered.append(nxt - w["sync"])
+            if answered:
+                first_answer.append(min(answered))
+                last_answer.append(max(answered))
         # this node as a follower: its fetch rounds that carried records
         last: dict[str, float] = {}
         for t, name, f in ev:
@@ -144,7 +152,9 @@ def breakdown(node_lines: dict[int, list[str]], transactions: int) -> dict:
                          "to_append_ms": _ms(v["append"]), "leader_fsync_ms": _ms(v["fsync"]),
                          "replication_ms": _ms(v["repl"]), "hw_to_answer_ms": _ms(v["after"])}
                   for name, v in steps.items()},
-        "follower_round": {"leader_wakeup_ms": _ms(wake), "answer_to_appended_ms": _ms(to_append),
+        "follower_round": {"append_to_first_answer_ms": _ms(first_answer),
+                           "append_to_last_answer_ms": _ms(last_answer),
+                           "answer_to_appended_ms": _ms(to_append),
                            "follower_fsync_ms": _ms(follower_fsync),
                            "fsynced_to_next_fetch_ms": _ms(refetch),
                            "next_fetch_to_leader_ms": _ms(to_leader)},
@@ -172,9 +182,11 @@ def tables(result: dict) -> list[str]:
         "",
         "One follower fetch round carrying records (medians, ms):",
         "",
-        table(["leader fsynced -> parked fetch answered", "answer -> appended (follower)",
+        table(["leader append -> first follower's parked fetch answered",
+               "-> last follower's answered", "answer -> appended (follower)",
                "follower fsync", "fsynced -> next fetch sent", "next fetch -> leader"],
-              [[fr["leader_wakeup_ms"], fr["answer_to_appended_ms"], fr["follower_fsync_ms"],
+              [[fr["append_to_first_answer_ms"], fr["append_to_last_answer_ms"],
+                fr["answer_to_appended_ms"], fr["follower_fsync_ms"],
                 fr["fsynced_to_next_fetch_ms"], fr["next_fetch_to_leader_ms"]]]),
         "",
         f"Per transaction ({result['transactions']} traced): {per['leader_fsyncs']} leader "

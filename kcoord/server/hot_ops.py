@@ -153,7 +153,7 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     if metrics is not None:  # observe.events.ServerMetrics
         metrics.offsets_committed(len(records))
     response = flat_body(version, topics, handlers._commit_bodies)
-    error = FlatCommitError(handlers, flat, version)
+    error = FlatCommitError(handlers, version, response)
     if result is None:
         if not records:
             return shard.finish(Result(records, response=response), error, None)
@@ -167,16 +167,27 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
 
 class FlatCommitError:
     """The error answer of a flat commit the runtime fails (called rarely:
-    made per commit, a compiled instance costs less than a partial)."""
+    made per commit, a compiled instance costs less than a partial).  It
+    keeps the commit's all-NONE answer (cached bytes, or a dict for several
+    topics), which names the same partitions, not the request: the
+    request's tuples are then freed with the commit instead of being held
+    until its round is durable (and freed cold, as its records were)."""
 
-    def __init__(self, handlers: Any, flat: FlatCommit, version: int) -> None:
+    def __init__(self, handlers: Any, version: int, response: Any) -> None:
         self.handlers = handlers
-        self.flat = flat
         self.version = version
+        self.response = response
 
     def __call__(self, code: int) -> dict:
-        answer: dict = self.handlers.commit_error(commit_dict(self.flat), self.version, code)
-        return answer
+        answer: Any = self.response
+        if answer.__class__ is not dict:  # the encoded body
+            answer = response_codec(OFFSET_COMMIT, self.version)[1](answer, 0)[0]
+        topics: list[dict] = answer["topics"]
+        req = {"topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"]} for p in t["partitions"]]}
+            for t in topics]}
+        error: dict = self.handlers.commit_error(req, self.version, code)
+        return error
 
 
 def commit_op(core: Any, now: int, req: dict, version: int, metrics: Any,

@@ -52,6 +52,7 @@ def test_breakdown_of_one_replicated_step():
     leader = [_line("req", 1.000, 22, 1, "c"), _line("ans", 1.001, 22, 1, "c"),
               _line("req", 2.000, 24, 7, "c"), _line("sync", 2.001, 5, "__transaction_state-3"),
               _line("flushed", 2.003, 5), _line("ans", 2.004, 1, 40, "kcoord-replica-2"),
+              _line("ans", 2.006, 1, 17, "kcoord-replica-3"),   # its other follower, later
               _line("req", 2.009, 1, 41, "kcoord-replica-2"), _line("replicated", 2.010, 5),
               _line("ans", 2.011, 24, 7, "c")]
     follower = [_line("fetch-answer", 2.005, 1), _line("fetch-appended", 2.006, 1, "t-3"),
@@ -61,9 +62,10 @@ def test_breakdown_of_one_replicated_step():
     assert (step["requests"], step["total_ms"], step["to_append_ms"], step["leader_fsync_ms"],
             step["replication_ms"], step["hw_to_answer_ms"]) == (1, 11.0, 1.0, 2.0, 7.0, 1.0)
     rnd = got["follower_round"]
-    assert (rnd["leader_wakeup_ms"], rnd["answer_to_appended_ms"], rnd["follower_fsync_ms"],
+    assert (rnd["append_to_first_answer_ms"], rnd["append_to_last_answer_ms"],
+            rnd["answer_to_appended_ms"], rnd["follower_fsync_ms"],
             rnd["fsynced_to_next_fetch_ms"], rnd["next_fetch_to_leader_ms"]) == (
-                1.0, 1.0, 2.0, 0.5, 0.5)
+                3.0, 5.0, 1.0, 2.0, 0.5, 0.5)
     assert got["per_transaction"] == {"leader_fsyncs": 1.0, "follower_fsyncs": 1.0,
                                       "fetch_rounds_with_records": 1.0}
 

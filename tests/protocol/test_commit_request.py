@@ -88,3 +88,21 @@ def test_the_all_none_answer_of_flat_commits():
             assert got == bytes(response_codec(OFFSET_COMMIT, version)[0](answer, bytearray()))
         else:
             assert got == answer
+
+
+def test_a_failed_flat_commit_answers_as_the_dict_path():
+    """hot_ops.FlatCommitError, which keeps the commit's all-NONE answer
+    rather than its request: the error answer of the request's every
+    partition, as GroupHandlers.commit_error gives it from the codec's dict."""
+    from kcoord.server.group_handlers import GroupHandlers
+    from kcoord.server.hot_ops import FlatCommitError, flat_body
+    rnd = random.Random(11)
+    bodies: dict = {}
+    for _ in range(150):
+        version = rnd.choice(FLAT_VERSIONS)
+        encode, _ = request_codec(OFFSET_COMMIT, version)
+        flat = decode_flat(bytes(encode(random_request(rnd), bytearray())), 0)
+        assert flat is not None
+        error = FlatCommitError(GroupHandlers, version, flat_body(version, flat[4], bodies))
+        for code in (15, 16):  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+            assert error(code) == GroupHandlers.commit_error(commit_dict(flat), version, code)
