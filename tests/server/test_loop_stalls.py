@@ -44,3 +44,37 @@ def test_a_turning_loop_reports_nothing(caplog):
 
     asyncio.run(main())
     assert not [r for r in caplog.records if r.name == "kcoord.server.stalls"]
+
+
+def test_a_slow_garbage_collection_is_named_in_the_report(caplog):
+    """A collection holds the interpreter for its length: the report says so
+    (here a gc callback of the test's makes one collection last 1.5 s)."""
+    import gc
+    caplog.set_level(logging.WARNING, logger="kcoord.server.stalls")
+
+    def slow(phase, _info):  # after the reporter's own "start" callback
+        if phase == "start":
+            time.sleep(1.5)
+
+    def collect_slowly():
+        gc.callbacks.append(slow)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(slow)
+
+    async def main():
+        reporter = LoopStallReporter(asyncio.get_running_loop(), report_after_s=0.3).start()
+        try:
+            await asyncio.sleep(0.3)
+            asyncio.get_running_loop().call_soon(collect_slowly)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(
+                    "ran nothing" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.05)
+        finally:
+            reporter.stop()
+
+    asyncio.run(main())
+    reports = [r.getMessage() for r in caplog.records if "ran nothing" in r.getMessage()]
+    assert reports and "garbage collections meanwhile: generation 2" in reports[0], reports
