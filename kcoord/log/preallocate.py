@@ -43,10 +43,9 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 
-from .background_fd import own_descriptor
+from .background import Worker, own_descriptor
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ class ZeroZone:
         """Queue a fill up to a chunk past `end` (on the loop)."""
         self.queued = True
         self.target = min(end + CHUNK_BYTES, self._limit)
-        _filler().put(self)
+        _filler.put(self)
 
     def stop(self) -> None:
         """No more zeros (under the caller's hold of `lock`)."""
@@ -133,29 +132,10 @@ class ZeroZone:
             os.close(fd)
 
 
-_queue: "queue.SimpleQueue[ZeroZone] | None" = None
-_queue_lock = threading.Lock()
+def _failed(zone: ZeroZone) -> None:
+    # (no descriptor left, say) the zone stops; the thread serves on
+    with zone.lock:
+        zone.stopped = True
 
 
-def _filler() -> "queue.SimpleQueue[ZeroZone]":
-    global _queue
-    q = _queue
-    if q is None:
-        with _queue_lock:
-            if _queue is None:
-                _queue = queue.SimpleQueue()
-                threading.Thread(target=_run, args=(_queue,), name="kcoord-prealloc",
-                                 daemon=True).start()
-            q = _queue
-    return q
-
-
-def _run(q: "queue.SimpleQueue[ZeroZone]") -> None:
-    while True:
-        zone = q.get()
-        try:
-            zone.fill()
-        except Exception:   # (no descriptor left, say) the zone stops; the thread serves on
-            log.exception("writing zeros ahead of a segment failed")
-            with zone.lock:
-                zone.stopped = True
+_filler = Worker("kcoord-prealloc", ZeroZone.fill, _failed)

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import threading
 from typing import Callable
 
-from .background_fd import own_descriptor
+from .background import Worker, own_descriptor
 
 log = logging.getLogger(__name__)
 
@@ -58,29 +56,13 @@ class Presync:
             self.done = True
 
 
-_queue: "queue.SimpleQueue[Presync] | None" = None
-_queue_lock = threading.Lock()
+def _failed(job: Presync) -> None:
+    job.done = True
+
+
+_worker = Worker("kcoord-presync", Presync.run, _failed)
 
 
 def start(job: Presync) -> None:
     """Queue the job for the presync thread (started on first use)."""
-    global _queue
-    q = _queue
-    if q is None:
-        with _queue_lock:
-            if _queue is None:
-                _queue = queue.SimpleQueue()
-                threading.Thread(target=_run, args=(_queue,), name="kcoord-presync",
-                                 daemon=True).start()
-            q = _queue
-    q.put(job)
-
-
-def _run(q: "queue.SimpleQueue[Presync]") -> None:
-    while True:
-        job = q.get()
-        try:
-            job.run()
-        except Exception:   # (run reports its own errors) the thread serves on
-            log.exception("fsync ahead of a roll failed")
-            job.done = True
+    _worker.put(job)

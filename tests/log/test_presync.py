@@ -6,7 +6,7 @@ import os
 import time
 
 from kcoord.log import LogConfig, partition_log, segment
-from kcoord.log.background_fd import own_descriptor
+from kcoord.log.background import own_descriptor
 from kcoord.log.presync import MIN_UNSYNCED, Presync
 from kcoord.protocol.records import build_batch, decode_all
 
