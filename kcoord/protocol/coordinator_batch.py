@@ -95,7 +95,8 @@ def build_records_batch(records: list, now: int) -> bytearray:
     (what consumers commit) is one struct pack after its (group, topic)
     part, which is encoded once; a compact commit record (record_codec.py,
     what a consumer's plain commit writes) is packed from its fields, no
-    dicts; EncodedRecords (encode_commit_records) are copied as they are.
+    dicts (encode_commit_records, one at a time); EncodedRecords (what it
+    made of a whole commit when queued) are copied as they are.
     (`records`: Records, compact ones and encoded ones, hence the plain
     list.)"""
     zv, zv00, zmax, varint = _ZV, _ZV00, _ZV_MAX, encode_varint
@@ -104,10 +105,6 @@ def build_records_batch(records: list, now: int) -> bytearray:
     # (compiled: out.append is mypyc's direct list append; a bound method
     # kept in a local, or out += a tuple, would be generic calls)
     out = [bytes(HEADER_SIZE)]
-    # the (group, topic) of the last compact record packed and its head: the
-    # records of a commit share them, so most skip the cache lookup
-    last_group = last_topic = ""
-    last_head = b""
     delta = -1
     for record in records:
         delta += 1
@@ -120,32 +117,12 @@ def build_records_batch(records: list, now: int) -> bytearray:
             delta += ready.count - 1
             continue
         if type(record) is tuple:  # compact: (group, topic, partition, value)
-            # typed, so that mypyc reads the fields without iterating; the
-            # ints as objects, passed to the pack as they are (typed int,
-            # each would be unboxed, then boxed again: a new int object)
-            compact: tuple[str, str, Any, tuple[Any, Any, str, Any, Any]] = record
-            group, topic, partition, committed = compact
-            offset, epoch, meta, stamp, _ = committed
-            if not meta and delta < zmax:
-                chead: bytes | None = last_head
-                if group != last_group or topic != last_topic or not last_head:
-                    chead = heads.get((group, topic))
-                    if chead is None:
-                        chead = _commit_head(group, topic)
-                if chead is not None:
-                    try:
-                        tail = pack_tail(partition, 48, 3, offset, epoch, stamp)
-                    except struct.error:  # out of range: the schema codec reports it
-                        pass
-                    else:
-                        last_group, last_topic, last_head = group, topic, chead
-                        od = zv00[delta]
-                        n = len(od) + len(chead) + tail_size
-                        out.append(zv[n] if n < zmax else varint(n))
-                        out.append(od)
-                        out.append(chead)
-                        out.append(tail)
-                        continue
+            # (a commit's records are encoded when queued; these are the ones
+            # that were not: packed alone, or through the dict codec)
+            alone = encode_commit_records([record], delta)
+            if alone is not None:
+                out.append(alone.data)
+                continue
             record = generic_commit(record)
         rtype, key, value, version = record
         if rtype == 1 and version == 3 and value is not None and delta < zmax \
