@@ -31,6 +31,18 @@ def _code(response: dict) -> int:
         "partition_error_code"]
 
 
+async def _open_txn(handlers: TxnHandlers) -> dict:
+    """InitProducerId for "tx" and its partition t-0 added: -> the ids."""
+    got = await answer(handlers.init_producer_id(ctx(22, 4), {
+        "transactional_id": "tx", "transaction_timeout_ms": 60000,
+        "producer_id": -1, "producer_epoch": -1}))
+    assert got["error_code"] == Err.NONE
+    ids = {"pid": got["producer_id"], "epoch": got["producer_epoch"]}
+    assert _code(await answer(handlers.add_partitions_to_txn(
+        ctx(24, 3), _add_partitions(ids)))) == Err.NONE
+    return ids
+
+
 def test_a_failed_marker_fsync_is_retried_and_the_waiting_request_answered(tmp_path):
     """The data partition's marker fsync fails once: the completion goes the
     awaited way (which retries), Complete* is written, and the producer's
@@ -54,13 +66,7 @@ def test_a_failed_marker_fsync_is_retried_and_the_waiting_request_answered(tmp_p
     async def scenario():
         txn.start()
         await txn.wait_loaded()
-        got = await answer(handlers.init_producer_id(ctx(22, 4), {
-            "transactional_id": "tx", "transaction_timeout_ms": 60000,
-            "producer_id": -1, "producer_epoch": -1}))
-        assert got["error_code"] == Err.NONE
-        ids = {"pid": got["producer_id"], "epoch": got["producer_epoch"]}
-        assert _code(await answer(handlers.add_partitions_to_txn(
-            ctx(24, 3), _add_partitions(ids)))) == Err.NONE
+        ids = await _open_txn(handlers)
         plog.flush = flush_failing_once
         ended = await answer(handlers.end_txn(ctx(26, 3), {
             "transactional_id": "tx", "producer_id": ids["pid"],
@@ -106,12 +112,7 @@ def test_the_request_waiting_for_a_completion_shares_complete_s_round(tmp_path):
     async def scenario():
         txn.start()
         await txn.wait_loaded()
-        got = await answer(handlers.init_producer_id(ctx(22, 4), {
-            "transactional_id": "tx", "transaction_timeout_ms": 60000,
-            "producer_id": -1, "producer_epoch": -1}))
-        ids = {"pid": got["producer_id"], "epoch": got["producer_epoch"]}
-        assert _code(await answer(handlers.add_partitions_to_txn(
-            ctx(24, 3), _add_partitions(ids)))) == Err.NONE
+        ids = await _open_txn(handlers)
         sync = durability.sync
 
         def counted(logs, done):
