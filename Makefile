@@ -100,6 +100,7 @@ lint:
 	  if [ -n "$$missing" ]; then echo "$$missing"; \
 	    echo "mypy: a module's attribute or a name is missing"; exit 1; fi
 	$(PY) lint/import_layers.py kcoord
+	$(PY) lint/compiled_async.py .
 
 bench: venv-all
 	$(PY) -m bench

@@ -5,6 +5,7 @@ and a failed build leaves pure Python with one warning line."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -105,3 +106,25 @@ def test_a_failed_build_leaves_pure_python(tree_copy):
     assert len(lines) == 1 and "running pure Python" in lines[0], out.stderr
     assert not (tree_copy / "kcoord" / "_compiled.json").exists()
     assert not list((tree_copy / "kcoord").rglob("*.so"))
+
+
+def _compiled_async_lint():
+    spec = importlib.util.spec_from_file_location("compiled_async",
+                                                  ROOT / "lint" / "compiled_async.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_compiled_module_awaits_in_an_except_or_finally_block():
+    """mypyc loses a cancellation in flight through a finally block that
+    awaits (the replica fetcher's stop hung so, and the node's exit)."""
+    lint = _compiled_async_lint()
+    assert lint.compiled_modules(ROOT) == build_modules()
+    assert lint.main(ROOT) == 0
+    sample = ("async def f(call):\n"
+              "    try:\n        await call\n"
+              "    except ValueError:\n        await call\n"
+              "    finally:\n        await call\n")
+    assert [line.split(": ", 1)[1].split(" block")[0] for line in lint.findings(sample, "m")] == [
+        "await in a finally", "await in an except"]

@@ -168,6 +168,7 @@ class ReplicaFetcher:
                     pass
                 continue
             conn = self._connection()
+            failed = False
             try:
                 if conn is None:
                     raise ConnectionError(f"node {self.leader_id} has no known address")
@@ -194,14 +195,13 @@ class ReplicaFetcher:
                     log.error("replica fetcher to node %d cannot use its inter-broker "
                               "listener: %s", self.leader_id, reason)
                     self._last_refusal = reason
-                if conn is not None:
-                    conn.close()
-                self._carried = {}
-                for _, replica, request in requests:
-                    replica.on_request_failed(request, self.manager.now_ms())
-                await asyncio.sleep(backoff)
+                failed = True
             except Exception as exc:  # connection lost, leader gone: retry after a backoff
                 log.debug("fetch from node %d failed: %s", self.leader_id, exc)
+                failed = True
+            if failed:
+                # (no await inside an except or finally block of a compiled
+                # module: mypyc loses or crashes on the exception in flight)
                 if conn is not None:
                     conn.close()
                 self._carried = {}
@@ -269,22 +269,30 @@ class ReplicaFetcher:
         wake = self.wake
         set_by = wake.set_by    # one bound method, so the removal finds it
         call.add_done_callback(set_by)
+        # The cleanup runs after the try, not in a finally: mypyc (this module
+        # is compiled) loses the exception in flight, a cancellation too, when
+        # a finally block awaits, and the fetcher then never stops.
+        failure: BaseException | None = None
         try:
             while True:
                 wake.clear()
                 if call.done():
-                    return call.result()
+                    break
                 await wake.wait()
-                if call.done():
-                    return call.result()
-                if self.manager.has_request_ready(self.leader_id):
-                    return None
-        finally:
-            call.remove_done_callback(set_by)
+                if call.done() or self.manager.has_request_ready(self.leader_id):
+                    break
+        except BaseException as exc:
+            failure = exc
+        call.remove_done_callback(set_by)
+        if failure is not None or not call.done():
             if not call.done():
                 await cancel_and_wait(call, 5.0)
             else:
                 drop(call)  # it ended as we were cancelled: its exception is retrieved
+            if failure is not None:
+                raise failure
+            return None
+        return call.result()
 
     async def _fetch(self, conn, fetches) -> None:
         cfg = self.manager.config

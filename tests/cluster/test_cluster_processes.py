@@ -158,7 +158,7 @@ def test_graceful_stop_hands_leaderships_over_first(cluster):
     assert led
     node = cluster.nodes[target]
     node.stop()
-    assert node.proc.returncode == 0
+    assert node.proc.returncode == 0, node.log_text()
     assert any("leaderships handed over" in line for line in node.log_lines), node.log_text()
     after = wait_until(lambda: (m := cluster.metadata(1, ["__consumer_offsets"])) and
                        target not in {b["node_id"] for b in m["brokers"]} and

@@ -153,3 +153,46 @@ def test_a_partition_left_out_of_the_answer_keeps_its_fetch_in_flight():
         assert not fetcher._carried and b.next_request() is None   # (that one is in flight)
 
     asyncio.run(scenario())
+
+
+
+def test_stop_ends_a_fetcher_parked_on_a_long_poll():
+    """A graceful stop cancels the fetcher's task while it waits on a long
+    poll; the task must end.  With mypyc (the module is compiled) an await
+    in a finally block lost the cancellation: the fetcher ran on, the
+    node's stop waited 10 s for it and its exit forever (CI saw the node
+    SIGKILLed in test_graceful_stop_hands_leaderships_over_first)."""
+    from .test_replica import replica, state
+
+    async def scenario():
+        requests = []
+
+        async def silent_leader(reader, writer):   # reads fetches, never answers
+            while data := await reader.read(65536):
+                requests.append(data)
+
+        server = await asyncio.start_server(silent_leader, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()[:2]
+        try:
+            for round_ in range(10):    # the cancellation at different points of the wait
+                r = replica(1)
+                r.on_state(state(2, 1, (0, 1, 2)), 0)
+                manager = _FollowerManager({("t", 0): r})
+                manager.address_of = lambda node: address
+                fetcher = ReplicaFetcher(manager, leader_id=2)
+                requests.clear()
+                fetcher.start()
+                for _ in range(10000):
+                    if requests:
+                        break
+                    await asyncio.sleep(0.001)
+                assert requests, "the fetcher sent its fetch"
+                for _ in range(round_ % 3):
+                    fetcher.wake.set()      # woken with nothing new: it waits on
+                    await asyncio.sleep(0)
+                await asyncio.wait_for(fetcher.stop(), 30)
+                assert fetcher.task.cancelled(), "the fetcher's task ended on its cancellation"
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
