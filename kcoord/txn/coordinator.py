@@ -56,13 +56,19 @@ class TxnMeta:
     # that led to producer_epoch carries this epoch and gets the same answer
     last_producer_epoch: int = NO_EPOCH
 
-    def value(self, **changes) -> TxnValue:
-        v = TxnValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                     tuple(sorted(self.partitions)), self.last_update_ms, self.start_ms)
-        v = v._replace(**changes)
-        if v.state == EMPTY:
-            v = v._replace(partitions=None)  # Kafka writes null for Empty
-        return v
+    def value(self, state: int, last_update_ms: int, partitions: tuple | None = None,
+              start_ms: int | None = None, producer_epoch: int | None = None) -> TxnValue:
+        """The record value of this id moved to `state` at `last_update_ms`,
+        with the given fields changed (None: as they are now).  Explicit
+        arguments, not **changes and two _replace: one tuple built per write."""
+        if state == EMPTY:
+            partitions = None  # Kafka writes null for Empty
+        elif partitions is None:
+            partitions = tuple(sorted(self.partitions))
+        return TxnValue(self.producer_id,
+                        self.producer_epoch if producer_epoch is None else producer_epoch,
+                        self.timeout_ms, state, partitions, last_update_ms,
+                        self.start_ms if start_ms is None else start_ms)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import struct
 from typing import NamedTuple
 
 from ..protocol.errors import ProtocolError
-from ..protocol.records import build_batch
+from ..protocol.records import HEADER_SIZE, build_batch, encode_varint, seal_batch
 
 # TransactionStatus (int8), Kafka's TransactionState ids
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
@@ -46,31 +46,81 @@ def _string(s: str) -> bytes:
     return _H.pack(len(b)) + b
 
 
+# Caches of the parts of a record that repeat from one write of an id to
+# the next (every transaction writes four records of the same id, and the
+# middle two name the same partitions): the key by transactional id, the
+# partitions section of the value by its (sorted) partitions.  Each is
+# emptied when full, so neither outgrows CACHE_MAX entries.
+CACHE_MAX = 4096
+_KEYS: dict[str, bytes] = {}
+_SECTIONS: dict[tuple, bytes] = {}
+_NULL_SECTION = _I.pack(-1)
+
+
 def encode_key(transactional_id: str) -> bytes:
-    return b"\x00\x00" + _string(transactional_id)
+    key = _KEYS.get(transactional_id)
+    if key is None:
+        if len(_KEYS) >= CACHE_MAX:
+            _KEYS.clear()
+        key = _KEYS[transactional_id] = b"\x00\x00" + _string(transactional_id)
+    return key
+
+
+def _partitions_section(partitions: tuple) -> bytes:
+    """The value's topics array: partitions grouped by topic, topics in the
+    order they first appear (the pairs are sorted, so each topic once)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        by_topic.setdefault(topic, []).append(p)
+    out = [_I.pack(len(by_topic))]
+    for topic, parts in by_topic.items():
+        out.append(_string(topic) + _I.pack(len(parts)) + struct.pack(f">{len(parts)}i", *parts))
+    return b"".join(out)
 
 
 def encode_value(v: TxnValue | None) -> bytes | None:
     if v is None:
         return None
-    out = [_HEAD.pack(0, v.producer_id, v.producer_epoch, v.timeout_ms, v.state)]
-    if v.partitions is None:
-        out.append(_I.pack(-1))
+    partitions = v.partitions
+    if partitions is None:
+        section = _NULL_SECTION
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in v.partitions:
-            by_topic.setdefault(topic, []).append(p)
-        out.append(_I.pack(len(by_topic)))
-        for topic, parts in by_topic.items():
-            out.append(_string(topic) + _I.pack(len(parts)) + struct.pack(f">{len(parts)}i", *parts))
-    out.append(_TAIL.pack(v.last_update_ms, v.start_ms))
-    return b"".join(out)
+        found = _SECTIONS.get(partitions)
+        if found is None:
+            if len(_SECTIONS) >= CACHE_MAX:
+                _SECTIONS.clear()
+            found = _SECTIONS[partitions] = _partitions_section(partitions)
+        section = found
+    return (_HEAD.pack(0, v.producer_id, v.producer_epoch, v.timeout_ms, v.state) + section
+            + _TAIL.pack(v.last_update_ms, v.start_ms))
+
+
+def one_record_batch(key: bytes, value: bytes | None, now: int) -> bytes:
+    """The bytes build_batch gives [(key, value, [], now)] with base
+    timestamp `now`, written directly: a record's attributes, timestamp
+    delta and offset delta are all 0, it has no headers, and the header is
+    one pack and one CRC (seal_batch)."""
+    if value is None:
+        body = b"\x00\x00\x00" + encode_varint(len(key)) + key + b"\x01\x00"
+    else:
+        body = (b"\x00\x00\x00" + encode_varint(len(key)) + key + encode_varint(len(value))
+                + value + b"\x00")
+    batch = bytearray(HEADER_SIZE)
+    batch += encode_varint(len(body))
+    batch += body
+    seal_batch(batch, 0, 0, 1, now, now)
+    return bytes(batch)
 
 
 def partition_batches(records: list[TxnRecord], now: int) -> list[tuple[int, bytes]]:
     """The records as one batch per __transaction_state partition (in the
     order the partitions first appear), timestamped `now`: what the runtime
-    appends for a handler's records (usually one record, one batch)."""
+    appends for a handler's records (usually one record, one batch: then
+    written by one_record_batch)."""
+    if len(records) == 1:
+        r = records[0]
+        return [(r.partition, one_record_batch(encode_key(r.transactional_id),
+                                               encode_value(r.value), now))]
     by_partition: dict[int, list] = {}
     for r in records:
         items = by_partition.get(r.partition)

@@ -6,9 +6,10 @@ import struct
 
 from kcoord.protocol.errors import Err
 from kcoord.txn.coordinator import TxnConfig, TxnCoordinator
+from kcoord.protocol.records import build_batch, decode_batch
 from kcoord.txn.records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
                                 PREPARE_COMMIT, TxnRecord, TxnValue, decode_key, decode_value,
-                                encode_key, encode_value)
+                                encode_key, encode_value, partition_batches)
 
 
 def core(**kw) -> TxnCoordinator:
@@ -39,6 +40,37 @@ def test_records_round_trip_in_kafkas_layout():
     assert struct.unpack_from(">i", encode_value(empty), 17)[0] == -1  # null partitions
     assert decode_value(encode_value(empty)) == empty
     assert decode_value(None) is None and decode_key(b"\x00\x01\x00\x00") is None
+
+
+def test_a_lone_record_is_written_as_build_batch_writes_it():
+    """partition_batches writes one record by hand (one_record_batch) and
+    reuses the key and the partitions section it encoded before: the bytes
+    must be build_batch's for every shape: a null value (tombstone), a null
+    partitions array (Empty), long ids and values (two-byte varints), and
+    the same id and partitions written again (from the caches)."""
+    long_topic = "t" * 90
+    values = [None,
+              TxnValue(7, 0, 60000, EMPTY, None, 5, -1),
+              TxnValue(7, 1, 60000, ONGOING, (("a", 0), ("a", 3), ("b", 1)), 6, 6),
+              TxnValue(7, 1, 60000, PREPARE_COMMIT, (("a", 0), ("a", 3), ("b", 1)), 8, 6),
+              TxnValue(7, 1, 60000, ONGOING, tuple((long_topic, p) for p in range(40)), 9, 9),
+              TxnValue(7, 1, 60000, COMPLETE_COMMIT, (), 10, 6)]
+    for tid in ("tx-1", "x" * 200):
+        for _ in range(2):  # the second time from the caches
+            for now, v in enumerate(values, 1_700_000_000_000):
+                [(partition, batch)] = partition_batches([TxnRecord(3, tid, v)], now)
+                key = b"\x00\x00" + struct.pack(">h", len(tid)) + tid.encode()
+                assert partition == 3
+                assert batch == build_batch([(key, encode_value(v), [], now)],
+                                            base_timestamp=now)
+                header, [record] = decode_batch(batch)
+                assert (header.base_timestamp, header.max_timestamp) == (now, now)
+                assert decode_key(record.key) == tid and decode_value(record.value) == v
+    # several records: one batch per partition, in the order they first appear
+    two = partition_batches([TxnRecord(1, "a", values[1]), TxnRecord(0, "b", values[2]),
+                             TxnRecord(1, "c", None)], 5)
+    assert [p for p, _ in two] == [1, 0]
+    assert [decode_key(r.key) for r in decode_batch(two[0][1])[1]] == ["a", "c"]
 
 
 def test_init_bumps_epoch_and_fences_the_old_producer():
