@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from kcoord.protocol.records import (LOG_OVERHEAD, PARTITION_LEADER_EPOCH_OFFSET, assign_offsets,
-                                     decode_batch, set_partition_leader_epoch)
+from kcoord.protocol.records import (LOG_OVERHEAD, PARTITION_LEADER_EPOCH_OFFSET, BatchHeader,
+                                     assign_offsets, decode_batch, set_partition_leader_epoch)
 
 from .config import LogConfig
 from .errors import CorruptSegmentError, InvalidAppend, OffsetOutOfRange
@@ -41,6 +41,7 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Pieces, Segment
 
 log = logging.getLogger(__name__)
 _PATCHED = PARTITION_LEADER_EPOCH_OFFSET + 4  # the header bytes an append rewrites
+_tuple_new = tuple.__new__
 
 
 def _base_offset_of(path: Path) -> int | None:
@@ -267,10 +268,14 @@ class PartitionLog:
         for i, (pos, header) in enumerate(parsed):
             head = bytearray(view[pos:pos + _PATCHED])
             assign_offsets(head, 0, next_offset)
-            header = header._replace(base_offset=next_offset)
+            # the header patched as the bytes are: one tuple built, not a
+            # namedtuple _replace per field (~2 us each, 8 appends per txn)
             if leader_epoch is not None:
                 set_partition_leader_epoch(head, 0, leader_epoch)
-                header = header._replace(partition_leader_epoch=leader_epoch)
+                header = _tuple_new(BatchHeader,
+                                    (next_offset, header[1], leader_epoch) + header[3:])
+            else:
+                header = _tuple_new(BatchHeader, (next_offset,) + header[1:])
             pieces.append(head)
             pieces.append(view[pos + _PATCHED:pos + LOG_OVERHEAD + header.batch_length])
             parsed[i] = (pos, header)
