@@ -63,6 +63,9 @@ MODULES = [
     # (every transactional request's state check, record and batch)
     "kcoord.txn.records",
     "kcoord.txn.coordinator",
+    # the fsync batcher's rounds: every durable step of every writer (a
+    # one-node transaction makes seven: its rounds, waiters and callbacks)
+    "kcoord.log.fsync_batcher",
     # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
     # and their cached answers (the interpreted rest of those handler chains)
     "kcoord.server.hot_ops",

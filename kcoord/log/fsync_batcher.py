@@ -61,8 +61,6 @@ class _Waiter:
     (`pending`), those of them no round has taken yet (`unstarted`), and
     the errors of its logs' failed fsyncs."""
 
-    __slots__ = ("callback", "pending", "unstarted", "failed")
-
     def __init__(self, callback: Callable[[dict], None], ids: set) -> None:
         self.callback = callback
         self.pending = ids
@@ -121,13 +119,11 @@ class FsyncBatcher:
         under way start now, not one loop iteration later (under load an
         iteration serves many requests: waiting for it halved the rounds);
         a log with one under way joins its next, shared with everyone's."""
-        self._join(logs, lambda failed: done([failed.get(id(p)) for p in logs]))
-        self._run()
+        self._ask(logs, lambda failed: done([failed.get(id(p)) for p in logs]))
+        self._run()     # (no round scheduled for later: this one takes every log it can)
 
     def _join(self, logs, callback: Callable[[dict], None]) -> None:
-        for plog in logs:
-            self._dirty[id(plog)] = plog
-        self._waiting.append(_Waiter(callback, {id(p) for p in logs}))
+        self._ask(logs, callback)
         if not self._scheduled:
             self._scheduled = True
             loop = asyncio.get_running_loop()
@@ -135,6 +131,11 @@ class FsyncBatcher:
                 loop.call_later(self.linger, self._run)
             else:
                 loop.call_soon(self._run)   # behind the work already queued: the queue drained
+
+    def _ask(self, logs, callback: Callable[[dict], None]) -> None:
+        for plog in logs:
+            self._dirty[id(plog)] = plog
+        self._waiting.append(_Waiter(callback, {id(p) for p in logs}))
 
     def _run(self) -> None:
         """Start a round of every asked-for log with no fsync under way (a
