@@ -226,6 +226,21 @@ BUGS: list[tuple[str, str]] = [
      "not turned for TTL/2, so a wedged node still loses its lease (within 1.5 TTL)",
      "tests/cluster/test_lease_refresher.py::test_a_busy_loop_keeps_its_lease_and_a_"
      "wedged_one_loses_it"),
+    ("seed 261 (etcd mix, d942d1c): 68 queue anomalies 'duplicate-beyond-redelivery' in "
+     "the KIP-848 group q-848. The group's coordinator (node 1) lapsed twice in 11 s (etcd "
+     "killed 7.7 s, then paused 3.3 s) and during the second lapse expired member c0's "
+     "session on its own clock; c1 got partition 2 and committed past it while c0, not "
+     "told, kept consuming it. What the logs show: no heartbeat of c0 reached the core "
+     "for the 10 s before the expiry; both q-848 consumers sat in a synchronous commit "
+     "sent during the first lapse for 13 s and the shard got no write at all in the 5.3 s "
+     "between the lapses, while q-classic's consumers committed normally in that window "
+     "(why librdkafka's KIP-848 state machine sent nothing then is not in the server's "
+     "logs: the harness now keeps the q-848 clients' group log). A shard's timers are now "
+     "held while its node cannot tell it still leads the shard (a lapse, a refused ISR "
+     "change), and when it surely leads again every member's session (and a revoking "
+     "member's rebalance timeout) restarts from then, as on a load (Kafka's rule)",
+     "tests/server/test_lapse_sessions.py::test_no_member_expires_during_a_lapse_and_"
+     "sessions_restart_after_it"),
 ]
 # Found and not fixed yet.
 OPEN: list[str] = [

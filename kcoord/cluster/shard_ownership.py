@@ -38,6 +38,20 @@ class PartitionOwnership:
             log.info("%s %d unloaded: node %d leads it in epoch %d", self.what,
                      state.partition, state.leader, state.leader_epoch)
 
+    # A lapse of this node's lease: a coordinator with member sessions (the
+    # group and share runtimes) holds its timers until it surely leads again
+    # and then restarts the sessions (coordinator_runtime.py); the
+    # transaction runtime has no such hooks.
+    def on_session_lost(self) -> None:
+        hook = getattr(self.runtime, "on_lease_lapsed", None)
+        if hook is not None:
+            hook()
+
+    def on_session_restored(self) -> None:
+        hook = getattr(self.runtime, "on_lease_restored", None)
+        if hook is not None:
+            hook()
+
 
 def shard_ownership(runtime, node_id: int) -> PartitionOwnership:
     """The group coordinator's shards over __consumer_offsets."""

@@ -128,12 +128,19 @@ class ClassicGroupManager:
 
     def on_loaded(self, now: int) -> Result:
         """After loading: restart every member's session; rebalance oversized groups."""
+        res = self.restart_member_timers(now)
+        for group in list(self.groups.values()):
+            if len(group.members) > self.config.group_max_size:
+                self._prepare_rebalance(res, group, now, "loaded with more members than group.max.size")
+        return res
+
+    def restart_member_timers(self, now: int) -> Result:
+        """Every member's session counts again from `now` (after a load, or a
+        lapse of this coordinator's lease: consumer_group_manager's)."""
         res = Result()
         for group in list(self.groups.values()):
             for member in group.members.values():
                 self._arm_heartbeat(res, group, member.member_id, member.session_timeout_ms, now)
-            if len(group.members) > self.config.group_max_size:
-                self._prepare_rebalance(res, group, now, "loaded with more members than group.max.size")
         return res
 
     # ============================================ conversions (migration.py)

@@ -543,9 +543,17 @@ class ConsumerGroupManager:
 
     def on_loaded(self, now: int) -> Result:
         """After loading: session timers for every member, rebalance timers where revoking."""
+        for group in self.groups.values():
+            group.metadata_refresh = True
+        return self.restart_member_timers(now)
+
+    def restart_member_timers(self, now: int) -> Result:
+        """Every member's session (and a revoking member's rebalance timeout)
+        counts again from `now`: after a load, or when this coordinator serves
+        again after a lapse of its lease, during which the members' answers
+        were held and their timers were not run (Kafka restarts them on load)."""
         res = Result()
         for gid, group in self.groups.items():
-            group.metadata_refresh = True
             for mid, m in group.members.items():
                 classic = m.classic_member_metadata
                 # a classic-protocol member keeps the session timeout it joined with

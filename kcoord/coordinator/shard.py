@@ -487,6 +487,14 @@ class CoordinatorShard:
         return self.classic.on_loaded(now).merge(
             self.consumer.on_loaded(now)).merge(self.share.on_loaded(now))
 
+    def restart_member_timers(self, now: int) -> Result:
+        """This coordinator serves again after a lapse of its lease (the
+        runtime held its timers meanwhile): every member's session counts
+        again from `now`, as after a load."""
+        return self.classic.restart_member_timers(now).merge(
+            self.consumer.restart_member_timers(now)).merge(
+            self.share.restart_member_timers(now))
+
     # ================================================== classic groups
     # A classic request for a non-empty consumer group goes to GroupMigration
     # (Kafka's classicGroup*ToConsumerGroup), any other to the classic manager.

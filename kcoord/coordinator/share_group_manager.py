@@ -487,14 +487,21 @@ class ShareGroupManager:
     def on_loaded(self, now: int) -> Result:
         """After loading: a session timer for every member; initializations in
         flight restart their retry clock (as Kafka's replay stamps them)."""
-        res = Result()
+        res = self.restart_member_timers(now)
         for gid, group in self.groups.items():
             group.metadata_refresh = True
-            for mid in group.members:
-                self.timers.arm(res, (SESSION_TIMER, gid, mid), now + self.session_timeout_for(gid))
             if group.partition_states is not None:
                 for t in group.partition_states.initializing:
                     self.init_since[(gid, t)] = now
+        return res
+
+    def restart_member_timers(self, now: int) -> Result:
+        """Every member's session counts again from `now` (after a load, or a
+        lapse of this coordinator's lease: consumer_group_manager's)."""
+        res = Result()
+        for gid, group in self.groups.items():
+            for mid in group.members:
+                self.timers.arm(res, (SESSION_TIMER, gid, mid), now + self.session_timeout_for(gid))
         return res
 
     # ------------------------------------------------------------- describe and admin

@@ -68,6 +68,10 @@ __all__ = ["NOT_OWNED", "LOADING", "ACTIVE", "FAILED", "CoordinatorRuntime", "Sh
 # A shard timer that fires late after a stall of this process or its loop
 # waits STALL_GRACE_S once, so the heartbeats queued meanwhile count first
 # (stall_grace.py; the transaction and share-lock timers do the same).
+# How often a shard held by a lapse looks whether this node surely leads it
+# again (the lease's restore tells it at once; a new state ends a lapse too).
+LAPSE_RECHECK_S = 0.25
+
 _PARKED = object()  # an entry's answer: the request answers through its token
 
 ErrorFn = Callable[[int], Any]
@@ -129,6 +133,11 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self._batches: list[_Batch] = []      # not yet released, oldest first
         self._queued = False                  # in the group commit's queue
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        # A lapse: timers that fired while this node could not tell it still
+        # leads the shard's log (held, in firing order), and the check that
+        # looks again until it does (see _fire)
+        self._held: dict[tuple, None] = {}
+        self._doubt_check: asyncio.TimerHandle | None = None
         self.records_loaded = 0
         self.load_errors = 0
         self.replayed_end = -1    # the log end the last load replayed up to
@@ -567,6 +576,17 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         self._timers.pop(key, None)
         if self.state is not ACTIVE:
             return
+        if self.serve_error():
+            # This node cannot tell it still leads the shard (its lease lapsed,
+            # or an ISR change was refused): its members' answers are held
+            # meanwhile (nothing is acknowledged), so a client waiting on one
+            # sends nothing more and its session would expire on our clock
+            # alone (seed 261). Kafka's coordinator runs no timers for a shard
+            # it does not surely lead; the timer waits until this node serves
+            # again, when every session restarts (resume_after_lapse).
+            self._held[key] = None
+            self.note_lapse()
+            return
         now = self.clock.ms()
         if due is not None and fired_after_a_stall(due, now):
             self._timers[key] = self.clock.call_later(STALL_GRACE_S, self._fire, key, None)
@@ -579,6 +599,46 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+        self._held.clear()
+        if self._doubt_check is not None:
+            self._doubt_check.cancel()
+            self._doubt_check = None
+
+    # ------------------------------------------------------------ lapses
+    def note_lapse(self) -> None:
+        """This node's lease lapsed (or a timer found the shard in doubt):
+        look every LAPSE_RECHECK_S until it surely leads the shard again,
+        then resume (an end of the lapse told at once comes through
+        resume_after_lapse; this catches one ended by a new state)."""
+        if self.state is ACTIVE and self._doubt_check is None:
+            self._doubt_check = self.clock.call_later(LAPSE_RECHECK_S, self._check_lapse)
+
+    def _check_lapse(self) -> None:
+        self._doubt_check = None
+        if self.state is not ACTIVE:
+            return
+        if self.serve_error():
+            self._doubt_check = self.clock.call_later(LAPSE_RECHECK_S, self._check_lapse)
+            return
+        self.resume_after_lapse()
+
+    def resume_after_lapse(self) -> None:
+        """This node serves the shard again after a lapse: every member's
+        session counts again from now (as after a load: their heartbeats'
+        answers were held, so their clients may have sent nothing since),
+        then the timers held meanwhile fire (the core re-arms those not due)."""
+        if self.state is not ACTIVE or self.serve_error():
+            return
+        if self._doubt_check is not None:
+            self._doubt_check.cancel()
+            self._doubt_check = None
+        now = self.clock.ms()
+        self.apply(self.core.restart_member_timers(now))
+        held, self._held = self._held, {}
+        for key in held:
+            if self.state is not ACTIVE:
+                return
+            self.apply(self.core.on_timer(key, now))
 
 
 def _answer(reply, value) -> None:
@@ -841,6 +901,18 @@ class CoordinatorRuntime:
                     log.exception("shard %d: compaction failed", shard.index)
                 shard.compacted_upto = plog.active.base_offset
         self._schedule_cleanup()
+
+    def on_lease_lapsed(self) -> None:
+        """This node's etcd lease lapsed (cluster/shard_ownership.py): each
+        active shard holds its timers until this node surely leads it again."""
+        for shard in self.shards:
+            shard.note_lapse()
+
+    def on_lease_restored(self) -> None:
+        """etcd confirmed this node's lease again: every shard it surely
+        leads restarts its members' sessions and runs its held timers."""
+        for shard in self.shards:
+            shard.resume_after_lapse()
 
     def stop(self) -> None:
         if self._cleanup is not None:

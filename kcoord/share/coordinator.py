@@ -194,6 +194,10 @@ class ShareCoordinatorShard:
         result.arm(COLD_SNAPSHOT_TIMER, now + self.config.cold_partition_snapshot_interval_ms)
         return result
 
+    def restart_member_timers(self, _now: int) -> Result:
+        """No member sessions here (the runtime's hook after a lapse)."""
+        return Result()
+
     def on_timer(self, key: tuple, now: int) -> Result:
         if key != COLD_SNAPSHOT_TIMER:
             return Result()

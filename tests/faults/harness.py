@@ -164,7 +164,8 @@ def _run(lab, cluster, seed, minutes, mix, quick, workloads, log, budget) -> dic
         runners.append(register)
     if "queue" in workloads:
         runners.append(queue_mod.QueueWorkload(history, cluster.bootstrap(), addrs,
-                                               seed=rng.randrange(1 << 30)))
+                                               seed=rng.randrange(1 << 30),
+                                               log_dir=cluster.root))
     if "txn" in workloads:
         runners.append(txn_mod.TxnWorkload(history, cluster.bootstrap(), addrs,
                                            seed=rng.randrange(1 << 30)))

@@ -8,9 +8,11 @@ on a record that may have been appended); a commit refused with a fencing
 error is a failure, any other error unknown."""
 from __future__ import annotations
 
+import collections
 import random
 import threading
 import time
+from pathlib import Path
 
 from .checkers import FENCING_ERRORS, check_queue
 from .cluster import join_threads, start_threads
@@ -27,8 +29,11 @@ class QueueWorkload:
     name = "queue"
 
     def __init__(self, history: History, bootstrap: str, addrs: dict, seed: int = 0,
-                 rate: float = 40.0) -> None:
+                 rate: float = 40.0, log_dir: Path | None = None) -> None:
         self.history, self.bootstrap, self.addrs = history, bootstrap, addrs
+        # where the KIP-848 consumers' client logs go at the end (seed 261:
+        # what the client waited for is not in the server's logs)
+        self.log_dir = log_dir
         self.rng = random.Random(seed)
         self.rate = rate
         self.stop = threading.Event()
@@ -68,6 +73,10 @@ class QueueWorkload:
         if protocol == "classic":
             conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
                          "partition.assignment.strategy": "range"})
+        tail = None
+        if protocol == "consumer" and self.log_dir is not None:
+            tail = _Tail()  # the group protocol's client log, kept for a look after the run
+            conf.update({"debug": "cgrp", "logger": tail})
         consumer = Consumer(conf)
         pending: dict[int, int] = {}
 
@@ -105,6 +114,8 @@ class QueueWorkload:
                 consumer.close()
             except Exception:  # closing during a fault: nothing left to record
                 pass
+            if tail is not None:
+                tail.write(self.log_dir / f"client-{name.replace('/', '-')}.log")
 
 
 def unique_producer(h: History, bootstrap: str, stop: threading.Event, rate: float,
@@ -141,6 +152,27 @@ def unique_producer(h: History, bootstrap: str, stop: threading.Event, rate: flo
         producer.poll(0)
         time.sleep(1.0 / rate)
     producer.flush(30)
+
+
+class _Tail:
+    """A logging.Logger stand-in that keeps librdkafka's last TAIL_LINES
+    lines, each stamped with this host's monotonic clock (the history's)."""
+    TAIL_LINES = 200_000
+
+    def __init__(self) -> None:
+        self.lines: collections.deque = collections.deque(maxlen=self.TAIL_LINES)
+
+    def log(self, _level, fmt, *args) -> None:
+        self.lines.append(f"{time.monotonic():.3f} {fmt % args if args else fmt}")
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+    def write(self, path: Path) -> None:
+        try:
+            path.write_text("\n".join(self.lines) + "\n")
+        except OSError:  # a look after the run only
+            pass
 
 
 class _Silent:

@@ -16,6 +16,14 @@ def run(bootstrap: str, group: str, orders: str, totals: str, count: int,
                              # a loaded test machine may starve the heartbeats for seconds
                              session_timeout_ms=30000)
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="orders-kafka-python")
+    # The topic's partitions known before the first poll joins the group.
+    # Otherwise the first join assigns nothing (no metadata yet), the metadata
+    # that arrives next starts a second rebalance, and kafka-python 3.0.12
+    # loses that one if poll()'s timeout ends while its JoinGroup/SyncGroup
+    # is in flight: the leader's assignment already made need_rejoin() false,
+    # so no later poll() awaits the join's end, and the consumer stays
+    # without partitions or heartbeats until its session expires.
+    consumer.partitions_for_topic(orders)
     done = 0
     deadline = time.monotonic() + timeout
     try:
