@@ -177,10 +177,14 @@ def _run_kafka_python(cfg: dict, emit: _Out, stop: threading.Event) -> None:
                 positions.pop(p, None)
             emit(e="lost", t=now(), ps=ps)
 
+    # the topic's partitions known before the first join: kafka-python 3.0.12
+    # loses the second, metadata-started rebalance a join without them leads
+    # to when poll()'s timeout ends mid JoinGroup/SyncGroup (examples/orders_app)
+    consumer.partitions_for_topic(topic)
     consumer.subscribe(topics=[topic], listener=Listener())
     emit(e="started", t=now())
     while not stop.is_set():
-        batch = consumer.poll(timeout_ms=1000)  # shorter ones trip a kafka-python SyncGroup bug
+        batch = consumer.poll(timeout_ms=1000)
         recs = [[tp.partition, m.offset] for tp, msgs in batch.items() for m in msgs]
         if recs:
             emit(e="recs", t=now(), r=recs)

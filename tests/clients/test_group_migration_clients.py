@@ -197,6 +197,10 @@ class KafkaPythonWorker(threading.Thread):
                     worker.positions.pop(p, None)
                 worker.ledger.event(worker.name, "lost", ps)
 
+        # the topic's partitions known before the first join: kafka-python 3.0.12
+        # loses the second, metadata-started rebalance a join without them leads
+        # to when poll()'s timeout ends mid JoinGroup/SyncGroup (examples/orders_app)
+        consumer.partitions_for_topic(self.topic)
         consumer.subscribe(topics=[self.topic], listener=Listener())
         self.ready.set()
         try:

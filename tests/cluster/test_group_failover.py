@@ -208,6 +208,10 @@ class KafkaPythonMember(threading.Thread):
             def on_partitions_assigned(self, assigned):
                 member.ledger.event(member.name, "assign", [tp.partition for tp in assigned])
 
+        # the topic's partitions known before the first join: kafka-python 3.0.12
+        # loses the second, metadata-started rebalance a join without them leads
+        # to when poll()'s timeout ends mid JoinGroup/SyncGroup (examples/orders_app)
+        consumer.partitions_for_topic(TOPIC)
         consumer.subscribe([TOPIC], listener=Listener())
         try:
             while not self.stop.is_set():

@@ -27,6 +27,10 @@ def kafka_python_roundtrip(bootstrap: str, topic: str, group: str, **kw):
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              consumer_timeout_ms=15000, **kw)
+    # the topic's partitions known before the first join: kafka-python 3.0.12
+    # loses the second, metadata-started rebalance a join without them leads
+    # to when poll()'s timeout ends mid JoinGroup/SyncGroup (examples/orders_app)
+    consumer.partitions_for_topic(topic)
     got = []
     for msg in consumer:
         got.append(msg.value)
