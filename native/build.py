@@ -66,6 +66,8 @@ MODULES = [
     # the fsync batcher's rounds: every durable step of every writer (a
     # one-node transaction makes seven: its rounds, waiters and callbacks)
     "kcoord.log.fsync_batcher",
+    # the server's clock: the write path reads it once per request
+    "kcoord.server.clock",
     # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
     # and their cached answers (the interpreted rest of those handler chains)
     "kcoord.server.hot_ops",

@@ -81,6 +81,7 @@ class Proc:
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                      env=self.env, start_new_session=True)
         log.close()
+        _set_autogroup_nice(self.proc.pid, self.nice)
         self.paused = False
 
     def alive(self) -> bool:
@@ -131,6 +132,23 @@ SUT_NICE = -5
 # lapses leases no fault touched; a deployment runs etcd on hosts of its own
 # or at a raised priority, which this is the nearer to.
 ETCD_NICE = -10
+
+
+def _set_autogroup_nice(pid: int, nice: int) -> None:
+    """Give the child's session the same priority as its processes.  With the
+    kernel's autogroup scheduling (sched_autogroup_enabled, in the root cpu
+    cgroup), each session is one scheduling group that competes with every
+    other session at its group's nice, whatever its processes' own nice: the
+    child's new session (start_new_session) got an equal share beside each
+    build or test session of the shared host, so SUT_NICE and ETCD_NICE
+    ordered nothing.  Root only; left as is where the kernel has no autogroup."""
+    if os.geteuid() != 0 or nice == 0:
+        return
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass
 
 
 class FaultCluster:

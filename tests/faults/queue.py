@@ -156,7 +156,10 @@ def unique_producer(h: History, bootstrap: str, stop: threading.Event, rate: flo
 
 class _Tail:
     """A logging.Logger stand-in that keeps librdkafka's last TAIL_LINES
-    lines, each stamped with this host's monotonic clock (the history's)."""
+    lines, each stamped with this host's monotonic clock (the history's) when
+    the consumer's thread served it: confluent-kafka forwards the log from
+    its poll and commit calls, so lines logged while the thread sat in a
+    synchronous commit carry the commit's return time."""
     TAIL_LINES = 200_000
 
     def __init__(self) -> None:
