@@ -63,6 +63,8 @@ MODULES = [
     # (every transactional request's state check, record and batch)
     "kcoord.txn.records",
     "kcoord.txn.coordinator",
+    # the server's clock: the write path reads it once per request
+    "kcoord.server.clock",
     # the ops of a consumer's OffsetCommit and a steady KIP-848 heartbeat
     # and their cached answers (the interpreted rest of those handler chains)
     "kcoord.server.hot_ops",

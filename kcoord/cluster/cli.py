@@ -75,6 +75,19 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def free_port_outside(reserved: set[int]) -> int:
+    """A free port (the kernel's choice) that is none of `reserved`: the
+    nodes' ports, checked free but not yet bound when etcd starts, so the
+    kernel may hand one of them to etcd (a random --base-port in the
+    ephemeral range: a node then fails with "address already in use")."""
+    from .etcd_server import free_port
+    for _ in range(100):
+        port = free_port()
+        if port not in reserved:
+            return port
+    raise RuntimeError("no free port outside the nodes' ports")
+
+
 def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
                overrides: list[str], tls=None, http_base: int = 0) -> int:
     from .etcd_server import EtcdServer
@@ -100,7 +113,11 @@ def cluster_up(data_dir: Path, nodes: int, base_port: int, etcd_port: int,
     signal.signal(signal.SIGINT, on_signal)
 
     try:
-        etcd = EtcdServer(data_dir / "etcd", client_port=etcd_port, tls=tls).start()
+        reserved = {base_port + i for i in range(nodes)}
+        reserved |= {http_base + i for i in range(nodes) if http_base}
+        client_port = etcd_port or free_port_outside(reserved)
+        etcd = EtcdServer(data_dir / "etcd", client_port=client_port,
+                          peer_port=free_port_outside(reserved | {client_port}), tls=tls).start()
     except (OSError, RuntimeError) as exc:
         print(f"kcoord cluster up: {exc}", file=sys.stderr)
         return 1

@@ -4,6 +4,8 @@ transaction coordinator and log retention read as "now" and arm timers on.
 `WallClock` is the default (wall time, timers on the running event loop).
 `VirtualClock` stands still until `advance(seconds)` (kcoord.testing's
 virtual time): its timers fire in deadline order, each at its own time.
+Compiled (native/build.py): the write path reads the time once per
+request (a commit's timestamp), about a microsecond interpreted.
 Timers that are I/O mechanics (the group commit's linger, a replicated
 write's timeout, long-poll fetches) stay on the event loop: they are not
 application time and must run while the virtual clock stands still.
@@ -99,7 +101,9 @@ class LoopClock(WallClock):
 
     def __init__(self, ms: Callable[[], int]) -> None:
         self._ms = ms
-        self.time = lambda: ms() / 1000.0
+
+    def time(self) -> float:
+        return self._ms() / 1000.0
 
     def ms(self) -> int:
         return self._ms()

@@ -43,6 +43,7 @@ from ..log.compaction import compact
 from ..observe.events import GroupEventLog, ServerMetrics
 from ..protocol.errors import Err
 from .dispatch import Reply
+from .hot_ops import release_waiters
 from ..log.durability import (
     LOST_LEADERSHIP, Durability, LocalDurability, NotReplicated, coordinator_answer,
 )
@@ -506,14 +507,7 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             return
         self._batches.remove(batch)
         batch.drop()
-        parked = self.parked
-        for reply, answer, _, replies in reversed(batch.waiters):
-            if replies:
-                for token, response in replies:
-                    if parked.pop(token, None) is not None:
-                        _answer(token, response)
-            if answer is not _PARKED and not reply.done():
-                reply.set_result(answer)
+        release_waiters(batch.waiters, self.parked, _PARKED)
 
     def time_out(self, batch: _Batch) -> None:
         """The batch is not durable offsets.commit.timeout.ms after its first

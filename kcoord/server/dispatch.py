@@ -25,13 +25,18 @@ class Reply:
     the caller's (the loop's) thread, instead of one loop callback each, so
     the group commit releases a round's answers in one pass.  Awaitable (an
     asyncio future that mirrors it is made on demand); never cancelled."""
-    __slots__ = ("_done", "_result", "_exception", "_callbacks")
+    __slots__ = ("_done", "_result", "_exception", "_first", "_callbacks")
 
     def __init__(self) -> None:
         self._done = False
         self._result: Any = None
         self._exception: BaseException | None = None
-        self._callbacks: Any = []  # a list; None once done
+        # The first done callback, then a list of any others (None until a
+        # second comes): nearly every Reply has exactly one (its connection's
+        # answer slot), and a list per request is one more object kept alive
+        # until the request's round is durable, then freed cold.
+        self._first: Any = None
+        self._callbacks: Any = None
 
     def done(self) -> bool:
         return self._done
@@ -54,6 +59,10 @@ class Reply:
     def add_done_callback(self, fn: Callable[["Reply"], Any]) -> None:
         if self._done:
             fn(self)
+        elif self._first is None:
+            self._first = fn
+        elif self._callbacks is None:
+            self._callbacks = [fn]
         else:
             self._callbacks.append(fn)
 
@@ -92,12 +101,20 @@ class Reply:
 
     def _finish(self) -> None:
         self._done = True
+        first, self._first = self._first, None
+        if first is None:
+            return
+        try:
+            first(self)
+        except Exception:  # one listener's failure must not stop the others
+            log.exception("reply callback %r failed", first)
         callbacks, self._callbacks = self._callbacks, None
-        for fn in callbacks:
-            try:
-                fn(self)
-            except Exception:  # one listener's failure must not stop the others
-                log.exception("reply callback %r failed", fn)
+        if callbacks is not None:
+            for fn in callbacks:
+                try:
+                    fn(self)
+                except Exception:
+                    log.exception("reply callback %r failed", fn)
 
     def __await__(self):
         if self._done:
@@ -111,7 +128,7 @@ class Reply:
                 else:
                     fut.set_result(reply._result)
 
-        self._callbacks.append(mirror)
+        self.add_done_callback(mirror)
         return (yield from fut)
 
 

@@ -20,7 +20,7 @@ from ..protocol.errors import Err
 from ..coordinator.txn_offsets import mark_unstable
 from .coordinator_runtime import CoordinatorRuntime
 from .dispatch import Dispatcher, Reply, RequestContext, serves
-from .hot_ops import commit_flat, commit_request
+from .hot_ops import commit_error, commit_flat, commit_request
 from .share_runtime import parse_share_key
 
 KEY_TYPE_GROUP = 0
@@ -171,16 +171,8 @@ class GroupHandlers:
                 if not 0 <= p["partition_index"] < count:
                     p["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
 
-    @staticmethod
-    def commit_error(req: dict, version: int, code: int) -> dict:
-        """error_response: every partition gets `code`, except those already
-        refused (unknown topics), which keep their own."""
-        out = error_response(OFFSET_COMMIT, version, req, code)
-        for topic, answer in zip(req["topics"], out["topics"]):
-            for p, pa in zip(topic["partitions"], answer["partitions"]):
-                if "error_code" in p:
-                    pa["error_code"] = p["error_code"]
-        return out
+    # error_response with the refused partitions' own codes (hot_ops)
+    commit_error = staticmethod(commit_error)
 
     @serves("OffsetCommit")
     def offset_commit(self, ctx: RequestContext, req: dict):

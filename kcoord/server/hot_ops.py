@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from ..coordinator.result import Result
-from ..protocol.api import API_KEYS, response_codec
+from ..protocol.api import API_KEYS, error_response, response_codec
 from ..protocol.errors import Err
 from ..coordinator.offsets import commit_answer
 from ..protocol.commit_request import FlatCommit, FlatTopic, commit_dict
@@ -28,10 +28,11 @@ COMMIT_BODIES_MAX = 10_000  # encoded OffsetCommit answers kept (one per version
 # heartbeat's server instructions were its encoding)
 STEADY_BODIES_MAX = 50_000
 _STEADY_BODIES: dict[str, tuple[int, int, int, bytes]] = {}
-# (version, topic, partition count) -> the partition indexes and all-NONE
-# answer of the last flat commit of that shape (flat_body); the answer's
-# bytes depend on those alone, so one cache serves every server in a process
-_RECENT_BODIES: dict[tuple[int, str, int], tuple[tuple[int, ...], bytes]] = {}
+# (version, topic, partition count) -> the partition indexes of the last
+# flat commit of that shape and its all-NONE answer, held by the error answer
+# that fails it (flat_answer); the answer's bytes depend on those alone, so
+# one cache serves every server in a process
+_RECENT_BODIES: dict[tuple[int, str, int], tuple[tuple[int, ...], "FlatCommitError"]] = {}
 _NO_RECORDS: list = []  # (never changed: ShardRuntime._queue only adds it to a batch)
 
 
@@ -59,7 +60,7 @@ def commit_request(handlers: Any, ctx: RequestContext, req: dict) -> Any:
     version = ctx.api_version
     if not group_id:
         return handlers.commit_error(req, version, Err.INVALID_GROUP_ID)
-    error = partial(handlers.commit_error, req, version)
+    error = partial(commit_error, req, version)
     runtime = handlers.runtime
     bodies = handlers._commit_bodies
     cached: dict = runtime._partitions  # (typed: mypyc's direct dict get)
@@ -110,6 +111,28 @@ def _queue_commit(shard: Any, records: list, response: Any, error: Any) -> Any:
     return reply
 
 
+def release_waiters(waiters: list[tuple[Any, Any, Any, Any]], parked: dict,
+                    parked_marker: object) -> None:
+    """ShardRuntime.release's answers of a durable batch: entries of (reply,
+    answer, error, replies to parked requests), answered last request first
+    (fsync_rounds: a connection's answers then leave in one write).
+    Compiled here: a round releases hundreds of commits, and the Replies'
+    own methods are called directly."""
+    for i in range(len(waiters) - 1, -1, -1):
+        reply, answer, _, replies = waiters[i]
+        if replies:
+            for token, response in replies:
+                if parked.pop(token, None) is not None and not token.done():
+                    token.set_result(response)
+        if answer is parked_marker:
+            continue
+        if isinstance(reply, Reply):
+            if not reply.done():
+                reply.set_result(answer)
+        elif not reply.done():
+            reply.set_result(answer)
+
+
 def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     """commit_request for an OffsetCommit v8-v9 decoded flat
     (protocol/commit_request.py): the common case (every partition known,
@@ -152,8 +175,10 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     metrics = runtime.metrics
     if metrics is not None:  # observe.events.ServerMetrics
         metrics.offsets_committed(len(records))
-    response = flat_body(version, topics, handlers._commit_bodies)
-    error = FlatCommitError(handlers, version, response)
+    # the answer and the error answer that fails it (one object per shape
+    # of commit: not made per commit and kept alive until its round is durable)
+    error = flat_answer(version, topics, handlers._commit_bodies)
+    response = error.response
     if result is None:
         if not records:
             return shard.finish(Result(records, response=response), error, None)
@@ -165,16 +190,26 @@ def commit_flat(handlers: Any, ctx: RequestContext, flat: FlatCommit) -> Any:
     return _queue_commit(shard, records, response, error)
 
 
-class FlatCommitError:
-    """The error answer of a flat commit the runtime fails (called rarely:
-    made per commit, a compiled instance costs less than a partial).  It
-    keeps the commit's all-NONE answer (cached bytes, or a dict for several
-    topics), which names the same partitions, not the request: the
-    request's tuples are then freed with the commit instead of being held
-    until its round is durable (and freed cold, as its records were)."""
+def commit_error(req: dict, version: int, code: int) -> dict:
+    """error_response: every partition gets `code`, except those already
+    refused (unknown topics), which keep their own."""
+    out = error_response(OFFSET_COMMIT, version, req, code)
+    for topic, answer in zip(req["topics"], out["topics"]):
+        for p, pa in zip(topic["partitions"], answer["partitions"]):
+            if "error_code" in p:
+                pa["error_code"] = p["error_code"]
+    return out
 
-    def __init__(self, handlers: Any, version: int, response: Any) -> None:
-        self.handlers = handlers
+
+class FlatCommitError:
+    """A flat commit's all-NONE answer (`response`: cached bytes, or a dict
+    for several topics) and, called with a code, its error answer when the
+    runtime fails the commit (rarely).  It names the same partitions as the
+    request, so the request's tuples are freed with the commit instead of
+    being held until its round is durable (and freed cold); for a one-topic
+    commit it is made once per shape of commit (flat_answer), not per commit."""
+
+    def __init__(self, version: int, response: Any) -> None:
         self.version = version
         self.response = response
 
@@ -186,8 +221,7 @@ class FlatCommitError:
         req = {"topics": [{"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"]} for p in t["partitions"]]}
             for t in topics]}
-        error: dict = self.handlers.commit_error(req, self.version, code)
-        return error
+        return commit_error(req, self.version, code)
 
 
 def commit_op(core: Any, now: int, req: dict, version: int, metrics: Any,
@@ -218,15 +252,21 @@ def commit_body(version: int, req: dict,
 
 def flat_body(version: int, topics: list[FlatTopic],
               bodies: dict[tuple[int, str, tuple[int, ...]], bytes]) -> Any:
-    """commit_body of a flat request; the body of the last commit of each
-    (version, topic, partition count) is checked first, index by index (a
-    consumer commits the same partitions again and again: no key tuple of
-    its indexes made and hashed)."""
+    """commit_body of a flat request."""
+    return flat_answer(version, topics, bodies).response
+
+
+def flat_answer(version: int, topics: list[FlatTopic],
+                bodies: dict[tuple[int, str, tuple[int, ...]], bytes]) -> FlatCommitError:
+    """The all-NONE answer of a flat request (commit_body) in the error
+    answer that fails it; the last of each (version, topic, partition count)
+    is checked first, index by index (a consumer commits the same partitions
+    again and again: no key tuple of its indexes made and hashed)."""
     if len(topics) != 1:
-        return {"throttle_time_ms": 0, "topics": [
+        return FlatCommitError(version, {"throttle_time_ms": 0, "topics": [
             {"name": name, "partitions": [{"partition_index": p[0], "error_code": 0}
                                           for p in partitions]}
-            for name, partitions in topics]}
+            for name, partitions in topics]})
     name, partitions = topics[0]
     recent_key = (version, name, len(partitions))
     recent = _RECENT_BODIES.get(recent_key)
@@ -241,11 +281,11 @@ def flat_body(version: int, topics: list[FlatTopic],
         else:
             return recent[1]
     indexes = tuple([p[0] for p in partitions])
-    body = all_none_body(version, name, indexes, bodies)
+    answer = FlatCommitError(version, all_none_body(version, name, indexes, bodies))
     if len(_RECENT_BODIES) >= COMMIT_BODIES_MAX:
         _RECENT_BODIES.clear()
-    _RECENT_BODIES[recent_key] = (indexes, body)
-    return body
+    _RECENT_BODIES[recent_key] = (indexes, answer)
+    return answer
 
 
 def all_none_body(version: int, name: str, indexes: tuple[int, ...],

@@ -107,3 +107,12 @@ def test_cluster_up_status_and_stop(tmp_path):
     host, port = doc["etcd"][0].split(":")
     with pytest.raises(OSError):
         socket.create_connection((host, int(port)), timeout=1).close()
+
+
+def test_etcd_gets_no_port_of_the_nodes(monkeypatch):
+    # the kernel's free ports may be a node's, not yet bound when etcd starts
+    # (a loop under load: etcd took base + 552, the node's HTTP port, and the node failed)
+    from kcoord.cluster import cli, etcd_server
+    offered = iter([9092, 9644, 9093, 41000])
+    monkeypatch.setattr(etcd_server, "free_port", lambda host="127.0.0.1": next(offered))
+    assert cli.free_port_outside({9092, 9093, 9644}) == 41000

@@ -103,6 +103,6 @@ def test_a_failed_flat_commit_answers_as_the_dict_path():
         encode, _ = request_codec(OFFSET_COMMIT, version)
         flat = decode_flat(bytes(encode(random_request(rnd), bytearray())), 0)
         assert flat is not None
-        error = FlatCommitError(GroupHandlers, version, flat_body(version, flat[4], bodies))
+        error = FlatCommitError(version, flat_body(version, flat[4], bodies))
         for code in (15, 16):  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
             assert error(code) == GroupHandlers.commit_error(commit_dict(flat), version, code)

@@ -50,3 +50,18 @@ def test_awaitable_before_and_after_done():
         return await r
 
     asyncio.run(main())
+
+
+def test_a_failing_first_callback_does_not_stop_the_others():
+    """The first done callback is kept apart from the rest (no list for
+    the usual one): its failure still lets the others run, in order."""
+    seen = []
+    r = Reply()
+    r.add_done_callback(lambda x: 1 / 0)
+    r.add_done_callback(lambda x: seen.append(("a", x.result())))
+    r.add_done_callback(lambda x: seen.append(("b", x.result())))
+    r.set_result(7)
+    assert seen == [("a", 7), ("b", 7)]
+    lone = Reply()
+    lone.set_result(1)  # no callback at all
+    assert lone.result() == 1
