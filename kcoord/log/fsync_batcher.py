@@ -121,9 +121,9 @@ class FsyncBatcher:
         a log with one under way joins its next, shared with everyone's."""
         # (_join also queues a round for the loop's next turn, which mostly
         # finds nothing to do; leaving it out cost CPU and rate in paired
-        # one-node transaction runs, 7 of 8 pairs: with a callback queued the
-        # loop polls without blocking once more and often finds the client's
-        # next request there, one sleep and wake-up fewer)
+        # one-node transaction runs, 7 of 8 pairs; likely because with a
+        # callback queued the loop polls once more without blocking and finds
+        # the client's next request there: one sleep and wake-up fewer)
         self._join(logs, lambda failed: done([failed.get(id(p)) for p in logs]))
         self._run()
 
