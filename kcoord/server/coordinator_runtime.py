@@ -605,6 +605,11 @@ class ShardRuntime(CoordinatorState, ShardLoader):
             self._doubt_check = None
 
     # ------------------------------------------------------------ lapses
+    @property
+    def in_doubt(self) -> bool:
+        """A lapse was noted and the shard has not resumed since."""
+        return self._doubt_check is not None or bool(self._held)
+
     def note_lapse(self) -> None:
         """This node's lease lapsed (or a timer found the shard in doubt):
         look every LAPSE_RECHECK_S until it surely leads the shard again,
@@ -620,15 +625,19 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         if self.serve_error():
             self._doubt_check = self.clock.call_later(LAPSE_RECHECK_S, self._check_lapse)
             return
-        self.resume_after_lapse()
+        held = self.resume_after_lapse()
+        if held >= 0:   # (the lease's restore, which logs once for all, came first otherwise)
+            log.info("shard %d: serving again after a lapse: its members' sessions "
+                     "restarted, %d held timers run", self.index, held)
 
-    def resume_after_lapse(self) -> None:
+    def resume_after_lapse(self) -> int:
         """This node serves the shard again after a lapse: every member's
         session counts again from now (as after a load: their heartbeats'
         answers were held, so their clients may have sent nothing since),
-        then the timers held meanwhile fire (the core re-arms those not due)."""
+        then the timers held meanwhile fire (the core re-arms those not due).
+        The number of held timers run, or -1 when it did not resume."""
         if self.state is not ACTIVE or self.serve_error():
-            return
+            return -1
         if self._doubt_check is not None:
             self._doubt_check.cancel()
             self._doubt_check = None
@@ -637,8 +646,9 @@ class ShardRuntime(CoordinatorState, ShardLoader):
         held, self._held = self._held, {}
         for key in held:
             if self.state is not ACTIVE:
-                return
+                break
             self.apply(self.core.on_timer(key, now))
+        return len(held)
 
 
 def _answer(reply, value) -> None:
@@ -907,12 +917,22 @@ class CoordinatorRuntime:
         active shard holds its timers until this node surely leads it again."""
         for shard in self.shards:
             shard.note_lapse()
+        log.info("lease lapsed: %d active shards hold their timers until this node "
+                 "surely leads them again", sum(s.state is ACTIVE for s in self.shards))
 
     def on_lease_restored(self) -> None:
         """etcd confirmed this node's lease again: every shard it surely
         leads restarts its members' sessions and runs its held timers."""
+        resumed = held = 0
         for shard in self.shards:
-            shard.resume_after_lapse()
+            in_doubt = shard.in_doubt
+            ran = shard.resume_after_lapse()
+            if ran >= 0 and in_doubt:
+                resumed += 1
+                held += ran
+        if resumed:     # (a restore is also told where no shard was in doubt)
+            log.info("lease restored: %d shards in doubt serve again, their members' "
+                     "sessions restarted, %d held timers run", resumed, held)
 
     def stop(self) -> None:
         if self._cleanup is not None:

@@ -122,7 +122,8 @@ def stable_member(loop, node, api) -> tuple[str, int]:
     return member, steady["member_epoch"]
 
 
-def test_no_member_expires_during_a_lapse_and_sessions_restart_after_it(lab):
+def test_no_member_expires_during_a_lapse_and_sessions_restart_after_it(lab, caplog):
+    caplog.set_level("INFO", logger="kcoord.coordinator")
     loop, node, durability, api = lab
     member, epoch = stable_member(loop, node, api)
     runtime = node.runtime
@@ -139,6 +140,9 @@ def test_no_member_expires_during_a_lapse_and_sessions_restart_after_it(lab):
     # the lease is confirmed again: the session counts from now
     durability.restore()
     within(loop, runtime.on_lease_restored)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("lease lapsed: ") for m in said), said
+    assert any(m.startswith("lease restored: 1 shards in doubt serve again") for m in said), said
     loop.advance(SESSION_MS - 500)
     assert members(node) == {member}
     # and a member that never heartbeats again still expires, a session later
@@ -146,7 +150,7 @@ def test_no_member_expires_during_a_lapse_and_sessions_restart_after_it(lab):
     assert members(node) == set()
 
 
-def test_a_lapse_ended_by_a_new_state_resumes_on_the_shards_own_check(lab):
+def test_a_lapse_ended_by_a_new_state_resumes_on_the_shards_own_check(lab, caplog):
     """The restore is not told (the lapse ended by a new state instead): the
     shard's own check finds it serving again and restarts the sessions."""
     loop, node, durability, api = lab
@@ -156,8 +160,10 @@ def test_a_lapse_ended_by_a_new_state_resumes_on_the_shards_own_check(lab):
     loop.advance(2 * SESSION_MS)
     assert members(node) == {member}
     durability.restore()  # no on_lease_restored
+    caplog.set_level("INFO", logger="kcoord.coordinator")
     loop.advance(1_000)   # the check (every LAPSE_RECHECK_S) resumed the shard
     assert members(node) == {member}
+    assert any("serving again after a lapse" in r.getMessage() for r in caplog.records)
     loop.advance(SESSION_MS - 1_500)
     assert members(node) == {member}
     loop.advance(1_000)
