@@ -5,6 +5,7 @@ read from its log line) and its own data dir, so tests never collide.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -96,3 +97,11 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def load_script(path: Path, name: str):
+    """A script outside the kcoord package (lint/, native/) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,13 +3,12 @@ it reports an arrow pointing up, a pipeline import outside its pieces and a
 cycle of top-level imports, and passes a tree that has none."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location(
-    "import_layers", Path(__file__).resolve().parents[1] / "lint" / "import_layers.py")
-layers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(layers)
+from tests.support import load_script
+
+layers = load_script(Path(__file__).resolve().parents[1] / "lint" / "import_layers.py",
+                     "import_layers")
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

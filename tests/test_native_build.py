@@ -5,7 +5,6 @@ and a failed build leaves pure Python with one warning line."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from kcoord import native_build
+
+from tests.support import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ("import importlib, sys\n"
@@ -108,18 +109,10 @@ def test_a_failed_build_leaves_pure_python(tree_copy):
     assert not list((tree_copy / "kcoord").rglob("*.so"))
 
 
-def _compiled_async_lint():
-    spec = importlib.util.spec_from_file_location("compiled_async",
-                                                  ROOT / "lint" / "compiled_async.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_no_compiled_module_awaits_in_an_except_or_finally_block():
     """mypyc loses a cancellation in flight through a finally block that
     awaits (the replica fetcher's stop hung so, and the node's exit)."""
-    lint = _compiled_async_lint()
+    lint = load_script(ROOT / "lint" / "compiled_async.py", "compiled_async")
     assert lint.compiled_modules(ROOT) == build_modules()
     assert lint.main(ROOT) == 0
     sample = ("async def f(call):\n"
